@@ -1,0 +1,34 @@
+# Two commands a newcomer needs:  `make demo` (run Dragonet locally)  and  `make test`.
+# Both install what they need into .venv/ (Python packages) and .tools/ (the helm binary).
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: demo test lint helm clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+.tools/bin/helm: scripts/install-helm.sh
+	bash scripts/install-helm.sh .tools
+
+helm: .tools/bin/helm
+
+demo: $(STAMP)
+	$(BIN)/dragonet render examples/job1.yaml --nodes examples/nodes.yaml
+
+test: $(STAMP) .tools/bin/helm
+	$(BIN)/ruff check .
+	PATH="$(CURDIR)/.tools/bin:$$PATH" $(BIN)/pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+clean:
+	rm -rf $(VENV) .tools .pytest_cache .ruff_cache .hypothesis

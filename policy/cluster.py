@@ -1,0 +1,181 @@
+"""The observed cluster as immutable views: Nodes, Pods and free capacity.
+
+Everything here is a fact from the hook request. A pod that is bound (``spec.nodeName``)
+or pinned by our required node affinity occupies its node until it has Succeeded or
+Failed; a terminating pod still occupies it (DESIGN §2.4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from policy.jobs import pod_request
+from policy.resources import Resources
+
+HOSTNAME = "kubernetes.io/hostname"
+OPERATOR_NAME = "dragonet"
+L_OPERATOR = "training.kubeflow.org/operator-name"
+L_JOB = "training.kubeflow.org/job-name"
+L_TYPE = "training.kubeflow.org/replica-type"
+L_INDEX = "training.kubeflow.org/replica-index"
+L_ROLE = "training.kubeflow.org/job-role"
+TERMINAL_PHASES = ("Succeeded", "Failed")
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True)
+class Node:
+    name: str
+    hostname: str
+    labels: Mapping[str, str]
+    allocatable: Resources
+    taints: tuple[Taint, ...]
+    unschedulable_reason: str | None  # cordoned or not Ready: takes no new pods
+
+    @classmethod
+    def from_object(cls, obj: Mapping[str, Any]) -> Node:
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
+        labels = dict(meta.get("labels") or {})
+        name = meta["name"]
+        reason = None
+        ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+        if spec.get("unschedulable"):
+            reason = "cordoned"
+        elif ready is not None and ready.get("status") != "True":
+            reason = "not Ready"
+        taints = tuple(
+            Taint(t.get("key", ""), t.get("value", ""), t.get("effect", ""))
+            for t in spec.get("taints") or []
+        )
+        return cls(
+            name=name,
+            hostname=labels.get(HOSTNAME, name),
+            labels=MappingProxyType(labels),
+            allocatable=Resources.parse(status.get("allocatable") or status.get("capacity")),
+            taints=taints,
+            unschedulable_reason=reason,
+        )
+
+
+@dataclass(frozen=True)
+class Pod:
+    namespace: str
+    name: str
+    labels: Mapping[str, str]
+    node: str | None  # bound node, or the node our affinity pins it to
+    phase: str
+    terminating: bool
+    request: Resources
+    exit_code: int | None  # of the main container's last termination
+    restarts: int
+
+    @property
+    def occupies(self) -> bool:
+        return self.node is not None and self.phase not in TERMINAL_PHASES
+
+    @property
+    def live(self) -> bool:
+        """Counts toward the job: not finished and not on its way out."""
+        return self.phase not in TERMINAL_PHASES and not self.terminating
+
+    @property
+    def job(self) -> str | None:
+        if self.labels.get(L_OPERATOR) != OPERATOR_NAME or L_JOB not in self.labels:
+            return None
+        return f"{self.namespace}/{self.labels[L_JOB]}"
+
+    @property
+    def replica_type(self) -> str:
+        return self.labels.get(L_TYPE, "")
+
+    @property
+    def index(self) -> int:
+        try:
+            return int(self.labels.get(L_INDEX, "-1"))
+        except ValueError:
+            return -1
+
+    @classmethod
+    def from_object(
+        cls, obj: Mapping[str, Any], node_of_host: Mapping[str, str], container: str
+    ) -> Pod:
+        meta = obj.get("metadata") or {}
+        spec = obj.get("spec") or {}
+        status = obj.get("status") or {}
+        node = spec.get("nodeName") or _pinned_host(spec)
+        if node is not None and not spec.get("nodeName"):
+            node = node_of_host.get(node, node)
+        exit_code = None
+        restarts = 0
+        for cs in status.get("containerStatuses") or []:
+            restarts += int(cs.get("restartCount") or 0)
+            if cs.get("name") == container:
+                term = (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get(
+                    "terminated"
+                )
+                if term and "exitCode" in term:
+                    exit_code = int(term["exitCode"])
+        for cs in status.get("initContainerStatuses") or []:
+            restarts += int(cs.get("restartCount") or 0)
+        return cls(
+            namespace=meta.get("namespace", "default"),
+            name=meta["name"],
+            labels=MappingProxyType(dict(meta.get("labels") or {})),
+            node=node,
+            phase=status.get("phase") or "Pending",
+            terminating=meta.get("deletionTimestamp") is not None,
+            request=pod_request(spec),
+            exit_code=exit_code,
+            restarts=restarts,
+        )
+
+
+def _pinned_host(spec: Mapping[str, Any]) -> str | None:
+    """The hostname a pod is pinned to by a single-valued required affinity term."""
+    affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ) or {}
+    hosts = set()
+    for term in affinity.get("nodeSelectorTerms") or []:
+        for expr in term.get("matchExpressions") or []:
+            values = expr.get("values") or []
+            if expr.get("key") == HOSTNAME and expr.get("operator") == "In" and len(values) == 1:
+                hosts.add(values[0])
+    return hosts.pop() if len(hosts) == 1 else None
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """Nodes (sorted by name), pods, and what is free on each node right now."""
+
+    nodes: tuple[Node, ...]
+    pods: tuple[Pod, ...]
+    free: Mapping[str, Resources] = field(default_factory=dict)
+
+    @classmethod
+    def observe(cls, nodes: Iterable[Node], pods: Iterable[Pod]) -> Cluster:
+        nodes = tuple(sorted(nodes, key=lambda n: n.name))
+        pods = tuple(sorted(pods, key=lambda p: (p.namespace, p.name)))
+        used: dict[str, list[Resources]] = {}
+        for p in pods:
+            if p.occupies:
+                used.setdefault(p.node, []).append(p.request)
+        free = {n.name: n.allocatable - Resources.total(used.get(n.name, ())) for n in nodes}
+        return cls(nodes=nodes, pods=pods, free=MappingProxyType(free))
+
+    def node(self, name: str) -> Node | None:
+        return next((n for n in self.nodes if n.name == name), None)
+
+    def pods_of(self, job_key: str) -> list[Pod]:
+        return [p for p in self.pods if p.job == job_key]

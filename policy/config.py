@@ -1,0 +1,19 @@
+"""The policy's knobs. Plain data: the webhook shell reads them from the environment."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    # How a planned node reaches the pod: required node affinity on kubernetes.io/hostname
+    # (kube-scheduler stays the final arbiter) or spec.nodeName binding, as DRAGON does.
+    binding: Literal["affinity", "nodeName"] = "affinity"
+    # Appended after ".svc" in TF_CONFIG addresses (Kubeflow's CUSTOM_CLUSTER_DOMAIN).
+    cluster_domain: str = ""
+    # DRAGON's elastic thresholds: shrink for a job that waited this long; grow after
+    # this long without any scheduling or scaling action.
+    starvation_seconds: float = 30.0
+    idle_seconds: float = 60.0

@@ -1,0 +1,350 @@
+"""Typed TFJob (``kubeflow.org/v1``) with DRAGON's ``max-instances``/``min-instances``.
+
+``parse_job`` turns the raw object Metacontroller sends into an immutable ``Job``, or
+raises ``InvalidJob`` whose message names exactly what is wrong, in the user's field
+paths. Pod templates stay plain dicts: they are copied into pods verbatim, and a model
+round-trip would drop fields a newer API server knows.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from policy.resources import PODS, Resources, to_milli
+from policy.timeutil import parse_time
+
+
+class InvalidJob(ValueError):
+    """The job's spec cannot run; the message is shown to the user in a Failed condition."""
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """What differs between the training-job kinds Dragonet runs."""
+
+    kind: str
+    api_version: str
+    replica_specs_field: str
+    replica_types: tuple[str, ...]  # canonical CamelCase, in Kubeflow's status order
+    chief_types: tuple[str, ...]  # types whose pod decides success
+    required_types: tuple[str, ...]  # types that must be part of every gang
+    container: str
+    port_name: str
+    default_port: int
+
+
+TFJOB = JobKind(
+    kind="TFJob",
+    api_version="kubeflow.org/v1",
+    replica_specs_field="tfReplicaSpecs",
+    replica_types=("Chief", "Evaluator", "Master", "PS", "Worker"),
+    chief_types=("Chief", "Master"),
+    required_types=("Chief", "Master", "PS", "Evaluator"),
+    container="tensorflow",
+    port_name="tfjob-port",
+    default_port=2222,
+)
+
+WORKER = "Worker"
+RestartPolicy = Literal["Always", "OnFailure", "Never", "ExitCode"]
+CleanPodPolicy = Literal["None", "Running", "All"]
+MANAGED_BY_US = {None, "", "dragonet", "kubeflow.org/training-operator"}
+
+_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+
+
+# --- wire models (what users write) -----------------------------------------------------
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
+
+
+class ReplicaSpecModel(_Model):
+    replicas: int = Field(default=1, ge=0)
+    restartPolicy: RestartPolicy = "Never"
+    template: dict[str, Any] = Field(default_factory=dict)
+
+
+class SchedulingPolicyModel(_Model):
+    minAvailable: int | None = None
+    queue: str | None = None
+    priorityClass: str | None = None
+    scheduleTimeoutSeconds: int | None = None
+
+
+class RunPolicyModel(_Model):
+    cleanPodPolicy: CleanPodPolicy | None = None
+    ttlSecondsAfterFinished: int | None = Field(default=None, ge=0)
+    activeDeadlineSeconds: int | None = Field(default=None, ge=0)
+    backoffLimit: int | None = Field(default=None, ge=0)
+    schedulingPolicy: SchedulingPolicyModel | None = None
+    suspend: bool = False
+    managedBy: str | None = None
+
+
+class TFJobSpecModel(RunPolicyModel):
+    """Spec; the run-policy fields at top level are tf-operator v1.0's (DRAGON's) layout."""
+
+    tfReplicaSpecs: dict[str, ReplicaSpecModel | None]
+    max_instances: int | None = Field(default=None, alias="max-instances", ge=1)
+    min_instances: int | None = Field(default=None, alias="min-instances", ge=1)
+    runPolicy: RunPolicyModel | None = None
+    successPolicy: Literal["", "AllWorkers"] = ""
+    enableDynamicWorker: bool = False
+
+
+class MetadataModel(_Model):
+    name: str
+    namespace: str = "default"
+    uid: str = ""
+    generation: int = 0
+    creationTimestamp: str | None = None
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+    deletionTimestamp: str | None = None
+
+
+# --- the policy's view ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One replica type of a job, defaulted, with its per-pod resource request."""
+
+    type: str
+    replicas: int
+    restart_policy: RestartPolicy
+    template: Mapping[str, Any]
+    request: Resources
+    port: int
+
+    @property
+    def label(self) -> str:
+        return self.type.lower()
+
+
+@dataclass(frozen=True)
+class Job:
+    kind: JobKind
+    namespace: str
+    name: str
+    uid: str
+    generation: int
+    created: datetime | None
+    labels: Mapping[str, str]
+    annotations: Mapping[str, str]
+    replicas: Mapping[str, Replica]  # canonical type -> replica, in kind.replica_types order
+    min_workers: int
+    max_workers: int
+    elastic: bool  # DRAGON's max/min given: TF_CONFIG lists max-instances workers
+    dynamic_workers: bool  # Kubeflow's enableDynamicWorker: sparse TF_CONFIG
+    success_policy: str
+    clean_pod_policy: CleanPodPolicy
+    active_deadline_seconds: int | None
+    backoff_limit: int | None
+    suspend: bool
+    managed_elsewhere: bool
+    deleting: bool
+    status: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def chief_type(self) -> str | None:
+        return next((t for t in self.kind.chief_types if t in self.replicas), None)
+
+    @property
+    def worker(self) -> Replica | None:
+        return self.replicas.get(WORKER)
+
+    def required(self) -> list[Replica]:
+        """Replica types that belong to every gang: PS, Chief/Master, Evaluator."""
+        return [r for t, r in self.replicas.items() if t in self.kind.required_types]
+
+
+def _canonical_type(kind: JobKind, key: str) -> str:
+    for t in kind.replica_types:
+        if t.lower() == key.lower():
+            return t
+    raise InvalidJob(
+        f"spec.{kind.replica_specs_field} has unknown replica type {key!r}; "
+        f"expected one of {', '.join(kind.replica_types)}"
+    )
+
+
+def _format_validation_error(err: ValidationError, prefix: str) -> str:
+    problems = []
+    for e in err.errors():
+        path = ".".join(str(p) for p in (prefix, *e["loc"]) if p != "")
+        problems.append(f"{path}: {e['msg']}")
+    return "; ".join(problems)
+
+
+def pod_request(pod_spec: Mapping[str, Any]) -> Resources:
+    """What the scheduler reserves for a pod: containers' requests (limits where a container
+    gives only limits, as the API server defaults them), at least each init container's,
+    plus overhead and one ``pods`` slot."""
+
+    def container_request(c: Mapping[str, Any]) -> dict[str, int]:
+        res = c.get("resources") or {}
+        merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
+        return {k: to_milli(v) for k, v in merged.items()}
+
+    total: dict[str, int] = {}
+    for c in pod_spec.get("containers") or []:
+        for k, v in container_request(c).items():
+            total[k] = total.get(k, 0) + v
+    for c in pod_spec.get("initContainers") or []:
+        for k, v in container_request(c).items():
+            total[k] = max(total.get(k, 0), v)
+    for k, v in (pod_spec.get("overhead") or {}).items():
+        total[k] = total.get(k, 0) + to_milli(v)
+    total[PODS] = total.get(PODS, 0) + to_milli(1)
+    return Resources(total)
+
+
+def _replica(kind: JobKind, rtype: str, spec: ReplicaSpecModel) -> Replica:
+    where = f"spec.{kind.replica_specs_field}.{rtype}.template.spec"
+    pod_spec = spec.template.get("spec")
+    if not isinstance(pod_spec, dict):
+        raise InvalidJob(f"{where} is missing")
+    containers = pod_spec.get("containers")
+    if not isinstance(containers, list) or not containers:
+        raise InvalidJob(f"{where}.containers must list at least one container")
+    for i, c in enumerate(containers):
+        if not isinstance(c, dict) or not c.get("image"):
+            raise InvalidJob(f"{where}.containers[{i}] has no image")
+    main = [c for c in containers if c.get("name") == kind.container]
+    if not main:
+        names = ", ".join(repr(c.get("name")) for c in containers)
+        raise InvalidJob(
+            f"{where} has no container named {kind.container!r} (found {names}); "
+            f"Dragonet injects the cluster spec into that container"
+        )
+    port = kind.default_port
+    for p in main[0].get("ports") or []:
+        if isinstance(p, dict) and p.get("name") == kind.port_name:
+            port = int(p.get("containerPort", port))
+    try:
+        request = pod_request(pod_spec)
+    except (TypeError, ValueError, ArithmeticError, AttributeError) as err:
+        raise InvalidJob(f"{where} has an unreadable resource quantity: {err}") from err
+    return Replica(
+        type=rtype,
+        replicas=spec.replicas,
+        restart_policy=spec.restartPolicy,
+        template=MappingProxyType(spec.template),
+        request=request,
+        port=port,
+    )
+
+
+def parse_metadata(obj: Mapping[str, Any]) -> MetadataModel:
+    """Metadata is part of the request's shape: failing here is a malformed request."""
+    return MetadataModel.model_validate(obj.get("metadata"))
+
+
+def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
+    """Parse and validate; raise ``InvalidJob`` with a message that names the problem."""
+    meta = parse_metadata(obj)
+    if not _DNS1035.match(meta.name) or len(meta.name) > 63:
+        raise InvalidJob(
+            f"metadata.name {meta.name!r} must be a DNS-1035 label (lower-case letters, "
+            f"digits and '-', starting with a letter)"
+        )
+    raw_spec = obj.get("spec")
+    if not isinstance(raw_spec, dict):
+        raise InvalidJob("spec is missing")
+    try:
+        spec = TFJobSpecModel.model_validate(raw_spec)
+    except ValidationError as err:
+        raise InvalidJob(_format_validation_error(err, "spec")) from err
+
+    replicas: dict[str, Replica] = {}
+    for key, rspec in spec.tfReplicaSpecs.items():
+        rtype = _canonical_type(kind, key)
+        if rtype in replicas:
+            raise InvalidJob(f"spec.{kind.replica_specs_field} lists {rtype} twice")
+        if rspec is None:
+            raise InvalidJob(f"spec.{kind.replica_specs_field}.{key} is empty")
+        replicas[rtype] = _replica(kind, rtype, rspec)
+    if not replicas:
+        raise InvalidJob(f"spec.{kind.replica_specs_field} defines no replicas")
+    replicas = {t: replicas[t] for t in kind.replica_types if t in replicas}
+
+    chiefs = [t for t in kind.chief_types if t in replicas]
+    if len(chiefs) > 1:
+        raise InvalidJob(f"spec.{kind.replica_specs_field} may define Chief or Master, not both")
+    for t in chiefs:
+        if replicas[t].replicas > 1:
+            raise InvalidJob(f"{t}.replicas is {replicas[t].replicas}; a job has one {t}")
+    if sum(r.replicas for r in replicas.values()) == 0:
+        raise InvalidJob("the job asks for 0 replicas in total")
+    longest = max(len(f"{meta.name}-{t.lower()}-{max(r.replicas, 1)}") for t, r in replicas.items())
+    if longest > 63:
+        raise InvalidJob(
+            f"metadata.name {meta.name!r} is too long: pod and service names "
+            f"'<name>-<type>-<index>' must stay within 63 characters"
+        )
+
+    worker = replicas.get(WORKER)
+    n = worker.replicas if worker else 0
+    elastic = spec.max_instances is not None or spec.min_instances is not None
+    if elastic and worker is None:
+        raise InvalidJob("max-instances/min-instances are set but the job has no Worker replicas")
+    max_w = (
+        spec.max_instances if spec.max_instances is not None else max(n, spec.min_instances or 0)
+    )
+    min_w = spec.min_instances if spec.min_instances is not None else min(n, max_w)
+    if min_w > max_w:
+        raise InvalidJob(f"min-instances ({min_w}) is greater than max-instances ({max_w})")
+    if worker and not min_w <= n <= max_w:
+        raise InvalidJob(
+            f"Worker.replicas ({n}) must lie between min-instances ({min_w}) "
+            f"and max-instances ({max_w})"
+        )
+
+    run = spec.runPolicy or RunPolicyModel()
+
+    def pick(name: str) -> Any:
+        value = getattr(run, name)
+        return value if value is not None else getattr(spec, name)
+
+    return Job(
+        kind=kind,
+        namespace=meta.namespace,
+        name=meta.name,
+        uid=meta.uid,
+        generation=meta.generation,
+        created=parse_time(meta.creationTimestamp),
+        labels=MappingProxyType(dict(meta.labels)),
+        annotations=MappingProxyType(dict(meta.annotations)),
+        replicas=MappingProxyType(replicas),
+        min_workers=min_w,
+        max_workers=max_w,
+        elastic=elastic,
+        dynamic_workers=spec.enableDynamicWorker,
+        success_policy=spec.successPolicy,
+        clean_pod_policy=pick("cleanPodPolicy") or "None",
+        active_deadline_seconds=pick("activeDeadlineSeconds"),
+        backoff_limit=pick("backoffLimit"),
+        suspend=run.suspend or spec.suspend,
+        managed_elsewhere=(run.managedBy or spec.managedBy) not in MANAGED_BY_US,
+        deleting=meta.deletionTimestamp is not None,
+        status=MappingProxyType(dict(obj.get("status") or {})),
+    )
+
+
+def child_name(job: Job, rtype: str, index: int) -> str:
+    """Kubeflow's pod and service name: ``{job}-{lower-case type}-{index}``."""
+    return f"{job.name}-{rtype.lower()}-{index}"

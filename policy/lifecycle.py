@@ -1,0 +1,163 @@
+"""How a job stands, from its spec, its observed pods, its recorded status and ``now``.
+
+Kubeflow v1 semantics (reference: tfjob-mxjob-semantics.md §1.3): restart policies and
+exit codes, success by Chief/Master or worker 0 (or all workers), ``activeDeadlineSeconds``,
+``backoffLimit``. The first terminal condition wins and is never revised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from policy import conditions as cond
+from policy.cluster import Pod
+from policy.jobs import WORKER, Job, child_name
+from policy.timeutil import parse_time
+
+# Kubeflow's sentinel for "the main container never terminated" (e.g. evicted): retryable.
+NO_EXIT_CODE = 0xBEEF
+REASON_DEADLINE = "DeadlineExceeded"
+REASON_BACKOFF = "BackoffLimitExceeded"
+REASON_INVALID = "FailedValidation"
+# Failures after which every pod goes, whatever cleanPodPolicy says (as in Kubeflow).
+DELETE_ALL_REASONS = (REASON_DEADLINE, REASON_BACKOFF, REASON_INVALID)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A terminal state: the condition type, its reason and message."""
+
+    type: str  # Succeeded | Failed
+    reason: str
+    message: str
+
+    @property
+    def deletes_everything(self) -> bool:
+        return any(self.reason.endswith(r) for r in DELETE_ALL_REASONS)
+
+
+@dataclass(frozen=True)
+class Assessment:
+    outcome: Outcome | None  # terminal, whether reached earlier or just now
+    newly_terminal: bool
+    restarts: tuple[Pod, ...]  # failed pods to delete so that they are recreated
+    running: bool  # Kubeflow's Running rule holds (chief, or any worker, active)
+    deadline: datetime | None  # when activeDeadlineSeconds fires, if it has not yet
+
+
+def _recorded(job: Job) -> Outcome | None:
+    c = cond.terminal(job.status.get("conditions") or [])
+    if c is None:
+        return None
+    return Outcome(c["type"], c.get("reason", ""), c.get("message", ""))
+
+
+def _succeeded(job: Job, pods: Sequence[Pod], workers: int) -> bool:
+    by_name = {p.name: p for p in pods}
+
+    def done(rtype: str, index: int, need_exit_zero: bool = False) -> bool:
+        p = by_name.get(child_name(job, rtype, index))
+        return (
+            p is not None
+            and p.phase == "Succeeded"
+            and (not need_exit_zero or p.exit_code in (0, None))
+        )
+
+    chief = job.chief_type
+    if chief:
+        return done(chief, 0)
+    if job.worker is None:
+        return False
+    all_done = workers > 0 and all(done(WORKER, i) for i in range(workers))
+    if job.success_policy == "AllWorkers":
+        return all_done
+    return all_done or done(WORKER, 0, need_exit_zero=True)
+
+
+def assess(job: Job, pods: Sequence[Pod], now: datetime, workers: int) -> Assessment:
+    """``workers`` is the job's current worker target (for "all workers succeeded")."""
+    recorded = _recorded(job)
+    if recorded:
+        return Assessment(recorded, False, (), False, None)
+
+    def ended(outcome: Outcome) -> Assessment:
+        return Assessment(outcome, True, (), False, None)
+
+    kind, name = job.kind.kind, job.name
+    start = parse_time(job.status.get("startTime"))
+    deadline = None
+    if job.active_deadline_seconds is not None and start is not None and not job.suspend:
+        deadline = start + timedelta(seconds=job.active_deadline_seconds)
+        if now >= deadline:
+            return ended(
+                Outcome(
+                    cond.FAILED,
+                    f"{kind}{REASON_DEADLINE}",
+                    f"Job {name} has failed because it was active longer than specified "
+                    f"deadline ({job.active_deadline_seconds}s)",
+                )
+            )
+
+    if job.backoff_limit is not None:
+        restarting_types = {
+            t
+            for t, r in job.replicas.items()
+            if r.restart_policy in ("OnFailure", "Always", "ExitCode")
+        }
+        restarts = sum(
+            p.restarts
+            for p in pods
+            if p.phase == "Running" and _type_of(job, p) in restarting_types
+        )
+        if (job.backoff_limit == 0 and restarts > 0) or (
+            job.backoff_limit > 0 and restarts >= job.backoff_limit
+        ):
+            return ended(
+                Outcome(
+                    cond.FAILED,
+                    f"{kind}{REASON_BACKOFF}",
+                    f"Job {name} has failed because it has reached the specified backoff "
+                    f"limit ({restarts} restarts, backoffLimit {job.backoff_limit})",
+                )
+            )
+
+    if _succeeded(job, pods, workers):
+        return ended(
+            Outcome(cond.SUCCEEDED, f"{kind}Succeeded", f"{kind} {job.key} successfully completed.")
+        )
+
+    restarts_now: list[Pod] = []
+    for p in pods:
+        rtype = _type_of(job, p)
+        if p.phase != "Failed" or p.terminating or rtype is None:
+            continue
+        policy = job.replicas[rtype].restart_policy
+        code = p.exit_code if p.exit_code is not None else NO_EXIT_CODE
+        if policy in ("Always", "OnFailure") or (policy == "ExitCode" and code >= 128):
+            restarts_now.append(p)
+            continue
+        if policy == "Never" and job.dynamic_workers and rtype == WORKER:
+            continue
+        why = (
+            f"{p.name} exited with code {code}, a permanent error under restartPolicy ExitCode"
+            if policy == "ExitCode"
+            else f"{p.name} failed (exit code {code}) and restartPolicy is {policy}"
+        )
+        return ended(
+            Outcome(
+                cond.FAILED,
+                f"{kind}Failed",
+                f"{kind} {job.key} has failed because 1 {rtype} replica(s) failed: {why}.",
+            )
+        )
+
+    active = {(_type_of(job, p)) for p in pods if p.phase == "Running" and not p.terminating}
+    chief = job.chief_type
+    running = chief in active if chief else WORKER in active
+    return Assessment(None, False, tuple(restarts_now), running, deadline)
+
+
+def _type_of(job: Job, pod: Pod) -> str | None:
+    return next((t for t in job.replicas if t.lower() == pod.replica_type), None)

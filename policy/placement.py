@@ -1,0 +1,123 @@
+"""Score and assign phases for one job: where its pods go, given what is free.
+
+``place_gang`` is DRAGON's placement, made deterministic: the whole gang on one node if any
+node holds it (tightest fit first), else spill starting from the node that holds the most
+of the gang, parameter servers first, then workers. ``place_repairs`` puts the missing
+pods of an admitted job next to the pods it already has. Neither mutates its inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from policy.jobs import Replica
+from policy.resources import PODS, Resources
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One pod of a job, identified by replica type and index."""
+
+    type: str
+    index: int
+    replica: Replica = field(compare=False, repr=False)
+
+    @property
+    def request(self) -> Resources:
+        return self.replica.request
+
+
+Free = Mapping[str, Resources]
+Eligible = Mapping[str, Sequence[str]]  # replica type -> names of nodes that accept it
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """Pods placed (slot -> node) and the free capacity left after them."""
+
+    nodes: Mapping[Slot, str]
+    free: Free
+
+    @property
+    def placed_workers(self) -> int:
+        return sum(1 for s in self.nodes if s.type == "Worker")
+
+
+def tightness(free: Resources, allocatable: Resources, request: Resources) -> float:
+    """How little would be left (as fractions of the node) after placing ``request``."""
+    names = [k for k in request if k != PODS] or [PODS]
+    return sum((free[k] - request[k]) / max(allocatable[k], 1) for k in names)
+
+
+def _eligible_for_all(slots: Sequence[Slot], eligible: Eligible, node: str) -> bool:
+    return all(node in eligible.get(s.type, ()) for s in slots)
+
+
+def _first_fit(
+    slots: Sequence[Slot], order: Sequence[str], free: Free, eligible: Eligible
+) -> tuple[dict[Slot, str], dict[str, Resources], list[Slot]]:
+    left = dict(free)
+    placed: dict[Slot, str] = {}
+    missed: list[Slot] = []
+    for slot in slots:
+        ok = eligible.get(slot.type, ())
+        node = next((n for n in order if n in ok and slot.request.fits_in(left[n])), None)
+        if node is None:
+            missed.append(slot)
+            continue
+        placed[slot] = node
+        left[node] = left[node] - slot.request
+    return placed, left, missed
+
+
+def place_gang(
+    required: Sequence[Slot],
+    workers: Sequence[Slot],
+    min_workers: int,
+    free: Free,
+    allocatable: Mapping[str, Resources],
+    eligible: Eligible,
+) -> Assignment | None:
+    """All of ``required`` plus at least ``min_workers`` of ``workers`` (as many as fit),
+    or None: a gang is never placed partially."""
+    everything = [*required, *workers]
+    total = Resources.total(s.request for s in everything)
+
+    # Step A: the whole job on one node, tightest fit first.
+    whole = [
+        n for n in free if _eligible_for_all(everything, eligible, n) and total.fits_in(free[n])
+    ]
+    if whole:
+        best = min(whole, key=lambda n: (tightness(free[n], allocatable[n], total), n))
+        left = dict(free)
+        left[best] = free[best] - total
+        return Assignment(nodes={s: best for s in everything}, free=left)
+
+    # Step B: spill, starting from the node that can hold the most of the gang alone.
+    def holds(node: str) -> int:
+        placed, _, _ = _first_fit(everything, [node], {node: free[node]}, eligible)
+        return len(placed)
+
+    order = sorted(free, key=lambda n: (-holds(n), tightness(free[n], allocatable[n], total), n))
+    placed, left, missed = _first_fit(required, order, free, eligible)
+    if missed:
+        return None
+    # Workers share one request, so first-fit places a prefix: indices stay contiguous.
+    more, left, _ = _first_fit(workers, order, left, eligible)
+    if len(more) < min_workers:
+        return None
+    return Assignment(nodes={**placed, **more}, free=left)
+
+
+def place_repairs(
+    missing: Sequence[Slot],
+    job_pods_per_node: Mapping[str, tuple[int, int]],
+    free: Free,
+    eligible: Eligible,
+) -> Assignment:
+    """Missing pods of a running job, next to the job's parameter servers, then its other
+    pods; ``job_pods_per_node`` maps node -> (required pods, all pods) of this job."""
+    order = sorted(free, key=lambda n: (*(-c for c in job_pods_per_node.get(n, (0, 0))), n))
+    placed, left, _ = _first_fit(missing, order, free, eligible)
+    return Assignment(nodes=placed, free=left)

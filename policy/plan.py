@@ -1,0 +1,250 @@
+"""The global plan: a pure function of the observed cluster, every job, and ``now``.
+
+Every sync computes the same plan from the same snapshot and renders only its own job's
+slice of it (DESIGN §2), so two syncs never hand the same free capacity to two jobs:
+
+1. *Assess* each job (lifecycle): finished, suspended, admitted, or queued.
+2. *Repair* admitted jobs first, in queue order: their missing pods claim capacity before
+   any queued job, so a restarting parameter server is never starved by newcomers.
+3. *Admit* queued jobs in FIFO order (enqueue time, then namespace/name) as whole gangs;
+   a job that does not fit is skipped (backfill) and its capacity stays with it: younger
+   jobs only get what older ones could not use.
+
+New pods go only into capacity that is free in the observed state (facts beat plans).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from types import MappingProxyType
+
+from policy import conditions as cond
+from policy.cluster import Cluster, Pod
+from policy.filters import rejection
+from policy.jobs import WORKER, Job, Replica, child_name
+from policy.lifecycle import Assessment, assess
+from policy.placement import Eligible, Free, Slot, place_gang, place_repairs
+from policy.resources import PODS, Resources, format_quantity
+from policy.timeutil import parse_time
+
+QUEUED = "Queued"
+ADMITTED = "Admitted"
+FINISHED = "Finished"
+SUSPENDED = "Suspended"
+INVALID = "Invalid"
+
+_NEVER = datetime.max.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    job: Job
+    pods: tuple[Pod, ...]
+    assessment: Assessment
+    phase: str
+    workers_target: int  # 0 while queued
+    create: Mapping[tuple[str, int], str]  # (type, index) -> node: pods its sync creates now
+    message: str  # why it waits, in plain words; empty when nothing is in the way
+
+
+@dataclass(frozen=True)
+class Plan:
+    jobs: Mapping[str, JobPlan]
+
+
+def enqueue_time(job: Job, now: datetime) -> datetime:
+    """When the job joined the queue; a job just resumed from suspension joins it now."""
+    if cond.is_true(job.status.get("conditions") or [], cond.SUSPENDED) and not job.suspend:
+        return now
+    return parse_time(job.status.get("enqueueTime")) or job.created or _NEVER
+
+
+def queue_key(job: Job, now: datetime) -> tuple:
+    return (enqueue_time(job, now), job.namespace, job.name)
+
+
+def worker_target(job: Job, pods: Sequence[Pod]) -> int:
+    """Admitted workers: the recorded target, never below a live worker's index."""
+    if job.worker is None:
+        return 0
+    recorded = ((job.status.get("scheduling") or {}).get("workers") or {}).get("target")
+    target = recorded if isinstance(recorded, int) and recorded >= 0 else job.worker.replicas
+    live = [p.index + 1 for p in pods if p.replica_type == "worker" and p.live]
+    return min(max(target, *live) if live else target, job.max_workers)
+
+
+def _slots(replica: Replica | None, count: int) -> list[Slot]:
+    return [Slot(replica.type, i, replica) for i in range(count)] if replica else []
+
+
+def _required_slots(job: Job) -> list[Slot]:
+    return [s for r in job.required() for s in _slots(r, r.replicas)]
+
+
+def _eligible(job: Job, cluster: Cluster) -> dict[str, list[str]]:
+    return {
+        t: [n.name for n in cluster.nodes if rejection(n, r.template.get("spec") or {}) is None]
+        for t, r in job.replicas.items()
+    }
+
+
+def plan(jobs: Sequence[Job], cluster: Cluster, now: datetime) -> Plan:
+    by_job: dict[str, list[Pod]] = {}
+    for p in cluster.pods:
+        if p.job:
+            by_job.setdefault(p.job, []).append(p)
+    allocatable = {n.name: n.allocatable for n in cluster.nodes}
+    free: dict[str, Resources] = dict(cluster.free)
+    result: dict[str, JobPlan] = {}
+    admitted: list[tuple[Job, tuple[Pod, ...], Assessment, int]] = []
+    queued: list[tuple[Job, tuple[Pod, ...], Assessment]] = []
+
+    for job in sorted(jobs, key=lambda j: queue_key(j, now)):
+        pods = tuple(by_job.get(job.key, ()))
+        target = worker_target(job, pods)
+        verdict = assess(job, pods, now, target)
+        if job.managed_elsewhere:
+            continue
+        if verdict.outcome is not None:
+            result[job.key] = JobPlan(job, pods, verdict, FINISHED, target, {}, "")
+        elif job.suspend:
+            result[job.key] = JobPlan(job, pods, verdict, SUSPENDED, 0, {}, "suspended")
+        elif pods or job.status.get("startRunTime"):
+            admitted.append((job, pods, verdict, target))
+        else:
+            queued.append((job, pods, verdict))
+
+    claimed_by: list[str] = []
+    for job, pods, verdict, target in admitted:
+        existing = {p.name: p for p in pods}
+        restarting = {p.name for p in verdict.restarts}
+        wanted = [*_required_slots(job), *_slots(job.worker, target)]
+        missing = [
+            s
+            for s in wanted
+            if child_name(job, s.type, s.index) not in existing
+            or child_name(job, s.type, s.index) in restarting
+        ]
+        near: dict[str, tuple[int, int]] = {}
+        for p in pods:
+            if p.node and p.live:
+                req, total = near.get(p.node, (0, 0))
+                near[p.node] = (req + (p.replica_type != "worker"), total + 1)
+        repaired = place_repairs(missing, near, free, _eligible(job, cluster))
+        free = dict(repaired.free)
+        if repaired.nodes:
+            claimed_by.append(job.key)
+        create = {
+            (s.type, s.index): node
+            for s, node in repaired.nodes.items()
+            if child_name(job, s.type, s.index) not in existing
+        }
+        unplaced = [s for s in missing if s not in repaired.nodes]
+        message = _repair_message(job, unplaced, free, allocatable) if unplaced else ""
+        result[job.key] = JobPlan(
+            job, pods, verdict, ADMITTED, target, MappingProxyType(create), message
+        )
+
+    for job, pods, verdict in queued:
+        required = _required_slots(job)
+        workers = _slots(job.worker, job.worker.replicas if job.worker else 0)
+        eligible = _eligible(job, cluster)
+        gang = place_gang(required, workers, job.min_workers, free, allocatable, eligible)
+        if gang is None:
+            message = _wait_message(
+                job, required, workers, cluster, free, eligible, allocatable, claimed_by
+            )
+            result[job.key] = JobPlan(job, pods, verdict, QUEUED, 0, {}, message)
+            continue
+        free = dict(gang.free)
+        claimed_by.append(job.key)
+        create = {(s.type, s.index): n for s, n in gang.nodes.items()}
+        result[job.key] = JobPlan(
+            job, pods, verdict, ADMITTED, gang.placed_workers, MappingProxyType(create), ""
+        )
+    return Plan(jobs=MappingProxyType(result))
+
+
+# --- words for users ----------------------------------------------------------------------
+
+_NAMES = {"PS": "parameter server", "Chief": "chief", "Master": "master", "Evaluator": "evaluator"}
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def describe_gang(slots: Sequence[Slot]) -> str:
+    counts: dict[str, int] = {}
+    for s in slots:
+        counts[s.type] = counts.get(s.type, 0) + 1
+    parts = [_count(n, _NAMES.get(t, t.lower())) for t, n in counts.items() if t != WORKER]
+    text = " and ".join(parts) if parts else ""
+    if WORKER in counts:
+        w = _count(counts[WORKER], "worker")
+        text = f"{text} plus {w}" if text else w
+    return text
+
+
+def _free_text(free: Resources, names: Sequence[str]) -> str:
+    return ", ".join(f"{format_quantity(k, free[k])} {k}" for k in names) or "nothing"
+
+
+def _largest(free: Free, allocatable: Mapping[str, Resources], need: Resources, nodes) -> str:
+    names = [k for k in need if k != PODS]
+
+    def cover(n: str) -> tuple:
+        return (sum(min(free[n][k], need[k]) / max(need[k], 1) for k in names), n)
+
+    return max(nodes, key=cover)
+
+
+def _wait_message(
+    job: Job,
+    required: list[Slot],
+    workers: list[Slot],
+    cluster: Cluster,
+    free: Free,
+    eligible: Eligible,
+    allocatable: Mapping[str, Resources],
+    ahead: Sequence[str],
+) -> str:
+    gang = [*required, *workers[: job.min_workers]]
+    if not cluster.nodes:
+        return "the training pool has no nodes"
+    for rtype in dict.fromkeys(s.type for s in gang):
+        if not eligible.get(rtype):
+            spec = job.replicas[rtype].template.get("spec") or {}
+            why = [rejection(n, spec) for n in cluster.nodes][:3]
+            return f"no node can take its {rtype} pods: {'; '.join(filter(None, why))}"
+    if ahead and place_gang(
+        required, workers, job.min_workers, cluster.free, allocatable, eligible
+    ):
+        shown = ", ".join(ahead[:3]) + (f" and {len(ahead) - 3} more" if len(ahead) > 3 else "")
+        return f"waiting for jobs ahead in the queue ({shown}), which claim the free capacity"
+    need = Resources.total(s.request for s in gang)
+    names = [k for k in need if k != PODS] or [PODS]
+    usable = sorted({n for s in gang for n in eligible[s.type]})
+    best = _largest(free, allocatable, need, usable)
+    extra = " (min-instances)" if job.worker and job.min_workers else ""
+    return (
+        f"needs {need.without(PODS).describe() or 'a pod slot'} for its "
+        f"{describe_gang(gang)}{extra} at once; the largest free node, {best}, has "
+        f"{_free_text(free[best], names)} free"
+    )
+
+
+def _repair_message(
+    job: Job, unplaced: Sequence[Slot], free: Free, allocatable: Mapping[str, Resources]
+) -> str:
+    names = ", ".join(child_name(job, s.type, s.index) for s in unplaced[:3])
+    need = unplaced[0].request
+    keys = [k for k in need if k != PODS] or [PODS]
+    best = _largest(free, allocatable, need, sorted(free)) if free else None
+    where = f"; the largest free node, {best}, has {_free_text(free[best], keys)}" if best else ""
+    return (
+        f"{_count(len(unplaced), 'pod')} waiting for room ({names}): each needs "
+        f"{need.without(PODS).describe() or 'a pod slot'}{where}"
+    )

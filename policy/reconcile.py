@@ -1,0 +1,211 @@
+"""One job's slice of the plan, turned into what its sync hook answers.
+
+``reconcile`` returns the desired children (existing pods the job keeps, new pods the plan
+gives it, a headless Service for each) and the job's status. Status only changes when
+something happened: timestamps are written once, when the event they record occurs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from policy import conditions as cond
+from policy.cluster import Cluster, Pod
+from policy.config import PolicyConfig
+from policy.jobs import Job, JobKind
+from policy.lifecycle import REASON_INVALID
+from policy.plan import ADMITTED, FINISHED, INVALID, QUEUED, SUSPENDED, JobPlan
+from policy.render import render_pod, render_service
+from policy.timeutil import format_time
+
+
+@dataclass(frozen=True)
+class Decision:
+    children: list[dict[str, Any]] = field(default_factory=list)
+    status: dict[str, Any] = field(default_factory=dict)
+    resync_after: float | None = None
+
+
+def _kept_pods(jp: JobPlan) -> list[Pod]:
+    """Observed pods that stay; the rest are omitted, so Metacontroller deletes them."""
+    pods = [p for p in jp.pods if not p.terminating]
+    if jp.phase == SUSPENDED:
+        return []
+    if jp.phase == FINISHED:
+        outcome = jp.assessment.outcome
+        policy = jp.job.clean_pod_policy
+        if outcome is None or outcome.deletes_everything or policy == "All":
+            return []
+        if policy == "Running":
+            return [p for p in pods if p.phase in ("Succeeded", "Failed")]
+        return pods
+    restarting = {p.name for p in jp.assessment.restarts}
+    return [p for p in pods if p.name not in restarting]
+
+
+def _replica_statuses(jp: JobPlan, succeeded: bool) -> dict[str, dict[str, int]]:
+    out = {}
+    for rtype in jp.job.replicas:
+        mine = [p for p in jp.pods if p.replica_type == rtype.lower()]
+        active = sum(1 for p in mine if p.phase == "Running" and not p.terminating)
+        failed = sum(
+            1 for p in mine if p.phase == "Failed" or (p.phase == "Running" and p.terminating)
+        )
+        done = sum(1 for p in mine if p.phase == "Succeeded")
+        if succeeded:
+            done, active = done + active, 0
+        out[rtype] = {"active": active, "succeeded": done, "failed": failed}
+    return out
+
+
+def _children(
+    jp: JobPlan, cluster: Cluster, config: PolicyConfig
+) -> tuple[list[dict[str, Any]], list[str]]:
+    job = jp.job
+    placed: dict[tuple[str, int], str] = {}
+    for p in _kept_pods(jp):
+        rtype = next((t for t in job.replicas if t.lower() == p.replica_type), None)
+        if rtype is not None and p.index >= 0 and p.node:
+            placed[(rtype, p.index)] = p.node
+    placed.update(jp.create)
+    pods, services = [], []
+    for (rtype, index), node in sorted(placed.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        n = cluster.node(node)
+        pods.append(
+            render_pod(
+                job,
+                rtype,
+                index,
+                node,
+                n.hostname if n else node,
+                config.binding,
+                config.cluster_domain,
+            )
+        )
+        services.append(render_service(job, rtype, index))
+    return [*pods, *services], sorted(set(placed.values()))
+
+
+def reconcile(jp: JobPlan, cluster: Cluster, now: datetime, config: PolicyConfig) -> Decision:
+    job = jp.job
+    kind, stamp = job.kind.kind, format_time(now)
+    prev = job.status
+
+    def mark(conds: list, ctype: str, status: str, reason: str, message: str) -> list:
+        return cond.set_condition(conds, ctype, status, f"{kind}{reason}", message, stamp)
+
+    conds = mark(
+        list(prev.get("conditions") or []),
+        cond.CREATED,
+        "True",
+        "Created",
+        f"{kind} {job.name} is created.",
+    )
+    status: dict[str, Any] = {}
+    outcome = jp.assessment.outcome
+    resumed = cond.is_true(conds, cond.SUSPENDED) and jp.phase != SUSPENDED
+
+    if jp.phase == FINISHED and outcome is not None:
+        conds = cond.set_condition(
+            conds, outcome.type, "True", outcome.reason, outcome.message, stamp
+        )
+    elif jp.phase == SUSPENDED:
+        suspended = f"{kind} {job.name} is suspended."
+        if cond.is_true(conds, cond.RUNNING):
+            conds = mark(conds, cond.RUNNING, "False", "Suspended", suspended)
+        conds = mark(conds, cond.SUSPENDED, "True", "Suspended", suspended)
+    else:
+        if resumed:
+            conds = mark(
+                conds, cond.SUSPENDED, "False", "Resumed", f"{kind} {job.name} is resumed."
+            )
+        restarts = jp.assessment.restarts
+        if restarts:
+            types = "/".join(sorted({p.replica_type for p in restarts}))
+            conds = mark(
+                conds,
+                cond.RESTARTING,
+                "True",
+                "Restarting",
+                f"job {job.name} is restarting because {len(restarts)} {types} replica(s) failed.",
+            )
+        elif jp.assessment.running:
+            conds = mark(conds, cond.RUNNING, "True", "Running", f"{kind} {job.key} is running.")
+
+    children, nodes = _children(jp, cluster, config)
+    if jp.phase != SUSPENDED:
+        status["enqueueTime"] = (
+            stamp if resumed else prev.get("enqueueTime") or _created(job) or stamp
+        )
+    if jp.phase in (ADMITTED, FINISHED) and (prev.get("startTime") or jp.phase == ADMITTED):
+        status["startTime"] = prev.get("startTime") or stamp
+        status["startRunTime"] = prev.get("startRunTime") or status["startTime"]
+    if jp.phase == FINISHED:
+        status["completionTime"] = prev.get("completionTime") or stamp
+        status["finishedTime"] = prev.get("finishedTime") or status["completionTime"]
+
+    succeeded = outcome is not None and outcome.type == cond.SUCCEEDED
+    status["conditions"] = conds
+    status["replicaStatuses"] = _replica_statuses(jp, succeeded)
+    live_workers = sum(1 for p in jp.pods if p.replica_type == "worker" and p.live)
+    status["scheduling"] = {
+        "phase": jp.phase,
+        "message": _message(jp),
+        "workers": {
+            "current": live_workers,
+            "target": jp.workers_target,
+            "min": job.min_workers,
+            "max": job.max_workers,
+        },
+        "nodes": nodes,
+    }
+    resync = None
+    if jp.assessment.deadline is not None and jp.phase == ADMITTED:
+        resync = max(1.0, math.ceil((jp.assessment.deadline - now).total_seconds()))
+    return Decision(children=children, status=status, resync_after=resync)
+
+
+def _created(job: Job) -> str | None:
+    return format_time(job.created) if job.created else None
+
+
+def _message(jp: JobPlan) -> str:
+    if jp.phase == FINISHED and jp.assessment.outcome:
+        return jp.assessment.outcome.message
+    if jp.phase == SUSPENDED:
+        return "suspended (runPolicy.suspend is true); resuming re-enters the queue"
+    if jp.phase == QUEUED:
+        return f"waiting: {jp.message}" if jp.message else "waiting for admission"
+    return jp.message
+
+
+def invalid(
+    obj_status: Mapping[str, Any], kind: JobKind, key: str, name: str, problem: str, now: datetime
+) -> Decision:
+    """An invalid spec: no children, and a Failed condition naming the problem."""
+    stamp = format_time(now)
+    conds = cond.set_condition(
+        obj_status.get("conditions") or [],
+        cond.CREATED,
+        "True",
+        f"{kind.kind}Created",
+        f"{kind.kind} {name} is created.",
+        stamp,
+    )
+    message = f"{kind.kind} {key} is invalid: {problem}"
+    conds = cond.set_condition(
+        conds, cond.FAILED, "True", f"{kind.kind}{REASON_INVALID}", message, stamp
+    )
+    status = {
+        k: v for k, v in obj_status.items() if k in ("enqueueTime", "startTime", "startRunTime")
+    }
+    status.update(
+        conditions=conds,
+        completionTime=obj_status.get("completionTime") or stamp,
+        scheduling={"phase": INVALID, "message": message},
+    )
+    return Decision(children=[], status=status)

@@ -1,0 +1,154 @@
+"""Children: the Pods and headless Services of a job, with Kubeflow v1 names and labels.
+
+A pod is a pure function of (job spec, replica type, index, node), so re-rendering a pod
+that already exists yields the object it was created from, and with ``OnDelete`` nothing
+is ever changed in place.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from typing import Any, Literal
+
+from policy.cluster import HOSTNAME, L_INDEX, L_JOB, L_OPERATOR, L_ROLE, L_TYPE, OPERATOR_NAME
+from policy.jobs import WORKER, Job, Replica, child_name
+
+Binding = Literal["affinity", "nodeName"]
+
+
+def _address(job: Job, replica: Replica, index: int, domain: str) -> str:
+    host = f"{child_name(job, replica.type, index)}.{job.namespace}.svc"
+    return f"{host}.{domain}:{replica.port}" if domain else f"{host}:{replica.port}"
+
+
+def cluster_size(job: Job, replica: Replica) -> int:
+    """Addresses listed for a type: DRAGON lists ``max-instances`` workers from the start,
+    so adding or removing a worker never changes a running pod's TF_CONFIG."""
+    return job.max_workers if replica.type == WORKER and job.elastic else replica.replicas
+
+
+def is_distributed(job: Job) -> bool:
+    return sum(cluster_size(job, r) for r in job.replicas.values()) != 1
+
+
+def tf_config(job: Job, rtype: str, index: int, domain: str = "") -> str:
+    """TF_CONFIG, byte for byte as the Go operator writes it (compact, cluster keys sorted)."""
+    replica = job.replicas[rtype]
+    task = {"type": replica.type.lower(), "index": index}
+    if job.dynamic_workers:
+        ps = job.replicas.get("PS")
+        ps_all = [_address(job, ps, i, domain) for i in range(ps.replicas)] if ps else []
+        if rtype == WORKER:
+            cluster: dict[str, Any] = {
+                "worker": {str(index): _address(job, replica, index, domain)},
+                "ps": ps_all,
+            }
+        elif rtype == "PS":
+            cluster = {"worker": {}, "ps": [_address(job, replica, index, domain)]}
+        else:
+            cluster = {"worker": {}, "ps": []}
+        body: dict[str, Any] = {"cluster": cluster, "task": task}
+    else:
+        cluster = {
+            r.type.lower(): [_address(job, r, i, domain) for i in range(cluster_size(job, r))]
+            for r in sorted(job.replicas.values(), key=lambda r: r.type.lower())
+        }
+        body = {"cluster": cluster, "task": task, "environment": "cloud"}
+    return json.dumps(body, separators=(",", ":"))
+
+
+def labels(job: Job, rtype: str, index: int) -> dict[str, str]:
+    return {
+        L_OPERATOR: OPERATOR_NAME,
+        L_JOB: job.name,
+        L_TYPE: rtype.lower(),
+        L_INDEX: str(index),
+    }
+
+
+def _is_master_role(job: Job, rtype: str, index: int) -> bool:
+    chief = job.chief_type
+    return rtype == chief if chief else (rtype == WORKER and index == 0)
+
+
+def _pin(spec: dict[str, Any], hostname: str) -> None:
+    """Add ``hostname In [host]`` to every required node-affinity term (terms are ORed, so
+    each must carry it), keeping the user's own terms."""
+    expr = {"key": HOSTNAME, "operator": "In", "values": [hostname]}
+    node_affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    terms = required.get("nodeSelectorTerms") or [{}]
+    for term in terms:
+        term["matchExpressions"] = [*(term.get("matchExpressions") or []), expr]
+    required["nodeSelectorTerms"] = terms
+
+
+def render_pod(
+    job: Job,
+    rtype: str,
+    index: int,
+    node: str,
+    hostname: str,
+    binding: Binding = "affinity",
+    domain: str = "",
+) -> dict[str, Any]:
+    replica = job.replicas[rtype]
+    template = copy.deepcopy(dict(replica.template))
+    meta = template.get("metadata") or {}
+    spec = template.get("spec") or {}
+    pod_labels = {**(meta.get("labels") or {}), **labels(job, rtype, index)}
+    if _is_master_role(job, rtype, index):
+        pod_labels[L_ROLE] = "master"
+    metadata: dict[str, Any] = {
+        "name": child_name(job, rtype, index),
+        "namespace": job.namespace,
+        "labels": pod_labels,
+    }
+    if meta.get("annotations"):
+        metadata["annotations"] = dict(meta["annotations"])
+
+    spec["restartPolicy"] = (
+        "Never" if replica.restart_policy == "ExitCode" else replica.restart_policy
+    )
+    main = next(c for c in spec["containers"] if c.get("name") == job.kind.container)
+    ports = main.setdefault("ports", [])
+    if not any(p.get("name") == job.kind.port_name for p in ports):
+        ports.append({"name": job.kind.port_name, "containerPort": job.kind.default_port})
+    if is_distributed(job):
+        env = [e for e in main.get("env") or [] if e.get("name") != "TF_CONFIG"]
+        env.append({"name": "TF_CONFIG", "value": tf_config(job, rtype, index, domain)})
+        main["env"] = env
+    if binding == "nodeName":
+        spec["nodeName"] = node
+    else:
+        _pin(spec, hostname)
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def render_service(job: Job, rtype: str, index: int) -> dict[str, Any]:
+    """One headless Service per pod, same name, so every TF_CONFIG address resolves."""
+    replica = job.replicas[rtype]
+    main = next(
+        c
+        for c in (replica.template.get("spec") or {}).get("containers", [])
+        if c.get("name") == job.kind.container
+    )
+    ports = [
+        {"name": p["name"], "port": p["containerPort"]}
+        for p in main.get("ports") or []
+        if p.get("name") and p.get("containerPort")
+    ]
+    if not any(p["name"] == job.kind.port_name for p in ports):
+        ports.append({"name": job.kind.port_name, "port": replica.port})
+    selector = labels(job, rtype, index)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": child_name(job, rtype, index),
+            "namespace": job.namespace,
+            "labels": dict(selector),
+        },
+        "spec": {"clusterIP": "None", "selector": selector, "ports": ports},
+    }

@@ -1,0 +1,105 @@
+"""Resource vectors: every Kubernetes resource name, in exact integer milli-units.
+
+Quantities are parsed with the official client's ``parse_quantity`` and stored as
+integers of 1/1000 of the base unit (cpu in millicores, memory in milli-bytes), so
+adding and comparing never loses precision and no resource name is special.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from functools import lru_cache
+from typing import Any
+
+from kubernetes.utils.quantity import parse_quantity
+
+# Every scheduled pod consumes one unit of a node's ``pods`` allocatable.
+PODS = "pods"
+
+
+@lru_cache(maxsize=4096)
+def to_milli(quantity: str | int | float) -> int:
+    """Parse a Kubernetes quantity into integer milli-units, rounding up like the scheduler."""
+    return math.ceil(parse_quantity(quantity) * 1000)
+
+
+class Resources(Mapping[str, int]):
+    """An immutable resource vector (name -> milli-units). Missing names are zero."""
+
+    __slots__ = ("_v",)
+
+    def __init__(self, values: Mapping[str, int] | None = None) -> None:
+        self._v: dict[str, int] = {k: v for k, v in (values or {}).items() if v}
+
+    @classmethod
+    def parse(cls, quantities: Mapping[str, Any] | None) -> Resources:
+        """Build from a Kubernetes ResourceList (``{"cpu": "500m", "memory": "1Gi"}``)."""
+        return cls({name: to_milli(q) for name, q in (quantities or {}).items()})
+
+    @classmethod
+    def total(cls, vectors: Iterable[Resources]) -> Resources:
+        acc: dict[str, int] = {}
+        for vec in vectors:
+            for k, v in vec._v.items():
+                acc[k] = acc.get(k, 0) + v
+        return cls(acc)
+
+    def __getitem__(self, key: str) -> int:
+        return self._v.get(key, 0)
+
+    def __iter__(self):
+        return iter(self._v)
+
+    def __len__(self) -> int:
+        return len(self._v)
+
+    def __add__(self, other: Resources) -> Resources:
+        return Resources.total((self, other))
+
+    def __sub__(self, other: Resources) -> Resources:
+        keys = self._v.keys() | other._v.keys()
+        return Resources({k: self[k] - other[k] for k in keys})
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Resources) and self._v == other._v
+
+    def __hash__(self) -> int:
+        return hash(frozenset(self._v.items()))
+
+    def __repr__(self) -> str:
+        return f"Resources({self.describe()})"
+
+    def fits_in(self, free: Resources) -> bool:
+        """True if this request fits into ``free`` for every resource it asks for."""
+        return all(v <= free[k] for k, v in self._v.items())
+
+    def shortfall(self, free: Resources) -> Resources:
+        """What is missing from ``free`` to fit this request (only the short names)."""
+        return Resources({k: v - free[k] for k, v in self._v.items() if v > free[k]})
+
+    def scaled(self, factor: int) -> Resources:
+        return Resources({k: v * factor for k, v in self._v.items()})
+
+    def without(self, *names: str) -> Resources:
+        return Resources({k: v for k, v in self._v.items() if k not in names})
+
+    def describe(self) -> str:
+        """Human form, e.g. ``4 cpu, 8Gi memory, 1 nvidia.com/gpu``."""
+        return ", ".join(f"{format_quantity(k, v)} {k}" for k, v in sorted(self._v.items()))
+
+
+def format_quantity(name: str, milli: int) -> str:
+    """Render milli-units the way a user wrote them: ``500m``, ``4``, ``8Gi``."""
+    if name == "memory" or name.startswith(("ephemeral-storage", "hugepages-")):
+        value = milli / 1000
+        for suffix, size in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if value >= size and value % size == 0:
+                return f"{int(value // size)}{suffix}"
+        for suffix, size in (("Gi", 2**30), ("Mi", 2**20)):
+            if value >= size:
+                return f"{value / size:.1f}{suffix}"
+        return f"{value:g}"
+    if milli % 1000 == 0:
+        return str(milli // 1000)
+    return f"{milli}m"

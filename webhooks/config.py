@@ -1,0 +1,44 @@
+"""Settings from the environment (``DRAGONET_*``), as the Helm chart sets them."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from policy.config import PolicyConfig
+
+
+class LabelSelector(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    matchLabels: dict[str, str] | None = None
+    matchExpressions: list[dict[str, Any]] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="DRAGONET_", frozen=True)
+
+    # Which Nodes form the training pool (a LabelSelector; empty selects every node).
+    pool_selector: LabelSelector = Field(default_factory=LabelSelector)
+    binding: Literal["affinity", "nodeName"] = "affinity"
+    starvation_seconds: float = Field(default=30.0, ge=0)
+    idle_seconds: float = Field(default=60.0, ge=0)
+    cluster_domain: str = ""
+    # Count every pod on the pool's nodes, not only Dragonet's (costlier hook requests).
+    watch_all_pods: bool = False
+    port: int = 8080
+    workers: int = Field(default=2, ge=1)
+    threads: int = Field(default=4, ge=1)
+    log_level: str = "info"
+
+    def policy(self) -> PolicyConfig:
+        return PolicyConfig(
+            binding=self.binding,
+            cluster_domain=self.cluster_domain,
+            starvation_seconds=self.starvation_seconds,
+            idle_seconds=self.idle_seconds,
+        )
