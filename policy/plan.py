@@ -192,13 +192,16 @@ def _free_text(free: Resources, names: Sequence[str]) -> str:
     return ", ".join(f"{format_quantity(k, free[k])} {k}" for k in names) or "nothing"
 
 
-def _largest(free: Free, allocatable: Mapping[str, Resources], need: Resources, nodes) -> str:
+def _largest(
+    free: Free, allocatable: Mapping[str, Resources], need: Resources, nodes: Sequence[str]
+) -> str:
+    """The node that covers most of ``need`` (ties: first by name)."""
     names = [k for k in need if k != PODS]
 
-    def cover(n: str) -> tuple:
-        return (sum(min(free[n][k], need[k]) / max(need[k], 1) for k in names), n)
+    def cover(n: str) -> float:
+        return sum(min(free[n][k], need[k]) / max(need[k], 1) for k in names)
 
-    return max(nodes, key=cover)
+    return min(nodes, key=lambda n: (-cover(n), n))
 
 
 def _wait_message(

@@ -68,26 +68,26 @@ def _children(
     job = jp.job
     placed: dict[tuple[str, int], str] = {}
     for p in _kept_pods(jp):
-        rtype = next((t for t in job.replicas if t.lower() == p.replica_type), None)
-        if rtype is not None and p.index >= 0 and p.node:
-            placed[(rtype, p.index)] = p.node
+        slot = _slot_of(job, p)
+        if slot is not None and p.node:
+            placed[slot] = p.node
     placed.update(jp.create)
-    pods, services = [], []
-    for (rtype, index), node in sorted(placed.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+    pods = []
+    for (rtype, index), node in sorted(placed.items()):
         n = cluster.node(node)
+        hostname = n.hostname if n else node
         pods.append(
-            render_pod(
-                job,
-                rtype,
-                index,
-                node,
-                n.hostname if n else node,
-                config.binding,
-                config.cluster_domain,
-            )
+            render_pod(job, rtype, index, node, hostname, config.binding, config.cluster_domain)
         )
-        services.append(render_service(job, rtype, index))
+    # A restarting pod keeps its Service: its peers' DNS name never disappears.
+    named = set(placed) | {_slot_of(job, p) for p in jp.assessment.restarts} - {None}
+    services = [render_service(job, rtype, index) for rtype, index in sorted(named)]
     return [*pods, *services], sorted(set(placed.values()))
+
+
+def _slot_of(job: Job, pod: Pod) -> tuple[str, int] | None:
+    rtype = next((t for t in job.replicas if t.lower() == pod.replica_type), None)
+    return (rtype, pod.index) if rtype is not None and pod.index >= 0 else None
 
 
 def reconcile(jp: JobPlan, cluster: Cluster, now: datetime, config: PolicyConfig) -> Decision:

@@ -1,0 +1,117 @@
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from tests import metacontroller as mc
+from tests.kube_schema import validate_k8s, validate_tfjob_status
+from webhooks.app import create_app
+from webhooks.config import Settings
+
+FIXTURES = Path(__file__).parent / "fixtures"
+NOW = datetime(2026, 11, 21, 10, 1, 0, tzinfo=UTC)  # one minute after mc.T0
+
+
+class Clock:
+    def __init__(self, now: datetime = NOW) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+class Hook:
+    """Talks to the real Flask app the way Metacontroller does. Every 200 sync answer is
+    checked: each child validates against Kubernetes' schemas, the status against our CRD."""
+
+    def __init__(self, settings: Settings | None = None, clock: Clock | None = None) -> None:
+        self.clock = clock or Clock()
+        self.app = create_app(settings or Settings(), clock=self.clock)
+        self.client = self.app.test_client()
+
+    def post(self, path: str, body: Any) -> Any:
+        data = body if isinstance(body, (bytes, str)) else orjson.dumps(body)
+        return self.client.post(path, data=data, content_type="application/json")
+
+    def sync(self, request: dict[str, Any]) -> dict[str, Any]:
+        response = self.post("/tfjobs/sync", request)
+        assert response.status_code == 200, response.get_data(as_text=True)
+        body = response.get_json()
+        for child in body["children"]:
+            validate_k8s(child)
+            # Metacontroller aborts the whole sync if a child's labels miss the selector's.
+            assert "training.kubeflow.org/job-name" in child["metadata"]["labels"]
+        validate_tfjob_status(body["status"])
+        return body
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def hook(clock: Clock) -> Hook:
+    return Hook(clock=clock)
+
+
+def load_fixture(name: str) -> dict[str, Any]:
+    return json.loads((FIXTURES / name).read_text())
+
+
+def pods_of(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["metadata"]["name"]: c for c in body["children"] if c["kind"] == "Pod"}
+
+
+def services_of(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {c["metadata"]["name"]: c for c in body["children"] if c["kind"] == "Service"}
+
+
+def node_of(pod: dict[str, Any]) -> str:
+    if pod["spec"].get("nodeName"):
+        return pod["spec"]["nodeName"]
+    terms = pod["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    values = {
+        v
+        for t in terms["nodeSelectorTerms"]
+        for e in t["matchExpressions"]
+        if e["key"] == "kubernetes.io/hostname"
+        for v in e["values"]
+    }
+    assert len(values) == 1, values
+    return values.pop()
+
+
+def tf_config(pod: dict[str, Any]) -> str | None:
+    main = next(c for c in pod["spec"]["containers"] if c["name"] == "tensorflow")
+    return next((e["value"] for e in main.get("env", []) if e["name"] == "TF_CONFIG"), None)
+
+
+def condition(body: dict[str, Any], ctype: str) -> dict[str, Any] | None:
+    return next((c for c in body["status"].get("conditions", []) if c["type"] == ctype), None)
+
+
+def observe(
+    parent: dict[str, Any], body: dict[str, Any], **pod_state: Any
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The pods and services of an answer, as the cluster reports them afterwards."""
+    pods = [mc.observed_pod(parent, p, **pod_state) for p in pods_of(body).values()]
+    svcs = [mc.observed_service(parent, s) for s in services_of(body).values()]
+    return pods, svcs
+
+
+def with_status(parent: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+    """The parent after Metacontroller wrote the answer's status."""
+    updated = dict(parent)
+    updated["status"] = {**body["status"], "observedGeneration": parent["metadata"]["generation"]}
+    return updated

@@ -1,0 +1,47 @@
+"""Writes tests/fixtures/*.json: sync requests exactly as Metacontroller sends them.
+
+Run ``python -m tests.make_fixtures`` after changing a scenario; the JSON is committed so a
+reader can see the exact wire format each test feeds the webhook.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests import metacontroller as mc
+
+OUT = Path(__file__).parent / "fixtures"
+JOB1 = "dragon-job1-cpu.yaml"  # 1 PS + 4 workers, 4 cpu / 8Gi each (limits only), min 1, max 4
+
+
+def scenarios() -> dict[str, dict]:
+    big = [mc.node("big-1", cpu="24", memory="64Gi"), mc.node("small-1"), mc.node("small-2")]
+    job1 = mc.tfjob(JOB1)
+    # Three 12-cpu nodes: the 20-cpu job cannot sit on one, so it spills.
+    spill = [mc.node(f"node-{i}", cpu="12", memory="32Gi") for i in (1, 2, 3)]
+    # Nodes with 2 cpu: not even the parameter server and one worker fit.
+    tiny = [mc.node(f"tiny-{i}", cpu="2", memory="8Gi") for i in (1, 2)]
+    # One node, two jobs: only one of them fits; job-a was created first.
+    one = [mc.node("only-1", cpu="24", memory="64Gi")]
+    job_a = mc.tfjob(JOB1, name="job-a", created="2026-11-21T09:00:00Z")
+    job_b = mc.tfjob(JOB1, name="job-b", created="2026-11-21T09:00:05Z")
+    return {
+        "sync-job1-one-big-node.json": mc.sync_request(job1, big),
+        "sync-job1-spill.json": mc.sync_request(job1, spill),
+        "sync-job1-cannot-fit.json": mc.sync_request(job1, tiny),
+        # Related maps arrive in no particular order: job-b is listed first.
+        "sync-two-jobs-for-job-a.json": mc.sync_request(job_a, one, jobs=[job_b, job_a]),
+        "sync-two-jobs-for-job-b.json": mc.sync_request(job_b, one, jobs=[job_b, job_a]),
+    }
+
+
+def main() -> None:
+    OUT.mkdir(exist_ok=True)
+    for name, request in scenarios().items():
+        (OUT / name).write_text(json.dumps(request, indent=1, sort_keys=True) + "\n")
+        print("wrote", OUT / name)
+
+
+if __name__ == "__main__":
+    main()

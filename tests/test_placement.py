@@ -1,0 +1,116 @@
+"""Where DRAGON's job1 lands: one big node, spilled across nodes, or nowhere (with a reason)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from tests import metacontroller as mc
+from tests.conftest import Hook, load_fixture, node_of, pods_of, services_of
+
+JOB1_PODS = {"job1-ps-0", *(f"job1-worker-{i}" for i in range(4))}
+
+
+def test_job1_fits_whole_on_the_one_node_that_holds_it(hook: Hook) -> None:
+    body = hook.sync(load_fixture("sync-job1-one-big-node.json"))
+    pods = pods_of(body)
+    assert set(pods) == JOB1_PODS
+    assert {node_of(p) for p in pods.values()} == {"big-1"}
+    # One headless Service per pod, same name, so every TF_CONFIG address resolves.
+    assert set(services_of(body)) == JOB1_PODS
+    assert all(s["spec"]["clusterIP"] == "None" for s in services_of(body).values())
+    sched = body["status"]["scheduling"]
+    assert sched["phase"] == "Admitted"
+    assert sched["workers"] == {"current": 0, "target": 4, "min": 1, "max": 4}
+    assert sched["nodes"] == ["big-1"]
+
+
+def test_job1_spills_from_the_node_holding_its_parameter_server(hook: Hook) -> None:
+    body = hook.sync(load_fixture("sync-job1-spill.json"))
+    placement = {name: node_of(p) for name, p in pods_of(body).items()}
+    assert set(placement) == JOB1_PODS
+    ps_node = placement["job1-ps-0"]
+    per_node = Counter(placement.values())
+    # 12-cpu nodes hold 3 pods of 4 cpu: the PS node is filled first, the rest spill over.
+    assert per_node[ps_node] == 3
+    assert sorted(per_node.values()) == [2, 3]
+    assert placement["job1-worker-0"] == placement["job1-worker-1"] == ps_node
+
+
+def test_job1_that_cannot_fit_gets_no_pods_and_a_reason(hook: Hook) -> None:
+    body = hook.sync(load_fixture("sync-job1-cannot-fit.json"))
+    assert body["children"] == []
+    sched = body["status"]["scheduling"]
+    assert sched["phase"] == "Queued"
+    # The gang is the PS plus min-instances (1) workers: 8 cpu, 16Gi; a node has 2 cpu.
+    assert sched["message"] == (
+        "waiting: needs 8 cpu, 16Gi memory for its 1 parameter server plus 1 worker "
+        "(min-instances) at once; the largest free node, tiny-1, has 2 cpu, 8Gi memory free"
+    )
+    assert sched["workers"]["current"] == 0
+    assert "startTime" not in body["status"]
+    assert body["status"]["enqueueTime"] == mc.T0
+
+
+def test_gang_is_admitted_with_fewer_workers_when_only_min_instances_fit(hook: Hook) -> None:
+    # 12 cpu in all: the PS and two workers (min-instances is 1, replicas 4).
+    nodes = [mc.node("n-1", cpu="8", memory="32Gi"), mc.node("n-2", cpu="4", memory="32Gi")]
+    body = hook.sync(mc.sync_request(mc.tfjob("dragon-job1-cpu.yaml"), nodes))
+    assert set(pods_of(body)) == {"job1-ps-0", "job1-worker-0", "job1-worker-1"}
+    assert body["status"]["scheduling"]["workers"]["target"] == 2
+
+
+def test_a_gang_is_never_placed_partially(hook: Hook) -> None:
+    # Without min-instances the whole gang (PS + 4 workers) is required; only 3 pods fit.
+    job = mc.compat("dragon-job1-cpu.yaml")
+    del job["spec"]["min-instances"], job["spec"]["max-instances"]
+    nodes = [mc.node("n-1", cpu="12", memory="64Gi")]
+    body = hook.sync(mc.sync_request(mc.tfjob(job), nodes))
+    assert body["children"] == []
+    assert "1 parameter server plus 4 workers" in body["status"]["scheduling"]["message"]
+
+
+def test_the_older_job_wins_the_node_from_either_jobs_sync(hook: Hook) -> None:
+    for_a = hook.sync(load_fixture("sync-two-jobs-for-job-a.json"))
+    for_b = hook.sync(load_fixture("sync-two-jobs-for-job-b.json"))
+    assert {node_of(p) for p in pods_of(for_a).values()} == {"only-1"}
+    assert len(pods_of(for_a)) == 5
+    assert for_b["children"] == []
+    assert for_b["status"]["scheduling"]["message"] == (
+        "waiting: waiting for jobs ahead in the queue (default/job-a), which claim the free "
+        "capacity"
+    )
+
+
+def test_the_younger_job_never_takes_capacity_the_older_one_was_planned(hook: Hook) -> None:
+    """Even when the younger job's sync runs first and the older has no pods yet."""
+    request = load_fixture("sync-two-jobs-for-job-b.json")
+    first = hook.sync(request)
+    again = hook.sync(request)
+    assert first["children"] == again["children"] == []
+
+
+def test_a_job_that_does_not_fit_does_not_block_a_smaller_one_behind_it(hook: Hook) -> None:
+    """Backfill: the head of the queue is skipped, not waited for, when it cannot fit."""
+    big = mc.compat("dragon-job1-cpu.yaml")
+    big["spec"]["min-instances"] = 4  # PS + 4 workers = 20 cpu: more than the node has
+    head = mc.tfjob(big, name="head", created="2026-11-21T09:00:00Z")
+    small = mc.tfjob("dragon-job1-cpu.yaml", name="small", created="2026-11-21T09:30:00Z")
+    nodes = [mc.node("n-1", cpu="16", memory="64Gi")]
+    for_small = hook.sync(mc.sync_request(small, nodes, jobs=[head, small]))
+    for_head = hook.sync(mc.sync_request(head, nodes, jobs=[head, small]))
+    assert len(pods_of(for_small)) == 4  # PS + 3 workers use the 16 cpu
+    assert for_head["children"] == []
+    assert "5 " not in for_head["status"]["scheduling"]["message"]
+    assert "plus 4 workers" in for_head["status"]["scheduling"]["message"]
+
+
+def test_admitted_pods_keep_their_node_and_new_pods_use_only_free_capacity(hook: Hook) -> None:
+    """Facts beat plans: another job's running pods are never moved, only counted."""
+    nodes = [mc.node("n-1", cpu="24", memory="64Gi"), mc.node("n-2", cpu="24", memory="64Gi")]
+    first = mc.tfjob("dragon-job1-cpu.yaml", name="first", created="2026-11-21T09:00:00Z")
+    second = mc.tfjob("dragon-job1-cpu.yaml", name="second", created="2026-11-21T09:10:00Z")
+    body = hook.sync(mc.sync_request(first, nodes, jobs=[first, second]))
+    first_pods = [mc.observed_pod(first, p) for p in pods_of(body).values()]
+    (first_node,) = {node_of(p) for p in pods_of(body).values()}
+    body2 = hook.sync(mc.sync_request(second, nodes, jobs=[first, second], pods=first_pods))
+    assert {node_of(p) for p in pods_of(body2).values()} == {"n-1", "n-2"} - {first_node}
