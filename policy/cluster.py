@@ -25,6 +25,12 @@ L_ROLE = "training.kubeflow.org/job-role"
 TERMINAL_PHASES = ("Succeeded", "Failed")
 
 
+def _name(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{what} must be a non-empty string, not {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class Taint:
     key: str
@@ -47,7 +53,7 @@ class Node:
         spec = obj.get("spec") or {}
         status = obj.get("status") or {}
         labels = dict(meta.get("labels") or {})
-        name = meta["name"]
+        name = _name(meta.get("name"), "Node metadata.name")
         reason = None
         ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
         if spec.get("unschedulable"):
@@ -129,8 +135,8 @@ class Pod:
         for cs in status.get("initContainerStatuses") or []:
             restarts += int(cs.get("restartCount") or 0)
         return cls(
-            namespace=meta.get("namespace", "default"),
-            name=meta["name"],
+            namespace=_name(meta.get("namespace", "default"), "Pod metadata.namespace"),
+            name=_name(meta.get("name"), "Pod metadata.name"),
             labels=MappingProxyType(dict(meta.get("labels") or {})),
             node=node,
             phase=status.get("phase") or "Pending",

@@ -18,6 +18,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from policy.resources import PODS, Resources, to_milli
+from policy.templates import PodTemplate
 from policy.timeutil import parse_time
 
 
@@ -214,16 +215,17 @@ def pod_request(pod_spec: Mapping[str, Any]) -> Resources:
 
 
 def _replica(kind: JobKind, rtype: str, spec: ReplicaSpecModel) -> Replica:
-    where = f"spec.{kind.replica_specs_field}.{rtype}.template.spec"
-    pod_spec = spec.template.get("spec")
-    if not isinstance(pod_spec, dict):
-        raise InvalidJob(f"{where} is missing")
-    containers = pod_spec.get("containers")
-    if not isinstance(containers, list) or not containers:
-        raise InvalidJob(f"{where}.containers must list at least one container")
+    where = f"spec.{kind.replica_specs_field}.{rtype}.template"
+    try:
+        PodTemplate.model_validate(spec.template)
+    except ValidationError as err:
+        raise InvalidJob(_format_validation_error(err, where)) from err
+    where += ".spec"
+    pod_spec = spec.template["spec"]
+    containers = pod_spec["containers"]
     for i, c in enumerate(containers):
-        if not isinstance(c, dict) or not c.get("image"):
-            raise InvalidJob(f"{where}.containers[{i}] has no image")
+        if not c.get("image"):
+            raise InvalidJob(f"{where}.containers[{i}] ({c['name']}) has no image")
     main = [c for c in containers if c.get("name") == kind.container]
     if not main:
         names = ", ".join(repr(c.get("name")) for c in containers)
@@ -233,8 +235,8 @@ def _replica(kind: JobKind, rtype: str, spec: ReplicaSpecModel) -> Replica:
         )
     port = kind.default_port
     for p in main[0].get("ports") or []:
-        if isinstance(p, dict) and p.get("name") == kind.port_name:
-            port = int(p.get("containerPort", port))
+        if p.get("name") == kind.port_name:
+            port = p["containerPort"]
     try:
         request = pod_request(pod_spec)
     except (TypeError, ValueError, ArithmeticError, AttributeError) as err:

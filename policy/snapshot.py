@@ -56,8 +56,9 @@ def observe(
         for obj in [*_objects(related, PODS), *_objects(children, PODS)]:
             pod = Pod.from_object(obj, node_of_host, kind.container)
             pods[(pod.namespace, pod.name)] = pod
+        cluster = Cluster.observe(nodes, pods.values())
     except (KeyError, TypeError, ValueError, ArithmeticError, AttributeError) as err:
-        raise MalformedRequest(f"unreadable Node or Pod in the request: {err!r}") from err
+        raise MalformedRequest(f"unreadable Node or Pod in the request: {err}") from err
     jobs: dict[str, Job] = {}
     for obj in _objects(related, job_type_key(kind)):
         try:
@@ -67,7 +68,14 @@ def observe(
         jobs[job.key] = job
     if parent_job is not None:
         jobs[parent_job.key] = parent_job
-    return Snapshot(Cluster.observe(nodes, pods.values()), tuple(jobs.values()))
+    return Snapshot(cluster, tuple(jobs.values()))
+
+
+def _metadata(parent: Mapping[str, Any]):
+    try:
+        return parse_metadata(parent)
+    except ValueError as err:
+        raise MalformedRequest(f"parent.metadata: {err}") from err
 
 
 def sync(
@@ -79,10 +87,7 @@ def sync(
     kind: JobKind = TFJOB,
 ) -> Decision:
     """The whole sync hook, as a pure function of the request and ``now``."""
-    try:
-        meta = parse_metadata(parent)
-    except ValueError as err:
-        raise MalformedRequest(f"parent.metadata: {err}") from err
+    meta = _metadata(parent)
     status = parent.get("status") or {}
     if not isinstance(status, Mapping):
         raise MalformedRequest("parent.status must be an object")
@@ -100,5 +105,6 @@ def sync(
 
 def finalize(parent: Mapping[str, Any], children: ObjectMap) -> tuple[Decision, bool]:
     """On deletion: remove every child; finalized once none is left."""
+    _metadata(parent)
     remaining = len(_objects(children, PODS)) + len(_objects(children, SERVICES))
     return Decision(children=[], status=dict(parent.get("status") or {})), remaining == 0

@@ -1,0 +1,161 @@
+"""An invalid TFJob gets HTTP 200, no children, and a Failed condition naming the problem."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tests import metacontroller as mc
+from tests.conftest import Hook, condition, pods_of
+
+NODES = [mc.node("n-1", cpu="32", memory="128Gi")]
+Edit = Callable[[dict[str, Any]], None]
+
+
+def _worker(job: dict[str, Any]) -> dict[str, Any]:
+    return job["spec"]["tfReplicaSpecs"]["Worker"]
+
+
+def _container(job: dict[str, Any]) -> dict[str, Any]:
+    return _worker(job)["template"]["spec"]["containers"][0]
+
+
+def _set(path: str, value: Any) -> Edit:
+    def edit(job: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        target = job
+        for key in parents:
+            target = target[key]
+        target[last] = value
+
+    return edit
+
+
+INVALID: list[tuple[str, Edit, str]] = [
+    (
+        "min above max",
+        _set("spec.min-instances", 5),
+        "min-instances (5) is greater than max-instances (4)",
+    ),
+    (
+        "replicas above max",
+        _set("spec.max-instances", 3),
+        "Worker.replicas (4) must lie between min-instances (1) and max-instances (3)",
+    ),
+    (
+        "no tensorflow container",
+        lambda j: _container(j).update(name="trainer"),
+        "spec.tfReplicaSpecs.Worker.template.spec has no container named 'tensorflow' "
+        "(found 'trainer')",
+    ),
+    (
+        "no replicas at all",
+        _set("spec.tfReplicaSpecs", {}),
+        "spec.tfReplicaSpecs defines no replicas",
+    ),
+    (
+        "no tfReplicaSpecs",
+        lambda j: j["spec"].pop("tfReplicaSpecs"),
+        "spec.tfReplicaSpecs: Field required",
+    ),
+    (
+        "replicas not a number",
+        lambda j: _worker(j).update(replicas="four"),
+        "spec.tfReplicaSpecs.Worker.replicas: Input should be a valid integer",
+    ),
+    (
+        "unknown replica type",
+        lambda j: j["spec"]["tfReplicaSpecs"].update(Launcher=copy.deepcopy(_worker(j))),
+        "unknown replica type 'Launcher'; expected one of Chief, Evaluator, Master, PS, Worker",
+    ),
+    (
+        "chief and master",
+        lambda j: j["spec"]["tfReplicaSpecs"].update(
+            Chief=copy.deepcopy(_worker(j) | {"replicas": 1}),
+            Master=copy.deepcopy(_worker(j) | {"replicas": 1}),
+        ),
+        "may define Chief or Master, not both",
+    ),
+    (
+        "bad restart policy",
+        lambda j: _worker(j).update(restartPolicy="Sometimes"),
+        "spec.tfReplicaSpecs.Worker.restartPolicy: Input should be 'Always', 'OnFailure', "
+        "'Never' or 'ExitCode'",
+    ),
+    (
+        "container without image",
+        lambda j: _container(j).pop("image"),
+        "containers[0] (tensorflow) has no image",
+    ),
+    (
+        "unreadable quantity",
+        lambda j: _container(j)["resources"]["limits"].update(cpu="4 cores"),
+        "spec.tfReplicaSpecs.Worker.template.spec has an unreadable resource quantity",
+    ),
+    (
+        "env not a list",
+        lambda j: _container(j).update(env="global_steps=100"),
+        "spec.tfReplicaSpecs.Worker.template.spec.containers.0.env: Input should be a valid list",
+    ),
+    (
+        "port as a string",
+        lambda j: _container(j)["ports"][0].update(containerPort="2222"),
+        "containers.0.ports.0.containerPort: Input should be a valid integer",
+    ),
+    (
+        "name too long for pod names",
+        _set("metadata.name", "a" * 55),
+        "is too long: pod and service names '<name>-<type>-<index>' must stay within 63",
+    ),
+    (
+        "name not DNS-1035",
+        _set("metadata.name", "Job_1"),
+        "metadata.name 'Job_1' must be a DNS-1035 label",
+    ),
+    (
+        "bad clean pod policy",
+        _set("spec.cleanPodPolicy", "Sometimes"),
+        "spec.cleanPodPolicy: Input should be 'None', 'Running' or 'All'",
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "edit", "message"), INVALID, ids=[c[0] for c in INVALID])
+def test_invalid_job_fails_with_a_message_naming_the_problem(
+    hook: Hook, case: str, edit: Edit, message: str
+) -> None:
+    job = mc.compat("dragon-job1-cpu.yaml")
+    edit(job)
+    body = hook.sync(mc.sync_request(mc.tfjob(job), NODES))
+    assert body["children"] == []
+    failed = condition(body, "Failed")
+    assert failed is not None and failed["status"] == "True"
+    assert failed["reason"] == "TFJobFailedValidation"
+    assert message in failed["message"]
+    assert failed["message"].startswith(f"TFJob default/{job['metadata']['name']} is invalid: ")
+    assert body["status"]["scheduling"] == {"phase": "Invalid", "message": failed["message"]}
+
+
+def test_an_invalid_job_takes_no_capacity_from_valid_ones(hook: Hook) -> None:
+    broken = mc.compat("dragon-job1-cpu.yaml")
+    broken["spec"]["min-instances"] = 9
+    older = mc.tfjob(broken, name="broken", created="2026-11-21T08:00:00Z")
+    valid = mc.tfjob("dragon-job1-cpu.yaml")
+    nodes = [mc.node("n-1", cpu="20", memory="64Gi")]
+    body = hook.sync(mc.sync_request(valid, nodes, jobs=[older, valid]))
+    assert len(pods_of(body)) == 5
+
+
+@pytest.mark.parametrize(
+    "manifest", ["dragon-job1-cpu.yaml", "dragon-job1-gpu.yaml", "gang-tfjob.yaml"]
+)
+def test_compat_manifests_are_accepted_as_written(hook: Hook, manifest: str) -> None:
+    nodes = [
+        mc.node("gpu-1", cpu="32", memory="128Gi", gpu=4, labels={"gpu": "1060g1"}),
+    ]
+    body = hook.sync(mc.sync_request(mc.tfjob(manifest), nodes))
+    assert condition(body, "Failed") is None
+    assert body["status"]["scheduling"]["phase"] == "Admitted"
