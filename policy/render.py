@@ -72,12 +72,19 @@ def _is_master_role(job: Job, rtype: str, index: int) -> bool:
     return rtype == chief if chief else (rtype == WORKER and index == 0)
 
 
+def _field(parent: dict[str, Any], key: str, empty: Any) -> Any:
+    """``parent[key]``, created when absent or null (YAML's ``ports:`` with no items)."""
+    if parent.get(key) is None:
+        parent[key] = empty
+    return parent[key]
+
+
 def _pin(spec: dict[str, Any], hostname: str) -> None:
     """Add ``hostname In [host]`` to every required node-affinity term (terms are ORed, so
     each must carry it), keeping the user's own terms."""
     expr = {"key": HOSTNAME, "operator": "In", "values": [hostname]}
-    node_affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
-    required = node_affinity.setdefault("requiredDuringSchedulingIgnoredDuringExecution", {})
+    node_affinity = _field(_field(spec, "affinity", {}), "nodeAffinity", {})
+    required = _field(node_affinity, "requiredDuringSchedulingIgnoredDuringExecution", {})
     terms = required.get("nodeSelectorTerms") or [{}]
     for term in terms:
         term["matchExpressions"] = [*(term.get("matchExpressions") or []), expr]
@@ -112,7 +119,7 @@ def render_pod(
         "Never" if replica.restart_policy == "ExitCode" else replica.restart_policy
     )
     main = next(c for c in spec["containers"] if c.get("name") == job.kind.container)
-    ports = main.setdefault("ports", [])
+    ports = _field(main, "ports", [])
     if not any(p.get("name") == job.kind.port_name for p in ports):
         ports.append({"name": job.kind.port_name, "containerPort": job.kind.default_port})
     if is_distributed(job):

@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-COMPAT = ROOT.parent / "shared" / "compat"
+COMPAT = ROOT / "tests" / "fixtures" / "compat"  # the manifests of ../shared/compat
 CONTROLLER_YAML = ROOT / "metacontroller" / "tfjob-controller.yaml"
 T0 = "2026-11-21T10:00:00Z"
 

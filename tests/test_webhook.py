@@ -199,7 +199,7 @@ def test_concurrent_syncs_on_one_snapshot_never_share_capacity(clock: Clock) -> 
             ]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"][0]
             placed.setdefault(node, []).append(pod["metadata"]["name"])
     assert sorted(placed) == ["n-1", "n-2"]
-    # Each node holds exactly one whole job (5 pods × 4 cpu = 20 cpu): the two oldest.
+    # Each node holds exactly one whole job (5 pods of 4 cpu = 20 cpu): the two oldest.
     owners = {n: {p.rsplit("-", 2)[0] for p in pods} for n, pods in placed.items()}
     assert sorted(o for s in owners.values() for o in s) == ["job-0", "job-1"]
     assert all(len(pods) == 5 for pods in placed.values())

@@ -27,4 +27,6 @@ def options(settings: Settings) -> dict[str, Any]:
         # Recycle workers now and then: no state lives in them.
         "max_requests": 20000,
         "max_requests_jitter": 2000,
+        # No control socket: the image's root filesystem is read-only.
+        "control_socket_disable": True,
     }

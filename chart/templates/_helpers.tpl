@@ -1,0 +1,62 @@
+{{/*
+Chart name, truncated to 63 characters (the DNS label limit).
+*/}}
+{{- define "dragonet.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/*
+Full name: the release name, prefixed with the chart name unless it already contains it.
+Object names add a suffix (-webhook, -tfjobs), so keep room for it.
+*/}}
+{{- define "dragonet.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 50 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 50 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 50 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{/* Name of the webhook Deployment and Service. */}}
+{{- define "dragonet.webhookName" -}}
+{{- printf "%s-webhook" (include "dragonet.fullname" .) }}
+{{- end }}
+
+{{- define "dragonet.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Labels on every object. */}}
+{{- define "dragonet.labels" -}}
+helm.sh/chart: {{ include "dragonet.chart" . }}
+app.kubernetes.io/name: {{ include "dragonet.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: dragonet
+{{- end }}
+
+{{/* Selector labels of the webhook pods. */}}
+{{- define "dragonet.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "dragonet.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: webhook
+{{- end }}
+
+{{- define "dragonet.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create }}
+{{- default (include "dragonet.webhookName" .) .Values.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.serviceAccount.name }}
+{{- end }}
+{{- end }}
+
+{{/* Base URL of the webhook as Metacontroller reaches it (the Service listens on port 80). */}}
+{{- define "dragonet.webhookURL" -}}
+{{- printf "http://%s.%s" (include "dragonet.webhookName" .) .Release.Namespace }}
+{{- end }}

@@ -1,0 +1,206 @@
+"""Offline validation of Kubernetes objects, shared by the tests.
+
+There is no API server here, so three validators stand in for it:
+
+* ``validate_k8s``: built-in kinds (and CustomResourceDefinition objects themselves) against the
+  OpenAPI schemas of Kubernetes ``K8S_VERSION``, strict (unknown fields are errors), with
+  ``kubernetes_validate``.
+* ``validate_tfjob``: a TFJob instance against the openAPIV3Schema of
+  ``crd/tfjobs.kubeflow.org.yaml``.
+* ``validate_composite_controller``: a CompositeController against Metacontroller's own CRD schema,
+  vendored in ``tests/schemas/``.
+
+The two custom-resource validators use ``jsonschema.Draft4Validator`` and mimic what the API server
+does with a structural schema under ``kubectl``'s default strict field validation:
+
+* an unknown field is an error (objects that declare ``properties`` are closed, unless they carry
+  ``x-kubernetes-preserve-unknown-fields``);
+* ``null`` field values are dropped before validation (the API server prunes them, nullable or not);
+* ``format: date-time`` strings must be RFC 3339 timestamps, ``format: duration`` strings Go
+  durations such as ``10s`` (Metacontroller parses hook timeouts with Go's time.ParseDuration).
+
+``validate_tfjob_status`` checks a status alone, e.g. the one a sync hook returns.
+
+Every validator raises ``AssertionError`` with the error text, so a failing test says what is wrong.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import re
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import kubernetes_validate
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+CRD_PATH = ROOT / "crd" / "tfjobs.kubeflow.org.yaml"
+COMPOSITE_CONTROLLER_SCHEMA_PATH = (
+    Path(__file__).resolve().parent / "schemas" / ("compositecontroller-v1alpha1.yaml")
+)
+
+# The Kubernetes version whose API schemas built-in objects are checked against.
+K8S_VERSION = "1.33.0"
+
+_GO_DURATION = re.compile(r"^[-+]?(0|([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h))+$")
+_RFC3339 = re.compile(r"^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d+)?([Zz]|[+-]\d{2}:\d{2})$")
+
+
+def validate_k8s(obj: dict[str, Any]) -> None:
+    """Validate a built-in Kubernetes object (strict) against Kubernetes ``K8S_VERSION``.
+
+    A kind that has no schema (a custom resource, a typo in ``kind`` or ``apiVersion``) is an
+    error, not a silent pass.
+    """
+    where = _describe(obj)
+    try:
+        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+    except kubernetes_validate.SchemaNotFoundError as e:
+        raise AssertionError(f"{where}: {e.message}") from None
+    except kubernetes_validate.ValidationError as e:
+        path = "/".join(str(p) for p in e.absolute_path) or "<root>"
+        raise AssertionError(f"{where}: at {path}: {e.message}") from None
+
+
+def validate_tfjob(obj: dict[str, Any]) -> None:
+    """Validate a TFJob instance against the CRD in ``crd/`` (spec and status)."""
+    if obj.get("apiVersion") != "kubeflow.org/v1" or obj.get("kind") != "TFJob":
+        raise AssertionError(
+            f"{_describe(obj)}: not a kubeflow.org/v1 TFJob "
+            f"(apiVersion={obj.get('apiVersion')!r}, kind={obj.get('kind')!r})"
+        )
+    _validate_with(_tfjob_validator(), obj)
+
+
+def validate_composite_controller(obj: dict[str, Any]) -> None:
+    """Validate a CompositeController against Metacontroller's CRD schema."""
+    if (
+        obj.get("apiVersion") != "metacontroller.k8s.io/v1alpha1"
+        or obj.get("kind") != "CompositeController"
+    ):
+        raise AssertionError(
+            f"{_describe(obj)}: not a metacontroller.k8s.io/v1alpha1 CompositeController"
+        )
+    _validate_with(_composite_controller_validator(), obj)
+
+
+def validate_tfjob_status(status: dict[str, Any]) -> None:
+    """Validate a TFJob ``status`` alone (e.g. the one a sync response returns) against the CRD."""
+    _validate_with(_tfjob_status_validator(), status, what="TFJob status")
+
+
+def tfjob_crd() -> dict[str, Any]:
+    """The CustomResourceDefinition in ``crd/`` (parsed, a fresh copy)."""
+    return copy.deepcopy(_load_crd())
+
+
+def tfjob_schema() -> dict[str, Any]:
+    """The openAPIV3Schema of the v1 version of the TFJob CRD (a fresh copy)."""
+    return copy.deepcopy(_crd_schema(_load_crd()))
+
+
+# --------------------------------------------------------------------------------------------
+
+
+def _describe(obj: Any) -> str:
+    if not isinstance(obj, dict):
+        return f"<{type(obj).__name__}>"
+    meta = obj.get("metadata") or {}
+    return f"{obj.get('kind', '?')} {meta.get('name', '?')!s}"
+
+
+@functools.cache
+def _load_crd() -> dict[str, Any]:
+    return yaml.safe_load(CRD_PATH.read_text())
+
+
+def _crd_schema(crd: dict[str, Any]) -> dict[str, Any]:
+    versions = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+    assert len(versions) == 1, "the TFJob CRD must define version v1 exactly once"
+    return versions[0]["schema"]["openAPIV3Schema"]
+
+
+def _closed(schema: Any) -> Any:
+    """Copy of a structural schema in which every object with ``properties`` rejects unknown
+    fields, as the API server does under strict field validation."""
+    if not isinstance(schema, dict):
+        return schema
+    out = dict(schema)
+    if isinstance(schema.get("properties"), dict):
+        out["properties"] = {name: _closed(s) for name, s in schema["properties"].items()}
+        if "additionalProperties" not in schema and not schema.get(
+            "x-kubernetes-preserve-unknown-fields"
+        ):
+            out["additionalProperties"] = False
+    for key in ("additionalProperties", "items", "not"):
+        if isinstance(schema.get(key), dict):
+            out[key] = _closed(schema[key])
+    for key in ("allOf", "anyOf", "oneOf"):
+        if isinstance(schema.get(key), list):
+            out[key] = [_closed(s) for s in schema[key]]
+    return out
+
+
+def _drop_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _drop_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_drop_nulls(v) for v in value]
+    return value
+
+
+_format_checker = jsonschema.FormatChecker()
+
+
+@_format_checker.checks("date-time", raises=ValueError)
+def _is_date_time(value: object) -> bool:
+    if not isinstance(value, str):
+        return True
+    if not _RFC3339.match(value):
+        return False
+    datetime.fromisoformat(value.upper().replace("Z", "+00:00"))  # rejects 2024-13-45 etc.
+    return True
+
+
+@_format_checker.checks("duration")
+def _is_duration(value: object) -> bool:
+    return not isinstance(value, str) or bool(_GO_DURATION.match(value))
+
+
+def _validator(schema: dict[str, Any]) -> jsonschema.Draft4Validator:
+    closed = _closed(schema)
+    jsonschema.Draft4Validator.check_schema(closed)
+    return jsonschema.Draft4Validator(closed, format_checker=_format_checker)
+
+
+@functools.cache
+def _tfjob_validator() -> jsonschema.Draft4Validator:
+    return _validator(_crd_schema(_load_crd()))
+
+
+@functools.cache
+def _tfjob_status_validator() -> jsonschema.Draft4Validator:
+    return _validator(_crd_schema(_load_crd())["properties"]["status"])
+
+
+@functools.cache
+def _composite_controller_validator() -> jsonschema.Draft4Validator:
+    return _validator(yaml.safe_load(COMPOSITE_CONTROLLER_SCHEMA_PATH.read_text()))
+
+
+def _validate_with(
+    validator: jsonschema.Draft4Validator, obj: dict[str, Any], what: str | None = None
+) -> None:
+    errors = sorted(
+        validator.iter_errors(_drop_nulls(obj)), key=lambda e: list(map(str, e.absolute_path))
+    )
+    if errors:
+        lines = [
+            f"  at {'/'.join(str(p) for p in e.absolute_path) or '<root>'}: {e.message}"
+            for e in errors
+        ]
+        raise AssertionError(f"{what or _describe(obj)} is invalid:\n" + "\n".join(lines))

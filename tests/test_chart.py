@@ -1,0 +1,523 @@
+"""The Helm chart in chart/, rendered by the real helm binary.
+
+helm must be on PATH (`make test` puts .tools/bin there; `make helm` installs it with
+scripts/install-helm.sh). These tests never skip: without helm they fail and say how to get it.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.kube_schema import ROOT, validate_composite_controller, validate_k8s
+
+CHART = ROOT / "chart"
+PLAIN_CONTROLLER = ROOT / "metacontroller" / "tfjob-controller.yaml"
+HOOKS = ("customize", "sync", "finalize")
+
+# Non-default values touching every knob, as a user's values file would.
+CUSTOM_VALUES: dict[str, Any] = {
+    "image": {
+        "repository": "registry.example.com/ml/dragonet",
+        "tag": "0.1.0-rc1",
+        "pullPolicy": "Always",
+    },
+    "imagePullSecrets": [{"name": "regcred"}],
+    "replicas": 3,
+    "scheduling": {
+        "poolSelector": {
+            "matchLabels": {"pool": "training"},
+            "matchExpressions": [
+                {"key": "gpu", "operator": "In", "values": ["a100", "h100"]},
+                {"key": "cordoned-for-maintenance", "operator": "DoesNotExist"},
+            ],
+        },
+        "binding": "nodeName",
+        "starvationSeconds": 45,
+        "idleSeconds": 120.5,
+        "clusterDomain": "cluster.local",
+        "watchAllPods": True,
+    },
+    "server": {"workers": 3, "threads": 8, "logLevel": "debug"},
+    "extraEnv": [{"name": "TZ", "value": "UTC"}],
+    "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
+    "serviceAccount": {
+        "create": True,
+        "name": "dragonet-hooks",
+        "annotations": {"example.com/owner": "ml-platform"},
+    },
+    "podDisruptionBudget": {"enabled": True, "minAvailable": 2},
+    "podAnnotations": {"prometheus.io/scrape": "true"},
+    "podLabels": {"team": "ml"},
+    "priorityClassName": "system-cluster-critical",
+    "nodeSelector": {"node-role.kubernetes.io/control-plane-addons": "true"},
+    "tolerations": [
+        {"key": "dedicated", "operator": "Equal", "value": "infra", "effect": "NoSchedule"}
+    ],
+    "affinity": {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "topologyKey": "kubernetes.io/hostname",
+                        "labelSelector": {
+                            "matchLabels": {"app.kubernetes.io/component": "webhook"}
+                        },
+                    },
+                }
+            ]
+        }
+    },
+    "topologySpreadConstraints": [
+        {
+            "maxSkew": 1,
+            "topologyKey": "topology.kubernetes.io/zone",
+            "whenUnsatisfiable": "ScheduleAnyway",
+            "labelSelector": {"matchLabels": {"app.kubernetes.io/component": "webhook"}},
+        }
+    ],
+}
+
+
+@pytest.fixture(scope="session")
+def helm() -> str:
+    path = shutil.which("helm")
+    if path is None:
+        pytest.fail(
+            "helm is not on PATH. Install it with `make helm` (bash scripts/install-helm.sh "
+            ".tools) and run the tests with PATH=$PWD/.tools/bin:$PATH, as `make test` does."
+        )
+    return path
+
+
+def _run(helm: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([helm, *args], capture_output=True, text=True, timeout=120)
+    if check and proc.returncode != 0:
+        pytest.fail(
+            f"helm {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
+        )
+    return proc
+
+
+def _values_file(tmp_path: Path, values: dict[str, Any]) -> str:
+    path = tmp_path / "values.yaml"
+    path.write_text(yaml.safe_dump(values))
+    return str(path)
+
+
+def _render(
+    helm: str,
+    *extra: str,
+    release: str = "dragonet",
+    namespace: str = "dragonet",
+) -> list[dict[str, Any]]:
+    out = _run(
+        helm, "template", release, str(CHART), "--namespace", namespace, "--include-crds", *extra
+    ).stdout
+    return [d for d in yaml.safe_load_all(out) if d]
+
+
+def _one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    found = [d for d in docs if d["kind"] == kind]
+    assert len(found) == 1, f"expected one {kind}, got {[d['metadata']['name'] for d in found]}"
+    return found[0]
+
+
+def _env(deployment: dict[str, Any]) -> dict[str, str]:
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    return {e["name"]: e["value"] for e in container["env"]}
+
+
+def _validate_all(docs: list[dict[str, Any]]) -> None:
+    for doc in docs:
+        if doc["kind"] == "CompositeController":
+            validate_composite_controller(doc)
+        else:
+            # Built-in kinds, and the CustomResourceDefinition object itself.
+            validate_k8s(doc)
+
+
+@pytest.fixture(scope="session")
+def default_docs(helm: str) -> list[dict[str, Any]]:
+    return _render(helm)
+
+
+@pytest.fixture(scope="session")
+def custom_docs(helm: str, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    values = _values_file(tmp_path_factory.mktemp("values"), CUSTOM_VALUES)
+    return _render(helm, "-f", values, release="ml-jobs", namespace="training")
+
+
+# --- lint and render --------------------------------------------------------------------------
+
+
+def test_helm_lint_strict(helm: str) -> None:
+    proc = _run(helm, "lint", "--strict", str(CHART))
+    assert "0 chart(s) failed" in proc.stdout
+
+
+def test_helm_lint_strict_with_custom_values(helm: str, tmp_path: Path) -> None:
+    _run(helm, "lint", "--strict", str(CHART), "-f", _values_file(tmp_path, CUSTOM_VALUES))
+
+
+def test_chart_has_no_dependency_that_is_not_vendored(helm: str) -> None:
+    # A dependency declared in Chart.yaml but missing from charts/ breaks `helm template`,
+    # `helm install ./chart` and `helm lint --strict` (see chart/README.md, "Metacontroller").
+    proc = _run(helm, "dependency", "list", str(CHART))
+    assert "missing" not in proc.stdout, proc.stdout
+
+
+def test_default_render_has_the_expected_objects(default_docs: list[dict[str, Any]]) -> None:
+    kinds = sorted((d["kind"], d["metadata"]["name"]) for d in default_docs)
+    assert kinds == [
+        ("ClusterRole", "dragonet-tfjobs-edit"),
+        ("ClusterRole", "dragonet-tfjobs-view"),
+        ("CompositeController", "dragonet-tfjobs"),
+        ("CustomResourceDefinition", "tfjobs.kubeflow.org"),
+        ("Deployment", "dragonet-webhook"),
+        ("PodDisruptionBudget", "dragonet-webhook"),
+        ("Service", "dragonet-webhook"),
+        ("ServiceAccount", "dragonet-webhook"),
+    ]
+
+
+def test_default_render_validates(default_docs: list[dict[str, Any]]) -> None:
+    _validate_all(default_docs)
+
+
+def test_custom_render_validates(custom_docs: list[dict[str, Any]]) -> None:
+    _validate_all(custom_docs)
+
+
+def test_validation_of_rendered_objects_can_fail(default_docs: list[dict[str, Any]]) -> None:
+    # The validators used above are not vacuous: a typo in a rendered Deployment is caught.
+    deployment = copy.deepcopy(_one(default_docs, "Deployment"))
+    deployment["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["paht"] = (
+        "/healthz"
+    )
+    with pytest.raises(AssertionError, match="paht"):
+        validate_k8s(deployment)
+    controller = copy.deepcopy(_one(default_docs, "CompositeController"))
+    controller["spec"]["childResources"][0]["updateStrategy"]["method"] = "Ondelete"
+    with pytest.raises(AssertionError, match="Ondelete"):
+        validate_composite_controller(controller)
+
+
+# --- values reach the webhook -----------------------------------------------------------------
+
+
+def test_default_values_reach_the_webhook_environment(default_docs: list[dict[str, Any]]) -> None:
+    assert _env(_one(default_docs, "Deployment")) == {
+        "DRAGONET_PORT": "8080",
+        "DRAGONET_POOL_SELECTOR": "{}",
+        "DRAGONET_BINDING": "affinity",
+        "DRAGONET_STARVATION_SECONDS": "30",
+        "DRAGONET_IDLE_SECONDS": "60",
+        "DRAGONET_CLUSTER_DOMAIN": "",
+        "DRAGONET_WATCH_ALL_PODS": "false",
+        "DRAGONET_WORKERS": "2",
+        "DRAGONET_THREADS": "4",
+        "DRAGONET_LOG_LEVEL": "info",
+    }
+
+
+def test_custom_values_reach_the_webhook_environment(custom_docs: list[dict[str, Any]]) -> None:
+    env = _env(_one(custom_docs, "Deployment"))
+    assert (
+        json.loads(env.pop("DRAGONET_POOL_SELECTOR")) == CUSTOM_VALUES["scheduling"]["poolSelector"]
+    )
+    assert env == {
+        "DRAGONET_PORT": "8080",
+        "DRAGONET_BINDING": "nodeName",
+        "DRAGONET_STARVATION_SECONDS": "45",
+        "DRAGONET_IDLE_SECONDS": "120.5",
+        "DRAGONET_CLUSTER_DOMAIN": "cluster.local",
+        "DRAGONET_WATCH_ALL_PODS": "true",
+        "DRAGONET_WORKERS": "3",
+        "DRAGONET_THREADS": "8",
+        "DRAGONET_LOG_LEVEL": "debug",
+        "TZ": "UTC",
+    }
+
+
+@pytest.mark.parametrize(
+    ("flag", "env_name", "expected"),
+    [
+        ("scheduling.binding=nodeName", "DRAGONET_BINDING", "nodeName"),
+        ("scheduling.starvationSeconds=5", "DRAGONET_STARVATION_SECONDS", "5"),
+        ("scheduling.idleSeconds=600", "DRAGONET_IDLE_SECONDS", "600"),
+        ("scheduling.clusterDomain=corp.example", "DRAGONET_CLUSTER_DOMAIN", "corp.example"),
+        ("scheduling.watchAllPods=true", "DRAGONET_WATCH_ALL_PODS", "true"),
+        ("server.workers=5", "DRAGONET_WORKERS", "5"),
+        ("server.threads=1", "DRAGONET_THREADS", "1"),
+        ("server.logLevel=warning", "DRAGONET_LOG_LEVEL", "warning"),
+        (
+            "scheduling.poolSelector.matchLabels.pool=gpu",
+            "DRAGONET_POOL_SELECTOR",
+            '{"matchLabels":{"pool":"gpu"}}',
+        ),
+    ],
+)
+def test_each_value_given_with_set_reaches_its_variable(
+    helm: str, flag: str, env_name: str, expected: str
+) -> None:
+    env = _env(_one(_render(helm, "--set", flag), "Deployment"))
+    assert env[env_name] == expected
+
+
+def test_the_webhook_reads_the_environment_the_chart_sets(
+    custom_docs: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The other end of the contract: webhooks.config.Settings parses what the chart renders.
+    from webhooks.config import Settings
+
+    for name in list(os.environ):
+        if name.startswith("DRAGONET_"):
+            monkeypatch.delenv(name)
+    for name, value in _env(_one(custom_docs, "Deployment")).items():
+        monkeypatch.setenv(name, value)
+    settings = Settings()
+    assert settings.pool_selector.as_dict() == CUSTOM_VALUES["scheduling"]["poolSelector"]
+    assert settings.binding == "nodeName"
+    assert settings.starvation_seconds == 45
+    assert settings.idle_seconds == 120.5
+    assert settings.cluster_domain == "cluster.local"
+    assert settings.watch_all_pods is True
+    assert settings.port == 8080
+    assert (settings.workers, settings.threads, settings.log_level) == (3, 8, "debug")
+
+
+def test_custom_values_reach_the_pod_spec(custom_docs: list[dict[str, Any]]) -> None:
+    deployment = _one(custom_docs, "Deployment")
+    assert deployment["spec"]["replicas"] == 3
+    pod = deployment["spec"]["template"]
+    spec = pod["spec"]
+    [container] = spec["containers"]
+    assert container["image"] == "registry.example.com/ml/dragonet:0.1.0-rc1"
+    assert container["imagePullPolicy"] == "Always"
+    assert container["resources"] == CUSTOM_VALUES["resources"]
+    assert spec["imagePullSecrets"] == [{"name": "regcred"}]
+    assert spec["nodeSelector"] == CUSTOM_VALUES["nodeSelector"]
+    assert spec["tolerations"] == CUSTOM_VALUES["tolerations"]
+    assert spec["affinity"] == CUSTOM_VALUES["affinity"]
+    assert spec["topologySpreadConstraints"] == CUSTOM_VALUES["topologySpreadConstraints"]
+    assert spec["priorityClassName"] == "system-cluster-critical"
+    assert spec["serviceAccountName"] == "dragonet-hooks"
+    assert pod["metadata"]["annotations"] == {"prometheus.io/scrape": "true"}
+    assert pod["metadata"]["labels"]["team"] == "ml"
+    sa = _one(custom_docs, "ServiceAccount")
+    assert sa["metadata"]["name"] == "dragonet-hooks"
+    assert sa["metadata"]["annotations"] == {"example.com/owner": "ml-platform"}
+    pdb = _one(custom_docs, "PodDisruptionBudget")
+    assert pdb["spec"]["minAvailable"] == 2
+    assert "maxUnavailable" not in pdb["spec"]
+
+
+@pytest.mark.parametrize(
+    ("flag", "message"),
+    [
+        ("scheduling.binding=nodename", "binding"),
+        ("scheduling.bindng=nodeName", "bindng"),
+        ("scheduling.starvationSeconds=-1", "starvationSeconds"),
+        ("server.workers=0", "workers"),
+        ("server.logLevel=verbose", "logLevel"),
+        ("scheduling.poolSelector.matchLabel.pool=training", "matchLabel"),
+    ],
+)
+def test_invalid_values_are_refused_with_a_message(helm: str, flag: str, message: str) -> None:
+    proc = _run(helm, "template", "dragonet", str(CHART), "--set", flag, check=False)
+    assert proc.returncode != 0, f"helm accepted --set {flag}"
+    assert message in proc.stderr, proc.stderr
+
+
+# --- the webhook Deployment and Service -------------------------------------------------------
+
+
+def test_webhook_deployment_defaults(default_docs: list[dict[str, Any]]) -> None:
+    deployment = _one(default_docs, "Deployment")
+    assert deployment["spec"]["replicas"] == 2
+    pod = deployment["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    assert container["image"] == "ghcr.io/dragonet/dragonet:0.1.0"
+    assert container["command"] + container["args"] == ["dragonet", "serve"]
+    assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "http"}, probe
+    assert container["resources"]["requests"]
+    # Locked down: non-root, read-only root filesystem, no API token.
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] != 0
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
+    assert pod["automountServiceAccountToken"] is False
+    assert _one(default_docs, "ServiceAccount")["automountServiceAccountToken"] is False
+    # gunicorn needs a writable /tmp (worker heartbeats) on the read-only root filesystem.
+    assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
+    assert pod["serviceAccountName"] == _one(default_docs, "ServiceAccount")["metadata"]["name"]
+
+
+@pytest.mark.parametrize("fixture", ["default_docs", "custom_docs"])
+def test_service_reaches_the_webhook_pods(fixture: str, request: pytest.FixtureRequest) -> None:
+    docs = request.getfixturevalue(fixture)
+    service = _one(docs, "Service")
+    deployment = _one(docs, "Deployment")
+    [port] = service["spec"]["ports"]
+    assert port["port"] == 80
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    target = port["targetPort"]
+    container_ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    assert container_ports.get(target, target) == 8080
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    selector = service["spec"]["selector"]
+    assert selector.items() <= pod_labels.items()
+    assert deployment["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+    pdb = _one(docs, "PodDisruptionBudget")
+    assert pdb["spec"]["selector"]["matchLabels"].items() <= pod_labels.items()
+
+
+def test_pod_disruption_budget_is_optional(helm: str) -> None:
+    docs = _render(helm, "--set", "podDisruptionBudget.enabled=false")
+    assert [d for d in docs if d["kind"] == "PodDisruptionBudget"] == []
+
+
+# --- RBAC for namespace users -----------------------------------------------------------------
+
+
+def test_tfjob_permissions_are_aggregated_into_the_default_roles(
+    default_docs: list[dict[str, Any]],
+) -> None:
+    roles = {d["metadata"]["name"]: d for d in default_docs if d["kind"] == "ClusterRole"}
+    edit, view = roles["dragonet-tfjobs-edit"], roles["dragonet-tfjobs-view"]
+    agg = "rbac.authorization.k8s.io/aggregate-to-"
+    assert edit["metadata"]["labels"][agg + "admin"] == "true"
+    assert edit["metadata"]["labels"][agg + "edit"] == "true"
+    assert view["metadata"]["labels"][agg + "view"] == "true"
+    assert agg + "view" not in edit["metadata"]["labels"]
+
+    def verbs(role: dict[str, Any], resource: str) -> set[str]:
+        return {
+            v
+            for rule in role["rules"]
+            if "kubeflow.org" in rule["apiGroups"] and resource in rule["resources"]
+            for v in rule["verbs"]
+        }
+
+    assert {"create", "delete", "get", "list", "watch", "patch", "update"} <= verbs(edit, "tfjobs")
+    assert verbs(view, "tfjobs") == {"get", "list", "watch"}
+    assert verbs(view, "tfjobs/status") == {"get", "list", "watch"}
+    # Users must not be able to forge the status Dragonet keeps its scheduling memory in.
+    assert not {"update", "patch"} & verbs(edit, "tfjobs/status")
+
+
+def test_role_aggregation_can_be_turned_off(helm: str) -> None:
+    docs = _render(helm, "--set", "rbac.aggregateToDefaultRoles=false")
+    assert [d for d in docs if d["kind"] == "ClusterRole"] == []
+
+
+# --- the CompositeController ------------------------------------------------------------------
+
+
+def _plain_controller() -> dict[str, Any]:
+    return yaml.safe_load(PLAIN_CONTROLLER.read_text())
+
+
+def test_plain_controller_manifest_validates() -> None:
+    controller = _plain_controller()
+    validate_composite_controller(controller)
+    spec = controller["spec"]
+    assert controller["metadata"]["name"] == "dragonet-tfjobs"
+    assert spec["generateSelector"] is True
+    assert spec["parentResource"] == {"apiVersion": "kubeflow.org/v1", "resource": "tfjobs"}
+    assert spec["childResources"] == [
+        {"apiVersion": "v1", "resource": r, "updateStrategy": {"method": "OnDelete"}}
+        for r in ("pods", "services")
+    ]
+    assert set(spec["hooks"]) == set(HOOKS)
+    for hook in HOOKS:
+        # v2 on every hook: a namespaced parent sees cluster-scoped Nodes only with v2.
+        assert spec["hooks"][hook] == {
+            "version": "v2",
+            "webhook": {"url": f"http://dragonet-webhook.dragonet/tfjobs/{hook}", "timeout": "10s"},
+        }
+
+
+def test_chart_controller_equals_the_plain_manifest_for_release_dragonet_in_dragonet(
+    default_docs: list[dict[str, Any]],
+) -> None:
+    rendered = _one(default_docs, "CompositeController")
+    plain = _plain_controller()
+    assert rendered["metadata"]["name"] == plain["metadata"]["name"]
+    assert rendered["spec"] == plain["spec"]
+
+
+def test_chart_controller_differs_from_the_plain_manifest_only_in_name_and_url(
+    custom_docs: list[dict[str, Any]],
+) -> None:
+    rendered = copy.deepcopy(_one(custom_docs, "CompositeController"))
+    service = _one(custom_docs, "Service")
+    # The hooks point at the chart's own Service, in the release namespace, on its port 80.
+    base = f"http://{service['metadata']['name']}.training"
+    assert base == "http://ml-jobs-dragonet-webhook.training"
+    for hook in HOOKS:
+        webhook = rendered["spec"]["hooks"][hook]["webhook"]
+        assert webhook["url"] == f"{base}/tfjobs/{hook}"
+        webhook["url"] = f"http://dragonet-webhook.dragonet/tfjobs/{hook}"
+    assert rendered["metadata"]["name"] == "ml-jobs-dragonet-tfjobs"
+    assert rendered["spec"] == _plain_controller()["spec"]
+
+
+# --- chart metadata and documentation ---------------------------------------------------------
+
+
+def test_chart_metadata() -> None:
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert (chart["apiVersion"], chart["name"], chart["version"], chart["appVersion"]) == (
+        "v2",
+        "dragonet",
+        "0.1.0",
+        "0.1.0",
+    )
+
+
+def _leaves(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(_leaves(value, path + "."))
+        else:
+            out[path] = value
+    return out
+
+
+def _readme_values_table() -> dict[str, Any]:
+    rows: dict[str, Any] = {}
+    row = re.compile(r"^\|\s*`([^`]+)`\s*\|\s*`([^`]*)`\s*\|")
+    for line in (CHART / "README.md").read_text().splitlines():
+        m = row.match(line)
+        if m:
+            key, default = m.groups()
+            assert key not in rows, f"README lists {key} twice"
+            rows[key] = json.loads(default)
+    return rows
+
+
+def test_readme_documents_every_value_with_its_default() -> None:
+    values = _leaves(yaml.safe_load((CHART / "values.yaml").read_text()))
+    documented = _readme_values_table()
+    assert sorted(documented) == sorted(values), (
+        "chart/README.md's values table and values.yaml list different keys"
+    )
+    wrong = {k: (documented[k], v) for k, v in values.items() if documented[k] != v}
+    assert wrong == {}, "README default != values.yaml default: {key: (readme, values.yaml)}"
