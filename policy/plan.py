@@ -226,7 +226,7 @@ def _wait_message(
         required, workers, job.min_workers, cluster.free, allocatable, eligible
     ):
         shown = ", ".join(ahead[:3]) + (f" and {len(ahead) - 3} more" if len(ahead) > 3 else "")
-        return f"waiting for jobs ahead in the queue ({shown}), which claim the free capacity"
+        return f"jobs ahead in the queue ({shown}) claim the free capacity it needs"
     need = Resources.total(s.request for s in gang)
     names = [k for k in need if k != PODS] or [PODS]
     usable = sorted({n for s in gang for n in eligible[s.type]})

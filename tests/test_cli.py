@@ -50,9 +50,9 @@ def test_render_shows_why_a_second_job_waits(
     assert code == 0
     assert "default/job1: Admitted - 5 pods on only" in err
     assert (
-        "default/job2: Queued - 0 pods on - - waiting: waiting for jobs ahead in the queue (default/job1)"
-        in err
-    )
+        "default/job2: Queued - waiting: jobs ahead in the queue (default/job1) claim the free "
+        "capacity it needs"
+    ) in err
 
 
 def test_render_with_node_name_binding(capsys: pytest.CaptureFixture[str]) -> None:

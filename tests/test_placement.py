@@ -76,8 +76,7 @@ def test_the_older_job_wins_the_node_from_either_jobs_sync(hook: Hook) -> None:
     assert len(pods_of(for_a)) == 5
     assert for_b["children"] == []
     assert for_b["status"]["scheduling"]["message"] == (
-        "waiting: waiting for jobs ahead in the queue (default/job-a), which claim the free "
-        "capacity"
+        "waiting: jobs ahead in the queue (default/job-a) claim the free capacity it needs"
     )
 
 

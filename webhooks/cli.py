@@ -74,13 +74,12 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
         documents.extend(body["children"])
         sched = body["status"].get("scheduling", {})
         pods = sum(1 for c in body["children"] if c["kind"] == "Pod")
-        nodes_used = ", ".join(sched.get("nodes") or []) or "-"
-        message = sched.get("message") or ""
-        print(
-            f"# {job['metadata']['namespace']}/{job['metadata']['name']}: {sched.get('phase')}"
-            f" - {pods} pods on {nodes_used}" + (f" - {message}" if message else ""),
-            file=sys.stderr,
-        )
+        line = f"# {job['metadata']['namespace']}/{job['metadata']['name']}: {sched.get('phase')}"
+        if pods:
+            line += f" - {pods} pods on {', '.join(sched.get('nodes') or [])}"
+        if sched.get("message"):
+            line += f" - {sched['message']}"
+        print(line, file=sys.stderr)
     if args.output == "json":
         sys.stdout.write(orjson.dumps(documents, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
