@@ -29,7 +29,7 @@ class Slot:
 
 
 Free = Mapping[str, Resources]
-Eligible = Mapping[str, Sequence[str]]  # replica type -> names of nodes that accept it
+Eligible = Mapping[str, frozenset[str]]  # replica type -> names of nodes that accept it
 
 
 @dataclass(frozen=True)
@@ -48,10 +48,6 @@ def tightness(free: Resources, allocatable: Resources, request: Resources) -> fl
     """How little would be left (as fractions of the node) after placing ``request``."""
     names = [k for k in request if k != PODS] or [PODS]
     return sum((free[k] - request[k]) / max(allocatable[k], 1) for k in names)
-
-
-def _eligible_for_all(slots: Sequence[Slot], eligible: Eligible, node: str) -> bool:
-    return all(node in eligible.get(s.type, ()) for s in slots)
 
 
 def _first_fit(
@@ -85,9 +81,9 @@ def place_gang(
     total = Resources.total(s.request for s in everything)
 
     # Step A: the whole job on one node, tightest fit first.
-    whole = [
-        n for n in free if _eligible_for_all(everything, eligible, n) and total.fits_in(free[n])
-    ]
+    types = {s.type for s in everything}
+    anywhere = frozenset.intersection(*(eligible.get(t, frozenset()) for t in types))
+    whole = [n for n in sorted(anywhere) if total.fits_in(free[n])]
     if whole:
         best = min(whole, key=lambda n: (tightness(free[n], allocatable[n], total), n))
         left = dict(free)

@@ -15,10 +15,13 @@ New pods go only into capacity that is free in the observed state (facts beat pl
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from types import MappingProxyType
+
+import orjson
 
 from policy import conditions as cond
 from policy.cluster import Cluster, Pod
@@ -38,6 +41,10 @@ INVALID = "Invalid"
 _NEVER = datetime.max.replace(tzinfo=UTC)
 
 
+def _nothing() -> str:
+    return ""
+
+
 @dataclass(frozen=True)
 class JobPlan:
     job: Job
@@ -46,7 +53,13 @@ class JobPlan:
     phase: str
     workers_target: int  # 0 while queued
     create: Mapping[tuple[str, int], str]  # (type, index) -> node: pods its sync creates now
-    message: str  # why it waits, in plain words; empty when nothing is in the way
+    # Why it waits, in plain words ("" when nothing is in the way). Built on demand: each
+    # sync plans every job but reports only its own.
+    explain: Callable[[], str] = field(default=_nothing, compare=False, repr=False)
+
+    @property
+    def message(self) -> str:
+        return self.explain()
 
 
 @dataclass(frozen=True)
@@ -83,11 +96,33 @@ def _required_slots(job: Job) -> list[Slot]:
     return [s for r in job.required() for s in _slots(r, r.replicas)]
 
 
-def _eligible(job: Job, cluster: Cluster) -> dict[str, list[str]]:
-    return {
-        t: [n.name for n in cluster.nodes if rejection(n, r.template.get("spec") or {}) is None]
-        for t, r in job.replicas.items()
-    }
+def _constraints(spec: Mapping) -> bytes:
+    """What the filter phase reads of a pod spec, as a hashable key."""
+    return orjson.dumps(
+        [spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations")],
+        option=orjson.OPT_SORT_KEYS,
+    )
+
+
+def _eligible(job: Job, cluster: Cluster, memo: dict[bytes, frozenset[str]]) -> Eligible:
+    """Nodes that may take each replica type; jobs with equal constraints share the work."""
+    out = {}
+    for t, r in job.replicas.items():
+        spec = r.template.get("spec") or {}
+        key = _constraints(spec)
+        if key not in memo:
+            memo[key] = frozenset(n.name for n in cluster.nodes if rejection(n, spec) is None)
+        out[t] = memo[key]
+    return out
+
+
+def _shape(job: Job, eligible: Eligible) -> tuple:
+    """What decides whether a gang fits: each type's count, request and eligible nodes."""
+    counts = [(r.type, r.replicas, r.request, eligible[r.type]) for r in job.required()]
+    worker = job.worker
+    if worker:
+        counts.append((worker.type, worker.replicas, worker.request, eligible[worker.type]))
+    return (tuple(counts), job.min_workers)
 
 
 def plan(jobs: Sequence[Job], cluster: Cluster, now: datetime) -> Plan:
@@ -108,14 +143,15 @@ def plan(jobs: Sequence[Job], cluster: Cluster, now: datetime) -> Plan:
         if job.managed_elsewhere:
             continue
         if verdict.outcome is not None:
-            result[job.key] = JobPlan(job, pods, verdict, FINISHED, target, {}, "")
+            result[job.key] = JobPlan(job, pods, verdict, FINISHED, target, {})
         elif job.suspend:
-            result[job.key] = JobPlan(job, pods, verdict, SUSPENDED, 0, {}, "suspended")
+            result[job.key] = JobPlan(job, pods, verdict, SUSPENDED, 0, {})
         elif pods or job.status.get("startRunTime"):
             admitted.append((job, pods, verdict, target))
         else:
             queued.append((job, pods, verdict))
 
+    memo: dict[bytes, frozenset[str]] = {}
     claimed_by: list[str] = []
     for job, pods, verdict, target in admitted:
         existing = {p.name: p for p in pods}
@@ -127,12 +163,15 @@ def plan(jobs: Sequence[Job], cluster: Cluster, now: datetime) -> Plan:
             if child_name(job, s.type, s.index) not in existing
             or child_name(job, s.type, s.index) in restarting
         ]
+        if not missing:
+            result[job.key] = JobPlan(job, pods, verdict, ADMITTED, target, {})
+            continue
         near: dict[str, tuple[int, int]] = {}
         for p in pods:
             if p.node and p.live:
                 req, total = near.get(p.node, (0, 0))
                 near[p.node] = (req + (p.replica_type != "worker"), total + 1)
-        repaired = place_repairs(missing, near, free, _eligible(job, cluster))
+        repaired = place_repairs(missing, near, free, _eligible(job, cluster, memo))
         free = dict(repaired.free)
         if repaired.nodes:
             claimed_by.append(job.key)
@@ -142,27 +181,57 @@ def plan(jobs: Sequence[Job], cluster: Cluster, now: datetime) -> Plan:
             if child_name(job, s.type, s.index) not in existing
         }
         unplaced = [s for s in missing if s not in repaired.nodes]
-        message = _repair_message(job, unplaced, free, allocatable) if unplaced else ""
+        explain = partial(_repair_message, job, unplaced, free, allocatable)
         result[job.key] = JobPlan(
-            job, pods, verdict, ADMITTED, target, MappingProxyType(create), message
+            job,
+            pods,
+            verdict,
+            ADMITTED,
+            target,
+            MappingProxyType(create),
+            explain if unplaced else _nothing,
         )
 
+    # Free capacity only shrinks during a pass, so a gang shape that failed is not tried
+    # again (deterministic, and exact but for the placement heuristic's node ordering).
+    failed: set[tuple] = set()
+    fits_observed: dict[tuple, bool] = {}
     for job, pods, verdict in queued:
         required = _required_slots(job)
         workers = _slots(job.worker, job.worker.replicas if job.worker else 0)
-        eligible = _eligible(job, cluster)
-        gang = place_gang(required, workers, job.min_workers, free, allocatable, eligible)
+        eligible = _eligible(job, cluster, memo)
+        shape = _shape(job, eligible)
+        gang = None
+        if shape not in failed:
+            gang = place_gang(required, workers, job.min_workers, free, allocatable, eligible)
         if gang is None:
-            message = _wait_message(
-                job, required, workers, cluster, free, eligible, allocatable, claimed_by
+            failed.add(shape)
+            if shape not in fits_observed:
+                fits_observed[shape] = bool(
+                    claimed_by
+                    and place_gang(
+                        required, workers, job.min_workers, cluster.free, allocatable, eligible
+                    )
+                )
+            explain = partial(
+                _wait_message,
+                job,
+                required,
+                workers,
+                cluster,
+                free,
+                eligible,
+                allocatable,
+                tuple(claimed_by),
+                fits_observed[shape],
             )
-            result[job.key] = JobPlan(job, pods, verdict, QUEUED, 0, {}, message)
+            result[job.key] = JobPlan(job, pods, verdict, QUEUED, 0, {}, explain)
             continue
         free = dict(gang.free)
         claimed_by.append(job.key)
         create = {(s.type, s.index): n for s, n in gang.nodes.items()}
         result[job.key] = JobPlan(
-            job, pods, verdict, ADMITTED, gang.placed_workers, MappingProxyType(create), ""
+            job, pods, verdict, ADMITTED, gang.placed_workers, MappingProxyType(create)
         )
     return Plan(jobs=MappingProxyType(result))
 
@@ -213,6 +282,7 @@ def _wait_message(
     eligible: Eligible,
     allocatable: Mapping[str, Resources],
     ahead: Sequence[str],
+    fits_without_claims: bool,
 ) -> str:
     gang = [*required, *workers[: job.min_workers]]
     if not cluster.nodes:
@@ -222,9 +292,7 @@ def _wait_message(
             spec = job.replicas[rtype].template.get("spec") or {}
             why = [rejection(n, spec) for n in cluster.nodes][:3]
             return f"no node can take its {rtype} pods: {'; '.join(filter(None, why))}"
-    if ahead and place_gang(
-        required, workers, job.min_workers, cluster.free, allocatable, eligible
-    ):
+    if fits_without_claims:
         shown = ", ".join(ahead[:3]) + (f" and {len(ahead) - 3} more" if len(ahead) > 3 else "")
         return f"jobs ahead in the queue ({shown}) claim the free capacity it needs"
     need = Resources.total(s.request for s in gang)
