@@ -125,36 +125,21 @@ def _shape(job: Job, eligible: Eligible) -> tuple:
     return (tuple(counts), job.min_workers)
 
 
-def plan(jobs: Sequence[Job], cluster: Cluster, now: datetime) -> Plan:
-    by_job: dict[str, list[Pod]] = {}
-    for p in cluster.pods:
-        if p.job:
-            by_job.setdefault(p.job, []).append(p)
-    allocatable = {n.name: n.allocatable for n in cluster.nodes}
-    free: dict[str, Resources] = dict(cluster.free)
-    result: dict[str, JobPlan] = {}
-    admitted: list[tuple[Job, tuple[Pod, ...], Assessment, int]] = []
-    queued: list[tuple[Job, tuple[Pod, ...], Assessment]] = []
+@dataclass
+class _Pass:
+    """The running state of one planning pass: what is still free, and who claimed it."""
 
-    for job in sorted(jobs, key=lambda j: queue_key(j, now)):
-        pods = tuple(by_job.get(job.key, ()))
-        target = worker_target(job, pods)
-        verdict = assess(job, pods, now, target)
-        if job.managed_elsewhere:
-            continue
-        if verdict.outcome is not None:
-            result[job.key] = JobPlan(job, pods, verdict, FINISHED, target, {})
-        elif job.suspend:
-            result[job.key] = JobPlan(job, pods, verdict, SUSPENDED, 0, {})
-        elif pods or job.status.get("startRunTime"):
-            admitted.append((job, pods, verdict, target))
-        else:
-            queued.append((job, pods, verdict))
+    cluster: Cluster
+    free: dict[str, Resources]
+    allocatable: dict[str, Resources]
+    claimed_by: list[str] = field(default_factory=list)
+    memo: dict[bytes, frozenset[str]] = field(default_factory=dict)
+    failed: set[tuple] = field(default_factory=set)
+    fits_observed: dict[tuple, bool] = field(default_factory=dict)
 
-    memo: dict[bytes, frozenset[str]] = {}
-    claimed_by: list[str] = []
-    for job, pods, verdict, target in admitted:
-        existing = {p.name: p for p in pods}
+    def repair(self, job: Job, pods: tuple[Pod, ...], verdict: Assessment, target: int) -> JobPlan:
+        """Place an admitted job's missing pods (and claim room for restarting ones)."""
+        existing = {p.name for p in pods}
         restarting = {p.name for p in verdict.restarts}
         wanted = [*_required_slots(job), *_slots(job.worker, target)]
         missing = [
@@ -164,25 +149,24 @@ def plan(jobs: Sequence[Job], cluster: Cluster, now: datetime) -> Plan:
             or child_name(job, s.type, s.index) in restarting
         ]
         if not missing:
-            result[job.key] = JobPlan(job, pods, verdict, ADMITTED, target, {})
-            continue
+            return JobPlan(job, pods, verdict, ADMITTED, target, {})
         near: dict[str, tuple[int, int]] = {}
         for p in pods:
             if p.node and p.live:
                 req, total = near.get(p.node, (0, 0))
                 near[p.node] = (req + (p.replica_type != "worker"), total + 1)
-        repaired = place_repairs(missing, near, free, _eligible(job, cluster, memo))
-        free = dict(repaired.free)
+        repaired = place_repairs(missing, near, self.free, _eligible(job, self.cluster, self.memo))
+        self.free = dict(repaired.free)
         if repaired.nodes:
-            claimed_by.append(job.key)
+            self.claimed_by.append(job.key)
         create = {
             (s.type, s.index): node
             for s, node in repaired.nodes.items()
             if child_name(job, s.type, s.index) not in existing
         }
         unplaced = [s for s in missing if s not in repaired.nodes]
-        explain = partial(_repair_message, job, unplaced, free, allocatable)
-        result[job.key] = JobPlan(
+        explain = partial(_repair_message, job, unplaced, self.free, self.allocatable)
+        return JobPlan(
             job,
             pods,
             verdict,
@@ -192,47 +176,89 @@ def plan(jobs: Sequence[Job], cluster: Cluster, now: datetime) -> Plan:
             explain if unplaced else _nothing,
         )
 
-    # Free capacity only shrinks during a pass, so a gang shape that failed is not tried
-    # again (deterministic, and exact but for the placement heuristic's node ordering).
-    failed: set[tuple] = set()
-    fits_observed: dict[tuple, bool] = {}
-    for job, pods, verdict in queued:
+    def admit(self, job: Job, pods: tuple[Pod, ...], verdict: Assessment) -> JobPlan:
+        """Admit a queued job's whole gang, or explain why it waits."""
         required = _required_slots(job)
         workers = _slots(job.worker, job.worker.replicas if job.worker else 0)
-        eligible = _eligible(job, cluster, memo)
+        eligible = _eligible(job, self.cluster, self.memo)
+        # Free capacity only shrinks during a pass, so a gang shape that failed is not tried
+        # again (deterministic, and exact but for the placement heuristic's node ordering).
         shape = _shape(job, eligible)
         gang = None
-        if shape not in failed:
-            gang = place_gang(required, workers, job.min_workers, free, allocatable, eligible)
-        if gang is None:
-            failed.add(shape)
-            if shape not in fits_observed:
-                fits_observed[shape] = bool(
-                    claimed_by
-                    and place_gang(
-                        required, workers, job.min_workers, cluster.free, allocatable, eligible
-                    )
-                )
-            explain = partial(
-                _wait_message,
-                job,
-                required,
-                workers,
-                cluster,
-                free,
-                eligible,
-                allocatable,
-                tuple(claimed_by),
-                fits_observed[shape],
+        if shape not in self.failed:
+            gang = place_gang(
+                required, workers, job.min_workers, self.free, self.allocatable, eligible
             )
-            result[job.key] = JobPlan(job, pods, verdict, QUEUED, 0, {}, explain)
-            continue
-        free = dict(gang.free)
-        claimed_by.append(job.key)
-        create = {(s.type, s.index): n for s, n in gang.nodes.items()}
-        result[job.key] = JobPlan(
-            job, pods, verdict, ADMITTED, gang.placed_workers, MappingProxyType(create)
+        if gang is not None:
+            self.free = dict(gang.free)
+            self.claimed_by.append(job.key)
+            create = {(s.type, s.index): n for s, n in gang.nodes.items()}
+            return JobPlan(
+                job, pods, verdict, ADMITTED, gang.placed_workers, MappingProxyType(create)
+            )
+        self.failed.add(shape)
+        if shape not in self.fits_observed:  # would it fit if nobody ahead claimed anything?
+            self.fits_observed[shape] = bool(
+                self.claimed_by
+                and place_gang(
+                    required,
+                    workers,
+                    job.min_workers,
+                    self.cluster.free,
+                    self.allocatable,
+                    eligible,
+                )
+            )
+        explain = partial(
+            _wait_message,
+            job,
+            required,
+            workers,
+            self.cluster,
+            self.free,
+            eligible,
+            self.allocatable,
+            tuple(self.claimed_by),
+            self.fits_observed[shape],
         )
+        return JobPlan(job, pods, verdict, QUEUED, 0, {}, explain)
+
+
+def plan(jobs: Sequence[Job], cluster: Cluster, now: datetime) -> Plan:
+    by_job: dict[str, list[Pod]] = {}
+    for p in cluster.pods:
+        if p.job:
+            by_job.setdefault(p.job, []).append(p)
+    result: dict[str, JobPlan] = {}
+    admitted: list[tuple[Job, tuple[Pod, ...], Assessment, int]] = []
+    queued: list[tuple[Job, tuple[Pod, ...], Assessment]] = []
+
+    # 1. Assess.
+    for job in sorted(jobs, key=lambda j: queue_key(j, now)):
+        if job.managed_elsewhere or job.deleting:
+            continue  # not ours, or going away: it claims nothing
+        pods = tuple(by_job.get(job.key, ()))
+        target = worker_target(job, pods)
+        verdict = assess(job, pods, now, target)
+        if verdict.outcome is not None:
+            result[job.key] = JobPlan(job, pods, verdict, FINISHED, target, {})
+        elif job.suspend:
+            result[job.key] = JobPlan(job, pods, verdict, SUSPENDED, 0, {})
+        elif pods or job.status.get("startRunTime"):
+            admitted.append((job, pods, verdict, target))
+        else:
+            queued.append((job, pods, verdict))
+
+    state = _Pass(
+        cluster=cluster,
+        free=dict(cluster.free),
+        allocatable={n.name: n.allocatable for n in cluster.nodes},
+    )
+    # 2. Repair admitted jobs, then 3. admit queued ones, each in queue order.
+    for job, pods, verdict, target in admitted:
+        result[job.key] = state.repair(job, pods, verdict, target)
+    for job, pods, verdict in queued:
+        result[job.key] = state.admit(job, pods, verdict)
     return Plan(jobs=MappingProxyType(result))
 
 

@@ -113,3 +113,12 @@ def test_admitted_pods_keep_their_node_and_new_pods_use_only_free_capacity(hook:
     (first_node,) = {node_of(p) for p in pods_of(body).values()}
     body2 = hook.sync(mc.sync_request(second, nodes, jobs=[first, second], pods=first_pods))
     assert {node_of(p) for p in pods_of(body2).values()} == {"n-1", "n-2"} - {first_node}
+
+
+def test_a_job_being_deleted_claims_no_capacity(hook: Hook) -> None:
+    older = mc.tfjob("dragon-job1-cpu.yaml", name="older", created="2026-11-21T09:00:00Z")
+    older["metadata"]["deletionTimestamp"] = "2026-11-21T10:00:30Z"
+    younger = mc.tfjob("dragon-job1-cpu.yaml", name="younger", created="2026-11-21T09:30:00Z")
+    nodes = [mc.node("n-1", cpu="20", memory="64Gi")]
+    body = hook.sync(mc.sync_request(younger, nodes, jobs=[older, younger]))
+    assert len(pods_of(body)) == 5
