@@ -90,78 +90,80 @@ def _slot_of(job: Job, pod: Pod) -> tuple[str, int] | None:
     return (rtype, pod.index) if rtype is not None and pod.index >= 0 else None
 
 
-def reconcile(jp: JobPlan, cluster: Cluster, now: datetime, config: PolicyConfig) -> Decision:
-    job = jp.job
-    kind, stamp = job.kind.kind, format_time(now)
-    prev = job.status
+def _conditions(jp: JobPlan, stamp: str, resumed: bool) -> list[dict[str, Any]]:
+    job, kind, outcome = jp.job, jp.job.kind.kind, jp.assessment.outcome
 
     def mark(conds: list, ctype: str, status: str, reason: str, message: str) -> list:
         return cond.set_condition(conds, ctype, status, f"{kind}{reason}", message, stamp)
 
-    conds = mark(
-        list(prev.get("conditions") or []),
-        cond.CREATED,
-        "True",
-        "Created",
-        f"{kind} {job.name} is created.",
-    )
-    status: dict[str, Any] = {}
-    outcome = jp.assessment.outcome
-    resumed = cond.is_true(conds, cond.SUSPENDED) and jp.phase != SUSPENDED
-
+    conds = list(jp.job.status.get("conditions") or [])
+    conds = mark(conds, cond.CREATED, "True", "Created", f"{kind} {job.name} is created.")
     if jp.phase == FINISHED and outcome is not None:
-        conds = cond.set_condition(
+        return cond.set_condition(
             conds, outcome.type, "True", outcome.reason, outcome.message, stamp
         )
-    elif jp.phase == SUSPENDED:
+    if jp.phase == SUSPENDED:
         suspended = f"{kind} {job.name} is suspended."
         if cond.is_true(conds, cond.RUNNING):
             conds = mark(conds, cond.RUNNING, "False", "Suspended", suspended)
-        conds = mark(conds, cond.SUSPENDED, "True", "Suspended", suspended)
-    else:
-        if resumed:
-            conds = mark(
-                conds, cond.SUSPENDED, "False", "Resumed", f"{kind} {job.name} is resumed."
-            )
-        restarts = jp.assessment.restarts
-        if restarts:
-            types = "/".join(sorted({p.replica_type for p in restarts}))
-            conds = mark(
-                conds,
-                cond.RESTARTING,
-                "True",
-                "Restarting",
-                f"job {job.name} is restarting because {len(restarts)} {types} replica(s) failed.",
-            )
-        elif jp.assessment.running:
-            conds = mark(conds, cond.RUNNING, "True", "Running", f"{kind} {job.key} is running.")
-
-    children, nodes = _children(jp, cluster, config)
-    if jp.phase != SUSPENDED:
-        status["enqueueTime"] = (
-            stamp if resumed else prev.get("enqueueTime") or _created(job) or stamp
+        return mark(conds, cond.SUSPENDED, "True", "Suspended", suspended)
+    if resumed:
+        conds = mark(conds, cond.SUSPENDED, "False", "Resumed", f"{kind} {job.name} is resumed.")
+    restarts = jp.assessment.restarts
+    if restarts:
+        types = "/".join(sorted({p.replica_type for p in restarts}))
+        why = f"{len(restarts)} {types} replica(s) failed"
+        return mark(
+            conds,
+            cond.RESTARTING,
+            "True",
+            "Restarting",
+            f"job {job.name} is restarting because {why}.",
         )
-    if jp.phase in (ADMITTED, FINISHED) and (prev.get("startTime") or jp.phase == ADMITTED):
-        status["startTime"] = prev.get("startTime") or stamp
-        status["startRunTime"] = prev.get("startRunTime") or status["startTime"]
-    if jp.phase == FINISHED:
-        status["completionTime"] = prev.get("completionTime") or stamp
-        status["finishedTime"] = prev.get("finishedTime") or status["completionTime"]
+    if jp.assessment.running:
+        conds = mark(conds, cond.RUNNING, "True", "Running", f"{kind} {job.key} is running.")
+    return conds
 
+
+def _times(jp: JobPlan, stamp: str, resumed: bool) -> dict[str, str]:
+    """Written once, when the event happens; then carried over unchanged."""
+    prev, times = jp.job.status, {}
+    if jp.phase != SUSPENDED:
+        times["enqueueTime"] = (
+            stamp if resumed else prev.get("enqueueTime") or _created(jp.job) or stamp
+        )
+    if jp.phase == ADMITTED or (jp.phase == FINISHED and prev.get("startTime")):
+        times["startTime"] = prev.get("startTime") or stamp
+        times["startRunTime"] = prev.get("startRunTime") or times["startTime"]
+    if jp.phase == FINISHED:
+        times["completionTime"] = prev.get("completionTime") or stamp
+        times["finishedTime"] = prev.get("finishedTime") or times["completionTime"]
+    return times
+
+
+def reconcile(jp: JobPlan, cluster: Cluster, now: datetime, config: PolicyConfig) -> Decision:
+    job, stamp = jp.job, format_time(now)
+    resumed = cond.is_true(job.status.get("conditions") or [], cond.SUSPENDED) and (
+        jp.phase != SUSPENDED
+    )
+    children, nodes = _children(jp, cluster, config)
+    outcome = jp.assessment.outcome
     succeeded = outcome is not None and outcome.type == cond.SUCCEEDED
-    status["conditions"] = conds
-    status["replicaStatuses"] = _replica_statuses(jp, succeeded)
-    live_workers = sum(1 for p in jp.pods if p.replica_type == "worker" and p.live)
-    status["scheduling"] = {
-        "phase": jp.phase,
-        "message": _message(jp),
-        "workers": {
-            "current": live_workers,
-            "target": jp.workers_target,
-            "min": job.min_workers,
-            "max": job.max_workers,
+    status: dict[str, Any] = {
+        **_times(jp, stamp, resumed),
+        "conditions": _conditions(jp, stamp, resumed),
+        "replicaStatuses": _replica_statuses(jp, succeeded),
+        "scheduling": {
+            "phase": jp.phase,
+            "message": _message(jp),
+            "workers": {
+                "current": sum(1 for p in jp.pods if p.replica_type == "worker" and p.live),
+                "target": jp.workers_target,
+                "min": job.min_workers,
+                "max": job.max_workers,
+            },
+            "nodes": nodes,
         },
-        "nodes": nodes,
     }
     resync = None
     if jp.assessment.deadline is not None and jp.phase == ADMITTED:
