@@ -122,3 +122,13 @@ def test_a_job_being_deleted_claims_no_capacity(hook: Hook) -> None:
     nodes = [mc.node("n-1", cpu="20", memory="64Gi")]
     body = hook.sync(mc.sync_request(younger, nodes, jobs=[older, younger]))
     assert len(pods_of(body)) == 5
+
+
+def test_committed_fixtures_match_their_generator() -> None:
+    """tests/fixtures/*.json are what tests.make_fixtures writes; rerun it after a change."""
+    import json
+
+    from tests.make_fixtures import OUT, scenarios
+
+    for name, request in scenarios().items():
+        assert json.loads((OUT / name).read_text()) == request, name
