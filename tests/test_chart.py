@@ -47,7 +47,7 @@ CUSTOM_VALUES: dict[str, Any] = {
         "clusterDomain": "cluster.local",
         "watchAllPods": True,
     },
-    "server": {"workers": 3, "threads": 8, "logLevel": "debug"},
+    "server": {"workers": 3, "threads": 8, "maxInflight": 6, "logLevel": "debug"},
     "extraEnv": [{"name": "TZ", "value": "UTC"}],
     "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
     "serviceAccount": {
@@ -227,6 +227,7 @@ def test_default_values_reach_the_webhook_environment(default_docs: list[dict[st
         "DRAGONET_WATCH_ALL_PODS": "false",
         "DRAGONET_WORKERS": "2",
         "DRAGONET_THREADS": "4",
+        "DRAGONET_MAX_INFLIGHT": "0",
         "DRAGONET_LOG_LEVEL": "info",
     }
 
@@ -245,6 +246,7 @@ def test_custom_values_reach_the_webhook_environment(custom_docs: list[dict[str,
         "DRAGONET_WATCH_ALL_PODS": "true",
         "DRAGONET_WORKERS": "3",
         "DRAGONET_THREADS": "8",
+        "DRAGONET_MAX_INFLIGHT": "6",
         "DRAGONET_LOG_LEVEL": "debug",
         "TZ": "UTC",
     }
@@ -260,6 +262,7 @@ def test_custom_values_reach_the_webhook_environment(custom_docs: list[dict[str,
         ("scheduling.watchAllPods=true", "DRAGONET_WATCH_ALL_PODS", "true"),
         ("server.workers=5", "DRAGONET_WORKERS", "5"),
         ("server.threads=1", "DRAGONET_THREADS", "1"),
+        ("server.maxInflight=2", "DRAGONET_MAX_INFLIGHT", "2"),
         ("server.logLevel=warning", "DRAGONET_LOG_LEVEL", "warning"),
         (
             "scheduling.poolSelector.matchLabels.pool=gpu",
@@ -295,6 +298,7 @@ def test_the_webhook_reads_the_environment_the_chart_sets(
     assert settings.watch_all_pods is True
     assert settings.port == 8080
     assert (settings.workers, settings.threads, settings.log_level) == (3, 8, "debug")
+    assert settings.inflight_limit() == 6
 
 
 def test_custom_values_reach_the_pod_spec(custom_docs: list[dict[str, Any]]) -> None:

@@ -208,3 +208,42 @@ def test_concurrent_syncs_on_one_snapshot_never_share_capacity(clock: Clock) -> 
 def test_the_response_has_only_fields_metacontrollers_strict_decoder_knows(hook: Hook) -> None:
     body = orjson.loads(hook.post("/tfjobs/sync", load_fixture("sync-job1-spill.json")).get_data())
     assert set(body) <= {"status", "children", "resyncAfterSeconds", "finalized"}
+
+
+def test_an_overloaded_webhook_answers_429_with_retry_after() -> None:
+    """Past its in-flight limit the webhook says "busy, retry in 1 s" at once (Metacontroller
+    requeues after Retry-After without error backoff) instead of queueing into a timeout."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.conftest import NOW
+    from webhooks.app import create_app
+
+    inside, release = threading.Event(), threading.Event()
+
+    def blocking_clock():
+        inside.set()
+        release.wait(10)
+        return NOW
+
+    app = create_app(Settings(max_inflight=1), clock=blocking_clock)
+    body = orjson.dumps(load_fixture("sync-job1-spill.json"))
+
+    def post():
+        return app.test_client().post("/tfjobs/sync", data=body, content_type="application/json")
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        first = pool.submit(post)
+        assert inside.wait(10)
+        busy = post()
+        release.set()
+        assert first.result().status_code == 200
+    assert busy.status_code == 429
+    assert busy.headers["Retry-After"] == "1"
+    assert post().status_code == 200, "the slot is free again"
+
+
+def test_in_flight_limit_leaves_a_thread_free_by_default() -> None:
+    assert Settings(threads=4).inflight_limit() == 3
+    assert Settings(threads=1).inflight_limit() == 1
+    assert Settings(threads=4, max_inflight=8).inflight_limit() == 8

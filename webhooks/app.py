@@ -8,6 +8,7 @@ retries); an invalid TFJob is a normal 200 answer whose status says what is wron
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -77,8 +78,18 @@ def create_app(
         _parse(CustomizeRequest)
         return _json({"relatedResources": related_resources(settings, kind)})
 
+    slots = threading.BoundedSemaphore(settings.inflight_limit())
+
     @app.post(f"{prefix}/sync")
     def sync_hook() -> Response:
+        if not slots.acquire(blocking=False):
+            return _json({"error": "busy: too many syncs in flight"}, 429, {"Retry-After": "1"})
+        try:
+            return _sync()
+        finally:
+            slots.release()
+
+    def _sync() -> Response:
         req = _parse(SyncRequest)
         if req.finalizing:
             return _finalize(req)

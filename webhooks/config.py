@@ -33,7 +33,14 @@ class Settings(BaseSettings):
     port: int = 8080
     workers: int = Field(default=2, ge=1)
     threads: int = Field(default=4, ge=1)
+    # Syncs one process works on at once; more get HTTP 429 + Retry-After at once, which
+    # Metacontroller retries without error backoff. 0 = one fewer than the threads (so a
+    # thread stays free for health checks and refusals).
+    max_inflight: int = Field(default=0, ge=0)
     log_level: str = "info"
+
+    def inflight_limit(self) -> int:
+        return self.max_inflight or max(1, self.threads - 1)
 
     def policy(self) -> PolicyConfig:
         return PolicyConfig(
