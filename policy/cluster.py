@@ -168,6 +168,7 @@ class Cluster:
     nodes: tuple[Node, ...]
     pods: tuple[Pod, ...]
     free: Mapping[str, Resources] = field(default_factory=dict)
+    by_name: Mapping[str, Node] = field(default_factory=dict)
 
     @classmethod
     def observe(cls, nodes: Iterable[Node], pods: Iterable[Pod]) -> Cluster:
@@ -178,10 +179,5 @@ class Cluster:
             if p.occupies:
                 used.setdefault(p.node, []).append(p.request)
         free = {n.name: n.allocatable - Resources.total(used.get(n.name, ())) for n in nodes}
-        return cls(nodes=nodes, pods=pods, free=MappingProxyType(free))
-
-    def node(self, name: str) -> Node | None:
-        return next((n for n in self.nodes if n.name == name), None)
-
-    def pods_of(self, job_key: str) -> list[Pod]:
-        return [p for p in self.pods if p.job == job_key]
+        by_name = MappingProxyType({n.name: n for n in nodes})
+        return cls(nodes=nodes, pods=pods, free=MappingProxyType(free), by_name=by_name)

@@ -127,10 +127,6 @@ class Replica:
     request: Resources
     port: int
 
-    @property
-    def label(self) -> str:
-        return self.type.lower()
-
 
 @dataclass(frozen=True)
 class Job:

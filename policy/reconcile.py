@@ -74,7 +74,7 @@ def _children(
     placed.update(jp.create)
     pods = []
     for (rtype, index), node in sorted(placed.items()):
-        n = cluster.node(node)
+        n = cluster.by_name.get(node)
         hostname = n.hostname if n else node
         pods.append(
             render_pod(job, rtype, index, node, hostname, config.binding, config.cluster_domain)

@@ -74,13 +74,6 @@ class Resources(Mapping[str, int]):
         """True if this request fits into ``free`` for every resource it asks for."""
         return all(v <= free[k] for k, v in self._v.items())
 
-    def shortfall(self, free: Resources) -> Resources:
-        """What is missing from ``free`` to fit this request (only the short names)."""
-        return Resources({k: v - free[k] for k, v in self._v.items() if v > free[k]})
-
-    def scaled(self, factor: int) -> Resources:
-        return Resources({k: v * factor for k, v in self._v.items()})
-
     def without(self, *names: str) -> Resources:
         return Resources({k: v for k, v in self._v.items() if k not in names})
 
