@@ -85,10 +85,21 @@ class Pod:
     request: Resources
     exit_code: int | None  # of the main container's last termination
     restarts: int
+    bound: bool = False  # spec.nodeName is set (by us or by the kube-scheduler)
+    # The kube-scheduler found no room on the node it is pinned to (a plan made from a
+    # stale view): it holds nothing, and its job re-places it.
+    unschedulable: bool = False
 
     @property
     def occupies(self) -> bool:
-        return self.node is not None and self.phase not in TERMINAL_PHASES
+        return self.node is not None and self.phase not in TERMINAL_PHASES and not (
+            self.unschedulable
+        )
+
+    @property
+    def stuck(self) -> bool:
+        """Pinned to a node that cannot take it: delete it so it can be placed again."""
+        return self.unschedulable and not self.bound and self.node is not None
 
     @property
     def live(self) -> bool:
@@ -144,7 +155,19 @@ class Pod:
             request=pod_request(spec),
             exit_code=exit_code,
             restarts=restarts,
+            bound=bool(spec.get("nodeName")),
+            unschedulable=_unschedulable(status),
         )
+
+
+def _unschedulable(status: Mapping[str, Any]) -> bool:
+    return any(
+        c.get("type") == "PodScheduled"
+        and c.get("status") == "False"
+        and c.get("reason") == "Unschedulable"
+        for c in status.get("conditions") or ()
+        if isinstance(c, Mapping)
+    )
 
 
 def _pinned_host(spec: Mapping[str, Any]) -> str | None:

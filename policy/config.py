@@ -5,9 +5,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+# Named scheduling policies. ``dragonet`` is the product; the others are the baselines the
+# simulator compares it with, run through the same webhook:
+#   gang-fifo     all-or-nothing FIFO with backfill, static sizes, each pod bin-packed on
+#                 its own (what Volcano / kube-batch give);
+#   kube-default  no admission at all: every pod is created at once, unplaced, and the
+#                 kube-scheduler places each on its own (a plain operator).
+PolicyName = Literal["dragonet", "gang-fifo", "kube-default"]
+POLICIES: tuple[PolicyName, ...] = ("dragonet", "gang-fifo", "kube-default")
+
 
 @dataclass(frozen=True)
 class PolicyConfig:
+    policy: PolicyName = "dragonet"
     # How a planned node reaches the pod: required node affinity on kubernetes.io/hostname
     # (kube-scheduler stays the final arbiter) or spec.nodeName binding, as DRAGON does.
     binding: Literal["affinity", "nodeName"] = "affinity"

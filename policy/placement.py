@@ -106,6 +106,27 @@ def place_gang(
     return Assignment(nodes={**placed, **more}, free=left)
 
 
+def place_binpacked(
+    slots: Sequence[Slot], free: Free, allocatable: Mapping[str, Resources], eligible: Eligible
+) -> Assignment | None:
+    """Every slot, or None; each pod on its own on the fullest node that takes it (Volcano's
+    binpack), with no regard for where the rest of its job goes."""
+    left = dict(free)
+    placed: dict[Slot, str] = {}
+    for slot in slots:
+        fits = [
+            n
+            for n in sorted(left)
+            if n in eligible.get(slot.type, ()) and slot.request.fits_in(left[n])
+        ]
+        if not fits:
+            return None
+        node = min(fits, key=lambda n: (tightness(left[n], allocatable[n], slot.request), n))
+        placed[slot] = node
+        left[node] = left[node] - slot.request
+    return Assignment(nodes=placed, free=left)
+
+
 def place_repairs(
     missing: Sequence[Slot],
     job_pods_per_node: Mapping[str, tuple[int, int]],

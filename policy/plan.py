@@ -25,10 +25,19 @@ import orjson
 
 from policy import conditions as cond
 from policy.cluster import Cluster, Pod
+from policy.config import PolicyName
 from policy.filters import rejection
 from policy.jobs import WORKER, Job, Replica, child_name
 from policy.lifecycle import Assessment, assess
-from policy.placement import Eligible, Free, Slot, place_gang, place_repairs
+from policy.placement import (
+    Assignment,
+    Eligible,
+    Free,
+    Slot,
+    place_binpacked,
+    place_gang,
+    place_repairs,
+)
 from policy.resources import PODS, Resources, format_quantity
 from policy.timeutil import parse_time
 
@@ -52,7 +61,8 @@ class JobPlan:
     assessment: Assessment
     phase: str
     workers_target: int  # 0 while queued
-    create: Mapping[tuple[str, int], str]  # (type, index) -> node: pods its sync creates now
+    # (type, index) -> node (None: left to the kube-scheduler): pods its sync creates now.
+    create: Mapping[tuple[str, int], str | None]
     # Why it waits, in plain words ("" when nothing is in the way). Built on demand: each
     # sync plans every job but reports only its own.
     explain: Callable[[], str] = field(default=_nothing, compare=False, repr=False)
@@ -132,6 +142,7 @@ class _Pass:
     cluster: Cluster
     free: dict[str, Resources]
     allocatable: dict[str, Resources]
+    policy: PolicyName = "dragonet"
     claimed_by: list[str] = field(default_factory=list)
     memo: dict[bytes, frozenset[str]] = field(default_factory=dict)
     failed: set[tuple] = field(default_factory=set)
@@ -140,7 +151,7 @@ class _Pass:
     def repair(self, job: Job, pods: tuple[Pod, ...], verdict: Assessment, target: int) -> JobPlan:
         """Place an admitted job's missing pods (and claim room for restarting ones)."""
         existing = {p.name for p in pods}
-        restarting = {p.name for p in verdict.restarts}
+        restarting = {p.name for p in verdict.restarts} | {p.name for p in pods if p.stuck}
         wanted = [*_required_slots(job), *_slots(job.worker, target)]
         missing = [
             s
@@ -150,9 +161,16 @@ class _Pass:
         ]
         if not missing:
             return JobPlan(job, pods, verdict, ADMITTED, target, {})
+        if self.policy == "kube-default":
+            create = {
+                (s.type, s.index): None
+                for s in missing
+                if child_name(job, s.type, s.index) not in existing
+            }
+            return JobPlan(job, pods, verdict, ADMITTED, target, MappingProxyType(create))
         near: dict[str, tuple[int, int]] = {}
         for p in pods:
-            if p.node and p.live:
+            if p.node and p.live and not p.stuck:
                 req, total = near.get(p.node, (0, 0))
                 near[p.node] = (req + (p.replica_type != "worker"), total + 1)
         repaired = place_repairs(missing, near, self.free, _eligible(job, self.cluster, self.memo))
@@ -176,19 +194,27 @@ class _Pass:
             explain if unplaced else _nothing,
         )
 
+    def _place(
+        self, required: list[Slot], workers: list[Slot], min_workers: int, free: Free, eligible
+    ) -> Assignment | None:
+        if self.policy == "gang-fifo":  # static size: every worker, each pod bin-packed
+            return place_binpacked([*required, *workers], free, self.allocatable, eligible)
+        return place_gang(required, workers, min_workers, free, self.allocatable, eligible)
+
     def admit(self, job: Job, pods: tuple[Pod, ...], verdict: Assessment) -> JobPlan:
         """Admit a queued job's whole gang, or explain why it waits."""
         required = _required_slots(job)
         workers = _slots(job.worker, job.worker.replicas if job.worker else 0)
+        if self.policy == "kube-default":  # no admission: everything, unplaced
+            create = {(s.type, s.index): None for s in [*required, *workers]}
+            return JobPlan(job, pods, verdict, ADMITTED, len(workers), MappingProxyType(create))
         eligible = _eligible(job, self.cluster, self.memo)
         # Free capacity only shrinks during a pass, so a gang shape that failed is not tried
         # again (deterministic, and exact but for the placement heuristic's node ordering).
         shape = _shape(job, eligible)
         gang = None
         if shape not in self.failed:
-            gang = place_gang(
-                required, workers, job.min_workers, self.free, self.allocatable, eligible
-            )
+            gang = self._place(required, workers, job.min_workers, self.free, eligible)
         if gang is not None:
             self.free = dict(gang.free)
             self.claimed_by.append(job.key)
@@ -200,14 +226,7 @@ class _Pass:
         if shape not in self.fits_observed:  # would it fit if nobody ahead claimed anything?
             self.fits_observed[shape] = bool(
                 self.claimed_by
-                and place_gang(
-                    required,
-                    workers,
-                    job.min_workers,
-                    self.cluster.free,
-                    self.allocatable,
-                    eligible,
-                )
+                and self._place(required, workers, job.min_workers, self.cluster.free, eligible)
             )
         explain = partial(
             _wait_message,
@@ -224,7 +243,9 @@ class _Pass:
         return JobPlan(job, pods, verdict, QUEUED, 0, {}, explain)
 
 
-def plan(jobs: Sequence[Job], cluster: Cluster, now: datetime) -> Plan:
+def plan(
+    jobs: Sequence[Job], cluster: Cluster, now: datetime, policy: PolicyName = "dragonet"
+) -> Plan:
     by_job: dict[str, list[Pod]] = {}
     for p in cluster.pods:
         if p.job:
@@ -253,6 +274,7 @@ def plan(jobs: Sequence[Job], cluster: Cluster, now: datetime) -> Plan:
         cluster=cluster,
         free=dict(cluster.free),
         allocatable={n.name: n.allocatable for n in cluster.nodes},
+        policy=policy,
     )
     # 2. Repair admitted jobs, then 3. admit queued ones, each in queue order.
     for job, pods, verdict, target in admitted:

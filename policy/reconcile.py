@@ -44,7 +44,7 @@ def _kept_pods(jp: JobPlan) -> list[Pod]:
             return [p for p in pods if p.phase in ("Succeeded", "Failed")]
         return pods
     restarting = {p.name for p in jp.assessment.restarts}
-    return [p for p in pods if p.name not in restarting]
+    return [p for p in pods if p.name not in restarting and not p.stuck]
 
 
 def _replica_statuses(jp: JobPlan, succeeded: bool) -> dict[str, dict[str, int]]:
@@ -66,15 +66,15 @@ def _children(
     jp: JobPlan, cluster: Cluster, config: PolicyConfig
 ) -> tuple[list[dict[str, Any]], list[str]]:
     job = jp.job
-    placed: dict[tuple[str, int], str] = {}
+    placed: dict[tuple[str, int], str | None] = {}
     for p in _kept_pods(jp):
         slot = _slot_of(job, p)
-        if slot is not None and p.node:
+        if slot is not None:
             placed[slot] = p.node
     placed.update(jp.create)
     pods = []
     for (rtype, index), node in sorted(placed.items()):
-        n = cluster.by_name.get(node)
+        n = cluster.by_name.get(node) if node else None
         hostname = n.hostname if n else node
         pods.append(
             render_pod(job, rtype, index, node, hostname, config.binding, config.cluster_domain)
@@ -82,7 +82,7 @@ def _children(
     # A restarting pod keeps its Service: its peers' DNS name never disappears.
     named = set(placed) | {_slot_of(job, p) for p in jp.assessment.restarts} - {None}
     services = [render_service(job, rtype, index) for rtype, index in sorted(named)]
-    return [*pods, *services], sorted(set(placed.values()))
+    return [*pods, *services], sorted({n for n in placed.values() if n})
 
 
 def _slot_of(job: Job, pod: Pod) -> tuple[str, int] | None:

@@ -95,8 +95,8 @@ def render_pod(
     job: Job,
     rtype: str,
     index: int,
-    node: str,
-    hostname: str,
+    node: str | None,
+    hostname: str | None,
     binding: Binding = "affinity",
     domain: str = "",
 ) -> dict[str, Any]:
@@ -126,7 +126,9 @@ def render_pod(
         env = [e for e in main.get("env") or [] if e.get("name") != "TF_CONFIG"]
         env.append({"name": "TF_CONFIG", "value": tf_config(job, rtype, index, domain)})
         main["env"] = env
-    if binding == "nodeName":
+    if node is None or hostname is None:
+        pass  # placed by the kube-scheduler (the kube-default baseline)
+    elif binding == "nodeName":
         spec["nodeName"] = node
     else:
         _pin(spec, hostname)

@@ -97,7 +97,7 @@ def sync(
         key = f"{meta.namespace}/{meta.name}"
         return invalid(status, kind, key, meta.name, str(err), now)
     snap = observe(job, children, related, kind)
-    jp = plan(snap.jobs, snap.cluster, now).jobs.get(job.key)
+    jp = plan(snap.jobs, snap.cluster, now, config.policy).jobs.get(job.key)
     if jp is None:  # managed by another controller: leave it alone
         return Decision(children=[], status=dict(status))
     return reconcile(jp, snap.cluster, now, config)

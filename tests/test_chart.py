@@ -41,6 +41,7 @@ CUSTOM_VALUES: dict[str, Any] = {
                 {"key": "cordoned-for-maintenance", "operator": "DoesNotExist"},
             ],
         },
+        "policy": "gang-fifo",
         "binding": "nodeName",
         "starvationSeconds": 45,
         "idleSeconds": 120.5,
@@ -220,6 +221,7 @@ def test_default_values_reach_the_webhook_environment(default_docs: list[dict[st
     assert _env(_one(default_docs, "Deployment")) == {
         "DRAGONET_PORT": "8080",
         "DRAGONET_POOL_SELECTOR": "{}",
+        "DRAGONET_POLICY": "dragonet",
         "DRAGONET_BINDING": "affinity",
         "DRAGONET_STARVATION_SECONDS": "30",
         "DRAGONET_IDLE_SECONDS": "60",
@@ -239,6 +241,7 @@ def test_custom_values_reach_the_webhook_environment(custom_docs: list[dict[str,
     )
     assert env == {
         "DRAGONET_PORT": "8080",
+        "DRAGONET_POLICY": "gang-fifo",
         "DRAGONET_BINDING": "nodeName",
         "DRAGONET_STARVATION_SECONDS": "45",
         "DRAGONET_IDLE_SECONDS": "120.5",
@@ -256,6 +259,7 @@ def test_custom_values_reach_the_webhook_environment(custom_docs: list[dict[str,
     ("flag", "env_name", "expected"),
     [
         ("scheduling.binding=nodeName", "DRAGONET_BINDING", "nodeName"),
+        ("scheduling.policy=kube-default", "DRAGONET_POLICY", "kube-default"),
         ("scheduling.starvationSeconds=5", "DRAGONET_STARVATION_SECONDS", "5"),
         ("scheduling.idleSeconds=600", "DRAGONET_IDLE_SECONDS", "600"),
         ("scheduling.clusterDomain=corp.example", "DRAGONET_CLUSTER_DOMAIN", "corp.example"),

@@ -7,7 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from policy.config import PolicyConfig
+from policy.config import PolicyConfig, PolicyName
 
 
 class LabelSelector(BaseModel):
@@ -24,6 +24,7 @@ class Settings(BaseSettings):
 
     # Which Nodes form the training pool (a LabelSelector; empty selects every node).
     pool_selector: LabelSelector = Field(default_factory=LabelSelector)
+    policy: PolicyName = "dragonet"
     binding: Literal["affinity", "nodeName"] = "affinity"
     starvation_seconds: float = Field(default=30.0, ge=0)
     idle_seconds: float = Field(default=60.0, ge=0)
@@ -44,6 +45,7 @@ class Settings(BaseSettings):
 
     def policy(self) -> PolicyConfig:
         return PolicyConfig(
+            policy=self.policy,
             binding=self.binding,
             cluster_domain=self.cluster_domain,
             starvation_seconds=self.starvation_seconds,
