@@ -64,7 +64,7 @@ def create_app(
 ) -> Flask:
     """``clock`` is injectable so a simulator can run the real webhook on simulated time."""
     settings = settings or Settings()
-    policy_config = settings.policy()
+    policy_config = settings.policy_config()
     prefix = "/" + kind.kind.lower() + "s"
     app = Flask("dragonet")
     app.config["DRAGONET_SETTINGS"] = settings

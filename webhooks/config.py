@@ -43,7 +43,7 @@ class Settings(BaseSettings):
     def inflight_limit(self) -> int:
         return self.max_inflight or max(1, self.threads - 1)
 
-    def policy(self) -> PolicyConfig:
+    def policy_config(self) -> PolicyConfig:
         return PolicyConfig(
             policy=self.policy,
             binding=self.binding,
