@@ -1,0 +1,1 @@
+"""A local, discrete-event Kubernetes + Metacontroller simulator that drives the real webhook."""

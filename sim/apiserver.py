@@ -1,0 +1,155 @@
+"""The simulated API server: objects, resourceVersions, deletion and garbage collection.
+
+Objects are plain dicts in their wire shape and are never mutated after they are stored:
+every write stores a new dict, so a stale view may keep holding an old version safely.
+Watchers see every change as (type key, old, new), in order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import orjson
+
+Obj = Mapping[str, Any]
+Watcher = Callable[[str, Obj | None, Obj | None], None]
+
+EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def stamp(t: float) -> str:
+    """A Kubernetes timestamp (whole seconds) for simulated time ``t``."""
+    return (EPOCH + timedelta(seconds=int(t))).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def type_key(obj: Obj) -> str:
+    """Metacontroller's v2 map key: ``Kind.version`` (core) or ``Kind.group/version``."""
+    return f"{obj['kind']}.{obj['apiVersion']}"
+
+
+def object_key(obj: Obj) -> str:
+    meta = obj["metadata"]
+    return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
+
+
+class Conflict(Exception):
+    """AlreadyExists, or a failed UID precondition."""
+
+
+@dataclass
+class ApiServer:
+    """Truth. ``now`` is read from the simulation clock for timestamps."""
+
+    clock: Callable[[], float]
+    objects: dict[str, dict[str, Obj]] = field(default_factory=dict)
+    watchers: list[Watcher] = field(default_factory=list)
+    _rv: int = 0
+    _uid: int = 0
+    _bytes: dict[tuple[str, str], tuple[str, bytes]] = field(default_factory=dict)
+
+    # --- reads -------------------------------------------------------------------------
+
+    def get(self, tkey: str, key: str) -> Obj | None:
+        return self.objects.get(tkey, {}).get(key)
+
+    def list(self, tkey: str) -> Iterator[Obj]:
+        return iter(list(self.objects.get(tkey, {}).values()))
+
+    def serialized(self, obj: Obj) -> bytes:
+        """The object's JSON, computed once per resourceVersion."""
+        k = (type_key(obj), object_key(obj))
+        rv = obj["metadata"]["resourceVersion"]
+        hit = self._bytes.get(k)
+        if hit is None or hit[0] != rv:
+            hit = (rv, orjson.dumps(obj))
+            self._bytes[k] = hit
+        return hit[1]
+
+    # --- writes ------------------------------------------------------------------------
+
+    def _next_rv(self) -> str:
+        self._rv += 1
+        return str(self._rv)
+
+    def _store(self, tkey: str, key: str, old: Obj | None, new: Obj | None) -> None:
+        bucket = self.objects.setdefault(tkey, {})
+        if new is None:
+            bucket.pop(key, None)
+            self._bytes.pop((tkey, key), None)
+        else:
+            bucket[key] = new
+        for w in self.watchers:
+            w(tkey, old, new)
+
+    def create(self, obj: Obj) -> Obj:
+        tkey, key = type_key(obj), object_key(obj)
+        if key in self.objects.get(tkey, {}):
+            raise Conflict(f"{tkey} {key} already exists")
+        self._uid += 1
+        meta = {
+            **obj["metadata"],
+            "uid": f"{self._uid:08x}-0000-4000-8000-000000000000",
+            "resourceVersion": self._next_rv(),
+            "creationTimestamp": stamp(self.clock()),
+        }
+        if "spec" in obj and obj["kind"] not in ("Pod", "Service", "Node"):
+            meta["generation"] = 1
+        new = {**obj, "metadata": meta}
+        self._store(tkey, key, None, new)
+        return new
+
+    def update(self, obj: Obj, *, status_only: bool = False) -> Obj:
+        """Replace an object; a spec change bumps ``generation`` (status writes never do)."""
+        tkey, key = type_key(obj), object_key(obj)
+        old = self.get(tkey, key)
+        if old is None:
+            raise KeyError(f"{tkey} {key} not found")
+        meta = {**obj["metadata"], "resourceVersion": self._next_rv()}
+        if (
+            not status_only
+            and "generation" in old["metadata"]
+            and obj.get("spec") != old.get("spec")
+        ):
+            meta["generation"] = old["metadata"]["generation"] + 1
+        new = {**obj, "metadata": meta}
+        self._store(tkey, key, old, new)
+        return new
+
+    def patch(self, tkey: str, key: str, **top: Any) -> Obj | None:
+        """Replace top-level fields (``status=...``, ``metadata=...``) of a stored object."""
+        old = self.get(tkey, key)
+        if old is None:
+            return None
+        return self.update({**old, **top}, status_only="status" in top and "spec" not in top)
+
+    def delete(self, tkey: str, key: str, *, uid: str | None = None) -> Obj | None:
+        """Mark for deletion (finalizers hold it) or remove. Pods are removed by their
+        kubelet (``remove``) once they have stopped."""
+        old = self.get(tkey, key)
+        if old is None:
+            return None
+        if uid is not None and old["metadata"]["uid"] != uid:
+            raise Conflict(f"{tkey} {key}: uid precondition failed")
+        if old["metadata"].get("deletionTimestamp"):
+            return old
+        if not old["metadata"].get("finalizers") and not tkey.startswith("Pod."):
+            self.remove(tkey, key)
+            return None
+        meta = {**old["metadata"], "deletionTimestamp": stamp(self.clock())}
+        return self.update({**old, "metadata": meta}, status_only=True)
+
+    def remove(self, tkey: str, key: str) -> None:
+        """The object is gone; its dependents are garbage-collected (background)."""
+        old = self.get(tkey, key)
+        if old is None:
+            return
+        self._store(tkey, key, old, None)
+        uid = old["metadata"]["uid"]
+        for dtkey in ("Pod.v1", "Service.v1"):
+            for dep in list(self.objects.get(dtkey, {}).values()):
+                refs = dep["metadata"].get("ownerReferences") or ()
+                if any(r.get("uid") == uid for r in refs):
+                    self.delete(dtkey, object_key(dep))

@@ -1,0 +1,362 @@
+"""The discrete-event loop that ties the simulated cluster to the real webhook.
+
+At each instant the cluster's own reactions run first (kube-scheduler binding, kubelets,
+training programs), then Metacontroller works off its queue, one batch of syncs at a time,
+until nothing is left to do at that instant; then time jumps to the next event. Everything
+random draws from one seeded generator, so a seed fixes the whole run.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import random
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from policy.config import PolicyName
+from policy.jobs import pod_request
+from policy.resources import Resources
+from sim.apiserver import EPOCH, ApiServer, Obj, object_key
+from sim.bounds import BoundJob, lower_bounds
+from sim.kube import Kube
+from sim.metacontroller import Metacontroller, View
+from sim.results import JobRecord, Progress, Sample, Segment, SimResult
+from sim.spec import JobSpec
+from sim.training import Programs
+from sim.webhook import WebhookClient
+from webhooks.app import create_app
+from webhooks.config import Settings
+
+CONTROLLER = Path(__file__).resolve().parent.parent / "metacontroller" / "tfjob-controller.yaml"
+TFJOBS = "TFJob.kubeflow.org/v1"
+DAY = 86400.0
+
+
+class SimulationError(RuntimeError):
+    """The run cannot go on (e.g. a sync hot loop: a status that never settles)."""
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    nodes: tuple[Mapping[str, Any], ...]  # v1 Node objects
+    jobs: tuple[JobSpec, ...]
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    policy: PolicyName = "dragonet"
+    binding: Literal["affinity", "nodeName"] = "affinity"
+    seed: int = 0
+    # Metacontroller: syncs built from one view at a time, and how late that view is.
+    mc_workers: int = 1
+    view_delay_s: float = 0.0
+    start_delay_s: tuple[float, float] = (3.0, 7.0)
+    grace_s: float = 2.0
+    # The user deletes a finished job this long after it finished (None: never).
+    delete_finished_after_s: float | None = 60.0
+    starvation_seconds: float = 30.0
+    idle_seconds: float = 60.0
+    # Faults and operations, at simulated times: a fresh webhook process (restart), a node
+    # that disappears, a pod evicted, a container that exits with a code.
+    webhook_restarts_s: tuple[float, ...] = ()
+    node_losses: tuple[tuple[float, str], ...] = ()
+    evictions: tuple[tuple[float, str], ...] = ()
+    crashes: tuple[tuple[float, str, int], ...] = ()
+    max_time_s: float = 60 * DAY
+    max_syncs_per_instant: int = 200  # per job: more means statuses never settle
+
+
+def load_controller() -> dict[str, Any]:
+    return yaml.safe_load(CONTROLLER.read_text())
+
+
+class Simulation:
+    def __init__(
+        self,
+        scenario: Scenario,
+        config: SimConfig | None = None,
+        on_progress: Callable[[Progress], None] | None = None,
+    ) -> None:
+        self.scenario = scenario
+        self.config = config = config or SimConfig()
+        self.on_progress = on_progress
+        self.now = 0.0
+        self._heap: list[tuple[float, int, Callable[[], None]]] = []
+        self._seq = itertools.count()
+        self.rng = random.Random(config.seed)
+        self.api = ApiServer(clock=lambda: self.now)
+        self.kube = Kube(self.api, self.schedule, self.rng, config.start_delay_s, config.grace_s)
+        self.programs = Programs(self.api, self.schedule, self.kube.exit)
+        self.programs.on_finish = self._finished
+        self.view = View(self.api, self.schedule, config.view_delay_s)
+        self.settings = Settings(
+            policy=config.policy,
+            binding=config.binding,
+            starvation_seconds=config.starvation_seconds,
+            idle_seconds=config.idle_seconds,
+        )
+        self.webhook = WebhookClient(self._new_app())
+        self.mc = Metacontroller(
+            load_controller(), self.api, self.view, self.webhook, self.schedule, config.mc_workers
+        )
+        self.log: list[tuple[float, str, str, str]] = []  # (t, event, pod, node)
+        self.api.watchers.append(self._record)
+        self.capacity = Resources.total(
+            Resources.parse(n["status"]["allocatable"]) for n in scenario.nodes
+        )
+        self._alloc = Resources({})
+        self._alloc_int: dict[str, float] = {}
+        self._blocked_int: dict[str, float] = {}
+        self.samples: list[Sample] = []
+
+    # --- plumbing --------------------------------------------------------------------
+
+    def clock(self) -> datetime:
+        return EPOCH + timedelta(seconds=self.now)
+
+    def _new_app(self):
+        return create_app(self.settings, clock=self.clock)
+
+    def schedule(self, delay: float, action: Callable[[], None]) -> None:
+        heapq.heappush(self._heap, (self.now + max(delay, 0.0), next(self._seq), action))
+
+    def _record(self, tkey: str, old: Obj | None, new: Obj | None) -> None:
+        if tkey != "Pod.v1":
+            return
+        if old is None and new is not None:
+            self.log.append((self.now, "create", object_key(new), new["spec"].get("nodeName", "")))
+        elif new is not None and new["spec"].get("nodeName") != (old or {}).get("spec", {}).get(
+            "nodeName"
+        ):
+            self.log.append((self.now, "bind", object_key(new), new["spec"]["nodeName"]))
+        elif new is None:
+            self.log.append((self.now, "gone", object_key(old), old["spec"].get("nodeName", "")))
+        for pod, sign in ((old, -1), (new, 1)):
+            if Kube.holds(pod):
+                req = pod_request(pod["spec"])
+                self._alloc = self._alloc + req if sign > 0 else self._alloc - req
+
+    # --- the run ---------------------------------------------------------------------
+
+    def _setup(self) -> None:
+        for node in self.scenario.nodes:
+            self.api.create(node)
+        for spec in self.scenario.jobs:
+            self.schedule(spec.arrival_s, lambda s=spec: self._arrive(s))
+        for t in self.config.webhook_restarts_s:
+            self.schedule(t, self._restart_webhook)
+        for t, node in self.config.node_losses:
+            self.schedule(t, lambda n=node: self.kube.lose_node(n))
+        for t, pod in self.config.evictions:
+            self.schedule(t, lambda p=pod: self.kube.evict(p))
+        for t, pod, code in self.config.crashes:
+            self.schedule(t, lambda p=pod, c=code: self.kube.exit(p, c))
+
+    def _arrive(self, spec: JobSpec) -> None:
+        manifest = {**spec.manifest, "metadata": {**spec.manifest["metadata"]}}
+        manifest["metadata"].setdefault("namespace", spec.namespace)
+        self.programs.add(spec, self.now)
+        self.api.create(manifest)
+
+    def _finished(self, job: str) -> None:
+        after = self.config.delete_finished_after_s
+        if after is not None:
+            self.schedule(after, lambda: self.api.delete(TFJOBS, job))
+
+    def _restart_webhook(self) -> None:
+        self.webhook.app = self._new_app()
+
+    def _all_done(self) -> bool:
+        jobs = self.programs.jobs
+        return len(jobs) == len(self.scenario.jobs) and all(
+            t.finished_s is not None for t in jobs.values()
+        )
+
+    def _advance(self, to: float) -> None:
+        dt = to - self.now
+        if dt > 0:
+            blocked = Resources.total(self.programs.blocked_held().values())
+            for k, v in self._alloc.items():
+                self._alloc_int[k] = self._alloc_int.get(k, 0.0) + v * dt
+            for k, v in blocked.items():
+                self._blocked_int[k] = self._blocked_int.get(k, 0.0) + v * dt
+            sample = Sample(self.now, _units(self._alloc), _units(self._alloc - blocked))
+            if not self.samples or (
+                sample.allocated != self.samples[-1].allocated
+                or sample.training != self.samples[-1].training
+            ):
+                self.samples.append(sample)
+        self.now = to
+
+    def run(self) -> SimResult:
+        started = time.perf_counter()
+        self._setup()
+        syncs_here, here = 0, -1.0
+        limit = self.config.max_syncs_per_instant * max(len(self.scenario.jobs), 1)
+        finished_at: float | None = None
+        while True:
+            if self._heap and self._heap[0][0] <= self.now:
+                _, _, action = heapq.heappop(self._heap)
+                action()
+                continue
+            if self.mc.queue:
+                if here != self.now:
+                    syncs_here, here = 0, self.now
+                syncs_here += self.mc.run_batch()
+                if syncs_here > limit:
+                    raise SimulationError(
+                        f"t={self.now:.0f}s: {syncs_here} syncs without settling (hot loop)"
+                    )
+                continue
+            if finished_at is None and self._all_done():
+                finished_at = self.now
+            if not self._heap or self._heap[0][0] > self.config.max_time_s:
+                break
+            if finished_at is not None and self._heap[0][0] > finished_at + 3600:
+                break  # only far-off resyncs left
+            self._report()
+            self._advance(self._heap[0][0])
+        self._advance(self.now)
+        return self._result(time.perf_counter() - started)
+
+    def _report(self) -> None:
+        if self.on_progress is None:
+            return
+        jobs = self.programs.jobs.values()
+        self.on_progress(
+            Progress(
+                policy=self.config.policy,
+                sim_time_s=self.now,
+                jobs_total=len(self.scenario.jobs),
+                jobs_done=sum(1 for t in jobs if t.finished_s is not None),
+                jobs_training=sum(1 for t in jobs if t.finished_s is None and t.rate > 0),
+                jobs_waiting=sum(1 for t in jobs if t.finished_s is None and t.rate == 0),
+                sync_calls=self.mc.sync_calls,
+            )
+        )
+
+    # --- results ---------------------------------------------------------------------
+
+    def _bound_job(self, spec: JobSpec) -> BoundJob:
+        """The job alone on an ideal cluster, at its best size: no policy can beat it."""
+        t = self.programs.jobs[spec.key]
+        replicas = spec.manifest["spec"]["tfReplicaSpecs"]
+        worker = replicas.get("Worker") or {}
+        w = int(worker.get("replicas", 0) or 0)
+        top = int(spec.manifest["spec"].get("max-instances", w) or w)
+        low = max(t.min_workers, 1) if w else 0
+        fixed = Resources.total(
+            _times(pod_request(r["template"]["spec"]), int(r.get("replicas", 1)))
+            for name, r in replicas.items()
+            if name != "Worker"
+        )
+        per_worker = pod_request(worker["template"]["spec"]) if w else Resources({})
+        overhead = self.config.start_delay_s[0] + spec.profile.restore_s
+        best = math.inf
+        work: dict[str, float] = {}
+        for n in range(low, max(top, low) + 1) if w else [0]:
+            rate = spec.profile.rate(n, 0, max(t.ps, 1)) if n else 1.0
+            run = spec.steps / rate if rate > 0 else math.inf
+            best = min(best, overhead + run)
+            for k, v in _units(fixed + _times(per_worker, n)).items():
+                if k != "pods":
+                    work[k] = min(work.get(k, math.inf), v * run)
+        return BoundJob(spec.arrival_s, best, work)
+
+    def _result(self, wall_s: float) -> SimResult:
+        specs = {s.key: s for s in self.scenario.jobs}
+        records = []
+        for key, t in sorted(self.programs.jobs.items(), key=lambda kv: specs[kv[0]].arrival_s):
+            segments = list(t.segments)
+            if t.since_s != math.inf and self.now > t.since_s:
+                segments.append(Segment(t.since_s, math.inf, t.state, t.open_workers))
+            spec = specs[key]
+            w = (spec.manifest["spec"]["tfReplicaSpecs"].get("Worker") or {}).get("replicas", 0)
+            records.append(
+                JobRecord(key, spec.arrival_s, t.started_s, t.finished_s, int(w), tuple(segments))
+            )
+        jcts = [r.jct_s for r in records if r.jct_s is not None]
+        finishes = [r.finish_s for r in records if r.finish_s is not None]
+        makespan = max(finishes) if finishes else None
+        span = makespan or self.now or 1.0
+        cap = _units(self.capacity)
+        lat = sorted(x * 1000 for x in self.webhook.latencies_s)
+        bounds = lower_bounds([self._bound_job(s) for s in self.scenario.jobs], cap)
+        summary = {
+            "policy": self.config.policy,
+            "scenario": self.scenario.name,
+            "jobs": len(records),
+            "jobs_finished": len(jcts),
+            "avg_jct_s": _round(statistics.fmean(jcts)) if jcts else None,
+            "p50_jct_s": _round(_pct(sorted(jcts), 50)) if jcts else None,
+            "p95_jct_s": _round(_pct(sorted(jcts), 95)) if jcts else None,
+            "makespan_s": _round(makespan),
+            "avg_queue_s": _round(
+                statistics.fmean(r.start_s - r.arrival_s for r in records if r.start_s is not None)
+            )
+            if any(r.start_s is not None for r in records)
+            else None,
+            "utilization": {
+                k: round(self._alloc_int.get(k, 0.0) / 1000 / (v * span), 4)
+                for k, v in cap.items()
+                if v > 0 and k != "pods"
+            },
+            "deadlocked_resource_seconds": {
+                k: _round(self._blocked_int.get(k, 0.0) / 1000)
+                for k, v in cap.items()
+                if v > 0 and k != "pods"
+            },
+            "scale_actions": self.programs.scale_actions,
+            "pod_restarts": self.programs.restarts,
+            "kubelet_rejections": self.kube.rejected,
+            "sync_calls": self.mc.sync_calls,
+            "sync_errors": self.mc.errors,
+            "sync_latency_ms": {
+                "p50": round(_pct(lat, 50), 3) if lat else None,
+                "p99": round(_pct(lat, 99), 3) if lat else None,
+            },
+            "lower_bounds": {
+                "makespan_s": _round(bounds.makespan_s),
+                "avg_jct_s": _round(bounds.avg_jct_s),
+            },
+            "wall_time_s": round(wall_s, 3),
+        }
+        samples = tuple(self.samples)
+        return SimResult(
+            self.config.policy, self.scenario.name, cap, tuple(records), samples, summary
+        )
+
+
+def _times(r: Resources, n: int) -> Resources:
+    return Resources({k: v * n for k, v in r.items()})
+
+
+def _units(r: Resources) -> dict[str, float]:
+    return {k: v / 1000 for k, v in r.items()}
+
+
+def _round(x: float | None) -> float | None:
+    return None if x is None else round(x, 1)
+
+
+def _pct(sorted_values: Sequence[float], p: float) -> float:
+    """Nearest-rank percentile."""
+    rank = max(1, math.ceil(p / 100 * len(sorted_values)))
+    return sorted_values[rank - 1]
+
+
+def simulate(scenario: Scenario, config: SimConfig | None = None, **kw: Any) -> SimResult:
+    return Simulation(scenario, config, **kw).run()
+
+
+__all__ = ["Scenario", "SimConfig", "SimResult", "Simulation", "SimulationError", "simulate"]

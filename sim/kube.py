@@ -1,0 +1,284 @@
+"""Nodes, the kube-scheduler and the kubelets, acting on the API server's truth.
+
+* The kube-scheduler binds pods that have no ``spec.nodeName`` (and the default scheduler
+  name), one at a time in creation order, to the feasible node with the most room left
+  (kube-scheduler's default LeastAllocated scoring over cpu and memory). A pod that fits
+  nowhere gets ``PodScheduled=False/Unschedulable`` and is retried when room frees up.
+* A kubelet admits a bound pod only if it fits the node (else the pod fails with reason
+  ``OutOf<resource>``, as a real kubelet does for a ``nodeName`` pod it cannot hold),
+  starts it after a start delay, and removes a deleted pod after its grace period.
+
+Capacity parsing and the filter predicates are the policy's own (``policy.cluster``,
+``policy.filters``): the simulator checks scheduling decisions, not quantity parsing.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from policy.cluster import Node
+from policy.filters import rejection
+from policy.jobs import pod_request
+from policy.resources import Resources
+from sim.apiserver import ApiServer, Obj, object_key, stamp
+
+PODS = "Pod.v1"
+NODES = "Node.v1"
+DEFAULT_SCHEDULERS = ("", "default-scheduler")
+Schedule = Callable[[float, Callable[[], None]], None]  # (delay, action)
+
+
+def node_object(name: str, allocatable: dict[str, str], labels: dict[str, str] | None = None):
+    labels = {"kubernetes.io/hostname": name, **(labels or {})}
+    alloc = {**allocatable}
+    alloc.setdefault("pods", "110")
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": name, "labels": labels},
+        "spec": {},
+        "status": {
+            "allocatable": alloc,
+            "capacity": dict(alloc),
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}],
+        },
+    }
+
+
+def _condition(ctype: str, status: str, reason: str = "", message: str = "") -> dict:
+    c = {"type": ctype, "status": status}
+    if reason:
+        c["reason"] = reason
+    if message:
+        c["message"] = message
+    return c
+
+
+def _main_container(pod: Obj) -> str:
+    return pod["spec"]["containers"][0]["name"]
+
+
+@dataclass
+class Kube:
+    api: ApiServer
+    schedule: Schedule
+    rng: random.Random
+    start_delay_s: tuple[float, float] = (3.0, 7.0)  # uniform; K8s SLO: p99 <= 5 s
+    grace_s: float = 2.0  # a TF process stops quickly on SIGTERM
+    used: dict[str, Resources] = field(default_factory=dict)
+    nodes: dict[str, Node] = field(default_factory=dict)
+    rejected: int = 0  # pods a kubelet refused for lack of room
+    _pending_retry: bool = False
+
+    def __post_init__(self) -> None:
+        self.api.watchers.append(self._on_change)
+
+    # --- accounting ------------------------------------------------------------------
+
+    @staticmethod
+    def holds(pod: Obj | None) -> bool:
+        """Bound and not finished: what the node reserves (terminating pods too)."""
+        return (
+            pod is not None
+            and bool(pod["spec"].get("nodeName"))
+            and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        )
+
+    def free(self, node: str) -> Resources:
+        return self.nodes[node].allocatable - self.used.get(node, Resources({}))
+
+    def _on_change(self, tkey: str, old: Obj | None, new: Obj | None) -> None:
+        if tkey == NODES:
+            if new is None:
+                self.nodes.pop(old["metadata"]["name"], None)
+            else:
+                self.nodes[new["metadata"]["name"]] = Node.from_object(new)
+            self._retry_soon()
+            return
+        if tkey != PODS:
+            return
+        for pod, sign in ((old, -1), (new, 1)):
+            if self.holds(pod):
+                n = pod["spec"]["nodeName"]
+                req = pod_request(pod["spec"])
+                cur = self.used.get(n, Resources({}))
+                self.used[n] = cur + req if sign > 0 else cur - req
+        if new is None or (self.holds(old) and not self.holds(new)):
+            self._retry_soon()  # room freed
+        if new is not None and old is None:
+            key, uid = object_key(new), new["metadata"]["uid"]
+            self.schedule(0.0, lambda: self._admit(key, uid))
+        elif (
+            new is not None
+            and new["metadata"].get("deletionTimestamp")
+            and not (old or {}).get("metadata", {}).get("deletionTimestamp")
+        ):
+            self._stop(new)
+
+    # --- kube-scheduler --------------------------------------------------------------
+
+    def _retry_soon(self) -> None:
+        if not self._pending_retry:
+            self._pending_retry = True
+            self.schedule(0.0, self._schedule_pending)
+
+    def _schedulable(self, pod: Obj) -> bool:
+        return (
+            not pod["spec"].get("nodeName")
+            and not pod["metadata"].get("deletionTimestamp")
+            and pod["spec"].get("schedulerName", "") in DEFAULT_SCHEDULERS
+        )
+
+    def _schedule_pending(self) -> None:
+        self._pending_retry = False
+        pending = [p for p in self.api.list(PODS) if self._schedulable(p)]
+        pending.sort(key=lambda p: (int(p["metadata"]["resourceVersion"]), object_key(p)))
+        for pod in pending:
+            self._try_bind(pod)
+
+    def _score(self, node: str, req: Resources) -> tuple[float, str]:
+        left = self.free(node) - req
+        alloc = self.nodes[node].allocatable
+        frac = [left[k] / alloc[k] for k in ("cpu", "memory") if alloc[k] > 0]
+        return (-(sum(frac) / len(frac)) if frac else 0.0, node)
+
+    def _try_bind(self, pod: Obj) -> None:
+        req = pod_request(pod["spec"])
+        fits = [
+            n
+            for n, node in sorted(self.nodes.items())
+            if rejection(node, pod["spec"]) is None and req.fits_in(self.free(n))
+        ]
+        key = object_key(pod)
+        if not fits:
+            conds = (pod.get("status") or {}).get("conditions") or []
+            if not any(c.get("reason") == "Unschedulable" for c in conds):
+                msg = f"0/{len(self.nodes)} nodes are available"
+                status = {
+                    **(pod.get("status") or {}),
+                    "phase": "Pending",
+                    "conditions": [_condition("PodScheduled", "False", "Unschedulable", msg)],
+                }
+                self.api.patch(PODS, key, status=status)
+            return
+        node = min(fits, key=lambda n: self._score(n, req))
+        spec = {**pod["spec"], "nodeName": node}
+        status = {
+            **(pod.get("status") or {}),
+            "phase": "Pending",
+            "conditions": [_condition("PodScheduled", "True")],
+        }
+        bound = self.api.update({**pod, "spec": spec, "status": status}, status_only=True)
+        self._start(bound)
+
+    # --- kubelets --------------------------------------------------------------------
+
+    def _admit(self, key: str, uid: str) -> None:
+        pod = self._current(key, uid)
+        if pod is None or (pod.get("status") or {}).get("phase") not in (None, "Pending"):
+            return
+        if pod["spec"].get("nodeName"):
+            self._start(pod)
+        elif self._schedulable(pod):
+            self._try_bind(pod)
+
+    def _start(self, pod: Obj) -> None:
+        node = pod["spec"]["nodeName"]
+        key = object_key(pod)
+        over = self._overcommitted(node)
+        if node not in self.nodes or over:
+            self.rejected += 1
+            reason = f"OutOf{over}" if over else "NodeLost"
+            self.api.patch(
+                PODS,
+                key,
+                status={"phase": "Failed", "reason": reason, "message": f"rejected by {node}"},
+            )
+            return
+        uid = pod["metadata"]["uid"]
+        self.schedule(self.rng.uniform(*self.start_delay_s), lambda: self._run(key, uid))
+
+    def _overcommitted(self, node: str) -> str | None:
+        if node not in self.nodes:
+            return None
+        free = self.free(node)
+        return next((k for k in free if free[k] < 0), None)
+
+    def _current(self, key: str, uid: str) -> Obj | None:
+        pod = self.api.get(PODS, key)
+        if pod is None or pod["metadata"]["uid"] != uid or pod["metadata"].get("deletionTimestamp"):
+            return None
+        return pod
+
+    def _run(self, key: str, uid: str) -> None:
+        pod = self._current(key, uid)
+        if pod is None or (pod.get("status") or {}).get("phase") != "Pending":
+            return
+        now = stamp(self.api.clock())
+        status = {
+            "phase": "Running",
+            "startTime": now,
+            "conditions": [_condition("PodScheduled", "True"), _condition("Ready", "True")],
+            "containerStatuses": [
+                {
+                    "name": _main_container(pod),
+                    "ready": True,
+                    "restartCount": 0,
+                    "state": {"running": {"startedAt": now}},
+                }
+            ],
+        }
+        self.api.patch(PODS, key, status=status)
+
+    def exit(self, key: str, code: int) -> None:
+        """The main container exits; ``OnFailure``/``Always`` restart it in place."""
+        pod = self.api.get(PODS, key)
+        if pod is None or (pod.get("status") or {}).get("phase") != "Running":
+            return
+        policy = pod["spec"].get("restartPolicy", "Always")
+        old = (pod["status"].get("containerStatuses") or [{}])[0]
+        term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error"}
+        if code != 0 and policy in ("OnFailure", "Always"):
+            cs = {
+                **old,
+                "restartCount": int(old.get("restartCount", 0)) + 1,
+                "lastState": {"terminated": term},
+                "state": {"running": {"startedAt": stamp(self.api.clock())}},
+            }
+            self.api.patch(PODS, key, status={**pod["status"], "containerStatuses": [cs]})
+            return
+        phase = "Succeeded" if code == 0 else "Failed"
+        cs = {**old, "ready": False, "state": {"terminated": term}}
+        self.api.patch(
+            PODS, key, status={**pod["status"], "phase": phase, "containerStatuses": [cs]}
+        )
+
+    def evict(self, key: str) -> None:
+        pod = self.api.get(PODS, key)
+        if pod is None or not self.holds(pod):
+            return
+        status = {**pod["status"], "phase": "Failed", "reason": "Evicted"}
+        status["message"] = "The node was low on resources."
+        self.api.patch(PODS, key, status=status)
+
+    def _stop(self, pod: Obj) -> None:
+        """A pod got its deletionTimestamp: stop it, then remove it."""
+        key, uid = object_key(pod), pod["metadata"]["uid"]
+        running = self.holds(pod) and (pod.get("status") or {}).get("phase") == "Running"
+        delay = self.grace_s if running else 0.0
+
+        def gone() -> None:
+            cur = self.api.get(PODS, key)
+            if cur is not None and cur["metadata"]["uid"] == uid:
+                self.api.remove(PODS, key)
+
+        self.schedule(delay, gone)
+
+    def lose_node(self, name: str) -> None:
+        """The node disappears; the pod garbage collector deletes its pods."""
+        self.api.remove(NODES, name)
+        for pod in list(self.api.list(PODS)):
+            if pod["spec"].get("nodeName") == name:
+                self.api.remove(PODS, object_key(pod))

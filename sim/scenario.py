@@ -1,0 +1,153 @@
+"""Scenarios: a cluster plus jobs, from a scenario file, plain manifests, or a trace.
+
+A scenario file (YAML)::
+
+    name: gang-deadlock
+    nodes:                      # short-form nodes, or a path to a nodes file
+      - {name: gpu-1, cpu: 16, memory: 64Gi, gpu: 4}
+    jobs:
+      - manifest: big.yaml      # a TFJob file next to the scenario, or the object inline
+        arrival: 0              # seconds after the start
+        steps: 4000             # global steps to train (the simulated program)
+        profile: imagenet       # optional: a Pollux application's speed profile
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from sim.engine import Scenario
+from sim.kube import node_object
+from sim.profiles import DEFAULT_PROFILE, profile
+from sim.spec import JobSpec
+from sim.traces import load_philly, load_pollux
+from webhooks.manifests import ShortNode, load_documents, load_nodes
+
+DEFAULT_STEPS = 1000.0
+
+
+class ScenarioError(ValueError):
+    pass
+
+
+class _JobEntry(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    manifest: str | dict[str, Any]
+    arrival: float = Field(default=0.0, ge=0)
+    steps: float = Field(default=DEFAULT_STEPS, gt=0)
+    profile: str | None = None
+
+
+class _ScenarioFile(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: str | None = None
+    nodes: str | list[ShortNode]
+    jobs: list[_JobEntry] = Field(min_length=1)
+
+
+def _tfjobs(path: Path) -> list[dict[str, Any]]:
+    docs = [d for d in load_documents(path) if d.get("kind") in ("TFJob",)]
+    if not docs:
+        raise ScenarioError(f"{path}: no TFJob in this file")
+    return docs
+
+
+def _spec(manifest: Mapping[str, Any], arrival: float, steps: float, app: str | None) -> JobSpec:
+    meta = dict(manifest.get("metadata") or {})
+    meta.setdefault("namespace", "default")
+    return JobSpec(
+        manifest={**manifest, "metadata": meta},
+        arrival_s=arrival,
+        steps=steps,
+        profile=profile(app) if app else DEFAULT_PROFILE,
+    )
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    path = Path(path)
+    try:
+        raw = load_documents(path)
+        if len(raw) != 1:
+            raise ScenarioError(f"{path}: a scenario file holds one YAML document")
+        data = _ScenarioFile.model_validate(raw[0])
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ScenarioError(f"{path}: {where}: {first['msg']}") from err
+    base = path.parent
+    nodes = (
+        load_nodes(base / data.nodes)
+        if isinstance(data.nodes, str)
+        else [n.to_node() for n in data.nodes]
+    )
+    jobs: list[JobSpec] = []
+    for entry in data.jobs:
+        manifests = (
+            _tfjobs(base / entry.manifest) if isinstance(entry.manifest, str) else [entry.manifest]
+        )
+        jobs.extend(_spec(m, entry.arrival, entry.steps, entry.profile) for m in manifests)
+    return Scenario(data.name or path.stem, tuple(nodes), _checked(jobs, path))
+
+
+def from_manifests(
+    job_paths: Sequence[str | Path],
+    nodes_path: str | Path,
+    *,
+    steps: float = DEFAULT_STEPS,
+    spacing_s: float = 0.0,
+) -> Scenario:
+    """Jobs from TFJob files, in order, ``spacing_s`` apart."""
+    manifests = [m for p in job_paths for m in _tfjobs(Path(p))]
+    jobs = [_spec(m, i * spacing_s, steps, None) for i, m in enumerate(manifests)]
+    name = ", ".join(Path(p).stem for p in job_paths)
+    return Scenario(name, tuple(load_nodes(nodes_path)), _checked(jobs, name))
+
+
+def gpu_cluster(nodes: int = 16, gpus: int = 4) -> tuple[dict[str, Any], ...]:
+    """Pollux's testbed: g4dn.12xlarge nodes (48 vCPU, 192 GiB, 4 T4 GPUs)."""
+    return tuple(
+        node_object(f"gpu-{i:02d}", {"cpu": "48", "memory": "192Gi", "nvidia.com/gpu": str(gpus)})
+        for i in range(1, nodes + 1)
+    )
+
+
+def from_trace(
+    path: str | Path,
+    *,
+    jobs: int = 1000,
+    start: int = 0,
+    load: float = 1.0,
+    nodes_path: str | Path | None = None,
+) -> Scenario:
+    """A Philly CSV (``timestamp,duration,num_gpus,...``) or a Pollux workload CSV."""
+    path = Path(path)
+    nodes = tuple(load_nodes(nodes_path)) if nodes_path else gpu_cluster()
+    gpus = sum(int(n["status"]["allocatable"].get("nvidia.com/gpu", 0)) for n in nodes)
+    header = path.read_text(encoding="utf-8").split("\n", 1)[0]
+    if header.startswith("timestamp,"):
+        specs = load_philly(path, jobs=jobs, start=start, load=load, max_gpus=gpus)
+        name = f"{path.stem}[{start}:{start + jobs}]"
+    elif header.startswith("name,time,"):
+        specs = load_pollux(path, load=load)
+        name = path.stem
+    else:
+        raise ScenarioError(f"{path}: not a Philly or Pollux trace (header {header!r})")
+    if load != 1.0:
+        name += f" x{load:g} load"
+    return Scenario(name, nodes, _checked(specs, path))
+
+
+def _checked(jobs: list[JobSpec], where: object) -> tuple[JobSpec, ...]:
+    seen: set[str] = set()
+    for j in jobs:
+        if j.key in seen:
+            raise ScenarioError(f"{where}: two jobs are named {j.key}")
+        seen.add(j.key)
+    return tuple(sorted(jobs, key=lambda j: j.arrival_s))
+
+
+__all__ = ["ScenarioError", "from_manifests", "from_trace", "gpu_cluster", "load_scenario"]

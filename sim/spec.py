@@ -1,0 +1,122 @@
+"""What the simulator runs: training jobs as TFJob manifests plus how fast they train.
+
+The manifest is the real TFJob object the simulated user creates; everything the scheduler
+may know comes from it. ``steps`` and ``profile`` are the simulated truth of the training
+program, hidden from every policy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+IMAGE = "tensorflow/tensorflow:1.15.5"
+
+
+@dataclass(frozen=True)
+class TrainingProfile:
+    """Throughput of an asynchronous parameter-server job (constants: docs/simulator.md).
+
+    A worker that runs on a node holding one of the job's parameter servers does one step
+    every ``step_time_s / efficiency``; elsewhere it runs at ``remote_factor`` of that.
+    ``efficiency = 1 / (1 + contention * (workers - 1) / ps)`` models the PS fan-in. A
+    worker contributes only ``restore_s`` after it started running (checkpoint restore).
+    """
+
+    name: str = "default"
+    step_time_s: float = 1.0
+    remote_factor: float = 0.65
+    contention: float = 0.05
+    restore_s: float = 30.0
+
+    def efficiency(self, workers: int, ps: int) -> float:
+        return 1.0 / (1.0 + self.contention * max(workers - 1, 0) / max(ps, 1))
+
+    def rate(self, local: int, remote: int, ps: int) -> float:
+        """Global steps per second with ``local`` workers on a PS node and ``remote`` not."""
+        n = local + remote
+        if n == 0:
+            return 0.0
+        return self.efficiency(n, ps) * (local + self.remote_factor * remote) / self.step_time_s
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One job of a scenario or trace: created at ``arrival_s`` (seconds after the start)."""
+
+    manifest: Mapping[str, Any]
+    arrival_s: float = 0.0
+    steps: float = 1000.0
+    profile: TrainingProfile = field(default_factory=TrainingProfile)
+    # The job's run time in the source trace at its requested size (None: not from a trace).
+    trace_duration_s: float | None = None
+
+    @property
+    def name(self) -> str:
+        return self.manifest["metadata"]["name"]
+
+    @property
+    def namespace(self) -> str:
+        return self.manifest["metadata"].get("namespace") or "default"
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def _container(resources: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "name": "tensorflow",
+        "image": IMAGE,
+        "ports": [{"name": "tfjob-port", "containerPort": 2222}],
+        "resources": {"requests": dict(resources), "limits": dict(resources)},
+    }
+
+
+def tfjob_manifest(
+    name: str,
+    *,
+    workers: int,
+    ps: int | None = None,
+    min_workers: int | None = None,
+    max_workers: int | None = None,
+    worker_resources: Mapping[str, Any] | None = None,
+    ps_resources: Mapping[str, Any] | None = None,
+    namespace: str = "default",
+) -> dict[str, Any]:
+    """A DRAGON-style TFJob: ``ps`` parameter servers (default ceil(workers/4)) and workers.
+
+    ``min_workers``/``max_workers`` become DRAGON's ``min-instances``/``max-instances``.
+    """
+    ps = ps if ps is not None else max(1, math.ceil(workers / 4))
+    worker_resources = worker_resources or {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"}
+    ps_resources = ps_resources or {"cpu": "2", "memory": "8Gi"}
+    worker: dict[str, Any] = {
+        "replicas": workers,
+        "restartPolicy": "OnFailure",
+        "template": {"spec": {"containers": [_container(worker_resources)]}},
+    }
+    replica_specs: dict[str, Any] = {"Worker": worker}
+    if ps:
+        replica_specs = {
+            "PS": {
+                "replicas": ps,
+                "restartPolicy": "OnFailure",
+                "template": {"spec": {"containers": [_container(ps_resources)]}},
+            },
+            **replica_specs,
+        }
+    spec: dict[str, Any] = {}
+    if max_workers is not None:
+        spec["max-instances"] = max_workers
+    if min_workers is not None:
+        spec["min-instances"] = min_workers
+    spec["tfReplicaSpecs"] = replica_specs
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": spec,
+    }

@@ -1,0 +1,242 @@
+"""The simulated training programs: how far each job has got, and what it holds.
+
+A parameter-server job trains only while its gang runs: every parameter server and the
+chief (if any) Running, and at least ``min-instances`` workers (all of ``Worker.replicas``
+for a job without DRAGON's bounds). Its speed comes from :class:`TrainingProfile`: each
+worker contributes once it has restored the checkpoint (``restore_s`` after it started),
+faster next to a parameter server than across the network. When the global steps are
+done, the chief and the workers exit 0; parameter servers run until they are deleted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from policy.cluster import L_JOB, L_OPERATOR, L_TYPE, OPERATOR_NAME
+from policy.jobs import pod_request
+from policy.resources import Resources
+from sim.apiserver import ApiServer, Obj, object_key
+from sim.results import Segment, State
+from sim.spec import JobSpec
+
+PODS = "Pod.v1"
+CHIEFS = ("chief", "master")
+_DONE = ("Succeeded", "Failed")
+
+
+def job_of(pod: Obj) -> str | None:
+    labels = pod["metadata"].get("labels") or {}
+    if labels.get(L_OPERATOR) != OPERATOR_NAME or L_JOB not in labels:
+        return None
+    return f"{pod['metadata'].get('namespace') or 'default'}/{labels[L_JOB]}"
+
+
+def _running(pod: Obj) -> bool:
+    return (pod.get("status") or {}).get("phase") == "Running" and not pod["metadata"].get(
+        "deletionTimestamp"
+    )
+
+
+def _bound_and_holding(pod: Obj) -> bool:
+    return bool(pod["spec"].get("nodeName")) and (pod.get("status") or {}).get("phase") not in (
+        "Succeeded",
+        "Failed",
+    )
+
+
+@dataclass
+class Training:
+    """One job's training program."""
+
+    spec: JobSpec
+    ps: int
+    chief: bool
+    min_workers: int
+    gang: int  # pods the job needs to train (PS + chief + min workers)
+    progress: float = 0.0
+    rate: float = 0.0
+    updated_s: float = 0.0
+    started_s: float | None = None
+    finished_s: float | None = None
+    state: State = "queued"
+    since_s: float = 0.0
+    held: Resources = field(default_factory=lambda: Resources({}))
+    workers_live: int = 0
+    open_workers: int = 0
+    segments: list[Segment] = field(default_factory=list)
+    warm: dict[str, tuple[str, int, float]] = field(default_factory=dict)  # pod -> uid, restarts, t
+    token: int = 0
+
+    @classmethod
+    def of(cls, spec: JobSpec, now: float) -> Training:
+        replicas = spec.manifest["spec"]["tfReplicaSpecs"]
+        ps = int((replicas.get("PS") or {}).get("replicas", 0) or 0)
+        chief = any(t in replicas for t in ("Chief", "Master"))
+        worker = replicas.get("Worker") or {}
+        bounds = {**spec.manifest["spec"], **worker}
+        w = int(worker.get("replicas", 0) or 0)
+        min_workers = int(bounds.get("min-instances", w) or 0) if w else 0
+        return cls(
+            spec, ps, chief, min_workers, ps + chief + min_workers, updated_s=now, since_s=now
+        )
+
+
+@dataclass
+class Programs:
+    """Every job's training program, driven by the pods the API server holds."""
+
+    api: ApiServer
+    schedule: Callable[[float, Callable[[], None]], None]
+    exit_pod: Callable[[str, int], None]
+    on_finish: Callable[[str], None] | None = None
+    jobs: dict[str, Training] = field(default_factory=dict)
+    pods_of: dict[str, set[str]] = field(default_factory=dict)
+    scale_actions: int = 0
+    restarts: int = 0
+    _names_seen: set[str] = field(default_factory=set)
+    _dirty: set[str] = field(default_factory=set)
+    _flush_pending: bool = False
+
+    def __post_init__(self) -> None:
+        self.api.watchers.append(self._on_change)
+
+    def add(self, spec: JobSpec, now: float) -> None:
+        self.jobs[spec.key] = Training.of(spec, now)
+
+    def _on_change(self, tkey: str, old: Obj | None, new: Obj | None) -> None:
+        if tkey != PODS:
+            return
+        pod = new if new is not None else old
+        job = job_of(pod)
+        if job is None or job not in self.jobs:
+            return
+        key = object_key(pod)
+        t = self.jobs[job]
+        growing = t.started_s is not None and t.finished_s is None and _role(pod) == "worker"
+        if new is not None and old is None:
+            self.pods_of.setdefault(job, set()).add(key)
+            if key in self._names_seen:
+                self.restarts += 1  # the same pod again: a restart, not a scale action
+            elif growing:
+                self.scale_actions += 1
+            self._names_seen.add(key)
+        elif new is None:
+            self.pods_of.get(job, set()).discard(key)
+        else:
+            if _restart_count(new) > _restart_count(old):
+                self.restarts += 1
+            shrunk = new["metadata"].get("deletionTimestamp") and not old["metadata"].get(
+                "deletionTimestamp"
+            )
+            if growing and shrunk and _running(old):
+                self.scale_actions += 1
+        self._dirty.add(job)
+        if not self._flush_pending:
+            self._flush_pending = True
+            self.schedule(0.0, self._flush)
+
+    def _flush(self) -> None:
+        self._flush_pending = False
+        now = self.api.clock()
+        for job in sorted(self._dirty):
+            self.update(job, now)
+        self._dirty.clear()
+
+    def update(self, job: str, now: float) -> None:
+        t = self.jobs[job]
+        if t.finished_s is not None:
+            self._set_state(t, None, now)
+            return
+        t.progress += t.rate * (now - t.updated_s)
+        t.updated_s = now
+        pods = [p for k in sorted(self.pods_of.get(job, ())) if (p := self.api.get(PODS, k))]
+        ps_nodes = {p["spec"]["nodeName"] for p in pods if _role(p) == "ps" and _running(p)}
+        ps_up = sum(1 for p in pods if _role(p) == "ps" and _running(p))
+        chief_up = any(_role(p) in CHIEFS and _running(p) for p in pods)
+        workers = [p for p in pods if _role(p) in ("worker", *CHIEFS) and _running(p)]
+        n_workers = sum(1 for p in workers if _role(p) == "worker")
+        ready = ps_up >= t.ps and (chief_up or not t.chief) and n_workers >= t.min_workers
+        local = remote = 0
+        next_warm = None
+        for p in workers:
+            key = object_key(p)
+            mark = (p["metadata"]["uid"], _restart_count(p))
+            seen = t.warm.get(key)
+            if seen is None or seen[:2] != mark:
+                seen = (*mark, now + t.spec.profile.restore_s)
+                t.warm[key] = seen
+            if seen[2] > now:
+                next_warm = seen[2] if next_warm is None else min(next_warm, seen[2])
+                continue
+            if not t.ps or p["spec"]["nodeName"] in ps_nodes:
+                local += 1
+            else:
+                remote += 1
+        t.rate = t.spec.profile.rate(local, remote, max(t.ps, 1)) if ready else 0.0
+        t.workers_live = n_workers
+        if ready and t.started_s is None:
+            t.started_s = now
+        t.held = Resources.total(pod_request(p["spec"]) for p in pods if _bound_and_holding(p))
+        live = [p for p in pods if (p.get("status") or {}).get("phase") not in _DONE]
+        blocked = not ready and (
+            any(not p["spec"].get("nodeName") for p in live) or len(live) < t.gang
+        )
+        state: State = "queued" if not t.held else ("holding" if blocked else "training")
+        self._set_state(t, state, now)
+        t.token += 1
+        token = t.token
+        if t.rate > 0:
+            left = max(t.spec.steps - t.progress, 0.0) / t.rate
+            self.schedule(left, lambda: self._maybe_finish(job, token))
+        if next_warm is not None:
+            self.schedule(next_warm - now, lambda: self._rewarm(job, token))
+
+    def _rewarm(self, job: str, token: int) -> None:
+        if self.jobs[job].token == token:
+            self.update(job, self.api.clock())
+
+    def _maybe_finish(self, job: str, token: int) -> None:
+        t = self.jobs[job]
+        if t.token != token or t.finished_s is not None:
+            return
+        now = self.api.clock()
+        t.progress += t.rate * (now - t.updated_s)
+        t.updated_s = now
+        if t.progress < t.spec.steps * (1 - 1e-9):
+            self.update(job, now)
+            return
+        t.finished_s = now
+        t.rate = 0.0
+        self._set_state(t, None, now)
+        if self.on_finish is not None:
+            self.on_finish(job)
+        for key in sorted(self.pods_of.get(job, ())):
+            pod = self.api.get(PODS, key)
+            if pod is not None and _role(pod) in ("worker", *CHIEFS) and _running(pod):
+                self.exit_pod(key, 0)
+
+    def _set_state(self, t: Training, state: State | None, now: float) -> None:
+        """Close the open segment when the state changes; ``None`` = finished."""
+        if t.since_s == float("inf") or state == t.state:
+            return
+        if now > t.since_s:
+            t.segments.append(Segment(t.since_s, now, t.state, t.open_workers))
+        if state is None:
+            t.since_s = float("inf")
+            return
+        t.state, t.since_s, t.open_workers = state, now, t.workers_live
+
+    def blocked_held(self) -> Mapping[str, Resources]:
+        return {k: t.held for k, t in self.jobs.items() if t.state == "holding" and t.held}
+
+
+def _role(pod: Obj) -> str:
+    return (pod["metadata"].get("labels") or {}).get(L_TYPE, "")
+
+
+def _restart_count(pod: Obj) -> int:
+    return sum(
+        int(cs.get("restartCount") or 0)
+        for cs in (pod.get("status") or {}).get("containerStatuses") or ()
+    )

@@ -1,0 +1,354 @@
+"""What `dragonet simulate` shows a person: the live view, the comparison table and the PNG."""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+from PIL import Image
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from sim.plot import figure, plot
+from sim.report import (
+    LiveView,
+    format_amount,
+    format_clock,
+    format_duration,
+    format_resource_hours,
+    summary_table,
+)
+from sim.results import JobRecord, Progress, Sample, Segment, SimResult
+
+GIB = 2**30
+GPU = "nvidia.com/gpu"
+CAPACITY = {GPU: 4.0, "cpu": 16.0, "memory": 64.0 * GIB, "example.com/fpga": 0.0}
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def _summary(**over: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "policy": "?",
+        "scenario": "two-gangs",
+        "jobs": 2,
+        "jobs_finished": 2,
+        "avg_jct_s": None,
+        "p50_jct_s": None,
+        "p95_jct_s": None,
+        "makespan_s": None,
+        "avg_queue_s": None,
+        "utilization": {GPU: 0.0, "cpu": 0.0, "memory": 0.0},
+        "deadlocked_resource_seconds": {GPU: 0.0, "cpu": 0.0, "memory": 0.0},
+        "scale_actions": 0,
+        "pod_restarts": 0,
+        "sync_calls": 1234,
+        "sync_latency_ms": {"p50": 1.25, "p99": 8.0},
+        "lower_bounds": {"makespan_s": 3600.0, "avg_jct_s": 2700.0},
+        "wall_time_s": 0.4,
+    }
+    return base | over
+
+
+def _sample(t: float, allocated: float, training: float) -> Sample:
+    return Sample(t, {GPU: allocated, "cpu": 4 * allocated}, {GPU: training, "cpu": 4 * training})
+
+
+def deadlock() -> SimResult:
+    """Two 4-GPU gangs on 4 GPUs, each holding 2 GPUs forever (open segments)."""
+    jobs = tuple(
+        JobRecord(
+            key=key,
+            arrival_s=0.0,
+            start_s=None,
+            finish_s=None,
+            workers_requested=4,
+            segments=(Segment(0.0, 10.0, "queued"), Segment(10.0, math.inf, "holding")),
+        )
+        for key in ("a", "b")
+    )
+    summary = _summary(
+        policy="default",
+        jobs_finished=0,
+        utilization={GPU: 0.0, "cpu": 0.0, "memory": 0.0},
+        deadlocked_resource_seconds={GPU: 4 * 3590.0, "cpu": 16 * 3590.0, "memory": GIB * 3600.0},
+        pod_restarts=3,
+    )
+    samples = (_sample(0, 0, 0), _sample(10, 4, 0), _sample(3600, 4, 0))
+    return SimResult("default", "two-gangs", CAPACITY, jobs, samples, summary)
+
+
+def gang(policy: str = "dragon", second_start: float = 1810.0) -> SimResult:
+    """The same two gangs run one after the other."""
+    end = second_start + 1800.0
+    jobs = (
+        JobRecord(
+            "a", 0.0, 10.0, 1810.0, 4, (Segment(0, 10, "queued"), Segment(10, 1810, "training", 4))
+        ),
+        JobRecord(
+            "b",
+            0.0,
+            second_start,
+            end,
+            4,
+            (Segment(0, second_start, "queued"), Segment(second_start, end, "training", 4)),
+        ),
+    )
+    summary = _summary(
+        policy=policy,
+        avg_jct_s=(1810.0 + end) / 2,
+        p50_jct_s=(1810.0 + end) / 2,
+        p95_jct_s=end,
+        makespan_s=end,
+        avg_queue_s=(10.0 + second_start) / 2,
+        utilization={GPU: 0.9, "cpu": 0.25, "memory": 0.5},
+    )
+    samples = (_sample(0, 0, 0), _sample(10, 4, 4), _sample(end, 0, 0))
+    return SimResult(policy, "two-gangs", CAPACITY, jobs, samples, summary)
+
+
+def rows(table: Table) -> dict[str, list[Text]]:
+    """Row label -> the policy cells of that row."""
+    columns = [list(c.cells) for c in table.columns]
+    return {str(label): [col[i] for col in columns[1:]] for i, label in enumerate(columns[0])}
+
+
+def is_best(cell: Text) -> bool:
+    return str(cell.style) == "bold green"
+
+
+# --- summary table ---------------------------------------------------------------------------
+
+
+def test_table_has_a_column_per_policy_and_marks_the_lower_avg_jct() -> None:
+    table = summary_table([deadlock(), gang("dragon"), gang("fifo", second_start=2500.0)])
+    assert [str(c.header) for c in table.columns] == ["Metric", "default", "dragon", "fifo"]
+
+    avg = rows(table)["Avg JCT"]
+    assert [c.plain for c in avg] == ["—", "45m 10s", "50m 55s"]
+    assert [is_best(c) for c in avg] == [False, True, False]
+    deadlocked = rows(table)["Deadlocked GPU"]
+    assert [is_best(c) for c in deadlocked] == [False, True, True]
+    assert [is_best(c) for c in rows(table)["GPU utilization"]] == [False, True, True]
+
+
+def test_faster_jct_from_finishing_fewer_jobs_is_not_the_best() -> None:
+    quick_but_partial = gang("partial")
+    quick_but_partial = SimResult(
+        "partial",
+        "two-gangs",
+        CAPACITY,
+        quick_but_partial.jobs,
+        quick_but_partial.samples,
+        _summary(policy="partial", jobs_finished=1, avg_jct_s=1810.0),
+    )
+    table = summary_table([quick_but_partial, gang("dragon")])
+    assert [is_best(c) for c in rows(table)["Avg JCT"]] == [False, True]
+    assert [is_best(c) for c in rows(table)["Jobs finished"]] == [False, True]
+
+
+def test_a_tie_between_all_policies_highlights_nothing() -> None:
+    table = summary_table([gang("dragon"), gang("fifo")])
+    assert not any(is_best(cell) for cells in rows(table).values() for cell in cells)
+
+
+def test_none_values_print_as_a_dash() -> None:
+    out = io.StringIO()
+    Console(file=out, width=200).print(summary_table([deadlock()]))
+    text = out.getvalue()
+    for label in ("Avg JCT", "p95 JCT", "Makespan", "Avg queue"):
+        line = next(line for line in text.splitlines() if label in line)
+        assert "—" in line
+    assert "None" not in text
+
+
+def test_table_speaks_human_units() -> None:
+    r = rows(summary_table([deadlock(), gang()]))
+    assert list(r) == [
+        "Capacity",
+        "Jobs finished",
+        "Avg JCT",
+        "p50 JCT",
+        "p95 JCT",
+        "Makespan",
+        "Avg queue",
+        "Lower bound: makespan / avg JCT",
+        "GPU utilization",
+        "CPU utilization",
+        "Memory utilization",
+        "Deadlocked GPU",
+        "Deadlocked CPU",
+        "Deadlocked Memory",
+        "Scale actions",
+        "Pod restarts",
+        "Sync calls",
+        "Sync latency p50",
+        "Sync latency p99",
+        "Wall time",
+    ]  # no fpga row: the cluster has none
+    assert r["Capacity"][0].plain == "4 GPU · 16 CPU · 64 GiB"
+    assert [c.plain for c in r["Jobs finished"]] == ["0 / 2", "2 / 2"]
+    assert r["Deadlocked GPU"][0].plain == "4.0 GPU-h"
+    assert r["Deadlocked CPU"][0].plain == "16.0 cpu-h"
+    assert r["Deadlocked Memory"][0].plain == "1.0 GiB-h"
+    assert r["Memory utilization"][1].plain == "50.0%"
+    assert r["Lower bound: makespan / avg JCT"][0].plain == "1h 00m / 45m 00s"
+    assert r["Sync calls"][0].plain == "1,234"
+    assert [c.plain for c in r["Sync latency p50"]] == ["1.2 ms", "1.2 ms"]
+    assert r["Sync latency p99"][0].plain == "8.0 ms"
+    assert r["Wall time"][0].plain == "0.4 s"
+
+
+def test_resources_are_ordered_gpu_cpu_memory_then_by_name() -> None:
+    capacity = {"memory": 1.0, "zz.io/x": 1.0, "cpu": 1.0, "aa.io/y": 1.0, GPU: 1.0}
+    base = gang()
+    result = SimResult("p", "s", capacity, base.jobs, base.samples, base.summary)
+    labels = [k for k in rows(summary_table([result])) if k.endswith("utilization")]
+    assert labels == [
+        "GPU utilization",
+        "CPU utilization",
+        "Memory utilization",
+        "aa.io/y utilization",
+        "zz.io/x utilization",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [
+        (None, "—"),
+        (0.4, "0.4 s"),
+        (48.2, "48 s"),
+        (59.7, "1m 00s"),
+        (725, "12m 05s"),
+        (3720, "1h 02m"),
+        (3599.9, "1h 00m"),
+        (27 * 3600, "1d 03h"),
+    ],
+)
+def test_format_duration(seconds: float | None, text: str) -> None:
+    assert format_duration(seconds) == text
+
+
+def test_format_units() -> None:
+    assert format_resource_hours(GPU, 12.5 * 3600) == "12.5 GPU-h"
+    assert format_resource_hours("cpu", 3 * 3600) == "3.0 cpu-h"
+    assert format_resource_hours("example.com/fpga", 7200) == "2.0 fpga-h"
+    assert format_amount("memory", 1.5 * GIB) == "1.5 GiB"
+    assert format_clock(3723.9) == "1:02:03"
+
+
+# --- plot ---------------------------------------------------------------------------------
+
+
+def test_plot_writes_a_png_wider_per_policy(tmp_path: Path) -> None:
+    one, two = tmp_path / "one.png", tmp_path / "two.PNG"
+    plot([gang()], one)
+    plot([deadlock(), gang()], two)
+    assert one.read_bytes()[:8] == PNG_SIGNATURE
+    assert two.read_bytes()[:8] == PNG_SIGNATURE
+    with Image.open(one) as a, Image.open(two) as b:
+        assert b.width > 1.5 * a.width
+        assert a.height > 200
+
+
+@pytest.mark.parametrize("name", ["out.svg", "out.pdf", "out"])
+def test_plot_refuses_other_formats(tmp_path: Path, name: str) -> None:
+    with pytest.raises(ValueError, match=r"\.png"):
+        plot([gang()], tmp_path / name)
+    assert not (tmp_path / name).exists()
+
+
+def _timeline(result: SimResult) -> Any:
+    return figure([result]).axes[1]
+
+
+def _max_x(collections: Mapping[str, Any], state: str) -> float:
+    return max(v[:, 0].max() for v in collections[state].get_paths() for v in [v.vertices])
+
+
+def test_open_segments_end_at_the_last_sample() -> None:
+    ax = _timeline(deadlock())
+    states = {c.get_label(): c for c in ax.collections}
+    assert _max_x(states, "holding") == pytest.approx(60.0)  # 3600 s, in minutes
+    assert "minutes" in ax.get_xlabel()
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b"]
+
+
+def test_plot_without_samples_or_segments(tmp_path: Path) -> None:
+    waiting = JobRecord("w", 0.0, None, None, 2, ())
+    done = JobRecord("d", 0.0, 0.0, 9000.0, 1, (Segment(0, 9000, "training", 1),))
+    result = SimResult("p", "s", {"cpu": 8.0}, (waiting, done), (), _summary())
+    ax = _timeline(result)
+    states = {c.get_label(): c for c in ax.collections}
+    assert _max_x(states, "queued") == pytest.approx(2.5)  # waits until the run's end, in hours
+    assert "hours" in ax.get_xlabel()
+    plot([result], tmp_path / "empty.png")
+    assert (tmp_path / "empty.png").read_bytes()[:8] == PNG_SIGNATURE
+
+
+def test_thousand_jobs_are_one_collection_per_state_without_labels() -> None:
+    jobs = tuple(
+        JobRecord(
+            f"job-{i}",
+            float(i),
+            i + 5.0,
+            i + 65.0,
+            1,
+            (
+                Segment(i, i + 2, "queued"),
+                Segment(i + 2, i + 5, "holding"),
+                Segment(i + 5, i + 65, "training", 1),
+            ),
+        )
+        for i in range(1000)
+    )
+    result = SimResult(
+        "p", "s", CAPACITY, jobs, (_sample(0, 1, 1), _sample(1065, 0, 0)), _summary()
+    )
+    ax = _timeline(result)
+    assert len(ax.collections) == 3
+    assert ax.get_yticklabels() == []
+    assert "1000 jobs" in ax.get_ylabel()
+
+
+# --- live view ----------------------------------------------------------------------------
+
+
+def _progress(done: int, policy: str = "dragon") -> Progress:
+    return Progress(policy, 3723.0 + done, 1000, done, 4, 7, 10 * done)
+
+
+def test_live_view_is_silent_off_a_terminal() -> None:
+    out = io.StringIO()
+    console = Console(file=out)
+    assert not console.is_terminal
+    with LiveView(console) as view:
+        for done in range(1001):
+            view.update(_progress(done))
+    assert out.getvalue() == ""
+
+
+def test_live_view_is_silent_when_disabled() -> None:
+    out = io.StringIO()
+    with LiveView(Console(file=out, force_terminal=True), enabled=False) as view:
+        view.update(_progress(1000))
+    assert out.getvalue() == ""
+
+
+def test_live_view_throttles_but_always_shows_the_final_state() -> None:
+    out = io.StringIO()
+    console = Console(file=out, force_terminal=True, width=160)
+    with LiveView(console, clock=lambda: 0.0) as view:  # the clock never moves: no redraws
+        for done in range(1001):
+            view.update(_progress(done))
+        view.update(_progress(400, policy="fifo"))
+    text = out.getvalue()
+    assert "500/1000" not in text
+    assert "1000/1000" in text  # dragon's last snapshot, drawn when fifo began
+    assert "400/1000" in text  # fifo's, drawn on exit
+    assert "1:02:03" in text  # simulated time as h:mm:ss
