@@ -289,7 +289,7 @@ class Simulation:
         finishes = [r.finish_s for r in records if r.finish_s is not None]
         makespan = max(finishes) if finishes else None
         span = makespan or self.now or 1.0
-        cap = _units(self.capacity)
+        cap = {k: v for k, v in _units(self.capacity).items() if k != "pods"}
         lat = sorted(x * 1000 for x in self.webhook.latencies_s)
         bounds = lower_bounds([self._bound_job(s) for s in self.scenario.jobs], cap)
         summary = {

@@ -1,4 +1,5 @@
-"""``dragonet``: serve the webhook, or show what it would create for a job on a cluster."""
+"""``dragonet``: serve the webhook, show what it would create for jobs on a cluster, or
+simulate a cluster running them."""
 
 from __future__ import annotations
 
@@ -96,7 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--nodes", required=True, help="cluster file: Node objects or 'nodes:' list")
     r.add_argument("--binding", choices=["affinity", "nodeName"], help="override DRAGONET_BINDING")
     r.add_argument("--output", choices=["yaml", "json"], default="yaml")
+    from sim.cli import add_parser, run
+
+    add_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "simulate":
+        return run(args)
     settings = Settings()
     if getattr(args, "binding", None):
         settings = settings.model_copy(update={"binding": args.binding})
