@@ -1,4 +1,4 @@
-# Two commands a newcomer needs:  `make demo` (run Dragonet locally)  and  `make test`.
+# Two commands a newcomer needs:  `make demo` (simulate Dragonet locally)  and  `make test`.
 # Both install what they need into .venv/ (Python packages) and .tools/ (the helm binary).
 
 PYTHON ?= python3
@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 helm: .tools/bin/helm
 
 demo: $(STAMP)
-	$(BIN)/dragonet render examples/job1.yaml --nodes examples/nodes.yaml
+	$(BIN)/dragonet simulate
 
 test: $(STAMP) .tools/bin/helm
 	$(BIN)/ruff check .

@@ -92,8 +92,8 @@ class Pod:
 
     @property
     def occupies(self) -> bool:
-        return self.node is not None and self.phase not in TERMINAL_PHASES and not (
-            self.unschedulable
+        return (
+            self.node is not None and self.phase not in TERMINAL_PHASES and not (self.unschedulable)
         )
 
     @property

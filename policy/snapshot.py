@@ -7,7 +7,7 @@ replaces the copy of itself that arrives among the related jobs.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -15,6 +15,7 @@ from typing import Any
 from policy.cluster import Cluster, Node, Pod
 from policy.config import PolicyConfig
 from policy.jobs import TFJOB, InvalidJob, Job, JobKind, parse_job, parse_metadata
+from policy.memo import Identity, Memo, identity
 from policy.plan import plan
 from policy.reconcile import Decision, invalid, reconcile
 
@@ -33,6 +34,26 @@ class MalformedRequest(ValueError):
 class Snapshot:
     cluster: Cluster
     jobs: tuple[Job, ...]
+    # The identities of everything in it (None if any object has none): a plan's cache key.
+    key: frozenset | None = None
+
+
+_NO_MEMO = Memo(limit=0)
+
+
+def _keyed(kind: str, obj: Mapping[str, Any], *extra: Any) -> tuple | None:
+    ident = identity(obj)
+    return None if ident is None else (kind, *ident, *extra)
+
+
+def _parsed_job(obj: Mapping[str, Any], kind: JobKind, memo: Memo) -> Job | InvalidJob:
+    def make() -> Job | InvalidJob:
+        try:
+            return parse_job(obj, kind)
+        except InvalidJob as err:
+            return err
+
+    return memo.get(_keyed("job", obj, kind.kind), make)
 
 
 def _objects(group: ObjectMap, type_key: str) -> list[Mapping[str, Any]]:
@@ -47,28 +68,93 @@ def job_type_key(kind: JobKind) -> str:
 
 
 def observe(
-    parent_job: Job | None, children: ObjectMap, related: ObjectMap, kind: JobKind = TFJOB
+    parent_job: Job | None,
+    children: ObjectMap,
+    related: ObjectMap,
+    kind: JobKind = TFJOB,
+    memo: Memo = _NO_MEMO,
+    parent_identity: Identity | None = None,
 ) -> Snapshot:
+    idents: set = set()
+    complete = True
+
+    def note(obj: Mapping[str, Any]) -> None:
+        nonlocal complete
+        ident = identity(obj)
+        if ident is None:
+            complete = False
+        else:
+            idents.add(ident)
+
     try:
-        nodes = [Node.from_object(o) for o in _objects(related, NODES)]
+        node_objs = _objects(related, NODES)
+        nodes = []
+        for o in node_objs:
+            note(o)
+            nodes.append(memo.get(_keyed("node", o), lambda o=o: Node.from_object(o)))
+        nodes_key = frozenset(idents) if complete else None
         node_of_host = {n.hostname: n.name for n in nodes}
         pods: dict[tuple[str, str], Pod] = {}
         for obj in [*_objects(related, PODS), *_objects(children, PODS)]:
-            pod = Pod.from_object(obj, node_of_host, kind.container)
+            note(obj)
+            pod = memo.get(
+                _keyed("pod", obj, nodes_key, kind.container) if nodes_key else None,
+                lambda obj=obj: Pod.from_object(obj, node_of_host, kind.container),
+            )
             pods[(pod.namespace, pod.name)] = pod
-        cluster = Cluster.observe(nodes, pods.values())
+        cluster_key = ("cluster", frozenset(idents)) if complete else None
+        cluster = memo.get(cluster_key, lambda: Cluster.observe(nodes, pods.values()))
     except (KeyError, TypeError, ValueError, ArithmeticError, AttributeError) as err:
         raise MalformedRequest(f"unreadable Node or Pod in the request: {err}") from err
     jobs: dict[str, Job] = {}
     for obj in _objects(related, job_type_key(kind)):
         try:
-            job = parse_job(obj, kind)
-        except (InvalidJob, ValueError):
+            job = _parsed_job(obj, kind, memo)
+        except ValueError:
+            continue  # unreadable: its own sync reports why
+        if isinstance(job, InvalidJob):
             continue  # an invalid job gets no capacity; its own sync reports why
+        if job.key != (parent_job.key if parent_job else None):
+            note(obj)
         jobs[job.key] = job
     if parent_job is not None:
         jobs[parent_job.key] = parent_job
-    return Snapshot(cluster, tuple(jobs.values()))
+        if parent_identity is None:
+            complete = False
+        else:
+            idents.add(parent_identity)
+    return Snapshot(cluster, tuple(jobs.values()), frozenset(idents) if complete else None)
+
+
+def _identities(objs: Any, skip: str | None = None) -> Iterator[Identity | None]:
+    if not isinstance(objs, Mapping):
+        yield None
+        return
+    for key, obj in objs.items():
+        if key == skip:
+            continue
+        try:
+            meta = obj["metadata"]
+            uid, rv = meta["uid"], meta["resourceVersion"]
+        except (KeyError, TypeError):
+            yield None
+            continue
+        yield (uid, rv) if type(uid) is str and type(rv) is str else None
+
+
+def _snapshot_key(
+    parent: Mapping[str, Any], children: ObjectMap, related: ObjectMap, kind: JobKind
+) -> frozenset | None:
+    """Every object's identity (the parent's own, not its related copy), or None if one
+    has none: two requests with equal keys hold exactly the same objects."""
+    meta = parent.get("metadata") or {}
+    own = f"{meta.get('namespace')}/{meta.get('name')}"
+    idents = {identity(parent)}
+    idents.update(_identities(related.get(NODES) or {}))
+    idents.update(_identities(related.get(PODS) or {}))
+    idents.update(_identities(children.get(PODS) or {}))
+    idents.update(_identities(related.get(job_type_key(kind)) or {}, skip=own))
+    return None if None in idents else frozenset(idents)
 
 
 def _metadata(parent: Mapping[str, Any]):
@@ -85,19 +171,26 @@ def sync(
     now: datetime,
     config: PolicyConfig,
     kind: JobKind = TFJOB,
+    memo: Memo = _NO_MEMO,
 ) -> Decision:
-    """The whole sync hook, as a pure function of the request and ``now``."""
+    """The whole sync hook, as a pure function of the request and ``now`` (``memo`` only
+    remembers work done for identical objects before)."""
     meta = _metadata(parent)
     status = parent.get("status") or {}
     if not isinstance(status, Mapping):
         raise MalformedRequest("parent.status must be an object")
-    try:
-        job = parse_job(parent, kind)
-    except InvalidJob as err:
+    job = _parsed_job(parent, kind, memo)
+    if isinstance(job, InvalidJob):
         key = f"{meta.namespace}/{meta.name}"
-        return invalid(status, kind, key, meta.name, str(err), now)
-    snap = observe(job, children, related, kind)
-    jp = plan(snap.jobs, snap.cluster, now, config.policy).jobs.get(job.key)
+        return invalid(status, kind, key, meta.name, str(job), now)
+    key = _snapshot_key(parent, children, related, kind)
+    snap = memo.get(
+        None if key is None else ("snapshot", key),
+        lambda: observe(job, children, related, kind, memo, identity(parent)),
+    )
+    plan_key = None if snap.key is None else ("plan", snap.key, now, config.policy)
+    whole = memo.get(plan_key, lambda: plan(snap.jobs, snap.cluster, now, config.policy))
+    jp = whole.jobs.get(job.key)
     if jp is None:  # managed by another controller: leave it alone
         return Decision(children=[], status=dict(status))
     return reconcile(jp, snap.cluster, now, config)

@@ -8,6 +8,7 @@ random draws from one seeded generator, so a seed fixes the whole run.
 
 from __future__ import annotations
 
+import gc
 import heapq
 import itertools
 import math
@@ -199,6 +200,19 @@ class Simulation:
         self.now = to
 
     def run(self) -> SimResult:
+        # The run keeps every object alive; a full garbage collection would walk them all
+        # on every few thousand allocations (each hook request is one big JSON tree).
+        thresholds = gc.get_threshold()
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(200_000, 50, 1000)
+        try:
+            return self._run()
+        finally:
+            gc.set_threshold(*thresholds)
+            gc.unfreeze()
+
+    def _run(self) -> SimResult:
         started = time.perf_counter()
         self._setup()
         syncs_here, here = 0, -1.0

@@ -70,6 +70,7 @@ class Kube:
     used: dict[str, Resources] = field(default_factory=dict)
     nodes: dict[str, Node] = field(default_factory=dict)
     rejected: int = 0  # pods a kubelet refused for lack of room
+    _batches: dict[str, tuple[float, float]] = field(default_factory=dict)
     _pending_retry: bool = False
 
     def __post_init__(self) -> None:
@@ -198,7 +199,16 @@ class Kube:
             )
             return
         uid = pod["metadata"]["uid"]
-        self.schedule(self.rng.uniform(*self.start_delay_s), lambda: self._run(key, uid))
+        self.schedule(self._start_delay(node), lambda: self._run(key, uid))
+
+    def _start_delay(self, node: str) -> float:
+        """Pods bound to one node at one instant start together (one image pull)."""
+        now = self.api.clock()
+        batch = self._batches.get(node)
+        if batch is None or batch[0] != now:
+            batch = (now, self.rng.uniform(*self.start_delay_s))
+            self._batches[node] = batch
+        return batch[1]
 
     def _overcommitted(self, node: str) -> str | None:
         if node not in self.nodes:

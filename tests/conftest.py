@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import zlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ class Hook:
         self.client = self.app.test_client()
 
     def post(self, path: str, body: Any) -> Any:
-        data = body if isinstance(body, (bytes, str)) else orjson.dumps(body)
+        data = body if isinstance(body, (bytes, str)) else orjson.dumps(versioned(body))
         return self.client.post(path, data=data, content_type="application/json")
 
     def sync(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -51,6 +52,34 @@ class Hook:
             assert "training.kubeflow.org/job-name" in child["metadata"]["labels"]
         validate_tfjob_status(body["status"])
         return body
+
+
+def _versioned_object(obj: Any) -> Any:
+    if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
+        return obj
+    meta = {k: v for k, v in obj["metadata"].items() if k != "resourceVersion"}
+    content = orjson.dumps({**obj, "metadata": meta}, option=orjson.OPT_SORT_KEYS)
+    return {**obj, "metadata": {**meta, "resourceVersion": str(zlib.crc32(content))}}
+
+
+def versioned(body: Any) -> Any:
+    """The request as an API server would have it: tests edit objects in place, but a real
+    API server gives every written content a new resourceVersion (the webhook's memo of
+    parsed objects relies on that)."""
+    if not isinstance(body, dict):
+        return body
+    out = dict(body)
+    if "parent" in out:
+        out["parent"] = _versioned_object(out["parent"])
+    for group in ("children", "related"):
+        if isinstance(out.get(group), dict):
+            out[group] = {
+                t: {k: _versioned_object(o) for k, o in objs.items()}
+                if isinstance(objs, dict)
+                else objs
+                for t, objs in out[group].items()
+            }
+    return out
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ValidationError
 from werkzeug.exceptions import HTTPException
 
 from policy.jobs import TFJOB, JobKind
+from policy.memo import Memo
 from policy.snapshot import MalformedRequest, finalize, sync
 from webhooks.config import Settings
 from webhooks.hooks import CustomizeRequest, SyncRequest, related_resources
@@ -79,6 +80,10 @@ def create_app(
         return _json({"relatedResources": related_resources(settings, kind)})
 
     slots = threading.BoundedSemaphore(settings.inflight_limit())
+    # Parsed objects and plans of earlier syncs (per process; a cache, never a source of
+    # truth: see policy/memo.py).
+    memo = Memo()
+    app.config["DRAGONET_MEMO"] = memo
 
     @app.post(f"{prefix}/sync")
     def sync_hook() -> Response:
@@ -94,7 +99,10 @@ def create_app(
         if req.finalizing:
             return _finalize(req)
         started = time.perf_counter()
-        decision = sync(req.parent, req.children, req.related, clock(), policy_config, kind)
+        # Kubernetes timestamps have whole seconds; so does the plan's ``now``, which lets
+        # the many syncs of one related change within a second share one plan.
+        now = clock().replace(microsecond=0)
+        decision = sync(req.parent, req.children, req.related, now, policy_config, kind, memo)
         body: dict[str, Any] = {"status": decision.status, "children": decision.children}
         if decision.resync_after is not None:
             body["resyncAfterSeconds"] = decision.resync_after

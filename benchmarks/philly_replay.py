@@ -1,0 +1,59 @@
+"""Replay a slice of the Philly trace on a 64-GPU cluster through the real webhook.
+
+    python -m benchmarks.philly_replay [--jobs 1000] [--start 72500] [--load 1.0]
+
+Prints the simulation's summary plus what the run cost: wall time, sync calls per second,
+the webhook's latency and the size of its requests. Not a test: the numbers depend on the
+machine (record them in benchmarks/README.md).
+
+The default slice is the 1,000 consecutive filtered Philly jobs starting at row 72,500
+(sorted by submit time): the last such window whose offered load fits 64 GPUs (0.68).
+Most windows of Philly, a cluster of thousands of GPUs, offer 64 GPUs 3-15x their capacity.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+from sim.engine import SimConfig, Simulation
+from sim.scenario import from_trace
+
+TRACE = Path(__file__).resolve().parents[2] / "shared" / "traces" / "philly_pollux" / "philly.csv"
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--trace", default=str(TRACE))
+    p.add_argument("--jobs", type=int, default=1000)
+    p.add_argument("--start", type=int, default=72500)
+    p.add_argument("--load", type=float, default=1.0)
+    p.add_argument("--policy", default="dragonet")
+    args = p.parse_args()
+    scenario = from_trace(args.trace, jobs=args.jobs, start=args.start, load=args.load)
+    sim = Simulation(scenario, SimConfig(policy=args.policy))
+    sizes: list[int] = []
+    post = sim.webhook.post
+
+    def measured(path: str, body: bytes, *, measure: bool = True):
+        sizes.append(len(body))
+        return post(path, body, measure=measure)
+
+    sim.webhook.post = measured  # type: ignore[method-assign]
+    result = sim.run()
+    s = result.summary
+    wall = s["wall_time_s"]
+    print(json.dumps(s, indent=2))
+    print(
+        f"\n{scenario.name}: {s['jobs']} jobs, {s['sync_calls']} syncs in {wall:.1f} s wall "
+        f"({s['sync_calls'] / wall:.0f} syncs/s); webhook p50 {s['sync_latency_ms']['p50']} ms, "
+        f"p99 {s['sync_latency_ms']['p99']} ms; request p50 "
+        f"{statistics.median(sizes) / 1024:.0f} KiB, max {max(sizes) / 1024:.0f} KiB; "
+        f"simulated {s['makespan_s'] / 3600:.1f} h"
+    )
+
+
+if __name__ == "__main__":
+    main()
