@@ -98,6 +98,8 @@ class ApiServer:
         if "spec" in obj and obj["kind"] not in ("Pod", "Service", "Node"):
             meta["generation"] = 1
         new = {**obj, "metadata": meta}
+        if obj["kind"] == "Pod" and not obj.get("status"):
+            new["status"] = {"phase": "Pending"}  # the API server's default
         self._store(tkey, key, None, new)
         return new
 

@@ -32,7 +32,7 @@ from sim.kube import Kube
 from sim.metacontroller import Metacontroller, View
 from sim.results import JobRecord, Progress, Sample, Segment, SimResult
 from sim.spec import JobSpec
-from sim.training import Programs
+from sim.training import Programs, Training
 from sim.webhook import WebhookClient
 from webhooks.app import create_app
 from webhooks.config import Settings
@@ -263,7 +263,7 @@ class Simulation:
 
     def _bound_job(self, spec: JobSpec) -> BoundJob:
         """The job alone on an ideal cluster, at its best size: no policy can beat it."""
-        t = self.programs.jobs[spec.key]
+        t = self.programs.jobs.get(spec.key) or Training.of(spec, spec.arrival_s)
         replicas = spec.manifest["spec"]["tfReplicaSpecs"]
         worker = replicas.get("Worker") or {}
         w = int(worker.get("replicas", 0) or 0)
@@ -288,13 +288,16 @@ class Simulation:
         return BoundJob(spec.arrival_s, best, work)
 
     def _result(self, wall_s: float) -> SimResult:
-        specs = {s.key: s for s in self.scenario.jobs}
         records = []
-        for key, t in sorted(self.programs.jobs.items(), key=lambda kv: specs[kv[0]].arrival_s):
+        for spec in self.scenario.jobs:
+            key = spec.key
+            t = self.programs.jobs.get(key)
+            if t is None:  # the run ended before it arrived
+                records.append(JobRecord(key, spec.arrival_s, None, None, 0, ()))
+                continue
             segments = list(t.segments)
             if t.since_s != math.inf and self.now > t.since_s:
                 segments.append(Segment(t.since_s, math.inf, t.state, t.open_workers))
-            spec = specs[key]
             w = (spec.manifest["spec"]["tfReplicaSpecs"].get("Worker") or {}).get("replicas", 0)
             records.append(
                 JobRecord(key, spec.arrival_s, t.started_s, t.finished_s, int(w), tuple(segments))

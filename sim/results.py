@@ -6,8 +6,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-# queued: no pod holds anything; holding: pods hold resources but the gang cannot train
-# (partial or starting); training: the gang runs and makes progress.
+# queued: no pod holds anything; holding: pods hold resources but a pod the gang needs has
+# no node (it cannot train: deadlocked); training: the whole gang is bound (starting,
+# restoring its checkpoint, or making progress).
 State = Literal["queued", "holding", "training"]
 
 
