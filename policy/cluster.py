@@ -86,6 +86,9 @@ class Pod:
     exit_code: int | None  # of the main container's last termination
     restarts: int
     bound: bool = False  # spec.nodeName is set (by us or by the kube-scheduler)
+    created: str | None = None  # metadata.creationTimestamp
+    started: str | None = None  # the main container's running.startedAt (or status.startTime)
+    finished: str | None = None  # the main container's terminated.finishedAt
     # The kube-scheduler found no room on the node it is pinned to (a plan made from a
     # stale view): it holds nothing, and its job re-places it.
     unschedulable: bool = False
@@ -135,14 +138,18 @@ class Pod:
             node = node_of_host.get(node, node)
         exit_code = None
         restarts = 0
+        started = status.get("startTime")
+        finished = None
         for cs in status.get("containerStatuses") or []:
             restarts += int(cs.get("restartCount") or 0)
             if cs.get("name") == container:
+                started = ((cs.get("state") or {}).get("running") or {}).get("startedAt") or started
                 term = (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get(
                     "terminated"
                 )
                 if term and "exitCode" in term:
                     exit_code = int(term["exitCode"])
+                    finished = term.get("finishedAt")
         for cs in status.get("initContainerStatuses") or []:
             restarts += int(cs.get("restartCount") or 0)
         return cls(
@@ -156,8 +163,15 @@ class Pod:
             exit_code=exit_code,
             restarts=restarts,
             bound=bool(spec.get("nodeName")),
+            created=_text(meta.get("creationTimestamp")),
+            started=_text(started),
+            finished=_text(finished),
             unschedulable=_unschedulable(status),
         )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
 
 
 def _unschedulable(status: Mapping[str, Any]) -> bool:

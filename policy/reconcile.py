@@ -20,7 +20,7 @@ from policy.jobs import Job, JobKind
 from policy.lifecycle import REASON_INVALID
 from policy.plan import ADMITTED, FINISHED, INVALID, QUEUED, SUSPENDED, JobPlan
 from policy.render import render_pod, render_service
-from policy.timeutil import format_time
+from policy.timeutil import format_time, parse_time
 
 
 @dataclass(frozen=True)
@@ -100,7 +100,7 @@ def _conditions(jp: JobPlan, stamp: str, resumed: bool) -> list[dict[str, Any]]:
     conds = mark(conds, cond.CREATED, "True", "Created", f"{kind} {job.name} is created.")
     if jp.phase == FINISHED and outcome is not None:
         return cond.set_condition(
-            conds, outcome.type, "True", outcome.reason, outcome.message, stamp
+            conds, outcome.type, "True", outcome.reason, outcome.message, _ended(jp, stamp)
         )
     if jp.phase == SUSPENDED:
         suspended = f"{kind} {job.name} is suspended."
@@ -121,8 +121,46 @@ def _conditions(jp: JobPlan, stamp: str, resumed: bool) -> list[dict[str, Any]]:
             f"job {job.name} is restarting because {why}.",
         )
     if jp.assessment.running:
-        conds = mark(conds, cond.RUNNING, "True", "Running", f"{kind} {job.key} is running.")
+        since = _running_since(jp) or stamp
+        conds = cond.set_condition(
+            conds, cond.RUNNING, "True", f"{kind}Running", f"{kind} {job.key} is running.", since
+        )
     return conds
+
+
+# Times taken from the pods, not from ``now``: a sync that reads a stale parent (one whose
+# status lacks the time an earlier sync wrote) then writes the same time again, instead of a
+# newer one that the next stale read would overwrite, back and forth, forever.
+
+
+def _running_since(jp: JobPlan) -> str | None:
+    """When the pods that make the job Running (its chief, else its workers) started."""
+    chief = (jp.job.chief_type or "Worker").lower()
+    times = [
+        p.started
+        for p in jp.pods
+        if p.replica_type == chief and p.phase == "Running" and p.live and p.started
+    ]
+    return _earliest(times)
+
+
+def _ended(jp: JobPlan, stamp: str) -> str:
+    """When the job ended: its recorded completion, else when its last pod terminated."""
+    recorded = jp.job.status.get("completionTime")
+    if isinstance(recorded, str) and parse_time(recorded):
+        return recorded
+    done = [p.finished for p in jp.pods if p.finished and p.phase in ("Succeeded", "Failed")]
+    latest = [t for t in (parse_time(s) for s in done) if t is not None]
+    return format_time(max(latest)) if latest else stamp
+
+
+def _first_created(jp: JobPlan) -> str | None:
+    return _earliest([p.created for p in jp.pods if p.created])
+
+
+def _earliest(stamps: list[str]) -> str | None:
+    parsed = [t for t in (parse_time(s) for s in stamps) if t is not None]
+    return format_time(min(parsed)) if parsed else None
 
 
 def _times(jp: JobPlan, stamp: str, resumed: bool) -> dict[str, str]:
@@ -133,10 +171,10 @@ def _times(jp: JobPlan, stamp: str, resumed: bool) -> dict[str, str]:
             stamp if resumed else prev.get("enqueueTime") or _created(jp.job) or stamp
         )
     if jp.phase == ADMITTED or (jp.phase == FINISHED and prev.get("startTime")):
-        times["startTime"] = prev.get("startTime") or stamp
+        times["startTime"] = prev.get("startTime") or _first_created(jp) or stamp
         times["startRunTime"] = prev.get("startRunTime") or times["startTime"]
     if jp.phase == FINISHED:
-        times["completionTime"] = prev.get("completionTime") or stamp
+        times["completionTime"] = prev.get("completionTime") or _ended(jp, stamp)
         times["finishedTime"] = prev.get("finishedTime") or times["completionTime"]
     return times
 

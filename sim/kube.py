@@ -249,7 +249,11 @@ class Kube:
             return
         policy = pod["spec"].get("restartPolicy", "Always")
         old = (pod["status"].get("containerStatuses") or [{}])[0]
-        term = {"exitCode": code, "reason": "Completed" if code == 0 else "Error"}
+        term = {
+            "exitCode": code,
+            "reason": "Completed" if code == 0 else "Error",
+            "finishedAt": stamp(self.api.clock()),
+        }
         if code != 0 and policy in ("OnFailure", "Always"):
             cs = {
                 **old,

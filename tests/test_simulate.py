@@ -276,14 +276,7 @@ def test_nodename_binding_on_a_stale_view_still_finishes_every_job() -> None:
     "view_delay_s",
     [
         0.0,
-        pytest.param(
-            2.0,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="with a stale view two jobs' statuses flip between two versions "
-                "forever (Running lastTransitionTime stamped from a view that lacked it)",
-            ),
-        ),
+        2.0,
     ],
 )
 def test_statuses_settle_when_nothing_happens(view_delay_s: float) -> None:
