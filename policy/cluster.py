@@ -89,6 +89,7 @@ class Pod:
     created: str | None = None  # metadata.creationTimestamp
     started: str | None = None  # the main container's running.startedAt (or status.startTime)
     finished: str | None = None  # the main container's terminated.finishedAt
+    scheduler: str = ""  # spec.schedulerName
     # The kube-scheduler found no room on the node it is pinned to (a plan made from a
     # stale view): it holds nothing, and its job re-places it.
     unschedulable: bool = False
@@ -166,6 +167,7 @@ class Pod:
             created=_text(meta.get("creationTimestamp")),
             started=_text(started),
             finished=_text(finished),
+            scheduler=_text(spec.get("schedulerName")) or "",
             unschedulable=_unschedulable(status),
         )
 

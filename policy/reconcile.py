@@ -220,7 +220,24 @@ def _message(jp: JobPlan) -> str:
         return "suspended (runPolicy.suspend is true); resuming re-enters the queue"
     if jp.phase == QUEUED:
         return f"waiting: {jp.message}" if jp.message else "waiting for admission"
-    return jp.message
+    return jp.message or _foreign_scheduler(jp)
+
+
+def _foreign_scheduler(jp: JobPlan) -> str:
+    """Pods pinned by Dragonet still need a scheduler to bind them; one that names a
+    scheduler the cluster may not run (kube-batch, volcano) can wait forever."""
+    waiting = sorted(
+        {p.scheduler for p in jp.pods if p.live and not p.bound and p.scheduler}
+        - {"default-scheduler"}
+    )
+    if not waiting:
+        return ""
+    n = sum(1 for p in jp.pods if p.live and not p.bound and p.scheduler in waiting)
+    return (
+        f"{n} pod(s) wait to be bound by scheduler {', '.join(waiting)} (their template's "
+        "schedulerName); Dragonet places them, so without that scheduler they stay Pending: "
+        "remove schedulerName, or use binding nodeName"
+    )
 
 
 def invalid(

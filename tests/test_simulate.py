@@ -80,7 +80,8 @@ def test_compat_job_runs_to_success(manifest: str, nodes: tuple, binding: str) -
 
 def test_gang_tfjob_pinned_by_affinity_waits_for_its_scheduler() -> None:
     """Why the test above binds by nodeName: with affinity the pods name a scheduler that
-    is not there, so they are never bound and the job never starts (nor does it fail)."""
+    is not there, so they are never bound and the job never starts (nor does it fail); its
+    status says which scheduler they wait for and what to change."""
     spec = file_job(COMPAT / "gang-tfjob.yaml")
     sim = Simulation(scenario(KUBE_BATCH_NODES, [spec]), KEEP)
     (record,) = sim.run().jobs
@@ -90,6 +91,10 @@ def test_gang_tfjob_pinned_by_affinity_waits_for_its_scheduler() -> None:
     status = status_of(sim, spec.key)
     assert condition(status, "Failed") is None
     assert status["scheduling"]["phase"] == "Admitted"
+    message = status["scheduling"]["message"]
+    assert f"{len(pods)} pod(s)" in message
+    assert "scheduler kube-batch" in message
+    assert "remove schedulerName" in message
 
 
 def test_legacy_v1alpha1_tfjob_is_not_a_tfjob() -> None:
