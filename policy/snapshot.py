@@ -34,8 +34,6 @@ class MalformedRequest(ValueError):
 class Snapshot:
     cluster: Cluster
     jobs: tuple[Job, ...]
-    # The identities of everything in it (None if any object has none): a plan's cache key.
-    key: frozenset | None = None
 
 
 _NO_MEMO = Memo(limit=0)
@@ -73,37 +71,25 @@ def observe(
     related: ObjectMap,
     kind: JobKind = TFJOB,
     memo: Memo = _NO_MEMO,
-    parent_identity: Identity | None = None,
 ) -> Snapshot:
-    idents: set = set()
-    complete = True
-
-    def note(obj: Mapping[str, Any]) -> None:
-        nonlocal complete
-        ident = identity(obj)
-        if ident is None:
-            complete = False
-        else:
-            idents.add(ident)
-
     try:
         node_objs = _objects(related, NODES)
-        nodes = []
-        for o in node_objs:
-            note(o)
-            nodes.append(memo.get(_keyed("node", o), lambda o=o: Node.from_object(o)))
-        nodes_key = frozenset(idents) if complete else None
+        nodes = [memo.get(_keyed("node", o), lambda o=o: Node.from_object(o)) for o in node_objs]
+        node_ids = _all_identities(node_objs)
         node_of_host = {n.hostname: n.name for n in nodes}
+        pod_objs = [*_objects(related, PODS), *_objects(children, PODS)]
         pods: dict[tuple[str, str], Pod] = {}
-        for obj in [*_objects(related, PODS), *_objects(children, PODS)]:
-            note(obj)
+        for obj in pod_objs:
             pod = memo.get(
-                _keyed("pod", obj, nodes_key, kind.container) if nodes_key else None,
+                None if node_ids is None else _keyed("pod", obj, node_ids, kind.container),
                 lambda obj=obj: Pod.from_object(obj, node_of_host, kind.container),
             )
             pods[(pod.namespace, pod.name)] = pod
-        cluster_key = ("cluster", frozenset(idents)) if complete else None
-        cluster = memo.get(cluster_key, lambda: Cluster.observe(nodes, pods.values()))
+        pod_ids = _all_identities(pod_objs)
+        cluster = memo.get(
+            None if node_ids is None or pod_ids is None else ("cluster", node_ids, pod_ids),
+            lambda: Cluster.observe(nodes, pods.values()),
+        )
     except (KeyError, TypeError, ValueError, ArithmeticError, AttributeError) as err:
         raise MalformedRequest(f"unreadable Node or Pod in the request: {err}") from err
     jobs: dict[str, Job] = {}
@@ -114,16 +100,15 @@ def observe(
             continue  # unreadable: its own sync reports why
         if isinstance(job, InvalidJob):
             continue  # an invalid job gets no capacity; its own sync reports why
-        if job.key != (parent_job.key if parent_job else None):
-            note(obj)
         jobs[job.key] = job
     if parent_job is not None:
         jobs[parent_job.key] = parent_job
-        if parent_identity is None:
-            complete = False
-        else:
-            idents.add(parent_identity)
-    return Snapshot(cluster, tuple(jobs.values()), frozenset(idents) if complete else None)
+    return Snapshot(cluster, tuple(jobs.values()))
+
+
+def _all_identities(objs: list[Mapping[str, Any]]) -> frozenset[Identity] | None:
+    idents = {identity(o) for o in objs}
+    return None if None in idents else frozenset(idents)  # type: ignore[arg-type]
 
 
 def _identities(objs: Any, skip: str | None = None) -> Iterator[Identity | None]:
@@ -186,9 +171,9 @@ def sync(
     key = _snapshot_key(parent, children, related, kind)
     snap = memo.get(
         None if key is None else ("snapshot", key),
-        lambda: observe(job, children, related, kind, memo, identity(parent)),
+        lambda: observe(job, children, related, kind, memo),
     )
-    plan_key = None if snap.key is None else ("plan", snap.key, now, config.policy)
+    plan_key = None if key is None else ("plan", key, now, config.policy)
     whole = memo.get(plan_key, lambda: plan(snap.jobs, snap.cluster, now, config.policy))
     jp = whole.jobs.get(job.key)
     if jp is None:  # managed by another controller: leave it alone

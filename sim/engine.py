@@ -115,7 +115,6 @@ class Simulation:
         self.capacity = Resources.total(
             Resources.parse(n["status"]["allocatable"]) for n in scenario.nodes
         )
-        self._alloc = Resources({})
         self._alloc_int: dict[str, float] = {}
         self._blocked_int: dict[str, float] = {}
         self.samples: list[Sample] = []
@@ -142,10 +141,6 @@ class Simulation:
             self.log.append((self.now, "bind", object_key(new), new["spec"]["nodeName"]))
         elif new is None:
             self.log.append((self.now, "gone", object_key(old), old["spec"].get("nodeName", "")))
-        for pod, sign in ((old, -1), (new, 1)):
-            if Kube.holds(pod):
-                req = pod_request(pod["spec"])
-                self._alloc = self._alloc + req if sign > 0 else self._alloc - req
 
     # --- the run ---------------------------------------------------------------------
 
@@ -187,11 +182,12 @@ class Simulation:
         dt = to - self.now
         if dt > 0:
             blocked = Resources.total(self.programs.blocked_held().values())
-            for k, v in self._alloc.items():
+            allocated = Resources.total(self.kube.used.values())
+            for k, v in allocated.items():
                 self._alloc_int[k] = self._alloc_int.get(k, 0.0) + v * dt
             for k, v in blocked.items():
                 self._blocked_int[k] = self._blocked_int.get(k, 0.0) + v * dt
-            sample = Sample(self.now, _units(self._alloc), _units(self._alloc - blocked))
+            sample = Sample(self.now, _units(allocated), _units(allocated - blocked))
             if not self.samples or (
                 sample.allocated != self.samples[-1].allocated
                 or sample.training != self.samples[-1].training

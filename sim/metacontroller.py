@@ -141,6 +141,7 @@ class Metacontroller:
     _related: dict[tuple[Rule, ...], tuple[int, bytes]] = field(default_factory=dict)
     _failures: dict[str, int] = field(default_factory=dict)
     _owned: dict[str, dict[str, set[str]]] = field(default_factory=dict)
+    _parents: dict[str, str] = field(default_factory=dict)  # uid -> parent key
 
     def __post_init__(self) -> None:
         spec = self.controller["spec"]
@@ -158,6 +159,8 @@ class Metacontroller:
         hooks = spec["hooks"]
         self.paths = {name: hooks[name]["webhook"]["url"].split("/", 3)[3] for name in hooks}
         self.view.handlers.append(self._on_change)
+        for obj in self.view.values(self.parent_tkey):
+            self._parents[obj["metadata"]["uid"]] = object_key(obj)
         for tkey in self.child_tkeys:
             for obj in self.view.values(tkey):
                 self._index(tkey, None, obj)
@@ -185,7 +188,12 @@ class Metacontroller:
 
     def _on_change(self, tkey: str, old: Obj | None, new: Obj | None) -> None:
         if tkey == self.parent_tkey:
-            self.enqueue(object_key(new if new is not None else old))
+            key = object_key(new if new is not None else old)
+            if new is None:
+                self._parents.pop(old["metadata"]["uid"], None)
+            else:
+                self._parents[new["metadata"]["uid"]] = key
+            self.enqueue(key)
         if tkey in self.child_tkeys:
             self._index(tkey, old, new)
             uid = self._owner_uid(new) or self._owner_uid(old)
@@ -207,12 +215,7 @@ class Metacontroller:
                     self.enqueue(p)
 
     def _parent_by_uid(self, uid: str | None) -> str | None:
-        if uid is None:
-            return None
-        for key, obj in self.view.objects.get(self.parent_tkey, {}).items():
-            if obj["metadata"]["uid"] == uid:
-                return key
-        return None
+        return None if uid is None else self._parents.get(uid)
 
     # --- one batch of syncs ----------------------------------------------------------
 
