@@ -7,12 +7,15 @@ from typing import Literal
 
 # Named scheduling policies. ``dragonet`` is the product; the others are the baselines the
 # simulator compares it with, run through the same webhook:
+#   dragon        DRAGON's rules as its README describes them, without its bugs: FIFO gangs
+#                 with backfill, shrink running jobs for a queue head that waited
+#                 ``starvation_seconds``, grow them after ``idle_seconds`` without action;
 #   gang-fifo     all-or-nothing FIFO with backfill, static sizes, each pod bin-packed on
 #                 its own (what Volcano / kube-batch give);
 #   kube-default  no admission at all: every pod is created at once, unplaced, and the
 #                 kube-scheduler places each on its own (a plain operator).
-PolicyName = Literal["dragonet", "gang-fifo", "kube-default"]
-POLICIES: tuple[PolicyName, ...] = ("dragonet", "gang-fifo", "kube-default")
+PolicyName = Literal["dragonet", "dragon", "gang-fifo", "kube-default"]
+POLICIES: tuple[PolicyName, ...] = ("dragonet", "dragon", "gang-fifo", "kube-default")
 
 
 @dataclass(frozen=True)

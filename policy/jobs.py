@@ -150,6 +150,8 @@ class Job:
     suspend: bool
     managed_elsewhere: bool
     deleting: bool
+    # runPolicy.schedulingPolicy.priorityClass, else the pods' priorityClassName
+    priority_class: str | None = None
     status: Mapping[str, Any] = field(default_factory=dict)
 
     @property
@@ -318,6 +320,11 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         value = getattr(run, name)
         return value if value is not None else getattr(spec, name)
 
+    policy = run.schedulingPolicy or spec.schedulingPolicy
+    named = policy.priorityClass if policy else None
+    for r in replicas.values():
+        named = named or (r.template.get("spec") or {}).get("priorityClassName")
+
     return Job(
         kind=kind,
         namespace=meta.namespace,
@@ -339,6 +346,7 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         suspend=run.suspend or spec.suspend,
         managed_elsewhere=(run.managedBy or spec.managedBy) not in MANAGED_BY_US,
         deleting=meta.deletionTimestamp is not None,
+        priority_class=named if isinstance(named, str) and named else None,
         status=MappingProxyType(dict(obj.get("status") or {})),
     )
 

@@ -54,7 +54,7 @@ def _recorded(job: Job) -> Outcome | None:
     return Outcome(c["type"], c.get("reason", ""), c.get("message", ""))
 
 
-def _succeeded(job: Job, pods: Sequence[Pod], workers: int) -> bool:
+def _succeeded(job: Job, pods: Sequence[Pod]) -> bool:
     by_name = {p.name: p for p in pods}
 
     def done(rtype: str, index: int, need_exit_zero: bool = False) -> bool:
@@ -70,14 +70,17 @@ def _succeeded(job: Job, pods: Sequence[Pod], workers: int) -> bool:
         return done(chief, 0)
     if job.worker is None:
         return False
-    all_done = workers > 0 and all(done(WORKER, i) for i in range(workers))
+    # Every worker the job has now (a shrink may have left gaps in the indices).
+    workers = [p for p in pods if p.replica_type == "worker" and not p.terminating]
+    all_done = len(workers) >= max(job.min_workers, 1) and all(
+        p.phase == "Succeeded" for p in workers
+    )
     if job.success_policy == "AllWorkers":
         return all_done
     return all_done or done(WORKER, 0, need_exit_zero=True)
 
 
-def assess(job: Job, pods: Sequence[Pod], now: datetime, workers: int) -> Assessment:
-    """``workers`` is the job's current worker target (for "all workers succeeded")."""
+def assess(job: Job, pods: Sequence[Pod], now: datetime) -> Assessment:
     recorded = _recorded(job)
     if recorded:
         return Assessment(recorded, False, (), False, None)
@@ -123,7 +126,7 @@ def assess(job: Job, pods: Sequence[Pod], now: datetime, workers: int) -> Assess
                 )
             )
 
-    if _succeeded(job, pods, workers):
+    if _succeeded(job, pods):
         return ended(
             Outcome(cond.SUCCEEDED, f"{kind}Succeeded", f"{kind} {job.key} successfully completed.")
         )

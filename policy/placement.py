@@ -138,3 +138,11 @@ def place_repairs(
     order = sorted(free, key=lambda n: (*(-c for c in job_pods_per_node.get(n, (0, 0))), n))
     placed, left, _ = _first_fit(missing, order, free, eligible)
     return Assignment(nodes=placed, free=left)
+
+
+def used_per_node(assignment: Assignment) -> dict[str, Resources]:
+    """What an assignment takes from each node it uses."""
+    used: dict[str, list[Resources]] = {}
+    for slot, node in assignment.nodes.items():
+        used.setdefault(node, []).append(slot.request)
+    return {n: Resources.total(rs) for n, rs in used.items()}

@@ -16,6 +16,7 @@ from typing import Any
 from policy import conditions as cond
 from policy.cluster import Cluster, Pod
 from policy.config import PolicyConfig
+from policy.elastic import LAST_SCALE
 from policy.jobs import Job, JobKind
 from policy.lifecycle import REASON_INVALID
 from policy.plan import ADMITTED, FINISHED, INVALID, QUEUED, SUSPENDED, JobPlan
@@ -44,7 +45,7 @@ def _kept_pods(jp: JobPlan) -> list[Pod]:
             return [p for p in pods if p.phase in ("Succeeded", "Failed")]
         return pods
     restarting = {p.name for p in jp.assessment.restarts}
-    return [p for p in pods if p.name not in restarting and not p.stuck]
+    return [p for p in pods if p.name not in restarting and not p.stuck and p.name not in jp.remove]
 
 
 def _replica_statuses(jp: JobPlan, succeeded: bool) -> dict[str, dict[str, int]]:
@@ -203,10 +204,28 @@ def reconcile(jp: JobPlan, cluster: Cluster, now: datetime, config: PolicyConfig
             "nodes": nodes,
         },
     }
-    resync = None
+    scale = _last_scale(jp, stamp)
+    if scale:
+        status["scheduling"][LAST_SCALE] = scale
+    wake = [t for t in (jp.wake_at,) if t is not None]
     if jp.assessment.deadline is not None and jp.phase == ADMITTED:
-        resync = max(1.0, math.ceil((jp.assessment.deadline - now).total_seconds()))
+        wake.append(jp.assessment.deadline)
+    resync = max(1.0, math.ceil((min(wake) - now).total_seconds())) if wake else None
     return Decision(children=children, status=status, resync_after=resync)
+
+
+def _last_scale(jp: JobPlan, stamp: str) -> dict[str, Any] | None:
+    """Written once, when the plan changes the worker target; then carried over, so the
+    idle rule and users can read when and why the job last scaled."""
+    if jp.scale is not None and jp.scale.after != jp.scale.before:
+        return {
+            "time": stamp,
+            "from": jp.scale.before,
+            "to": jp.scale.after,
+            "reason": jp.scale.reason,
+        }
+    prev = (jp.job.status.get("scheduling") or {}).get(LAST_SCALE)
+    return dict(prev) if isinstance(prev, Mapping) else None
 
 
 def _created(job: Job) -> str | None:

@@ -8,7 +8,7 @@ replaces the copy of itself that arrives among the related jobs.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -17,11 +17,13 @@ from policy.config import PolicyConfig
 from policy.jobs import TFJOB, InvalidJob, Job, JobKind, parse_job, parse_metadata
 from policy.memo import Identity, Memo, identity
 from policy.plan import plan
+from policy.priority import Priorities
 from policy.reconcile import Decision, invalid, reconcile
 
 NODES = "Node.v1"
 PODS = "Pod.v1"
 SERVICES = "Service.v1"
+PRIORITY_CLASSES = "PriorityClass.scheduling.k8s.io/v1"
 
 ObjectMap = Mapping[str, Mapping[str, Mapping[str, Any]]]
 
@@ -34,6 +36,7 @@ class MalformedRequest(ValueError):
 class Snapshot:
     cluster: Cluster
     jobs: tuple[Job, ...]
+    priorities: Priorities = field(default_factory=Priorities)
 
 
 _NO_MEMO = Memo(limit=0)
@@ -103,7 +106,8 @@ def observe(
         jobs[job.key] = job
     if parent_job is not None:
         jobs[parent_job.key] = parent_job
-    return Snapshot(cluster, tuple(jobs.values()))
+    priorities = Priorities.observe(_objects(related, PRIORITY_CLASSES))
+    return Snapshot(cluster, tuple(jobs.values()), priorities)
 
 
 def _all_identities(objs: list[Mapping[str, Any]]) -> frozenset[Identity] | None:
@@ -139,6 +143,7 @@ def _snapshot_key(
     idents.update(_identities(related.get(PODS) or {}))
     idents.update(_identities(children.get(PODS) or {}))
     idents.update(_identities(related.get(job_type_key(kind)) or {}, skip=own))
+    idents.update(_identities(related.get(PRIORITY_CLASSES) or {}))
     return None if None in idents else frozenset(idents)
 
 
@@ -173,8 +178,8 @@ def sync(
         None if key is None else ("snapshot", key),
         lambda: observe(job, children, related, kind, memo),
     )
-    plan_key = None if key is None else ("plan", key, now, config.policy)
-    whole = memo.get(plan_key, lambda: plan(snap.jobs, snap.cluster, now, config.policy))
+    plan_key = None if key is None else ("plan", key, now, config)
+    whole = memo.get(plan_key, lambda: plan(snap.jobs, snap.cluster, now, config, snap.priorities))
     jp = whole.jobs.get(job.key)
     if jp is None:  # managed by another controller: leave it alone
         return Decision(children=[], status=dict(status))

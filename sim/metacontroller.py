@@ -29,7 +29,12 @@ from sim.apiserver import ApiServer, Conflict, Obj, object_key, type_key
 from sim.webhook import WebhookClient
 
 Schedule = Callable[[float, Callable[[], None]], None]
-RESOURCE_KINDS = {"pods": "Pod", "services": "Service", "nodes": "Node"}
+RESOURCE_KINDS = {
+    "pods": "Pod",
+    "services": "Service",
+    "nodes": "Node",
+    "priorityclasses": "PriorityClass",
+}
 
 
 class View:

@@ -120,7 +120,7 @@ def test_no_mutation_of_a_real_request_makes_the_webhook_answer_500(seed: int, j
     assert "error" in response.get_json() or "children" in response.get_json()
 
 
-def test_customize_asks_for_nodes_dragonet_pods_and_all_tfjobs(hook: Hook) -> None:
+def test_customize_asks_for_nodes_dragonet_pods_all_tfjobs_and_priority_classes(hook: Hook) -> None:
     request = {"controller": mc.controller(), "parent": mc.tfjob("dragon-job1-cpu.yaml")}
     body = hook.post("/tfjobs/customize", request).get_json()
     assert body == {
@@ -134,6 +134,11 @@ def test_customize_asks_for_nodes_dragonet_pods_and_all_tfjobs(hook: Hook) -> No
                 },
             },
             {"apiVersion": "kubeflow.org/v1", "resource": "tfjobs", "labelSelector": {}},
+            {
+                "apiVersion": "scheduling.k8s.io/v1",
+                "resource": "priorityclasses",
+                "labelSelector": {},
+            },
         ]
     }
 

@@ -36,7 +36,7 @@ class SyncRequest(_Request):
 
 def related_resources(settings: Settings, kind: JobKind) -> list[dict[str, Any]]:
     """What every sync must see to plan globally: the pool's Nodes, the pods that use it,
-    and every job of this kind (the queue)."""
+    every job of this kind (the queue), and the PriorityClasses that order it."""
     pods = {} if settings.watch_all_pods else {"matchLabels": {L_OPERATOR: OPERATOR_NAME}}
     plural = kind.kind.lower() + "s"
     return [
@@ -47,6 +47,7 @@ def related_resources(settings: Settings, kind: JobKind) -> list[dict[str, Any]]
         },
         {"apiVersion": "v1", "resource": "pods", "labelSelector": pods},
         {"apiVersion": kind.api_version, "resource": plural, "labelSelector": {}},
+        {"apiVersion": "scheduling.k8s.io/v1", "resource": "priorityclasses", "labelSelector": {}},
     ]
 
 

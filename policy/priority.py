@@ -1,0 +1,41 @@
+"""Job priority: the value of the PriorityClass a job names, as the kube-scheduler reads it.
+
+A TFJob names its class in ``runPolicy.schedulingPolicy.priorityClass`` (Kubeflow), or its
+pods do in ``priorityClassName``. Values come from the cluster's PriorityClass objects,
+which every sync sees as related objects; the two system classes exist in every cluster.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+SYSTEM_CLASSES = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
+
+
+@dataclass(frozen=True)
+class Priorities:
+    classes: Mapping[str, int] = field(default_factory=lambda: MappingProxyType(SYSTEM_CLASSES))
+    default: int = 0  # the globalDefault class's value, else 0
+
+    @classmethod
+    def observe(cls, objects: Iterable[Mapping[str, Any]]) -> Priorities:
+        classes = dict(SYSTEM_CLASSES)
+        default = 0
+        for obj in sorted(objects, key=lambda o: (o.get("metadata") or {}).get("name") or ""):
+            name = (obj.get("metadata") or {}).get("name")
+            value = obj.get("value")
+            if not isinstance(name, str) or type(value) is not int:
+                continue
+            classes[name] = value
+            if obj.get("globalDefault") is True:
+                default = value
+        return cls(MappingProxyType(classes), default)
+
+    def value(self, name: str | None) -> int | None:
+        """The class's value; None for a class the cluster does not have."""
+        if not name:
+            return self.default
+        return self.classes.get(name)
