@@ -758,8 +758,8 @@ def _awaited_message(awaited: Sequence[tuple[str, Pod]], own: str) -> str:
         for key, kinds in sorted(by_job.items())
     ]
     if not parts:
-        return "its room is being freed"
-    return f"for {', '.join(parts)} to terminate"
+        return "waiting for its room to be freed"
+    return f"waiting for {', '.join(parts)} to terminate"
 
 
 def _blocked_message(job: Job) -> str:

@@ -238,7 +238,10 @@ def _message(jp: JobPlan) -> str:
     if jp.phase == SUSPENDED:
         return "suspended (runPolicy.suspend is true); resuming re-enters the queue"
     if jp.phase == QUEUED:
-        return f"waiting: {jp.message}" if jp.message else "waiting for admission"
+        message = jp.message
+        if message.startswith("waiting"):
+            return message
+        return f"waiting: {message}" if message else "waiting for admission"
     return jp.message or _foreign_scheduler(jp)
 
 

@@ -51,6 +51,7 @@ class Scenario:
     name: str
     nodes: tuple[Mapping[str, Any], ...]  # v1 Node objects
     jobs: tuple[JobSpec, ...]
+    objects: tuple[Mapping[str, Any], ...] = ()  # other cluster objects (PriorityClasses)
 
 
 @dataclass(frozen=True)
@@ -145,8 +146,8 @@ class Simulation:
     # --- the run ---------------------------------------------------------------------
 
     def _setup(self) -> None:
-        for node in self.scenario.nodes:
-            self.api.create(node)
+        for obj in (*self.scenario.nodes, *self.scenario.objects):
+            self.api.create(obj)
         for spec in self.scenario.jobs:
             self.schedule(spec.arrival_s, lambda s=spec: self._arrive(s))
         for t in self.config.webhook_restarts_s:
