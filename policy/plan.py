@@ -220,6 +220,7 @@ class _Pass:
     releasing: dict[str, list[tuple[str, Pod]]] = field(default_factory=dict)
     victims: dict[str, list[Pod]] = field(default_factory=dict)
     scales: dict[str, Scale] = field(default_factory=dict)
+    unhelped: set[tuple] = field(default_factory=set)  # gang shapes no shrink can place
     acted: bool = False  # admitted or shrank something in this pass
     head_waits: bool = False  # a starving queue head still waits (DRAGON: no growth)
 
@@ -341,20 +342,28 @@ class _Pass:
         starving = self.now - since >= self.rules.starvation
         chosen: list[tuple[Running, Pod]] = []
         if fit is None:
-            pool = self._pool(prio, starving, running)
-            for r, pod in pool:
+            shape = (_shape(job, eligible), prio, starving)
+            if shape in self.unhelped:
+                return None
+            need = Resources.total(s.request for s in [*required, *gang])
+            have = Resources.total(future.values())
+            for r, pod in self._pool(prio, starving, running):
                 chosen.append((r, pod))
                 future[pod.node] = future[pod.node] + pod.request
-                fit = place_gang(required, gang, len(gang), future, self.allocatable, eligible)
-                if fit is not None:
-                    break
+                have = have + pod.request
+                if need.fits_in(have):  # placing is dearer than adding: only once it may fit
+                    fit = place_gang(required, gang, len(gang), future, self.allocatable, eligible)
+                    if fit is not None:
+                        break
             if fit is None:
+                self.unhelped.add(shape)
                 return None
-            chosen = self._prune(chosen, required, gang, eligible)
-            fit = place_gang(
-                required, gang, len(gang), self._future(chosen), self.allocatable, eligible
+            pruned = self._prune(chosen, required, gang, eligible)
+            tight = place_gang(
+                required, gang, len(gang), self._future(pruned), self.allocatable, eligible
             )
-            assert fit is not None
+            if tight is not None:
+                chosen, fit = pruned, tight
             self._shrink(job, chosen, starving, since)
         # Keep the room from younger jobs: they get only what this job will not need.
         for node, used in used_per_node(fit).items():
@@ -593,9 +602,12 @@ def plan(
             continue
         jp = state.admit(job, pods, verdict)
         since = enqueue_time(job, now)
+        # DRAGON makes room for the head of the queue only; Dragonet for the first job that
+        # some shrink can help, so a head nothing can help does not starve the jobs behind.
         if jp.phase == QUEUED and rules.elastic and not room_made:
-            room_made = True
+            room_made = rules.block_behind_head
             waiting = state.make_room(jp, priority(job, priorities), since, running)
+            room_made = room_made or waiting is not None
             starving = now - since >= rules.starvation
             if waiting is not None:
                 jp = waiting

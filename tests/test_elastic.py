@@ -334,3 +334,21 @@ def test_priority_orders_the_queue_before_enqueue_time() -> None:
     d = _with_priority(job("d", 8, ps=0, arrival=20.0, steps=50), "high")
     _, pods, _ = _run_with_classes([a, c, d, e], policy="dragon")
     assert pods.first_created("d") < pods.first_created("e") < pods.first_created("c")
+
+
+def test_a_head_no_shrink_can_help_blocks_dragon_but_not_dragonet() -> None:
+    # a (asked for 4, min 2) has grown to all 8 GPUs. h needs 7 at once: a can give 6 at most,
+    # so nothing helps h until a ends. s (2 GPUs) arrives behind h.
+    def jobs():
+        return [
+            job("a", 4, ps=0, min_workers=2, max_workers=8, steps=LONG),
+            job("h", 7, ps=0, arrival=100.0, steps=100),
+            job("s", 2, ps=0, arrival=200.0, steps=100),
+        ]
+
+    sim, pods, _ = _run(jobs(), policy="dragonet")
+    assert pods.first_created("s") <= 203.0  # once two of a's borrowed workers are gone
+    assert pods.first_created("s") < pods.first_created("h")
+    sim, pods, _ = _run(jobs(), policy="dragon")
+    a_done = sim.programs.jobs["default/a"].finished_s
+    assert a_done is not None and pods.first_created("s") >= a_done
