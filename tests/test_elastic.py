@@ -16,7 +16,7 @@ import pytest
 
 from sim.apiserver import Obj, object_key
 from sim.engine import SimConfig, Simulation
-from tests.simkit import TFJOBS, comparable, gpu_nodes, job, scenario
+from tests.simkit import TFJOBS, CapacityProbe, comparable, gpu_nodes, job, scenario
 
 PODS = "Pod.v1"
 LONG = 3000.0  # steps: job a outlives everything the tests look at
@@ -352,3 +352,26 @@ def test_a_head_no_shrink_can_help_blocks_dragon_but_not_dragonet() -> None:
     sim, pods, _ = _run(jobs(), policy="dragon")
     a_done = sim.programs.jobs["default/a"].finished_s
     assert a_done is not None and pods.first_created("s") >= a_done
+
+
+@pytest.mark.parametrize("policy", ["dragon", "dragonet"])
+def test_stale_parallel_syncs_never_overcommit_a_node_while_jobs_scale(policy: str) -> None:
+    jobs = [
+        job(
+            f"j{i}",
+            1 + i % 3,
+            min_workers=1,
+            max_workers=4,
+            arrival=float(20 * (i // 3)),
+            steps=60 + 20 * (i % 4),
+        )
+        for i in range(9)
+    ]
+    sim = Simulation(
+        scenario(gpu_nodes(2), jobs), SimConfig(policy=policy, mc_workers=5, view_delay_s=2.0)
+    )
+    probe = CapacityProbe(sim)
+    result = sim.run()
+    assert probe.overcommits == []
+    assert result.summary["jobs_finished"] == len(jobs)
+    assert result.summary["scale_actions"] > 0
