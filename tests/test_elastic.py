@@ -113,6 +113,17 @@ def _run(jobs, **config: Any) -> tuple[Simulation, Pods, Statuses]:
     return sim, pods, statuses
 
 
+def _borrow_then_wait(policy: str, a_steps: float = LONG):
+    """a asks for 4 workers (min 2, max 6) and may grow to 6; b then needs 4 GPUs."""
+    return _run(
+        [
+            job("a", 4, min_workers=2, max_workers=6, steps=a_steps),
+            job("b", 4, min_workers=4, max_workers=4, arrival=100.0, steps=200),
+        ],
+        policy=policy,
+    )
+
+
 def _big_a(**kw: Any):
     return job("a", 6, min_workers=2, max_workers=6, steps=LONG, **kw)
 
@@ -174,13 +185,7 @@ def test_the_starvation_threshold_comes_from_the_configuration() -> None:
 def test_dragonet_takes_back_borrowed_workers_at_once() -> None:
     # a asked for 4 workers and grew to 6 into idle room: a waiting job gets those two back
     # without waiting 30 s; a's 4 requested workers stay.
-    _, pods, statuses = _run(
-        [
-            job("a", 4, min_workers=2, max_workers=6, steps=LONG),
-            job("b", 4, min_workers=4, max_workers=4, arrival=100.0, steps=200),
-        ],
-        policy="dragonet",
-    )
+    _, pods, statuses = _borrow_then_wait("dragonet")
     assert pods.shrunk("a", before=pods.first_created("b")) == ["a-worker-4", "a-worker-5"]
     assert min(pods.terminating["a-worker-4"]) == pytest.approx(100.0, abs=1.0)
     assert statuses.targets("default/a")[:3] == [4, 6, 4]
@@ -226,13 +231,7 @@ def test_the_idle_threshold_comes_from_the_configuration() -> None:
 
 @pytest.mark.parametrize("policy", ["dragon", "dragonet"])
 def test_scaling_never_restarts_a_running_worker(policy: str) -> None:
-    sim, pods, _ = _run(
-        [
-            job("a", 4, min_workers=2, max_workers=6, steps=LONG),
-            job("b", 4, min_workers=4, max_workers=4, arrival=100.0, steps=200),
-        ],
-        policy=policy,
-    )
+    sim, pods, _ = _borrow_then_wait(policy)
     assert sim.programs.scale_actions >= 2
     # The workers a shrink did not take were created once and ran on, never restarted.
     shrunk = pods.shrunk("a", before=pods.first_created("b"))
@@ -265,13 +264,7 @@ def test_a_webhook_restart_between_decision_and_action_changes_nothing() -> None
 @pytest.mark.parametrize("policy", ["dragon", "dragonet"])
 def test_no_flapping_while_nothing_else_changes(policy: str) -> None:
     # b holds its room until it ends; a is shrunk once for it and grown once after it.
-    sim, _, statuses = _run(
-        [
-            job("a", 4, min_workers=2, max_workers=6, steps=LONG),
-            job("b", 4, min_workers=4, max_workers=4, arrival=100.0, steps=200),
-        ],
-        policy=policy,
-    )
+    sim, _, statuses = _borrow_then_wait(policy)
     assert sim.programs.jobs["default/b"].finished_s is not None
     assert statuses.targets("default/a") == [4, 6, 4, 6]
     assert len(statuses.last_scale("default/a")) == 3
@@ -279,13 +272,7 @@ def test_no_flapping_while_nothing_else_changes(policy: str) -> None:
 
 @pytest.mark.parametrize("policy", ["gang-fifo", "kube-default"])
 def test_static_policies_never_scale(policy: str) -> None:
-    sim, _pods, statuses = _run(
-        [
-            job("a", 4, min_workers=2, max_workers=6, steps=LONG / 3),
-            job("b", 4, min_workers=4, max_workers=4, arrival=100.0, steps=200),
-        ],
-        policy=policy,
-    )
+    sim, _pods, statuses = _borrow_then_wait(policy, a_steps=LONG / 3)
     assert sim.programs.scale_actions == 0
     assert statuses.targets("default/a") == [4]
 
