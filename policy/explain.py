@@ -1,0 +1,118 @@
+"""Words for users: why a job waits, in the status message ``kubectl get tfjob`` shows.
+
+Built lazily from the plan's state (each sync plans every job but reports only its own).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from policy.cluster import Cluster, Pod
+from policy.filters import rejection
+from policy.jobs import WORKER, Job, child_name
+from policy.placement import Eligible, Free, Slot
+from policy.resources import PODS, Resources, format_quantity
+
+_NAMES = {"PS": "parameter server", "Chief": "chief", "Master": "master", "Evaluator": "evaluator"}
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def describe_gang(slots: Sequence[Slot]) -> str:
+    counts: dict[str, int] = {}
+    for s in slots:
+        counts[s.type] = counts.get(s.type, 0) + 1
+    parts = [_count(n, _NAMES.get(t, t.lower())) for t, n in counts.items() if t != WORKER]
+    text = " and ".join(parts) if parts else ""
+    if WORKER in counts:
+        w = _count(counts[WORKER], "worker")
+        text = f"{text} plus {w}" if text else w
+    return text
+
+
+def _free_text(free: Resources, names: Sequence[str]) -> str:
+    return ", ".join(f"{format_quantity(k, free[k])} {k}" for k in names) or "nothing"
+
+
+def _largest(
+    free: Free, allocatable: Mapping[str, Resources], need: Resources, nodes: Sequence[str]
+) -> str:
+    """The node that covers most of ``need`` (ties: first by name)."""
+    names = [k for k in need if k != PODS]
+
+    def cover(n: str) -> float:
+        return sum(min(free[n][k], need[k]) / max(need[k], 1) for k in names)
+
+    return min(nodes, key=lambda n: (-cover(n), n))
+
+
+def wait_message(
+    job: Job,
+    required: list[Slot],
+    workers: list[Slot],
+    cluster: Cluster,
+    free: Free,
+    eligible: Eligible,
+    allocatable: Mapping[str, Resources],
+    ahead: Sequence[str],
+    fits_without_claims: bool,
+) -> str:
+    gang = [*required, *workers[: job.min_workers]]
+    if not cluster.nodes:
+        return "the training pool has no nodes"
+    for rtype in dict.fromkeys(s.type for s in gang):
+        if not eligible.get(rtype):
+            spec = job.replicas[rtype].template.get("spec") or {}
+            why = [rejection(n, spec) for n in cluster.nodes][:3]
+            return f"no node can take its {rtype} pods: {'; '.join(filter(None, why))}"
+    if fits_without_claims:
+        shown = ", ".join(ahead[:3]) + (f" and {len(ahead) - 3} more" if len(ahead) > 3 else "")
+        return f"jobs ahead in the queue ({shown}) claim the free capacity it needs"
+    need = Resources.total(s.request for s in gang)
+    names = [k for k in need if k != PODS] or [PODS]
+    usable = sorted({n for s in gang for n in eligible[s.type]})
+    best = _largest(free, allocatable, need, usable)
+    extra = " (min-instances)" if job.worker and job.min_workers else ""
+    return (
+        f"needs {need.without(PODS).describe() or 'a pod slot'} for its "
+        f"{describe_gang(gang)}{extra} at once; the largest free node, {best}, has "
+        f"{_free_text(free[best], names)} free"
+    )
+
+
+def repair_message(
+    job: Job, unplaced: Sequence[Slot], free: Free, allocatable: Mapping[str, Resources]
+) -> str:
+    names = ", ".join(child_name(job, s.type, s.index) for s in unplaced[:3])
+    need = unplaced[0].request
+    keys = [k for k in need if k != PODS] or [PODS]
+    best = _largest(free, allocatable, need, sorted(free)) if free else None
+    where = f"; the largest free node, {best}, has {_free_text(free[best], keys)}" if best else ""
+    return (
+        f"{_count(len(unplaced), 'pod')} waiting for room ({names}): each needs "
+        f"{need.without(PODS).describe() or 'a pod slot'}{where}"
+    )
+
+
+def awaited_message(awaited: Sequence[tuple[str, Pod]], own: str) -> str:
+    """Who the job waits for: "waiting for 2 workers of team-a/job3 to terminate"."""
+    by_job: dict[str, dict[str, int]] = {}
+    for key, pod in awaited:
+        if key == own:
+            continue
+        kinds = by_job.setdefault(key or "other jobs", {})
+        word = "worker" if pod.replica_type == "worker" else "pod"
+        kinds[word] = kinds.get(word, 0) + 1
+    parts = [
+        " and ".join(_count(n, w) for w, n in kinds.items()) + f" of {key}"
+        for key, kinds in sorted(by_job.items())
+    ]
+    if not parts:
+        return "waiting for its room to be freed"
+    return f"waiting for {', '.join(parts)} to terminate"
+
+
+def blocked_message(job: Job) -> str:
+    return "the job at the head of the queue starves and no shrink can make room for it"
