@@ -65,6 +65,9 @@ SUSPENDED = "Suspended"
 INVALID = "Invalid"
 
 _NEVER = datetime.max.replace(tzinfo=UTC)
+# A worker off its parameter servers' node trains at about this fraction of the speed of one
+# next to them (Pollux's placements: bert, 4 GPUs, 0.96 packed vs 0.63 spread).
+REMOTE = 0.65
 
 
 def _nothing() -> str:
@@ -478,11 +481,20 @@ class _Pass:
                 if placed:
                     out[r.job.key] = _new_pods(r, placed)
             return out
-        # One worker at a time, to the job that gains most from it: the fewest workers per
-        # parameter server (least contention, largest relative speed-up).
+        # One worker at a time, to the job whose speed grows most, relatively (Optimus-like):
+        # a worker next to a parameter server counts 1, elsewhere REMOTE (the cross-node
+        # penalty of comm-heavy models); ties go to the fewest workers per PS.
+        speed = {r.job.key: _effective_workers(r) for _, r in candidates}
         active = list(candidates)
+
+        def gain(t: tuple[int, Running]) -> tuple:
+            order, r = t
+            local = self._room_next_to_ps(r)
+            per_ps = counts[r.job.key] / max(len(r.ps_nodes), 1)
+            return (-(1.0 if local else REMOTE) / max(speed[r.job.key], REMOTE), per_ps, order)
+
         while active:
-            active.sort(key=lambda t: (counts[t[1].job.key] / max(len(t[1].ps_nodes), 1), t[0]))
+            active.sort(key=gain)
             r = active[0][1]
             n = counts[r.job.key]
             index = r.new_indices(n - r.count + 1)[n - r.count :]
@@ -492,9 +504,29 @@ class _Pass:
                 continue
             out.setdefault(r.job.key, {}).update(_new_pods(r, placed))
             counts[r.job.key] = n + 1
+            node = next(iter(placed.values()))
+            local = not r.ps_nodes or node in r.ps_nodes
+            speed[r.job.key] += 1.0 if local else REMOTE
             if n + 1 >= r.job.max_workers:
                 active.pop(0)
         return out
+
+    def _room_next_to_ps(self, r: Running) -> bool:
+        worker = r.job.worker
+        if worker is None:
+            return False
+        if not r.ps_nodes:
+            return True
+        ok = _eligible(r.job, self.cluster, self.memo)[worker.type]
+        return any(n in ok and worker.request.fits_in(self.free[n]) for n in r.ps_nodes)
+
+
+def _effective_workers(r: Running) -> float:
+    """Workers weighted by locality: what the job's speed is roughly proportional to."""
+    live = [p for p in r.workers if p.live and p not in r.surplus]
+    if not r.ps_nodes:
+        return float(len(live))
+    return sum(1.0 if p.node in r.ps_nodes else REMOTE for p in live)
 
 
 def _new_pods(r: Running, placed: Mapping[Slot, str | None]) -> dict[tuple[str, int], str | None]:
