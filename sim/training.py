@@ -95,6 +95,7 @@ class Programs:
     scale_actions: int = 0
     restarts: int = 0
     _names_seen: set[str] = field(default_factory=set)
+    _shrunk: set[str] = field(default_factory=set)  # workers deleted by a shrink
     _dirty: set[str] = field(default_factory=set)
     _flush_pending: bool = False
 
@@ -116,10 +117,11 @@ class Programs:
         growing = t.started_s is not None and t.finished_s is None and _role(pod) == "worker"
         if new is not None and old is None:
             self.pods_of.setdefault(job, set()).add(key)
-            if key in self._names_seen:
+            if key in self._names_seen and key not in self._shrunk:
                 self.restarts += 1  # the same pod again: a restart, not a scale action
             elif growing:
-                self.scale_actions += 1
+                self.scale_actions += 1  # a new worker, or one a shrink took, grown back
+            self._shrunk.discard(key)
             self._names_seen.add(key)
         elif new is None:
             self.pods_of.get(job, set()).discard(key)
@@ -129,8 +131,14 @@ class Programs:
             shrunk = new["metadata"].get("deletionTimestamp") and not old["metadata"].get(
                 "deletionTimestamp"
             )
-            if growing and shrunk and _running(old):
+            if (
+                growing
+                and shrunk
+                and _running(old)
+                and (new.get("status") or {}).get("phase") not in _DONE
+            ):
                 self.scale_actions += 1
+                self._shrunk.add(key)
         self._dirty.add(job)
         if not self._flush_pending:
             self._flush_pending = True

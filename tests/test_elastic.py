@@ -242,6 +242,7 @@ def test_scaling_never_restarts_a_running_worker(policy: str) -> None:
     assert finished is not None
     assert all(min(pods.terminating.get(n, [finished])) >= finished for n in kept)
     assert pods.restarts == 0
+    assert sim.programs.restarts == 0  # a worker grown back where a shrink took one is no restart
 
 
 # --- robustness -----------------------------------------------------------------------
