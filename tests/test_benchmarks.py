@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
 from benchmarks import sync_latency
+
+FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 
 
 def test_sync_latency_benchmark_runs(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
@@ -15,3 +18,22 @@ def test_sync_latency_benchmark_runs(monkeypatch: pytest.MonkeyPatch, capsys) ->
     rows = capsys.readouterr().out.strip().splitlines()
     assert rows[0].split()[:3] == ["nodes", "jobs", "pods"]
     assert [r.split()[:2] for r in rows[1:]] == [["1", "1"], ["16", "40"], ["64", "200"]]
+
+
+def test_elastic_benchmark_compares_every_policy_and_checks_the_targets(
+    monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    from benchmarks import elastic
+
+    monkeypatch.setattr(elastic, "PHILLY", FIXTURES / "philly-excerpt.csv")
+    argv = ["elastic", "--traces", "philly", "--philly-start", "0", "--philly-jobs", "6"]
+    monkeypatch.setattr(sys, "argv", [*argv, "--loads", "1", "--jobs-parallel", "1"])
+    elastic.main()
+    out = capsys.readouterr().out
+    header = next(line for line in out.splitlines() if line.startswith("Metric"))
+    assert header.split()[1:] == ["dragonet", "dragon", "gang-fifo", "kube-default"]
+    (finished,) = [row for row in out.splitlines() if row.startswith("Jobs finished")]
+    assert finished.count("6 / 6") == 4
+    targets = out.split("Targets for dragonet:")[1]
+    assert "below gang-fifo" in targets and "below dragon" in targets
+    assert "lower bound" in targets
