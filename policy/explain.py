@@ -5,7 +5,7 @@ Built lazily from the plan's state (each sync plans every job but reports only i
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from policy.cluster import Cluster, Pod
 from policy.filters import rejection
@@ -114,5 +114,12 @@ def awaited_message(awaited: Sequence[tuple[str, Pod]], own: str) -> str:
     return f"waiting for {', '.join(parts)} to terminate"
 
 
-def blocked_message(job: Job) -> str:
-    return "the job at the head of the queue starves and no shrink can make room for it"
+def blocked_message(head: str) -> str:
+    return (
+        f"waiting behind {head}, which has waited longest and for which no shrink of running "
+        "jobs can make room (policy dragon admits no one behind it)"
+    )
+
+
+def unhelped_message(explain: Callable[[], str]) -> str:
+    return f"{explain()}; no shrink of the running jobs it may shrink would make room either"

@@ -40,7 +40,13 @@ from policy.elastic import (
     shrinkable,
     waited,
 )
-from policy.explain import awaited_message, blocked_message, repair_message, wait_message
+from policy.explain import (
+    awaited_message,
+    blocked_message,
+    repair_message,
+    unhelped_message,
+    wait_message,
+)
 from policy.filters import rejection
 from policy.jobs import WORKER, Job, Replica, child_name
 from policy.lifecycle import Assessment, assess
@@ -625,12 +631,12 @@ def plan(
     for r in running:
         pending[r.job.key], unplaced[r.job.key], create[r.job.key] = state.repair(r)
     # 4. Admit, making room for the first job that waits.
-    blocked = False
+    blocked: str | None = None  # DRAGON: the starving head nothing can help
     room_made = False
     for job, pods, verdict in queued:
         if blocked:
             result[job.key] = JobPlan(
-                job, pods, verdict, QUEUED, 0, {}, partial(blocked_message, job)
+                job, pods, verdict, QUEUED, 0, {}, partial(blocked_message, blocked)
             )
             continue
         jp = state.admit(job, pods, verdict)
@@ -647,7 +653,8 @@ def plan(
                 state.head_waits = state.head_waits or starving
             elif starving:
                 state.head_waits = True
-                blocked = rules.block_behind_head
+                blocked = job.key if rules.block_behind_head else None
+                jp = replace(jp, explain=partial(unhelped_message, jp.explain))
         if jp.phase == QUEUED and rules.elastic and now - since < rules.starvation:
             jp = replace(jp, wake_at=since + rules.starvation)
         result[job.key] = jp

@@ -171,6 +171,7 @@ def test_no_shrink_when_even_min_instances_would_not_make_room() -> None:
     )
     assert pods.shrunk("a", before=pods.first_created("b")) == []
     assert statuses.targets("default/a") == [6]
+    assert any("no shrink of the running jobs" in m for m in statuses.messages("default/b"))
 
 
 def test_the_starvation_threshold_comes_from_the_configuration() -> None:
@@ -337,9 +338,10 @@ def test_a_head_no_shrink_can_help_blocks_dragon_but_not_dragonet() -> None:
     sim, pods, _ = _run(jobs(), policy="dragonet")
     assert pods.first_created("s") <= 203.0  # once two of a's borrowed workers are gone
     assert pods.first_created("s") < pods.first_created("h")
-    sim, pods, _ = _run(jobs(), policy="dragon")
+    sim, pods, statuses = _run(jobs(), policy="dragon")
     a_done = sim.programs.jobs["default/a"].finished_s
     assert a_done is not None and pods.first_created("s") >= a_done
+    assert any(m.startswith("waiting behind default/h") for m in statuses.messages("default/s"))
 
 
 @pytest.mark.parametrize("policy", ["dragon", "dragonet"])
