@@ -365,3 +365,20 @@ def test_stale_parallel_syncs_never_overcommit_a_node_while_jobs_scale(policy: s
     assert probe.overcommits == []
     assert result.summary["jobs_finished"] == len(jobs)
     assert result.summary["scale_actions"] > 0
+
+
+def test_the_elastic_example_scales_and_dragonet_finishes_jobs_soonest() -> None:
+    from pathlib import Path
+
+    from sim.scenario import load_scenario
+
+    example = load_scenario(Path(__file__).parents[1] / "examples" / "elastic.yaml")
+    runs = {
+        p: Simulation(example, SimConfig(policy=p)).run().summary
+        for p in ("dragonet", "dragon", "gang-fifo")
+    }
+    assert all(s["jobs_finished"] == 3 for s in runs.values())
+    assert runs["dragonet"]["scale_actions"] > 0 and runs["dragon"]["scale_actions"] > 0
+    assert runs["gang-fifo"]["scale_actions"] == 0
+    jct = {p: s["avg_jct_s"] for p, s in runs.items()}
+    assert jct["dragonet"] < jct["dragon"] < jct["gang-fifo"]
