@@ -211,6 +211,9 @@ class Running:
         return free[:n]
 
 
+Victim = tuple[Running, Pod]  # a worker a shrink takes, and its job
+
+
 @dataclass
 class _Pass:
     """The running state of one planning pass: what is still free, and who claimed it."""
@@ -290,7 +293,12 @@ class _Pass:
     # --- 4. admit ---------------------------------------------------------------------
 
     def _place(
-        self, required: list[Slot], workers: list[Slot], min_workers: int, free: Free, eligible
+        self,
+        required: list[Slot],
+        workers: list[Slot],
+        min_workers: int,
+        free: Free,
+        eligible: Eligible,
     ) -> Assignment | None:
         if self.policy == "gang-fifo":  # static size: every worker, each pod bin-packed
             return place_binpacked([*required, *workers], free, self.allocatable, eligible)
@@ -350,7 +358,7 @@ class _Pass:
         future = self._future()
         fit = place_gang(required, gang, len(gang), future, self.allocatable, eligible)
         starving = self.now - since >= self.rules.starvation
-        chosen: list[tuple[Running, Pod]] = []
+        chosen: list[Victim] = []
         if fit is None:
             shape = (_shape(job, eligible), prio, starving)
             if shape in self.unhelped:
@@ -391,7 +399,7 @@ class _Pass:
             partial(awaited_message, awaited, job.key),
         )
 
-    def _future(self, extra: Sequence[tuple[Running, Pod]] = ()) -> dict[str, Resources]:
+    def _future(self, extra: Sequence[Victim] = ()) -> dict[str, Resources]:
         future = dict(self.free)
         for node, pods in self.releasing.items():
             future[node] = future[node] + Resources.total(p.request for _, p in pods)
@@ -399,9 +407,7 @@ class _Pass:
             future[pod.node] = future[pod.node] + pod.request
         return future
 
-    def _pool(
-        self, prio: int, starving: bool, running: Sequence[Running]
-    ) -> list[tuple[Running, Pod]]:
+    def _pool(self, prio: int, starving: bool, running: Sequence[Running]) -> list[Victim]:
         """Workers a shrink may take for a job of priority ``prio``, in the order taken."""
         pool: list[tuple[tuple, Running, Pod]] = []
         for order, r in enumerate(running):
@@ -434,7 +440,9 @@ class _Pass:
         pool.sort(key=lambda t: t[0])
         return [(r, p) for _, r, p in pool]
 
-    def _prune(self, chosen, required, gang, eligible) -> list[tuple[Running, Pod]]:
+    def _prune(
+        self, chosen: list[Victim], required: list[Slot], gang: list[Slot], eligible: Eligible
+    ) -> list[Victim]:
         """Drop victims whose room the waiting job does not need (last taken first)."""
         kept = list(chosen)
         for item in reversed(chosen):
@@ -444,9 +452,10 @@ class _Pass:
                 kept = trial
         return kept
 
-    def _shrink(self, waiting: Job, chosen, starving: bool, since: datetime) -> None:
+    def _shrink(self, waiting: Job, chosen: list[Victim], starving: bool, since: datetime) -> None:
+        """Record the victims: their jobs' new targets, and why (for their statuses)."""
         by_job: dict[str, list[Pod]] = {}
-        runs = {}
+        runs: dict[str, Running] = {}
         for r, pod in chosen:
             by_job.setdefault(r.job.key, []).append(pod)
             runs[r.job.key] = r
