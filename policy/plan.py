@@ -233,7 +233,9 @@ class _Pass:
     releasing: dict[str, list[tuple[str, Pod]]] = field(default_factory=dict)
     victims: dict[str, list[Pod]] = field(default_factory=dict)
     scales: dict[str, Scale] = field(default_factory=dict)
-    unhelped: set[tuple] = field(default_factory=set)  # gang shapes no shrink can place
+    # Gang shapes no shrink can place (and whether there was anything to shrink at all).
+    unhelped: dict[tuple, bool] = field(default_factory=dict)
+    shrink_tried: bool = False  # the last make_room found workers it could take
     acted: bool = False  # admitted or shrank something in this pass
     head_waits: bool = False  # a starving queue head still waits (DRAGON: no growth)
 
@@ -362,10 +364,13 @@ class _Pass:
         if fit is None:
             shape = (_shape(job, eligible), prio, starving)
             if shape in self.unhelped:
+                self.shrink_tried = self.unhelped[shape]
                 return None
+            self.shrink_tried = False
             need = Resources.total(s.request for s in [*required, *gang])
             have = Resources.total(future.values())
             for r, pod in self._pool(prio, starving, running):
+                self.shrink_tried = True
                 chosen.append((r, pod))
                 future[pod.node] = future[pod.node] + pod.request
                 have = have + pod.request
@@ -374,7 +379,7 @@ class _Pass:
                     if fit is not None:
                         break
             if fit is None:
-                self.unhelped.add(shape)
+                self.unhelped[shape] = self.shrink_tried
                 return None
             pruned = self._prune(chosen, required, gang, eligible)
             tight = place_gang(
@@ -663,7 +668,8 @@ def plan(
             elif starving:
                 state.head_waits = True
                 blocked = job.key if rules.block_behind_head else None
-                jp = replace(jp, explain=partial(unhelped_message, jp.explain))
+                if state.shrink_tried:
+                    jp = replace(jp, explain=partial(unhelped_message, jp.explain))
         if jp.phase == QUEUED and rules.elastic and now - since < rules.starvation:
             jp = replace(jp, wake_at=since + rules.starvation)
         result[job.key] = jp
