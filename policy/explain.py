@@ -11,6 +11,7 @@ from policy.cluster import Cluster, Pod
 from policy.filters import rejection
 from policy.jobs import WORKER, Job, child_name
 from policy.placement import Eligible, Free, Slot
+from policy.priority import Priorities
 from policy.resources import PODS, Resources, format_quantity
 
 _NAMES = {"PS": "parameter server", "Chief": "chief", "Master": "master", "Evaluator": "evaluator"}
@@ -123,3 +124,10 @@ def blocked_message(head: str) -> str:
 
 def unhelped_message(explain: Callable[[], str]) -> str:
     return f"{explain()}; no shrink of the running jobs it may shrink would make room either"
+
+
+def unknown_class_message(explain: Callable[[], str], name: str, priorities: Priorities) -> str:
+    return (
+        f"{explain()}; PriorityClass {name!r} does not exist, so the job is queued with the "
+        f"default priority {priorities.default}"
+    )

@@ -45,6 +45,7 @@ from policy.explain import (
     blocked_message,
     repair_message,
     unhelped_message,
+    unknown_class_message,
     wait_message,
 )
 from policy.filters import rejection
@@ -672,6 +673,9 @@ def plan(
                     jp = replace(jp, explain=partial(unhelped_message, jp.explain))
         if jp.phase == QUEUED and rules.elastic and now - since < rules.starvation:
             jp = replace(jp, wake_at=since + rules.starvation)
+        if jp.phase == QUEUED and priorities.value(job.priority_class) is None:
+            unknown = partial(unknown_class_message, jp.explain, job.priority_class, priorities)
+            jp = replace(jp, explain=unknown)
         result[job.key] = jp
     # 5. Top up (lost workers), 6. grow.
     for r in running:

@@ -382,3 +382,13 @@ def test_the_elastic_example_scales_and_dragonet_finishes_jobs_soonest() -> None
     assert runs["gang-fifo"]["scale_actions"] == 0
     jct = {p: s["avg_jct_s"] for p, s in runs.items()}
     assert jct["dragonet"] < jct["dragon"] < jct["gang-fifo"]
+
+
+def test_a_job_naming_a_missing_priority_class_says_so_and_queues_at_default_priority() -> None:
+    a = job("a", 8, ps=0, steps=300)
+    b = _with_priority(job("b", 8, ps=0, arrival=10.0, steps=50), "platinum")
+    _, pods, statuses = _run_with_classes([a, b], policy="dragonet")
+    assert pods.first_created("b") > pods.first_created("a")
+    assert any(
+        "PriorityClass 'platinum' does not exist" in m for m in statuses.messages("default/b")
+    )
