@@ -131,11 +131,14 @@ class Programs:
             shrunk = new["metadata"].get("deletionTimestamp") and not old["metadata"].get(
                 "deletionTimestamp"
             )
+            # A live worker deleted while the job trains is a shrink (also one not yet
+            # running), unless the kube-scheduler found no room for it (a re-placement).
             if (
                 growing
                 and shrunk
-                and _running(old)
+                and (old.get("status") or {}).get("phase") in ("Pending", "Running")
                 and (new.get("status") or {}).get("phase") not in _DONE
+                and not _unschedulable(old)
             ):
                 self.scale_actions += 1
                 self._shrunk.add(key)
@@ -241,6 +244,13 @@ class Programs:
 
 def _role(pod: Obj) -> str:
     return (pod["metadata"].get("labels") or {}).get(L_TYPE, "")
+
+
+def _unschedulable(pod: Obj) -> bool:
+    return any(
+        c.get("type") == "PodScheduled" and c.get("reason") == "Unschedulable"
+        for c in (pod.get("status") or {}).get("conditions") or ()
+    )
 
 
 def _restart_count(pod: Obj) -> int:
