@@ -110,10 +110,6 @@ def shrinkable(job: Job, workers: Sequence[Pod], ps_nodes: frozenset[str]) -> li
     return sorted(ok, key=lambda p: (p.phase == "Running", p.node in ps_nodes, -p.index))
 
 
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
 def waited(since: datetime | None, now: datetime) -> str:
     if since is None:
         return ""

@@ -236,7 +236,6 @@ class _Pass:
     scales: dict[str, Scale] = field(default_factory=dict)
     # Gang shapes no shrink can place (and whether there was anything to shrink at all).
     unhelped: dict[tuple, bool] = field(default_factory=dict)
-    shrink_tried: bool = False  # the last make_room found workers it could take
     acted: bool = False  # admitted or shrank something in this pass
     head_waits: bool = False  # a starving queue head still waits (DRAGON: no growth)
 
@@ -351,12 +350,13 @@ class _Pass:
 
     def make_room(
         self, jp: JobPlan, prio: int, since: datetime, running: Sequence[Running]
-    ) -> JobPlan | None:
+    ) -> tuple[JobPlan | None, bool]:
         """For the first job that waits: reserve room that is on its way out, or shrink
-        running jobs to make it. None if no shrink this policy allows would do."""
+        running jobs to make it. Returns the waiting job's plan, or None if no shrink this
+        policy allows would do, and whether there were workers it could have taken."""
         job = jp.job
         required = _required_slots(job)
-        gang = [*_slots(job.worker, job.min_workers)]
+        gang = _slots(job.worker, job.min_workers)
         eligible = _eligible(job, self.cluster, self.memo)
         future = self._future()
         fit = place_gang(required, gang, len(gang), future, self.allocatable, eligible)
@@ -365,13 +365,10 @@ class _Pass:
         if fit is None:
             shape = (_shape(job, eligible), prio, starving)
             if shape in self.unhelped:
-                self.shrink_tried = self.unhelped[shape]
-                return None
-            self.shrink_tried = False
+                return None, self.unhelped[shape]
             need = Resources.total(s.request for s in [*required, *gang])
             have = Resources.total(future.values())
             for r, pod in self._pool(prio, starving, running):
-                self.shrink_tried = True
                 chosen.append((r, pod))
                 future[pod.node] = future[pod.node] + pod.request
                 have = have + pod.request
@@ -380,8 +377,8 @@ class _Pass:
                     if fit is not None:
                         break
             if fit is None:
-                self.unhelped[shape] = self.shrink_tried
-                return None
+                self.unhelped[shape] = bool(chosen)
+                return None, bool(chosen)
             pruned = self._prune(chosen, required, gang, eligible)
             tight = place_gang(
                 required, gang, len(gang), self._future(pruned), self.allocatable, eligible
@@ -390,12 +387,12 @@ class _Pass:
                 chosen, fit = pruned, tight
             self._shrink(job, chosen, starving, since)
         # Keep the room from younger jobs: they get only what this job will not need.
-        for node, used in used_per_node(fit).items():
-            self.free[node] = _floor0(self.free[node] - used)
+        used = used_per_node(fit)
+        for node, request in used.items():
+            self.free[node] = _floor0(self.free[node] - request)
         self.acted = self.acted or bool(chosen)
-        nodes = set(used_per_node(fit))
-        awaited = [(k, p) for n in sorted(nodes) for k, p in self.releasing.get(n, ())]
-        return JobPlan(
+        awaited = [(k, p) for n in sorted(used) for k, p in self.releasing.get(n, ())]
+        waiting = JobPlan(
             job,
             jp.pods,
             jp.assessment,
@@ -404,6 +401,7 @@ class _Pass:
             {},
             partial(awaited_message, awaited, job.key),
         )
+        return waiting, True
 
     def _future(self, extra: Sequence[Victim] = ()) -> dict[str, Resources]:
         future = dict(self.free)
@@ -427,11 +425,9 @@ class _Pass:
                 floor = max(r.job.min_workers, r.job.worker.replicas)
             else:
                 continue
-            surplus = {p.name for p in r.surplus} | {
-                p.name for p in self.victims.get(r.job.key, ())
-            }
+            leaving = {p.name for p in (*r.surplus, *self.victims.get(r.job.key, ()))}
             candidates = [
-                p for p in shrinkable(r.job, r.workers, r.ps_nodes) if p.name not in surplus
+                p for p in shrinkable(r.job, r.workers, r.ps_nodes) if p.name not in leaving
             ]
             for rank, pod in enumerate(candidates[: max(0, keep - floor)]):
                 if pod.node is None or not pod.occupies:
@@ -659,9 +655,8 @@ def plan(
         # DRAGON makes room for the head of the queue only; Dragonet for the first job that
         # some shrink can help, so a head nothing can help does not starve the jobs behind.
         if jp.phase == QUEUED and rules.elastic and not room_made:
-            room_made = rules.block_behind_head
-            waiting = state.make_room(jp, priority(job, priorities), since, running)
-            room_made = room_made or waiting is not None
+            waiting, could_shrink = state.make_room(jp, priority(job, priorities), since, running)
+            room_made = waiting is not None or rules.block_behind_head
             starving = now - since >= rules.starvation
             if waiting is not None:
                 jp = waiting
@@ -669,7 +664,7 @@ def plan(
             elif starving:
                 state.head_waits = True
                 blocked = job.key if rules.block_behind_head else None
-                if state.shrink_tried:
+                if could_shrink:
                     jp = replace(jp, explain=partial(unhelped_message, jp.explain))
         if jp.phase == QUEUED and rules.elastic and now - since < rules.starvation:
             jp = replace(jp, wake_at=since + rules.starvation)
