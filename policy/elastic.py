@@ -13,10 +13,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from policy.cluster import Pod
 from policy.config import PolicyConfig
-from policy.jobs import Job
-from policy.timeutil import parse_time
+from policy.model.cluster import Pod
+from policy.model.jobs import Job
+from policy.model.timeutil import parse_time
 
 # The status keys the rules read back.
 LAST_SCALE = "lastScale"

@@ -28,8 +28,6 @@ from types import MappingProxyType
 
 import orjson
 
-from policy import conditions as cond
-from policy.cluster import Cluster, Pod
 from policy.config import PolicyConfig
 from policy.elastic import (
     Rules,
@@ -40,7 +38,14 @@ from policy.elastic import (
     shrinkable,
     waited,
 )
-from policy.explain import (
+from policy.model import conditions as cond
+from policy.model.cluster import Cluster, Pod
+from policy.model.jobs import WORKER, Job, Replica, child_name
+from policy.model.lifecycle import Assessment, assess
+from policy.model.priority import Priorities
+from policy.model.resources import Resources
+from policy.model.timeutil import parse_time
+from policy.pool.explain import (
     awaited_message,
     blocked_message,
     repair_message,
@@ -48,10 +53,8 @@ from policy.explain import (
     unknown_class_message,
     wait_message,
 )
-from policy.filters import rejection
-from policy.jobs import WORKER, Job, Replica, child_name
-from policy.lifecycle import Assessment, assess
-from policy.placement import (
+from policy.pool.filters import rejection
+from policy.pool.placement import (
     Assignment,
     Eligible,
     Free,
@@ -61,9 +64,6 @@ from policy.placement import (
     place_repairs,
     used_per_node,
 )
-from policy.priority import Priorities
-from policy.resources import Resources
-from policy.timeutil import parse_time
 
 QUEUED = "Queued"
 ADMITTED = "Admitted"

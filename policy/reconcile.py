@@ -13,15 +13,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from policy import conditions as cond
-from policy.cluster import Cluster, Pod
 from policy.config import PolicyConfig
 from policy.elastic import LAST_SCALE
-from policy.jobs import Job, JobKind
-from policy.lifecycle import REASON_INVALID
+from policy.job.render import render_pod, render_service
+from policy.model import conditions as cond
+from policy.model.cluster import Cluster, Pod
+from policy.model.jobs import Job, JobKind
+from policy.model.lifecycle import REASON_INVALID
+from policy.model.timeutil import format_time, parse_time
 from policy.plan import ADMITTED, FINISHED, INVALID, QUEUED, SUSPENDED, JobPlan
-from policy.render import render_pod, render_service
-from policy.timeutil import format_time, parse_time
 
 
 @dataclass(frozen=True)

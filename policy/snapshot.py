@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from policy.cluster import Cluster, Node, Pod
 from policy.config import PolicyConfig
-from policy.jobs import TFJOB, InvalidJob, Job, JobKind, parse_job, parse_metadata
 from policy.memo import Identity, Memo, identity
+from policy.model.cluster import Cluster, Node, Pod
+from policy.model.jobs import TFJOB, InvalidJob, Job, JobKind, parse_job, parse_metadata
+from policy.model.priority import Priorities
 from policy.plan import plan
-from policy.priority import Priorities
 from policy.reconcile import Decision, invalid, reconcile
 
 NODES = "Node.v1"

@@ -24,8 +24,8 @@ from typing import Any, Literal
 import yaml
 
 from policy.config import PolicyName
-from policy.jobs import pod_request
-from policy.resources import Resources
+from policy.model.jobs import pod_request
+from policy.model.resources import Resources
 from sim.apiserver import EPOCH, ApiServer, Obj, object_key
 from sim.bounds import BoundJob, lower_bounds
 from sim.kube import Kube

@@ -8,8 +8,8 @@
   ``OutOf<resource>``, as a real kubelet does for a ``nodeName`` pod it cannot hold),
   starts it after a start delay, and removes a deleted pod after its grace period.
 
-Capacity parsing and the filter predicates are the policy's own (``policy.cluster``,
-``policy.filters``): the simulator checks scheduling decisions, not quantity parsing.
+Capacity parsing and the filter predicates are the policy's own (``policy.model.cluster``,
+``policy.pool.filters``): the simulator checks scheduling decisions, not quantity parsing.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from policy.cluster import Node
-from policy.filters import rejection
-from policy.jobs import pod_request
-from policy.resources import Resources
+from policy.model.cluster import Node
+from policy.model.jobs import pod_request
+from policy.model.resources import Resources
+from policy.pool.filters import rejection
 from sim.apiserver import ApiServer, Obj, object_key, stamp
 
 PODS = "Pod.v1"

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
-from policy.cluster import L_JOB, L_OPERATOR, L_TYPE, OPERATOR_NAME
-from policy.jobs import pod_request
-from policy.resources import Resources
+from policy.model.cluster import L_JOB, L_OPERATOR, L_TYPE, OPERATOR_NAME
+from policy.model.jobs import pod_request
+from policy.model.resources import Resources
 from sim.apiserver import ApiServer, Obj, object_key
 from sim.results import Segment, State
 from sim.spec import JobSpec

@@ -10,8 +10,8 @@ from typing import Any
 
 import orjson
 
-from policy.jobs import pod_request
-from policy.resources import Resources
+from policy.model.jobs import pod_request
+from policy.model.resources import Resources
 from sim.apiserver import Obj, object_key
 from sim.engine import Scenario, Simulation
 from sim.kube import Kube, node_object

@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policy.config import PolicyConfig
+from policy.model.resources import Resources
 from policy.plan import ADMITTED, QUEUED, plan
 from policy.reconcile import reconcile
-from policy.resources import Resources
 from policy.snapshot import observe
 from tests import metacontroller as mc
 from tests.conftest import NOW

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from policy.jobs import parse_job
+from policy.model.jobs import parse_job
 from sim.profiles import DEFAULT_PROFILE, PROFILES, derive_profile, parse_placements, profile
 from sim.spec import JobSpec
 from sim.traces import dns_label, load_philly, load_pollux

@@ -19,8 +19,8 @@ from flask import Flask, Response, request
 from pydantic import BaseModel, ValidationError
 from werkzeug.exceptions import HTTPException
 
-from policy.jobs import TFJOB, JobKind
 from policy.memo import Memo
+from policy.model.jobs import TFJOB, JobKind
 from policy.snapshot import MalformedRequest, finalize, sync
 from webhooks.config import Settings
 from webhooks.hooks import CustomizeRequest, SyncRequest, related_resources

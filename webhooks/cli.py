@@ -11,7 +11,7 @@ from typing import Any
 import orjson
 import yaml
 
-from policy.jobs import TFJOB
+from policy.model.jobs import TFJOB
 from webhooks.app import create_app, utc_now
 from webhooks.config import Settings
 from webhooks.hooks import object_map

@@ -11,8 +11,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from policy.cluster import L_OPERATOR, OPERATOR_NAME
-from policy.jobs import JobKind
+from policy.model.cluster import L_OPERATOR, OPERATOR_NAME
+from policy.model.jobs import JobKind
 from webhooks.config import Settings
 
 ObjectMap = dict[str, dict[str, dict[str, Any]]]

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from policy.jobs import Replica
-from policy.resources import PODS, Resources
+from policy.model.jobs import Replica
+from policy.model.resources import PODS, Resources
 
 
 @dataclass(frozen=True)

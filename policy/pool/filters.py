@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from policy.cluster import Node, Taint
+from policy.model.cluster import Node, Taint
 
 _BLOCKING = ("NoSchedule", "NoExecute")
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from policy.cluster import Cluster, Pod
-from policy.filters import rejection
-from policy.jobs import WORKER, Job, child_name
-from policy.placement import Eligible, Free, Slot
-from policy.priority import Priorities
-from policy.resources import PODS, Resources, format_quantity
+from policy.model.cluster import Cluster, Pod
+from policy.model.jobs import WORKER, Job, child_name
+from policy.model.priority import Priorities
+from policy.model.resources import PODS, Resources, format_quantity
+from policy.pool.filters import rejection
+from policy.pool.placement import Eligible, Free, Slot
 
 _NAMES = {"PS": "parameter server", "Chief": "chief", "Master": "master", "Evaluator": "evaluator"}
 

@@ -11,8 +11,8 @@ import copy
 import json
 from typing import Any, Literal
 
-from policy.cluster import HOSTNAME, L_INDEX, L_JOB, L_OPERATOR, L_ROLE, L_TYPE, OPERATOR_NAME
-from policy.jobs import WORKER, Job, Replica, child_name
+from policy.model.cluster import HOSTNAME, L_INDEX, L_JOB, L_OPERATOR, L_ROLE, L_TYPE, OPERATOR_NAME
+from policy.model.jobs import WORKER, Job, Replica, child_name
 
 Binding = Literal["affinity", "nodeName"]
 

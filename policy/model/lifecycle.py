@@ -11,10 +11,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from policy import conditions as cond
-from policy.cluster import Pod
-from policy.jobs import WORKER, Job, child_name
-from policy.timeutil import parse_time
+from policy.model import conditions as cond
+from policy.model.cluster import Pod
+from policy.model.jobs import WORKER, Job, child_name
+from policy.model.timeutil import parse_time
 
 # Kubeflow's sentinel for "the main container never terminated" (e.g. evicted): retryable.
 NO_EXIT_CODE = 0xBEEF

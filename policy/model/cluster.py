@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from policy.jobs import pod_request
-from policy.resources import Resources
+from policy.model.jobs import pod_request
+from policy.model.resources import Resources
 
 HOSTNAME = "kubernetes.io/hostname"
 OPERATOR_NAME = "dragonet"

@@ -17,9 +17,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from policy.resources import PODS, Resources, to_milli
-from policy.templates import PodTemplate
-from policy.timeutil import parse_time
+from policy.model.resources import PODS, Resources, to_milli
+from policy.model.templates import PodTemplate
+from policy.model.timeutil import parse_time
 
 
 class InvalidJob(ValueError):
