@@ -1,36 +1,21 @@
-"""Settings from the environment (``DRAGONET_*``), as the Helm chart sets them."""
+"""The webhook process's settings, from the environment (``DRAGONET_*``), as the chart sets them.
+
+Only what concerns the process and how a job's pods are written lives here. How a pool
+schedules (its nodes, policy, binding, thresholds) is the TrainingPool's spec, read from
+the API on every pool sync (``policy.model.pool``).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Literal
-
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
-from policy.config import PolicyConfig, PolicyName
-
-
-class LabelSelector(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    matchLabels: dict[str, str] | None = None
-    matchExpressions: list[dict[str, Any]] | None = None
-
-    def as_dict(self) -> dict[str, Any]:
-        return self.model_dump(exclude_none=True)
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DRAGONET_", frozen=True)
 
-    # Which Nodes form the training pool (a LabelSelector; empty selects every node).
-    pool_selector: LabelSelector = Field(default_factory=LabelSelector)
-    policy: PolicyName = "dragonet"
-    binding: Literal["affinity", "nodeName"] = "affinity"
-    starvation_seconds: float = Field(default=30.0, ge=0)
-    idle_seconds: float = Field(default=60.0, ge=0)
+    # Appended after ".svc" in TF_CONFIG addresses (Kubeflow's CUSTOM_CLUSTER_DOMAIN).
     cluster_domain: str = ""
-    # Count every pod on the pool's nodes, not only Dragonet's (costlier hook requests).
-    watch_all_pods: bool = False
     port: int = 8080
     workers: int = Field(default=2, ge=1)
     threads: int = Field(default=4, ge=1)
@@ -42,12 +27,3 @@ class Settings(BaseSettings):
 
     def inflight_limit(self) -> int:
         return self.max_inflight or max(1, self.threads - 1)
-
-    def policy_config(self) -> PolicyConfig:
-        return PolicyConfig(
-            policy=self.policy,
-            binding=self.binding,
-            cluster_domain=self.cluster_domain,
-            starvation_seconds=self.starvation_seconds,
-            idle_seconds=self.idle_seconds,
-        )

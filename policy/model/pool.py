@@ -1,0 +1,86 @@
+"""A TrainingPool: which Nodes it schedules onto and with which policy.
+
+The pool's spec is what the first design read from environment variables; now it is an
+object in the API (``crd/trainingpools.dragonet.io.yaml``), so several pools can run side
+by side with different policies, and changing one is a ``kubectl edit``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+GROUP = "dragonet.io"
+VERSION = f"{GROUP}/v1alpha1"
+POOL_KIND = "TrainingPool"
+ADMISSION_KIND = "Admission"
+DEFAULT_POOL = "default"  # the pool of a job that names none (Kubeflow's queue default)
+
+# Named scheduling policies. ``dragonet`` is the product; the others are the baselines the
+# simulator compares it with, run through the same webhook:
+#   dragon        DRAGON's rules as its README describes them, without its bugs: FIFO gangs
+#                 with backfill, shrink running jobs for a queue head that waited
+#                 ``starvationSeconds``, grow them after ``idleSeconds`` without action;
+#   gang-fifo     all-or-nothing FIFO with backfill, static sizes, each pod bin-packed on
+#                 its own (what Volcano / kube-batch give);
+#   kube-default  no admission at all: every pod is created at once, unplaced, and the
+#                 kube-scheduler places each on its own (a plain operator).
+PolicyName = Literal["dragonet", "dragon", "gang-fifo", "kube-default"]
+POLICIES: tuple[PolicyName, ...] = ("dragonet", "dragon", "gang-fifo", "kube-default")
+Binding = Literal["affinity", "nodeName"]
+
+
+class LabelSelector(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    matchLabels: dict[str, str] | None = None
+    matchExpressions: list[dict[str, Any]] | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
+class PoolSpec(BaseModel):
+    """``TrainingPool.spec``; absent fields take the CRD's defaults."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    nodeSelector: LabelSelector = Field(default_factory=LabelSelector)
+    policy: PolicyName = "dragonet"
+    # How a planned node reaches the pod: required node affinity on kubernetes.io/hostname
+    # (kube-scheduler stays the final arbiter) or spec.nodeName binding, as DRAGON does.
+    binding: Binding = "affinity"
+    # DRAGON's elastic thresholds: shrink for a job that waited this long; grow after
+    # this long without any scheduling or scaling action.
+    starvationSeconds: float = Field(default=30.0, ge=0)
+    idleSeconds: float = Field(default=60.0, ge=0)
+    # Count every pod on the pool's nodes, not only Dragonet's (costlier hook requests).
+    watchAllPods: bool = False
+
+
+def pool_object(name: str = DEFAULT_POOL, **spec: Any) -> dict[str, Any]:
+    """A TrainingPool manifest, as a user or the chart writes it (``spec`` in its own keys)."""
+    return {
+        "apiVersion": VERSION,
+        "kind": POOL_KIND,
+        "metadata": {"name": name, "labels": {f"{GROUP}/pool": name}},
+        "spec": PoolSpec.model_validate(spec).model_dump(mode="json", exclude_defaults=True),
+    }
+
+
+def pool_of(job_spec: Mapping[str, Any]) -> str:
+    """The pool a job asks for: Kubeflow's ``runPolicy.schedulingPolicy.queue`` (DRAGON's
+    top-level run-policy layout too), else the default pool."""
+    for holder in (job_spec.get("runPolicy"), job_spec):
+        if isinstance(holder, Mapping):
+            policy = holder.get("schedulingPolicy")
+            if isinstance(policy, Mapping) and isinstance(policy.get("queue"), str):
+                if policy["queue"]:
+                    return policy["queue"]
+    return DEFAULT_POOL
+
+
+def admission_name(kind: str, job: str) -> str:
+    """``tfjob-job1``: a TFJob and an MXJob of one name never share an Admission."""
+    return f"{kind.lower()}-{job}"
