@@ -9,6 +9,7 @@ There is no API server here, so three validators stand in for it:
   ``crd/tfjobs.kubeflow.org.yaml``.
 * ``validate_composite_controller``: a CompositeController against Metacontroller's own CRD schema,
   vendored in ``tests/schemas/``.
+* ``validate_custom``: an instance of any of our own CRDs (TrainingPool, Admission, TFJob).
 
 The two custom-resource validators use ``jsonschema.Draft4Validator`` and mimic what the API server
 does with a structural schema under ``kubectl``'s default strict field validation:
@@ -91,6 +92,24 @@ def validate_composite_controller(obj: dict[str, Any]) -> None:
 def validate_tfjob_status(status: dict[str, Any]) -> None:
     """Validate a TFJob ``status`` alone (e.g. the one a sync response returns) against the CRD."""
     _validate_with(_tfjob_status_validator(), status, what="TFJob status")
+
+
+def validate_custom(obj: dict[str, Any]) -> None:
+    """Validate an instance of one of our own CRDs in ``crd/`` (TrainingPool, Admission,
+    TFJob), chosen by its kind."""
+    kind = obj.get("kind") if isinstance(obj, dict) else None
+    if kind not in _OWN_CRDS:
+        raise AssertionError(f"{_describe(obj)}: no CRD of ours defines kind {kind!r}")
+    group_version = f"{_crd_for(kind)['spec']['group']}/{_served_version(kind)['name']}"
+    if obj.get("apiVersion") != group_version:
+        raise AssertionError(f"{_describe(obj)}: apiVersion must be {group_version}")
+    _validate_with(_custom_validator(kind), obj)
+
+
+def validate_pool_status(status: dict[str, Any]) -> None:
+    """Validate a TrainingPool ``status`` alone (the one a pool sync returns)."""
+    schema = _served_version("TrainingPool")["schema"]["openAPIV3Schema"]["properties"]["status"]
+    _validate_with(_validator(schema), status, what="TrainingPool status")
 
 
 def tfjob_crd() -> dict[str, Any]:
@@ -185,6 +204,29 @@ def _tfjob_validator() -> jsonschema.Draft4Validator:
 @functools.cache
 def _tfjob_status_validator() -> jsonschema.Draft4Validator:
     return _validator(_crd_schema(_load_crd())["properties"]["status"])
+
+
+_OWN_CRDS = {
+    "TFJob": "tfjobs.kubeflow.org.yaml",
+    "TrainingPool": "trainingpools.dragonet.io.yaml",
+    "Admission": "admissions.dragonet.io.yaml",
+}
+
+
+@functools.cache
+def _crd_for(kind: str) -> dict[str, Any]:
+    return yaml.safe_load((ROOT / "crd" / _OWN_CRDS[kind]).read_text())
+
+
+def _served_version(kind: str) -> dict[str, Any]:
+    versions = [v for v in _crd_for(kind)["spec"]["versions"] if v.get("storage")]
+    assert len(versions) == 1, f"the {kind} CRD must have one storage version"
+    return versions[0]
+
+
+@functools.cache
+def _custom_validator(kind: str) -> jsonschema.Draft4Validator:
+    return _validator(_served_version(kind)["schema"]["openAPIV3Schema"])
 
 
 @functools.cache
