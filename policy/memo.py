@@ -1,12 +1,11 @@
-"""Memoised parsing and planning across syncs, keyed by the API server's identities.
+"""Memoised parsing across syncs, keyed by the API server's identities.
 
-Every sync parses the whole pool (nodes, pods, jobs) and plans the whole queue, and
-Metacontroller sends the same objects again and again: each related change re-syncs every
-job. The API server gives an object a new ``resourceVersion`` on every write, so
+Every pool sync reads the whole pool (nodes, pods, jobs), and Metacontroller sends the same
+objects again and again: one pod changes between two pool syncs, the other thousands do
+not. The API server gives an object a new ``resourceVersion`` on every write, so
 ``(uid, resourceVersion)`` names one exact content and a hit returns what parsing that
-content returned before. Plans are keyed by the set of those identities plus ``now`` and
-the policy. Objects without both fields are never cached. Nothing here changes a
-decision: without the memo every sync computes the same answer, only slower.
+content returned before. Objects without both fields are never cached. Nothing here changes
+a decision: without the memo every sync computes the same answer, only slower.
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ class Memo:
     misses: int = 0
 
     def get(self, key: Hashable | None, make: Callable[[], T]) -> T:
-        if key is None:
+        if key is None or self.limit <= 0:
             return make()
         try:
             value = self.entries[key]

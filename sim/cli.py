@@ -9,7 +9,7 @@ from pathlib import Path
 import orjson
 from rich.console import Console
 
-from policy.config import POLICIES
+from policy.model.pool import POLICIES
 from sim.engine import SimConfig, Simulation, SimulationError
 from sim.results import SimResult
 from sim.scenario import ScenarioError, from_manifests, from_trace, load_scenario

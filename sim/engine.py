@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 import yaml
 
-from policy.config import PolicyName
+from policy.model.pool import PolicyName
 from policy.model.jobs import pod_request
 from policy.model.resources import Resources
 from sim.apiserver import EPOCH, ApiServer, Obj, object_key

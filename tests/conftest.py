@@ -10,7 +10,12 @@ import orjson
 import pytest
 
 from tests import metacontroller as mc
-from tests.kube_schema import validate_k8s, validate_tfjob_status
+from tests.kube_schema import (
+    validate_custom,
+    validate_k8s,
+    validate_pool_status,
+    validate_tfjob_status,
+)
 from webhooks.app import create_app
 from webhooks.config import Settings
 
@@ -30,19 +35,47 @@ class Clock:
 
 
 class Hook:
-    """Talks to the real Flask app the way Metacontroller does. Every 200 sync answer is
-    checked: each child validates against Kubernetes' schemas, the status against our CRD."""
+    """Talks to the real Flask app the way Metacontroller's two controllers do, and keeps
+    what the API server would: the Admissions the pool answered (applied ``InPlace``).
 
-    def __init__(self, settings: Settings | None = None, clock: Clock | None = None) -> None:
+    Every 200 answer is checked: each child validates against Kubernetes' schemas or our
+    CRDs, each status against its CRD."""
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        clock: Clock | None = None,
+        pool: dict[str, Any] | None = None,
+    ) -> None:
         self.clock = clock or Clock()
         self.app = create_app(settings or Settings(), clock=self.clock)
         self.client = self.app.test_client()
+        self.pool = pool or mc.pool()
+        self.admissions: dict[str, dict[str, Any]] = {}  # namespace/name -> stored object
+        self.last_pool: dict[str, Any] = {}  # the pool's last answer
 
     def post(self, path: str, body: Any) -> Any:
         data = body if isinstance(body, (bytes, str)) else orjson.dumps(versioned(body))
         return self.client.post(path, data=data, content_type="application/json")
 
-    def sync(self, request: dict[str, Any]) -> dict[str, Any]:
+    def pool_sync(self, request: dict[str, Any]) -> dict[str, Any]:
+        """One pool sync; its Admissions replace the stored ones, as Metacontroller applies
+        them (an Admission left out is deleted)."""
+        response = self.post("/pools/sync", request)
+        assert response.status_code == 200, response.get_data(as_text=True)
+        body = response.get_json()
+        stored = {}
+        for child in body["children"]:
+            validate_custom(child)
+            assert child["metadata"].get("namespace"), "a cluster-scoped parent's child"
+            key = f"{child['metadata']['namespace']}/{child['metadata']['name']}"
+            stored[key] = mc.stored_admission(self.pool, child, self.admissions.get(key))
+        validate_pool_status(body["status"])
+        self.admissions = stored
+        self.last_pool = body
+        return body
+
+    def job_sync(self, request: dict[str, Any]) -> dict[str, Any]:
         response = self.post("/tfjobs/sync", request)
         assert response.status_code == 200, response.get_data(as_text=True)
         body = response.get_json()
@@ -52,6 +85,25 @@ class Hook:
             assert "training.kubeflow.org/job-name" in child["metadata"]["labels"]
         validate_tfjob_status(body["status"])
         return body
+
+    def admission(self, job: dict[str, Any]) -> dict[str, Any] | None:
+        meta = job["metadata"]
+        return self.admissions.get(f"{meta['namespace']}/tfjob-{meta['name']}")
+
+    def render(self, job: dict[str, Any]) -> dict[str, Any]:
+        """The job's sync on its stored Admission, before it has pods."""
+        return self.job_sync(mc.job_request(mc.world(job, []), self.admission(job)))
+
+    def plan_then_render(self, pool_request: dict[str, Any], job: str) -> dict[str, Any]:
+        """A pool sync request (a fixture), then the sync of one of its jobs ("ns/name")."""
+        self.pool_sync(pool_request)
+        return self.render(pool_request["related"]["TFJob.kubeflow.org/v1"][job])
+
+    def sync(self, w: mc.World) -> dict[str, Any]:
+        """What Metacontroller does after a change: the pool plans, then the job renders
+        its Admission. Returns the job's answer."""
+        self.pool_sync(mc.pool_request(w, self.admissions.values(), self.pool))
+        return self.job_sync(mc.job_request(w, self.admission(w.parent)))
 
 
 def _versioned_object(obj: Any) -> Any:

@@ -1,7 +1,9 @@
-"""Writes tests/fixtures/*.json: sync requests exactly as Metacontroller sends them.
+"""Writes tests/fixtures/*.json: hook requests exactly as Metacontroller sends them.
 
 Run ``python -m tests.make_fixtures`` after changing a scenario; the JSON is committed so a
-reader can see the exact wire format each test feeds the webhook.
+reader can see the exact wire format each test feeds the webhook: the pool's sync
+(``pool-sync-*``: parent a TrainingPool, related the cluster, children its Admissions) and a
+job's sync (``job-sync-*``: parent a TFJob, related its Admission).
 """
 
 from __future__ import annotations
@@ -26,18 +28,23 @@ def scenarios() -> dict[str, dict]:
     one = [mc.node("only-1", cpu="24", memory="64Gi")]
     job_a = mc.tfjob(JOB1, name="job-a", created="2026-11-21T09:00:00Z")
     job_b = mc.tfjob(JOB1, name="job-b", created="2026-11-21T09:00:05Z")
+    # What the pool decides for job1 on big-1 (written out here, not by the code under test).
+    slots = [("PS", 0), *(("Worker", i) for i in range(4))]
+    admitted = mc.admission(job1, [(t, i, "big-1") for t, i in slots], workers=4)
     return {
-        "sync-job1-one-big-node.json": mc.sync_request(job1, big),
-        "sync-job1-spill.json": mc.sync_request(job1, spill),
-        "sync-job1-cannot-fit.json": mc.sync_request(job1, tiny),
+        "pool-sync-job1-one-big-node.json": mc.pool_request(mc.world(job1, big)),
+        "pool-sync-job1-spill.json": mc.pool_request(mc.world(job1, spill)),
+        "pool-sync-job1-cannot-fit.json": mc.pool_request(mc.world(job1, tiny)),
         # Related maps arrive in no particular order: job-b is listed first.
-        "sync-two-jobs-for-job-a.json": mc.sync_request(job_a, one, jobs=[job_b, job_a]),
-        "sync-two-jobs-for-job-b.json": mc.sync_request(job_b, one, jobs=[job_b, job_a]),
+        "pool-sync-two-jobs.json": mc.pool_request(mc.world(job_a, one, jobs=[job_b, job_a])),
+        "job-sync-job1-admitted.json": mc.job_request(mc.world(job1, big), admitted),
     }
 
 
 def main() -> None:
     OUT.mkdir(exist_ok=True)
+    for old in OUT.glob("*.json"):
+        old.unlink()
     for name, request in scenarios().items():
         (OUT / name).write_text(json.dumps(request, indent=1, sort_keys=True) + "\n")
         print("wrote", OUT / name)

@@ -4,24 +4,38 @@ Shapes follow reference/metacontroller-contract.md §2 (v2 sync request: ``contr
 ``parent``, ``children`` and ``related`` maps keyed ``Kind.group/version`` ->
 ``namespace/name``, ``finalizing``) and the Kubernetes API: Metacontroller adds the
 ``controller-uid`` label and a controller ownerReference to every child it creates.
+
+Two controllers call the webhook (docs/architecture.md): the pool's (parent: a TrainingPool;
+children: Admissions; related: Nodes, Dragonet's Pods, TFJobs, PriorityClasses) and each
+job's (parent: a TFJob; children: its Pods and Services; related: its own Admission).
+A ``World`` is what a test sets up (a job and the cluster around it); ``pool_request`` and
+``job_request`` are what Metacontroller sends each controller for it.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from policy.model.pool import pool_object
+
 ROOT = Path(__file__).resolve().parent.parent
 COMPAT = ROOT / "tests" / "fixtures" / "compat"  # the manifests of ../shared/compat
 CONTROLLER_YAML = ROOT / "metacontroller" / "tfjob-controller.yaml"
+POOL_CONTROLLER_YAML = ROOT / "metacontroller" / "pool-controller.yaml"
 T0 = "2026-11-21T10:00:00Z"
 
 CHILD_TYPES = ["Pod.v1", "Service.v1"]
-RELATED_TYPES = ["Node.v1", "Pod.v1", "TFJob.kubeflow.org/v1"]
+ADMISSIONS = "Admission.dragonet.io/v1alpha1"
+POOLS = "TrainingPool.dragonet.io/v1alpha1"
+PRIORITY_CLASSES = "PriorityClass.scheduling.k8s.io/v1"
+POOL_RELATED_TYPES = ["Node.v1", "Pod.v1", "TFJob.kubeflow.org/v1", PRIORITY_CLASSES]
 
 
 def _uid(*parts: str) -> str:
@@ -29,9 +43,9 @@ def _uid(*parts: str) -> str:
     return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
-def controller() -> dict[str, Any]:
-    """The CompositeController as Metacontroller passes it (our own manifest, as stored)."""
-    obj = yaml.safe_load(CONTROLLER_YAML.read_text())
+def controller(path: Path = CONTROLLER_YAML) -> dict[str, Any]:
+    """A CompositeController as Metacontroller passes it (our own manifest, as stored)."""
+    obj = yaml.safe_load(path.read_text())
     obj["metadata"].update(
         uid=_uid("cc", obj["metadata"]["name"]),
         resourceVersion="101",
@@ -230,25 +244,177 @@ def _group(objs: list[dict[str, Any]], types: list[str]) -> dict[str, dict[str, 
     return out
 
 
-def sync_request(
+def pool(name: str = "default", **spec: Any) -> dict[str, Any]:
+    """A TrainingPool as the API server returns it (the chart's default pool, by default)."""
+    obj = pool_object(name, **spec)
+    obj["metadata"].update(
+        uid=_uid("pool", name),
+        resourceVersion="700",
+        generation=1,
+        creationTimestamp="2026-11-01T00:00:00Z",
+    )
+    obj["status"] = {}
+    return obj
+
+
+def priority_class(name: str, value: int, default: bool = False) -> dict[str, Any]:
+    obj: dict[str, Any] = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name, "uid": _uid("pc", name), "resourceVersion": "90"},
+        "value": value,
+    }
+    if default:
+        obj["globalDefault"] = True
+    return obj
+
+
+@dataclass
+class World:
+    """A job and the cluster around it, as a test sets them up."""
+
+    parent: dict[str, Any]
+    nodes: list[dict[str, Any]]
+    jobs: list[dict[str, Any]]
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    services: list[dict[str, Any]] = field(default_factory=list)
+    priority_classes: list[dict[str, Any]] = field(default_factory=list)
+    pools: list[dict[str, Any]] = field(default_factory=list)  # other TrainingPools
+    finalizing: bool = False
+
+    def own(self, objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        uid = self.parent["metadata"]["uid"]
+        return [o for o in objs if o["metadata"]["labels"].get("controller-uid") == uid]
+
+
+def world(
     parent: dict[str, Any],
-    nodes: list[dict[str, Any]],
+    nodes: Iterable[dict[str, Any]],
     jobs: list[dict[str, Any]] | None = None,
     pods: list[dict[str, Any]] | None = None,
     services: list[dict[str, Any]] | None = None,
     finalizing: bool = False,
+    priority_classes: list[dict[str, Any]] | None = None,
+) -> World:
+    """``parent`` among ``jobs`` (default: alone) on ``nodes``, with the pods and services
+    the cluster reports (every job's; each job's own are those with its controller-uid)."""
+    return World(
+        parent,
+        list(nodes),
+        jobs if jobs is not None else [parent],
+        list(pods or []),
+        list(services or []),
+        list(priority_classes or []),
+        finalizing=finalizing,
+    )
+
+
+def pool_request(
+    w: World, admissions: Iterable[dict[str, Any]] = (), parent: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The v2 sync request for ``parent``: its own pods and services as children; every
-    Dragonet pod, every pool node and every TFJob (the parent included) as related."""
-    jobs = jobs if jobs is not None else [parent]
-    pods = pods or []
-    uid = parent["metadata"]["uid"]
-    own = [p for p in pods if p["metadata"]["labels"].get("controller-uid") == uid]
-    own_svcs = [s for s in services or [] if s["metadata"]["labels"].get("controller-uid") == uid]
+    """The v2 sync request of the pool: its Admissions as children; the pool's nodes, every
+    Dragonet pod, every TFJob and the PriorityClasses (and, for the default pool, the other
+    pools) as related."""
+    pool_obj = parent or pool()
+    related = _group([*w.nodes, *w.pods, *w.jobs, *w.priority_classes], POOL_RELATED_TYPES)
+    if pool_obj["metadata"]["name"] == "default":
+        related[POOLS] = {p["metadata"]["name"]: p for p in w.pools}
+    return {
+        "controller": controller(POOL_CONTROLLER_YAML),
+        "parent": pool_obj,
+        "children": _group(list(admissions), [ADMISSIONS]),
+        "related": related,
+        "finalizing": False,
+    }
+
+
+def job_request(w: World, admission: dict[str, Any] | None) -> dict[str, Any]:
+    """The v2 sync request of ``w.parent``: its own pods and services as children, its own
+    Admission (if the pool wrote one) as related."""
     return {
         "controller": controller(),
-        "parent": parent,
-        "children": _group([*own, *own_svcs], CHILD_TYPES),
-        "related": _group([*nodes, *pods, *jobs], RELATED_TYPES),
-        "finalizing": finalizing,
+        "parent": w.parent,
+        "children": _group([*w.own(w.pods), *w.own(w.services)], CHILD_TYPES),
+        "related": _group([admission] if admission else [], [ADMISSIONS]),
+        "finalizing": w.finalizing,
+    }
+
+
+def stored_admission(
+    pool_obj: dict[str, Any], child: dict[str, Any], previous: dict[str, Any] | None
+) -> dict[str, Any]:
+    """An Admission the pool answered, as the API server stores it after Metacontroller
+    applied it (``InPlace``): created with generation 1, or updated with a new generation
+    when its spec changed."""
+    obj = copy.deepcopy(child)
+    meta = obj["metadata"]
+    meta["labels"]["controller-uid"] = pool_obj["metadata"]["uid"]
+    if previous is not None and previous["spec"] == obj["spec"]:
+        return previous
+    generation = previous["metadata"]["generation"] + 1 if previous else 1
+    meta.update(
+        uid=previous["metadata"]["uid"]
+        if previous
+        else _uid("adm", meta["namespace"], meta["name"]),
+        resourceVersion=str(3000 + generation),
+        generation=generation,
+        creationTimestamp=T0,
+        ownerReferences=[
+            {
+                "apiVersion": pool_obj["apiVersion"],
+                "kind": pool_obj["kind"],
+                "name": pool_obj["metadata"]["name"],
+                "uid": pool_obj["metadata"]["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    )
+    return obj
+
+
+def admission(
+    job: dict[str, Any],
+    pods: Iterable[tuple[str, int, str | None]] = (),
+    workers: int = 0,
+    phase: str = "Admitted",
+    message: str = "",
+    generation: int = 1,
+    pool_name: str = "default",
+    binding: str = "affinity",
+) -> dict[str, Any]:
+    """An Admission as the API server stores it, written out by a test: the contract a
+    job's sync reads, independent of the pool's code."""
+    meta = job["metadata"]
+    entries = [{"type": t, "index": i, **({"node": n} if n else {})} for t, i, n in pods]
+    return {
+        "apiVersion": "dragonet.io/v1alpha1",
+        "kind": "Admission",
+        "metadata": {
+            "name": f"tfjob-{meta['name']}",
+            "namespace": meta["namespace"],
+            "uid": _uid("adm", meta["namespace"], meta["name"]),
+            "resourceVersion": str(3000 + generation),
+            "generation": generation,
+            "creationTimestamp": T0,
+            "labels": {
+                "dragonet.io/pool": pool_name,
+                "dragonet.io/job-name": meta["name"],
+                "controller-uid": _uid("pool", pool_name),
+            },
+        },
+        "spec": {
+            "pool": pool_name,
+            "job": {
+                "apiVersion": "kubeflow.org/v1",
+                "kind": "TFJob",
+                "name": meta["name"],
+                "uid": meta["uid"],
+            },
+            "phase": phase,
+            "message": message,
+            "binding": binding,
+            "workers": workers,
+            "pods": entries,
+        },
     }

@@ -8,7 +8,6 @@ import pytest
 
 from tests import metacontroller as mc
 from tests.conftest import Clock, Hook, node_of, pods_of
-from webhooks.config import Settings
 
 
 def _placed(body: dict[str, Any]) -> dict[str, str]:
@@ -18,7 +17,7 @@ def _placed(body: dict[str, Any]) -> dict[str, str]:
 def _other_job(name: str, node: str, created: str = "2026-11-21T08:00:00Z", **pod: Any):
     """A job of someone else's, admitted earlier, whose 5 pods sit on ``node``."""
     job = mc.tfjob("dragon-job1-cpu.yaml", name=name, created=created)
-    body = Hook().sync(mc.sync_request(job, [mc.node(node, cpu="64", memory="256Gi")]))
+    body = Hook().sync(mc.world(job, [mc.node(node, cpu="64", memory="256Gi")]))
     return job, [mc.observed_pod(job, p, **pod) for p in pods_of(body).values()]
 
 
@@ -26,7 +25,7 @@ def test_limits_only_templates_count_as_requests(hook: Hook) -> None:
     """DRAGON's examples give only limits; counting them as zero would overcommit."""
     # Two nodes of 10 cpu: 5 pods of 4 cpu cannot share one node.
     nodes = [mc.node("n-1", cpu="10", memory="64Gi"), mc.node("n-2", cpu="10", memory="64Gi")]
-    placed = _placed(hook.sync(mc.sync_request(mc.tfjob("dragon-job1-cpu.yaml"), nodes)))
+    placed = _placed(hook.sync(mc.world(mc.tfjob("dragon-job1-cpu.yaml"), nodes)))
     assert sorted(list(placed.values()).count(n) for n in ("n-1", "n-2")) == [2, 2]
     assert len(placed) == 4  # PS + 3 workers: the 5th 4-cpu pod fits nowhere
 
@@ -36,7 +35,7 @@ def test_whole_gpus_are_accounted_and_only_gpu_nodes_take_gpu_workers(hook: Hook
         mc.node("cpu-1", cpu="64", memory="256Gi"),
         mc.node("gpu-1", cpu="64", memory="256Gi", gpu=2),
     ]
-    placed = _placed(hook.sync(mc.sync_request(mc.tfjob("dragon-job1-gpu.yaml"), nodes)))
+    placed = _placed(hook.sync(mc.world(mc.tfjob("dragon-job1-gpu.yaml"), nodes)))
     workers = {n: node for n, node in placed.items() if "worker" in n}
     assert workers == {"job1-worker-0": "gpu-1", "job1-worker-1": "gpu-1"}
     assert placed["job1-ps-0"] == "gpu-1", "the PS goes where most of the job is"
@@ -50,7 +49,7 @@ def test_any_resource_name_counts(hook: Hook) -> None:
     limits["example.com/fpga"] = "1"
     nodes = [mc.node("n-1", cpu="64", memory="256Gi")]
     nodes[0]["status"]["allocatable"]["example.com/fpga"] = "3"
-    body = hook.sync(mc.sync_request(mc.tfjob(job), nodes))
+    body = hook.sync(mc.world(mc.tfjob(job), nodes))
     assert sorted(pods_of(body)) == ["job1-ps-0", "job1-worker-0", "job1-worker-1", "job1-worker-2"]
 
 
@@ -61,7 +60,7 @@ def test_init_containers_and_overhead_count(hook: Hook) -> None:
         {"name": "fetch", "image": "busybox", "resources": {"requests": {"cpu": "12"}}}
     ]
     nodes = [mc.node("n-1", cpu="24", memory="64Gi"), mc.node("n-2", cpu="11", memory="64Gi")]
-    placed = _placed(hook.sync(mc.sync_request(mc.tfjob(job), nodes)))
+    placed = _placed(hook.sync(mc.world(mc.tfjob(job), nodes)))
     assert placed["job1-ps-0"] == "n-1", "the init container's 12 cpu fits only on n-1"
 
 
@@ -69,7 +68,7 @@ def test_running_and_terminating_pods_occupy_their_node(hook: Hook) -> None:
     other, pods = _other_job("other", "n-1", terminating=True)
     nodes = [mc.node("n-1", cpu="24", memory="64Gi"), mc.node("n-2", cpu="24", memory="64Gi")]
     mine = mc.tfjob("dragon-job1-cpu.yaml")
-    body = hook.sync(mc.sync_request(mine, nodes, jobs=[other, mine], pods=pods))
+    body = hook.sync(mc.world(mine, nodes, jobs=[other, mine], pods=pods))
     assert set(_placed(body).values()) == {"n-2"}
 
 
@@ -77,7 +76,7 @@ def test_finished_pods_free_their_node(hook: Hook) -> None:
     other, pods = _other_job("other", "n-1", phase="Succeeded")
     nodes = [mc.node("n-1", cpu="20", memory="64Gi")]
     mine = mc.tfjob("dragon-job1-cpu.yaml")
-    body = hook.sync(mc.sync_request(mine, nodes, jobs=[other, mine], pods=pods))
+    body = hook.sync(mc.world(mine, nodes, jobs=[other, mine], pods=pods))
     assert set(_placed(body).values()) == {"n-1"}
 
 
@@ -86,7 +85,7 @@ def test_pending_pods_count_on_the_node_they_are_pinned_to(hook: Hook) -> None:
     other, pods = _other_job("other", "n-1", phase="Pending", bound=False)
     nodes = [mc.node("n-1", cpu="24", memory="64Gi"), mc.node("n-2", cpu="24", memory="64Gi")]
     mine = mc.tfjob("dragon-job1-cpu.yaml")
-    body = hook.sync(mc.sync_request(mine, nodes, jobs=[other, mine], pods=pods))
+    body = hook.sync(mc.world(mine, nodes, jobs=[other, mine], pods=pods))
     assert set(_placed(body).values()) == {"n-2"}
 
 
@@ -109,11 +108,11 @@ def test_pending_pods_count_on_the_node_they_are_pinned_to(hook: Hook) -> None:
 def test_nodes_that_take_no_new_pods_are_skipped_and_named(
     hook: Hook, node: dict[str, Any], why: str
 ) -> None:
-    body = hook.sync(mc.sync_request(mc.tfjob("dragon-job1-cpu.yaml"), [node]))
+    body = hook.sync(mc.world(mc.tfjob("dragon-job1-cpu.yaml"), [node]))
     assert body["children"] == []
     assert why in body["status"]["scheduling"]["message"]
     ok = mc.node("good", cpu="64", memory="256Gi")
-    body = hook.sync(mc.sync_request(mc.tfjob("dragon-job1-cpu.yaml"), [node, ok]))
+    body = hook.sync(mc.world(mc.tfjob("dragon-job1-cpu.yaml"), [node, ok]))
     assert set(_placed(body).values()) == {"good"}
 
 
@@ -128,12 +127,12 @@ def test_tolerated_taints_and_node_selectors_are_honoured(hook: Hook) -> None:
         taints=[{"key": "nvidia.com/gpu", "effect": "NoSchedule"}],
     )
     plain = mc.node("gpu-b", cpu="16", memory="64Gi", gpu=1, labels={"gpu": "1080ti"})
-    body = hook.sync(mc.sync_request(mc.tfjob(job, namespace="kubeflow"), [tainted, plain]))
+    body = hook.sync(mc.world(mc.tfjob(job, namespace="kubeflow"), [tainted, plain]))
     assert body["children"] == []
     assert "gpu-b does not match nodeSelector gpu=1060g1" in body["status"]["scheduling"]["message"]
     for spec in job["spec"]["tfReplicaSpecs"].values():
         spec["template"]["spec"]["tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists"}]
-    body = hook.sync(mc.sync_request(mc.tfjob(job, namespace="kubeflow"), [tainted, plain]))
+    body = hook.sync(mc.world(mc.tfjob(job, namespace="kubeflow"), [tainted, plain]))
     assert set(_placed(body).values()) == {"gpu-a"}
 
 
@@ -152,7 +151,7 @@ def test_the_users_own_required_affinity_is_kept_and_combined(hook: Hook) -> Non
         mc.node("in-b", cpu="64", memory="256Gi", labels={"zone": "b"}),
         mc.node("in-a", cpu="64", memory="256Gi", labels={"zone": "a"}),
     ]
-    pod = pods_of(hook.sync(mc.sync_request(mc.tfjob(job), nodes)))["job1-ps-0"]
+    pod = pods_of(hook.sync(mc.world(mc.tfjob(job), nodes)))["job1-ps-0"]
     terms = pod["spec"]["affinity"]["nodeAffinity"][
         "requiredDuringSchedulingIgnoredDuringExecution"
     ]
@@ -167,9 +166,9 @@ def test_the_users_own_required_affinity_is_kept_and_combined(hook: Hook) -> Non
 
 
 def test_node_name_binding_when_configured(clock: Clock) -> None:
-    hook = Hook(Settings(binding="nodeName"), clock)
+    hook = Hook(clock=clock, pool=mc.pool(binding="nodeName"))
     nodes = [mc.node("n-1", cpu="64", memory="256Gi")]
-    pods = pods_of(hook.sync(mc.sync_request(mc.tfjob("dragon-job1-cpu.yaml"), nodes)))
+    pods = pods_of(hook.sync(mc.world(mc.tfjob("dragon-job1-cpu.yaml"), nodes)))
     assert {p["spec"]["nodeName"] for p in pods.values()} == {"n-1"}
     assert all("affinity" not in p["spec"] for p in pods.values())
 
@@ -177,13 +176,13 @@ def test_node_name_binding_when_configured(clock: Clock) -> None:
 def test_affinity_uses_the_nodes_hostname_label(hook: Hook) -> None:
     node = mc.node("ip-10-0-0-1.ec2.internal", cpu="64", memory="256Gi")
     node["metadata"]["labels"]["kubernetes.io/hostname"] = "ip-10-0-0-1"
-    pods = pods_of(hook.sync(mc.sync_request(mc.tfjob("dragon-job1-cpu.yaml"), [node])))
+    pods = pods_of(hook.sync(mc.world(mc.tfjob("dragon-job1-cpu.yaml"), [node])))
     assert {node_of(p) for p in pods.values()} == {"ip-10-0-0-1"}
 
 
 def test_foreign_pods_count_when_all_pods_are_watched(clock: Clock) -> None:
     """With watchAllPods, a non-Dragonet pod on a node reduces what is free there."""
-    hook = Hook(Settings(watch_all_pods=True), clock)
+    hook = Hook(clock=clock, pool=mc.pool(watchAllPods=True))
     foreign = {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -195,5 +194,5 @@ def test_foreign_pods_count_when_all_pods_are_watched(clock: Clock) -> None:
         "status": {"phase": "Running"},
     }
     nodes = [mc.node("n-1", cpu="24", memory="64Gi"), mc.node("n-2", cpu="24", memory="64Gi")]
-    body = hook.sync(mc.sync_request(mc.tfjob("dragon-job1-cpu.yaml"), nodes, pods=[foreign]))
+    body = hook.sync(mc.world(mc.tfjob("dragon-job1-cpu.yaml"), nodes, pods=[foreign]))
     assert set(_placed(body).values()) == {"n-2"}

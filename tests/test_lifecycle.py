@@ -34,7 +34,7 @@ class Run:
         self.pods, self.services = observe(self.parent, self.body)
 
     def sync(self) -> dict[str, Any]:
-        request = mc.sync_request(self.parent, NODES, pods=self.pods, services=self.services)
+        request = mc.world(self.parent, NODES, pods=self.pods, services=self.services)
         self.body = self.hook.sync(request)
         self.parent = with_status(self.parent, self.body)
         return self.body

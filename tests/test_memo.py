@@ -4,56 +4,62 @@ from __future__ import annotations
 
 import orjson
 
-from policy.config import PolicyConfig
-from policy.snapshot import sync
+from policy.job.sync import sync as job_sync
+from policy.pool.sync import sync as pool_sync
+from tests import metacontroller as mc
 from tests.conftest import NOW, Hook, load_fixture, versioned
 
-FIXTURES = [
-    "sync-job1-cannot-fit.json",
-    "sync-job1-one-big-node.json",
-    "sync-job1-spill.json",
-    "sync-two-jobs-for-job-a.json",
-    "sync-two-jobs-for-job-b.json",
+POOL_FIXTURES = [
+    "pool-sync-job1-cannot-fit.json",
+    "pool-sync-job1-one-big-node.json",
+    "pool-sync-job1-spill.json",
+    "pool-sync-two-jobs.json",
 ]
+
+
+def _plain(decision) -> dict:
+    expected = {"status": decision.status, "children": decision.children}
+    if decision.resync_after is not None:
+        expected["resyncAfterSeconds"] = decision.resync_after
+    return orjson.loads(orjson.dumps(expected))
 
 
 def test_answers_with_the_memo_equal_answers_without_it() -> None:
     hook = Hook()
     for _ in range(2):  # the second pass answers from the memo
-        for name in FIXTURES:
+        for name in POOL_FIXTURES:
             request = versioned(load_fixture(name))
-            with_memo = hook.sync(request)
-            plain = sync(
-                request["parent"], request["children"], request["related"], NOW, PolicyConfig()
-            )
-            expected = {"status": plain.status, "children": plain.children}
-            if plain.resync_after is not None:
-                expected["resyncAfterSeconds"] = plain.resync_after
-            assert orjson.loads(orjson.dumps(expected)) == with_memo
+            with_memo = hook.post("/pools/sync", request).get_json()
+            plain = pool_sync(request["parent"], request["children"], request["related"], NOW)
+            assert _plain(plain) == with_memo
+        request = versioned(load_fixture("job-sync-job1-admitted.json"))
+        with_memo = hook.post("/tfjobs/sync", request).get_json()
+        plain = job_sync(request["parent"], request["children"], request["related"], NOW)
+        assert _plain(plain) == with_memo
     assert hook.app.config["DRAGONET_MEMO"].hits > 0
 
 
-def test_two_jobs_synced_on_one_snapshot_share_one_plan() -> None:
+def test_a_pool_sync_after_one_change_parses_only_what_changed() -> None:
     hook = Hook()
     memo = hook.app.config["DRAGONET_MEMO"]
-    hook.sync(versioned(load_fixture("sync-two-jobs-for-job-a.json")))
-
-    def plans() -> int:
-        return sum(1 for k in memo.entries if isinstance(k, tuple) and k[0] == "plan")
-
-    assert plans() == 1
-    hook.sync(versioned(load_fixture("sync-two-jobs-for-job-b.json")))
-    assert plans() == 1
+    nodes = [mc.node(f"n-{i}", cpu="24", memory="64Gi") for i in range(8)]
+    jobs = [mc.tfjob("dragon-job1-cpu.yaml", name=f"job-{i}") for i in range(3)]
+    request = versioned(mc.pool_request(mc.world(jobs[0], nodes, jobs=jobs)))
+    hook.post("/pools/sync", request)
+    misses = memo.misses
+    request["related"]["Node.v1"]["n-3"]["metadata"]["labels"]["zone"] = "b"
+    hook.post("/pools/sync", versioned(request))
+    assert memo.misses == misses + 1  # the node that changed; the others came from the memo
 
 
 def test_an_object_rewritten_with_a_new_resource_version_is_parsed_again() -> None:
     hook = Hook()
-    request = versioned(load_fixture("sync-job1-cannot-fit.json"))
-    waiting = hook.sync(request)
-    assert waiting["children"] == []
+    request = versioned(load_fixture("pool-sync-job1-cannot-fit.json"))
+    (waiting,) = hook.pool_sync(request)["children"]
+    assert waiting["spec"]["phase"] == "Queued"
     # The node grows (a new resourceVersion, as the API server would give it): job1 fits now.
     for node in request["related"]["Node.v1"].values():
         node["status"]["allocatable"]["cpu"] = "64"
         node["status"]["allocatable"]["memory"] = "256Gi"
-    admitted = hook.sync(versioned(request))
-    assert any(c["kind"] == "Pod" for c in admitted["children"])
+    (admitted,) = hook.pool_sync(versioned(request))["children"]
+    assert admitted["spec"]["phase"] == "Admitted"

@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 from collections import Counter
+from datetime import UTC, datetime
 
 from tests import metacontroller as mc
 from tests.conftest import Hook, load_fixture, node_of, pods_of, services_of
 
 JOB1_PODS = {"job1-ps-0", *(f"job1-worker-{i}" for i in range(4))}
+JOB1 = "default/job1"
+JOB = "dragon-job1-cpu.yaml"
 
 
 def test_job1_fits_whole_on_the_one_node_that_holds_it(hook: Hook) -> None:
-    body = hook.sync(load_fixture("sync-job1-one-big-node.json"))
+    body = hook.plan_then_render(load_fixture("pool-sync-job1-one-big-node.json"), JOB1)
     pods = pods_of(body)
     assert set(pods) == JOB1_PODS
     assert {node_of(p) for p in pods.values()} == {"big-1"}
@@ -25,7 +28,7 @@ def test_job1_fits_whole_on_the_one_node_that_holds_it(hook: Hook) -> None:
 
 
 def test_job1_spills_from_the_node_holding_its_parameter_server(hook: Hook) -> None:
-    body = hook.sync(load_fixture("sync-job1-spill.json"))
+    body = hook.plan_then_render(load_fixture("pool-sync-job1-spill.json"), JOB1)
     placement = {name: node_of(p) for name, p in pods_of(body).items()}
     assert set(placement) == JOB1_PODS
     ps_node = placement["job1-ps-0"]
@@ -37,7 +40,7 @@ def test_job1_spills_from_the_node_holding_its_parameter_server(hook: Hook) -> N
 
 
 def test_job1_that_cannot_fit_gets_no_pods_and_a_reason(hook: Hook) -> None:
-    body = hook.sync(load_fixture("sync-job1-cannot-fit.json"))
+    body = hook.plan_then_render(load_fixture("pool-sync-job1-cannot-fit.json"), JOB1)
     assert body["children"] == []
     sched = body["status"]["scheduling"]
     assert sched["phase"] == "Queued"
@@ -54,7 +57,7 @@ def test_job1_that_cannot_fit_gets_no_pods_and_a_reason(hook: Hook) -> None:
 def test_gang_is_admitted_with_fewer_workers_when_only_min_instances_fit(hook: Hook) -> None:
     # 12 cpu in all: the PS and two workers (min-instances is 1, replicas 4).
     nodes = [mc.node("n-1", cpu="8", memory="32Gi"), mc.node("n-2", cpu="4", memory="32Gi")]
-    body = hook.sync(mc.sync_request(mc.tfjob("dragon-job1-cpu.yaml"), nodes))
+    body = hook.sync(mc.world(mc.tfjob("dragon-job1-cpu.yaml"), nodes))
     assert set(pods_of(body)) == {"job1-ps-0", "job1-worker-0", "job1-worker-1"}
     assert body["status"]["scheduling"]["workers"]["target"] == 2
 
@@ -64,14 +67,15 @@ def test_a_gang_is_never_placed_partially(hook: Hook) -> None:
     job = mc.compat("dragon-job1-cpu.yaml")
     del job["spec"]["min-instances"], job["spec"]["max-instances"]
     nodes = [mc.node("n-1", cpu="12", memory="64Gi")]
-    body = hook.sync(mc.sync_request(mc.tfjob(job), nodes))
+    body = hook.sync(mc.world(mc.tfjob(job), nodes))
     assert body["children"] == []
     assert "1 parameter server plus 4 workers" in body["status"]["scheduling"]["message"]
 
 
-def test_the_older_job_wins_the_node_from_either_jobs_sync(hook: Hook) -> None:
-    for_a = hook.sync(load_fixture("sync-two-jobs-for-job-a.json"))
-    for_b = hook.sync(load_fixture("sync-two-jobs-for-job-b.json"))
+def test_the_older_job_wins_the_node(hook: Hook) -> None:
+    request = load_fixture("pool-sync-two-jobs.json")
+    for_a = hook.plan_then_render(request, "default/job-a")
+    for_b = hook.plan_then_render(request, "default/job-b")
     assert {node_of(p) for p in pods_of(for_a).values()} == {"only-1"}
     assert len(pods_of(for_a)) == 5
     assert for_b["children"] == []
@@ -81,11 +85,20 @@ def test_the_older_job_wins_the_node_from_either_jobs_sync(hook: Hook) -> None:
 
 
 def test_the_younger_job_never_takes_capacity_the_older_one_was_planned(hook: Hook) -> None:
-    """Even when the younger job's sync runs first and the older has no pods yet."""
-    request = load_fixture("sync-two-jobs-for-job-b.json")
-    first = hook.sync(request)
-    again = hook.sync(request)
-    assert first["children"] == again["children"] == []
+    """Even when the pool plans again before the older job has created its pods: the
+    Admission's pods hold their room. (At 09:00:10 job-b has not waited long enough to
+    shrink job-a.)"""
+    hook.clock.now = datetime(2026, 11, 21, 9, 0, 10, tzinfo=UTC)
+    request = load_fixture("pool-sync-two-jobs.json")
+    hook.pool_sync(request)
+    again = mc.pool_request(mc.world(mc.tfjob(JOB), [], jobs=[]), hook.admissions.values())
+    again["related"] = request["related"]
+    hook.pool_sync(again)
+    first = hook.render(request["related"]["TFJob.kubeflow.org/v1"]["default/job-b"])
+    assert first["children"] == []
+    assert (
+        len(pods_of(hook.render(request["related"]["TFJob.kubeflow.org/v1"]["default/job-a"]))) == 5
+    )
 
 
 def test_a_job_that_does_not_fit_does_not_block_a_smaller_one_behind_it(hook: Hook) -> None:
@@ -95,8 +108,8 @@ def test_a_job_that_does_not_fit_does_not_block_a_smaller_one_behind_it(hook: Ho
     head = mc.tfjob(big, name="head", created="2026-11-21T09:00:00Z")
     small = mc.tfjob("dragon-job1-cpu.yaml", name="small", created="2026-11-21T09:30:00Z")
     nodes = [mc.node("n-1", cpu="16", memory="64Gi")]
-    for_small = hook.sync(mc.sync_request(small, nodes, jobs=[head, small]))
-    for_head = hook.sync(mc.sync_request(head, nodes, jobs=[head, small]))
+    for_small = hook.sync(mc.world(small, nodes, jobs=[head, small]))
+    for_head = hook.sync(mc.world(head, nodes, jobs=[head, small]))
     assert len(pods_of(for_small)) == 4  # PS + 3 workers use the 16 cpu
     assert for_head["children"] == []
     assert "5 " not in for_head["status"]["scheduling"]["message"]
@@ -108,10 +121,10 @@ def test_admitted_pods_keep_their_node_and_new_pods_use_only_free_capacity(hook:
     nodes = [mc.node("n-1", cpu="24", memory="64Gi"), mc.node("n-2", cpu="24", memory="64Gi")]
     first = mc.tfjob("dragon-job1-cpu.yaml", name="first", created="2026-11-21T09:00:00Z")
     second = mc.tfjob("dragon-job1-cpu.yaml", name="second", created="2026-11-21T09:10:00Z")
-    body = hook.sync(mc.sync_request(first, nodes, jobs=[first, second]))
+    body = hook.sync(mc.world(first, nodes, jobs=[first, second]))
     first_pods = [mc.observed_pod(first, p) for p in pods_of(body).values()]
     (first_node,) = {node_of(p) for p in pods_of(body).values()}
-    body2 = hook.sync(mc.sync_request(second, nodes, jobs=[first, second], pods=first_pods))
+    body2 = hook.sync(mc.world(second, nodes, jobs=[first, second], pods=first_pods))
     assert {node_of(p) for p in pods_of(body2).values()} == {"n-1", "n-2"} - {first_node}
 
 
@@ -120,7 +133,7 @@ def test_a_job_being_deleted_claims_no_capacity(hook: Hook) -> None:
     older["metadata"]["deletionTimestamp"] = "2026-11-21T10:00:30Z"
     younger = mc.tfjob("dragon-job1-cpu.yaml", name="younger", created="2026-11-21T09:30:00Z")
     nodes = [mc.node("n-1", cpu="20", memory="64Gi")]
-    body = hook.sync(mc.sync_request(younger, nodes, jobs=[older, younger]))
+    body = hook.sync(mc.world(younger, nodes, jobs=[older, younger]))
     assert len(pods_of(body)) == 5
 
 

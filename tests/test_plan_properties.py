@@ -11,11 +11,14 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policy.config import PolicyConfig
+from policy.job.sync import sync as job_sync
+from policy.memo import Memo
+from policy.model.admission import ADMITTED, QUEUED
 from policy.model.resources import Resources
-from policy.plan import ADMITTED, QUEUED, plan
-from policy.reconcile import reconcile
-from policy.snapshot import observe
+from policy.pool.cycle import plan
+from policy.pool.observe import observe
+from policy.pool.rules import rules_for
+from policy.pool.sync import sync as pool_sync
 from tests import metacontroller as mc
 from tests.conftest import NOW
 
@@ -65,12 +68,10 @@ def clusters(draw) -> tuple[list[dict], list[dict]]:
 
 
 def _plan(nodes: list[dict], jobs: list[dict]):
-    related = {
-        "Node.v1": {n["metadata"]["name"]: n for n in nodes},
-        "TFJob.kubeflow.org/v1": {j["metadata"]["name"]: j for j in jobs},
-    }
-    snap = observe(None, {}, related)
-    return snap, plan(snap.jobs, snap.cluster, NOW)
+    request = mc.pool_request(mc.world(jobs[0], nodes, jobs=jobs))
+    snap = observe(request["parent"], request["children"], request["related"], Memo(limit=0))
+    rules = rules_for(snap.spec)
+    return snap, plan(snap.jobs, snap.cluster, NOW, rules, snap.priorities, snap.admissions)
 
 
 @settings(max_examples=150, deadline=None)
@@ -122,13 +123,24 @@ def test_a_waiting_job_would_not_fit_even_without_the_younger_ones(world) -> Non
 
 @settings(max_examples=60, deadline=None)
 @given(clusters())
-def test_every_job_renders_what_its_slice_of_the_plan_says(world) -> None:
+def test_every_job_renders_exactly_what_its_admission_places(world) -> None:
     nodes, jobs = world
-    snap, result = _plan(nodes, jobs)
-    for jp in result.jobs.values():
-        decision = reconcile(jp, snap.cluster, NOW, PolicyConfig())
-        pods = [c for c in decision.children if c["kind"] == "Pod"]
-        assert len(pods) == len(jp.create)
-        assert decision.status["scheduling"]["phase"] == jp.phase
-        if jp.phase == QUEUED:
-            assert decision.status["scheduling"]["message"].startswith("waiting: ")
+    request = mc.pool_request(mc.world(jobs[0], nodes, jobs=jobs))
+    pool = pool_sync(request["parent"], request["children"], request["related"], NOW)
+    admissions = {c["spec"]["job"]["name"]: c for c in pool.children}
+    assert sorted(admissions) == sorted(j["metadata"]["name"] for j in jobs)
+    for job in jobs:
+        child = admissions[job["metadata"]["name"]]
+        stored = mc.stored_admission(request["parent"], child, None)
+        job_request = mc.job_request(mc.world(job, nodes), stored)
+        decision = job_sync(job_request["parent"], {}, job_request["related"], NOW)
+        pods = {c["metadata"]["name"] for c in decision.children if c["kind"] == "Pod"}
+        placed = {
+            f"{job['metadata']['name']}-{p['type'].lower()}-{p['index']}"
+            for p in child["spec"]["pods"]
+        }
+        assert pods == placed
+        assert decision.status["scheduling"]["phase"] == child["spec"]["phase"]
+        assert decision.status["scheduling"]["message"] == child["spec"]["message"]
+        if child["spec"]["phase"] == QUEUED:
+            assert child["spec"]["message"].startswith("waiting: ")

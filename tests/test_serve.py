@@ -57,32 +57,33 @@ def server() -> Iterator[str]:
 
 
 def test_serve_answers_parallel_syncs_like_metacontrollers_five_workers(server: str) -> None:
-    requests_ = [
-        load_fixture(name)
-        for name in (
-            "sync-job1-one-big-node.json",
-            "sync-job1-spill.json",
-            "sync-job1-cannot-fit.json",
-            "sync-two-jobs-for-job-a.json",
-            "sync-two-jobs-for-job-b.json",
-        )
+    calls = [
+        ("/pools/sync", "pool-sync-job1-one-big-node.json"),
+        ("/pools/sync", "pool-sync-job1-spill.json"),
+        ("/pools/sync", "pool-sync-job1-cannot-fit.json"),
+        ("/pools/sync", "pool-sync-two-jobs.json"),
+        ("/tfjobs/sync", "job-sync-job1-admitted.json"),
     ]
 
-    def post(body: dict) -> requests.Response:
+    def post(call: tuple[str, str]) -> requests.Response:
         """As Metacontroller does: a 429 (every thread of that process busy) is retried
         after its Retry-After."""
+        path, fixture = call
+        body = load_fixture(fixture)
         for _ in range(10):
-            answer = requests.post(f"{server}/tfjobs/sync", json=body, timeout=10)
+            answer = requests.post(f"{server}{path}", json=body, timeout=10)
             if answer.status_code != 429:
                 return answer
             time.sleep(float(answer.headers.get("Retry-After", "1")))
         return answer
 
     with ThreadPoolExecutor(max_workers=5) as pool:
-        answers = list(pool.map(post, requests_))
+        answers = list(pool.map(post, calls))
     assert [a.status_code for a in answers] == [200] * 5
-    phases = [a.json()["status"]["scheduling"]["phase"] for a in answers]
-    assert phases == ["Admitted", "Admitted", "Queued", "Admitted", "Queued"]
+    phases = [[c["spec"]["phase"] for c in a.json()["children"]] for a in answers[:4]]
+    assert phases == [["Admitted"], ["Admitted"], ["Queued"], ["Admitted", "Queued"]]
+    assert answers[4].json()["status"]["scheduling"]["phase"] == "Admitted"
+    assert len([c for c in answers[4].json()["children"] if c["kind"] == "Pod"]) == 5
 
 
 def test_serve_rejects_garbage_with_400(server: str) -> None:

@@ -31,7 +31,7 @@ def _job(name: str, replicas: dict[str, int], **spec: Any) -> dict[str, Any]:
 
 def _sync(hook: Hook, job: dict[str, Any], namespace: str = "default") -> dict[str, Any]:
     parent = mc.tfjob(job, namespace=namespace)
-    return pods_of(hook.sync(mc.sync_request(parent, [mc.node("n-1", cpu="64", memory="256Gi")])))
+    return pods_of(hook.sync(mc.world(parent, [mc.node("n-1", cpu="64", memory="256Gi")])))
 
 
 def test_dense_form_matches_kubeflows_own_expectation(hook: Hook) -> None:
@@ -69,7 +69,7 @@ def test_elastic_job_lists_max_instances_workers_whatever_it_runs_with(hook: Hoo
     parent = mc.tfjob("dragon-job1-cpu.yaml")
     # Room for the PS and two workers only: admitted with 2 of max 4.
     nodes = [mc.node("n-1", cpu="12", memory="64Gi")]
-    pods = pods_of(hook.sync(mc.sync_request(parent, nodes)))
+    pods = pods_of(hook.sync(mc.world(parent, nodes)))
     assert set(pods) == {"job1-ps-0", "job1-worker-0", "job1-worker-1"}
     expected_workers = [f"job1-worker-{i}.default.svc:2222" for i in range(4)]
     for pod in pods.values():

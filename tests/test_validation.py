@@ -129,7 +129,7 @@ def test_invalid_job_fails_with_a_message_naming_the_problem(
 ) -> None:
     job = mc.compat("dragon-job1-cpu.yaml")
     edit(job)
-    body = hook.sync(mc.sync_request(mc.tfjob(job), NODES))
+    body = hook.sync(mc.world(mc.tfjob(job), NODES))
     assert body["children"] == []
     failed = condition(body, "Failed")
     assert failed is not None and failed["status"] == "True"
@@ -145,7 +145,7 @@ def test_an_invalid_job_takes_no_capacity_from_valid_ones(hook: Hook) -> None:
     older = mc.tfjob(broken, name="broken", created="2026-11-21T08:00:00Z")
     valid = mc.tfjob("dragon-job1-cpu.yaml")
     nodes = [mc.node("n-1", cpu="20", memory="64Gi")]
-    body = hook.sync(mc.sync_request(valid, nodes, jobs=[older, valid]))
+    body = hook.sync(mc.world(valid, nodes, jobs=[older, valid]))
     assert len(pods_of(body)) == 5
 
 
@@ -156,6 +156,6 @@ def test_compat_manifests_are_accepted_as_written(hook: Hook, manifest: str) -> 
     nodes = [
         mc.node("gpu-1", cpu="32", memory="128Gi", gpu=4, labels={"gpu": "1060g1"}),
     ]
-    body = hook.sync(mc.sync_request(mc.tfjob(manifest), nodes))
+    body = hook.sync(mc.world(mc.tfjob(manifest), nodes))
     assert condition(body, "Failed") is None
     assert body["status"]["scheduling"]["phase"] == "Admitted"

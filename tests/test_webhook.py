@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests import metacontroller as mc
-from tests.conftest import Clock, Hook, load_fixture, pods_of
-from webhooks.config import LabelSelector, Settings
+from tests.conftest import Clock, Hook, load_fixture, node_of, pods_of
+from webhooks.config import Settings
 
-# Malformed for every hook; the last ones concern objects only the sync hook reads.
+# Malformed for every hook; the last ones concern objects only the pool's sync reads.
 MALFORMED: list[tuple[str, Any, str]] = [
     ("not JSON", b"{not json", "request body is not valid JSON"),
     ("a JSON array", [], "request body must be a JSON object"),
@@ -31,7 +31,7 @@ MALFORMED: list[tuple[str, Any, str]] = [
     (
         "a node without a name",
         {
-            "parent": mc.tfjob("dragon-job1-cpu.yaml"),
+            "parent": mc.pool(),
             "related": {"Node.v1": {"x": {"metadata": {}, "status": {}}}},
         },
         "unreadable Node or Pod in the request",
@@ -39,7 +39,7 @@ MALFORMED: list[tuple[str, Any, str]] = [
     (
         "a node with an unreadable capacity",
         {
-            "parent": mc.tfjob("dragon-job1-cpu.yaml"),
+            "parent": mc.pool(),
             "related": {
                 "Node.v1": {
                     "n": {"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "lots"}}}
@@ -49,22 +49,24 @@ MALFORMED: list[tuple[str, Any, str]] = [
         "unreadable Node or Pod in the request",
     ),
 ]
+HOOKS = ["/pools/sync", "/tfjobs/sync", "/tfjobs/finalize"]
 
 
 @pytest.mark.parametrize(("case", "body", "message"), MALFORMED, ids=[m[0] for m in MALFORMED])
 def test_malformed_request_is_a_400_with_a_json_message(
     hook: Hook, case: str, body: Any, message: str
 ) -> None:
-    paths = ["/tfjobs/sync"] + ([] if "node" in case else ["/tfjobs/finalize"])
+    paths = ["/pools/sync"] if "node" in case else HOOKS
     for path in paths:
         response = hook.post(path, body)
-        assert response.status_code == 400, response.get_data(as_text=True)
+        assert response.status_code == 400, (path, response.get_data(as_text=True))
         assert response.mimetype == "application/json"
-        assert message in response.get_json()["error"]
+        assert message in response.get_json()["error"], path
 
 
 def test_wrong_method_and_unknown_route_answer_json(hook: Hook) -> None:
     assert hook.client.get("/tfjobs/sync").status_code == 405
+    assert hook.client.get("/pools/sync").status_code == 405
     response = hook.post("/mxjobs/sync", {})
     assert response.status_code == 404
     assert "error" in response.get_json()
@@ -96,36 +98,46 @@ def _paths(value: Any, prefix: tuple = ()) -> list[tuple]:
     return out
 
 
-BASE = mc.sync_request(
-    mc.tfjob("dragon-job1-cpu.yaml", status={"enqueueTime": mc.T0}),
-    [mc.node("n-1", cpu="24", memory="64Gi")],
-)
-BASE_PATHS = [p for p in _paths(BASE) if p and p[0] != "controller"]
+_JOB = mc.tfjob("dragon-job1-cpu.yaml", status={"enqueueTime": mc.T0})
+_WORLD = mc.world(_JOB, [mc.node("n-1", cpu="24", memory="64Gi")])
+_ADMITTED = mc.admission(_JOB, [("PS", 0, "n-1"), ("Worker", 0, "n-1")], workers=1)
+BASES = {
+    "/pools/sync": mc.pool_request(_WORLD, [_ADMITTED]),
+    "/tfjobs/sync": mc.job_request(_WORLD, _ADMITTED),
+}
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 2**32 - 1), junk=_json_values())
 def test_no_mutation_of_a_real_request_makes_the_webhook_answer_500(seed: int, junk: Any) -> None:
-    """Replace one random field of a real sync request by random JSON: the answer is a
-    sync response (200) or a clear rejection (400), never a crash."""
-    hook = Hook()
-    request = copy.deepcopy(BASE)
-    path = random.Random(seed).choice(BASE_PATHS)
+    """Replace one random field of a real pool or job sync request by random JSON: the
+    answer is a sync response (200) or a clear rejection (400), never a crash."""
+    rng = random.Random(seed)
+    path = rng.choice(sorted(BASES))
+    request = copy.deepcopy(BASES[path])
+    where = rng.choice([p for p in _paths(request) if p and p[0] != "controller"])
     target = request
-    for key in path[:-1]:
+    for key in where[:-1]:
         target = target[key]
-    target[path[-1]] = junk
-    response = hook.post("/tfjobs/sync", request)
-    assert response.status_code in (200, 400), (path, junk, response.get_data(as_text=True))
+    target[where[-1]] = junk
+    response = Hook().post(path, request)
+    assert response.status_code in (200, 400), (where, junk, response.get_data(as_text=True))
     assert "error" in response.get_json() or "children" in response.get_json()
 
 
-def test_customize_asks_for_nodes_dragonet_pods_all_tfjobs_and_priority_classes(hook: Hook) -> None:
-    request = {"controller": mc.controller(), "parent": mc.tfjob("dragon-job1-cpu.yaml")}
-    body = hook.post("/tfjobs/customize", request).get_json()
+def test_a_pools_customize_asks_for_its_nodes_dragonet_pods_all_jobs_and_priorities(
+    hook: Hook,
+) -> None:
+    team = mc.pool("team-a", nodeSelector={"matchLabels": {"pool": "team-a"}})
+    request = {"controller": mc.controller(mc.POOL_CONTROLLER_YAML), "parent": team}
+    body = hook.post("/pools/customize", request).get_json()
     assert body == {
         "relatedResources": [
-            {"apiVersion": "v1", "resource": "nodes", "labelSelector": {}},
+            {
+                "apiVersion": "v1",
+                "resource": "nodes",
+                "labelSelector": {"matchLabels": {"pool": "team-a"}},
+            },
             {
                 "apiVersion": "v1",
                 "resource": "pods",
@@ -143,51 +155,83 @@ def test_customize_asks_for_nodes_dragonet_pods_all_tfjobs_and_priority_classes(
     }
 
 
-def test_customize_uses_the_configured_pool_and_pod_scope() -> None:
-    pool = LabelSelector(matchLabels={"pool": "training"})
-    hook = Hook(Settings(pool_selector=pool, watch_all_pods=True))
-    request = {"controller": {}, "parent": mc.tfjob("dragon-job1-cpu.yaml")}
-    rules = hook.post("/tfjobs/customize", request).get_json()["relatedResources"]
-    assert rules[0]["labelSelector"] == {"matchLabels": {"pool": "training"}}
-    assert rules[1]["labelSelector"] == {}
+def test_the_default_pool_also_watches_the_other_pools_and_can_watch_every_pod(
+    hook: Hook,
+) -> None:
+    request = {"controller": {}, "parent": mc.pool(watchAllPods=True)}
+    rules = hook.post("/pools/customize", request).get_json()["relatedResources"]
+    assert rules[0]["labelSelector"] == {}  # every node
+    assert rules[1]["labelSelector"] == {}  # every pod
+    assert rules[-1] == {
+        "apiVersion": "dragonet.io/v1alpha1",
+        "resource": "trainingpools",
+        "labelSelector": {
+            "matchExpressions": [
+                {"key": "dragonet.io/pool", "operator": "NotIn", "values": ["default"]}
+            ]
+        },
+    }
+
+
+def test_a_jobs_customize_asks_for_its_own_admission_and_nothing_of_the_cluster(
+    hook: Hook,
+) -> None:
+    job = mc.tfjob("dragon-job1-cpu.yaml", namespace="team-a")
+    body = hook.post("/tfjobs/customize", {"controller": mc.controller(), "parent": job})
+    assert body.get_json() == {
+        "relatedResources": [
+            {
+                "apiVersion": "dragonet.io/v1alpha1",
+                "resource": "admissions",
+                "namespace": "team-a",
+                "names": ["tfjob-job1"],
+            }
+        ]
+    }
 
 
 def test_finalize_deletes_children_and_finishes_once_they_are_gone(hook: Hook) -> None:
-    request = load_fixture("sync-job1-one-big-node.json")
+    request = load_fixture("job-sync-job1-admitted.json")
     parent = request["parent"]
-    body = hook.sync(request)
+    body = hook.job_sync(request)
     pods = [mc.observed_pod(parent, p) for p in pods_of(body).values()]
-    dying = mc.sync_request(
-        parent, request["related"]["Node.v1"].values(), pods=pods, finalizing=True
-    )
+    dying = mc.job_request(mc.world(parent, [], pods=pods, finalizing=True), None)
     for path in ("/tfjobs/finalize", "/tfjobs/sync"):  # one handler may serve both
         answer = hook.post(path, dying).get_json()
         assert answer["children"] == [] and answer["finalized"] is False
-    gone = mc.sync_request(parent, [], finalizing=True)
+    gone = mc.job_request(mc.world(parent, [], finalizing=True), None)
     assert hook.post("/tfjobs/finalize", gone).get_json()["finalized"] is True
 
 
-def test_identical_requests_give_byte_identical_answers() -> None:
-    request = load_fixture("sync-job1-spill.json")
-    first = Hook().post("/tfjobs/sync", request).get_data()
-    again = Hook().post("/tfjobs/sync", request).get_data()  # a fresh process: no memory
+@pytest.mark.parametrize(
+    ("path", "fixture"),
+    [
+        ("/pools/sync", "pool-sync-job1-spill.json"),
+        ("/pools/sync", "pool-sync-two-jobs.json"),
+        ("/tfjobs/sync", "job-sync-job1-admitted.json"),
+    ],
+)
+def test_identical_requests_give_byte_identical_answers(path: str, fixture: str) -> None:
+    request = load_fixture(fixture)
+    first = Hook().post(path, request).get_data()
+    again = Hook().post(path, request).get_data()  # a fresh process: no memory
     assert first == again
 
 
-def test_order_of_related_objects_does_not_change_the_answer(hook: Hook) -> None:
-    request = load_fixture("sync-two-jobs-for-job-a.json")
+def test_order_of_related_objects_does_not_change_the_pools_answer(hook: Hook) -> None:
+    request = load_fixture("pool-sync-two-jobs.json")
     reordered = copy.deepcopy(request)
     for group in ("related", "children"):
         reordered[group] = {
             t: dict(reversed(list(objs.items())))
             for t, objs in reversed(list(request[group].items()))
         }
-    assert json.dumps(hook.sync(request)) == json.dumps(hook.sync(reordered))
+    assert json.dumps(hook.pool_sync(request)) == json.dumps(Hook().pool_sync(reordered))
 
 
-def test_concurrent_syncs_on_one_snapshot_never_share_capacity(clock: Clock) -> None:
-    """Five jobs, room for two: each job's sync (any order, any replica of the webhook)
-    takes only its own slice of the same plan."""
+def test_parallel_job_syncs_take_only_what_their_admission_places(clock: Clock) -> None:
+    """Five jobs, room for two: the pool plans once; each job's sync (any order, any
+    replica of the webhook) renders only its own Admission's pods."""
     nodes = [mc.node("n-1", cpu="20", memory="64Gi"), mc.node("n-2", cpu="20", memory="64Gi")]
     jobs = [
         mc.tfjob("dragon-job1-cpu.yaml", name=f"job-{i}", created=f"2026-11-21T09:00:0{i}Z")
@@ -195,14 +239,14 @@ def test_concurrent_syncs_on_one_snapshot_never_share_capacity(clock: Clock) -> 
     ]
     for i in range(5):
         jobs[i]["spec"]["min-instances"] = 4
+    pool = Hook(clock=clock)
+    pool.pool_sync(mc.pool_request(mc.world(jobs[0], nodes, jobs=jobs)))
     placed: dict[str, list[str]] = {}
     for job in random.Random(7).sample(jobs, len(jobs)):
-        body = Hook(clock=clock).sync(mc.sync_request(job, nodes, jobs=jobs))
+        replica = Hook(clock=clock)  # another webhook process: nothing shared but the API
+        body = replica.job_sync(mc.job_request(mc.world(job, nodes), pool.admission(job)))
         for pod in pods_of(body).values():
-            node = pod["spec"]["affinity"]["nodeAffinity"][
-                "requiredDuringSchedulingIgnoredDuringExecution"
-            ]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"][0]
-            placed.setdefault(node, []).append(pod["metadata"]["name"])
+            placed.setdefault(node_of(pod), []).append(pod["metadata"]["name"])
     assert sorted(placed) == ["n-1", "n-2"]
     # Each node holds exactly one whole job (5 pods of 4 cpu = 20 cpu): the two oldest.
     owners = {n: {p.rsplit("-", 2)[0] for p in pods} for n, pods in placed.items()}
@@ -210,8 +254,14 @@ def test_concurrent_syncs_on_one_snapshot_never_share_capacity(clock: Clock) -> 
     assert all(len(pods) == 5 for pods in placed.values())
 
 
-def test_the_response_has_only_fields_metacontrollers_strict_decoder_knows(hook: Hook) -> None:
-    body = orjson.loads(hook.post("/tfjobs/sync", load_fixture("sync-job1-spill.json")).get_data())
+@pytest.mark.parametrize(
+    ("path", "fixture"),
+    [("/pools/sync", "pool-sync-job1-spill.json"), ("/tfjobs/sync", "job-sync-job1-admitted.json")],
+)
+def test_the_response_has_only_fields_metacontrollers_strict_decoder_knows(
+    hook: Hook, path: str, fixture: str
+) -> None:
+    body = orjson.loads(hook.post(path, load_fixture(fixture)).get_data())
     assert set(body) <= {"status", "children", "resyncAfterSeconds", "finalized"}
 
 
@@ -232,7 +282,7 @@ def test_an_overloaded_webhook_answers_429_with_retry_after() -> None:
         return NOW
 
     app = create_app(Settings(max_inflight=1), clock=blocking_clock)
-    body = orjson.dumps(load_fixture("sync-job1-spill.json"))
+    body = orjson.dumps(load_fixture("job-sync-job1-admitted.json"))
 
     def post():
         return app.test_client().post("/tfjobs/sync", data=body, content_type="application/json")

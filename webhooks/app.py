@@ -1,8 +1,10 @@
-"""The Flask application: Metacontroller's customize, sync and finalize hooks for TFJobs.
+"""The Flask application: Metacontroller's hooks for pools and for each job kind.
 
-Routes stay thin: parse, call the pure policy with the clock's ``now``, serialise. A
-request we cannot read is answered 400 with a JSON message (Metacontroller logs it and
-retries); an invalid TFJob is a normal 200 answer whose status says what is wrong.
+``/pools/{customize,sync}`` serve the CompositeController of TrainingPools (the planner);
+``/tfjobs/{customize,sync,finalize}`` the thin job controller. Routes stay thin: parse,
+call the pure policy with the clock's ``now``, serialise. A request we cannot read is
+answered 400 with a JSON message (Metacontroller logs it and retries); an invalid TFJob is
+a normal 200 answer whose status says what is wrong.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
@@ -19,11 +21,14 @@ from flask import Flask, Response, request
 from pydantic import BaseModel, ValidationError
 from werkzeug.exceptions import HTTPException
 
+from policy.job.sync import JobConfig, finalize, related_rules
+from policy.job.sync import sync as job_sync
 from policy.memo import Memo
 from policy.model.jobs import TFJOB, JobKind
-from policy.snapshot import MalformedRequest, finalize, sync
+from policy.pool.observe import MalformedRequest
+from policy.pool.sync import sync as pool_sync
 from webhooks.config import Settings
-from webhooks.hooks import CustomizeRequest, SyncRequest, related_resources
+from webhooks.hooks import CustomizeRequest, SyncRequest, pool_related_resources
 
 Clock = Callable[[], datetime]
 M = TypeVar("M", bound=BaseModel)
@@ -60,69 +65,70 @@ def _parse(model: type[M]) -> M:
         ) from err
 
 
+def _answer(children: list, status: dict, resync: float | None) -> Response:
+    body: dict[str, Any] = {"status": status, "children": children}
+    if resync is not None:
+        body["resyncAfterSeconds"] = resync
+    return _json(body)
+
+
 def create_app(
-    settings: Settings | None = None, clock: Clock = utc_now, kind: JobKind = TFJOB
+    settings: Settings | None = None, clock: Clock = utc_now, kinds: Iterable[JobKind] = (TFJOB,)
 ) -> Flask:
     """``clock`` is injectable so a simulator can run the real webhook on simulated time."""
     settings = settings or Settings()
-    policy_config = settings.policy_config()
-    prefix = "/" + kind.kind.lower() + "s"
+    job_config = JobConfig(cluster_domain=settings.cluster_domain)
     app = Flask("dragonet")
     app.config["DRAGONET_SETTINGS"] = settings
+    slots = threading.BoundedSemaphore(settings.inflight_limit())
+    # Parsed objects of earlier syncs (per process; a cache, never a source of truth: see
+    # policy/memo.py).
+    memo = Memo()
+    app.config["DRAGONET_MEMO"] = memo
+
+    def now() -> datetime:
+        # Kubernetes timestamps have whole seconds; so does the policy's ``now``.
+        return clock().replace(microsecond=0)
+
+    def limited(handler: Callable[[], Response]) -> Callable[[], Response]:
+        """Past the in-flight limit, answer 429 at once instead of queueing into a timeout."""
+
+        def run() -> Response:
+            if not slots.acquire(blocking=False):
+                return _json({"error": "busy: too many syncs in flight"}, 429, {"Retry-After": "1"})
+            try:
+                return handler()
+            finally:
+                slots.release()
+
+        run.__name__ = handler.__name__
+        return run
 
     @app.get("/healthz")
     def healthz() -> Response:
         return _json({"status": "ok"})
 
-    @app.post(f"{prefix}/customize")
-    def customize() -> Response:
-        _parse(CustomizeRequest)
-        return _json({"relatedResources": related_resources(settings, kind)})
+    @app.post("/pools/customize")
+    def pool_customize() -> Response:
+        req = _parse(CustomizeRequest)
+        return _json({"relatedResources": pool_related_resources(req.parent)})
 
-    slots = threading.BoundedSemaphore(settings.inflight_limit())
-    # Parsed objects and plans of earlier syncs (per process; a cache, never a source of
-    # truth: see policy/memo.py).
-    memo = Memo()
-    app.config["DRAGONET_MEMO"] = memo
-
-    @app.post(f"{prefix}/sync")
-    def sync_hook() -> Response:
-        if not slots.acquire(blocking=False):
-            return _json({"error": "busy: too many syncs in flight"}, 429, {"Retry-After": "1"})
-        try:
-            return _sync()
-        finally:
-            slots.release()
-
-    def _sync() -> Response:
+    def pool_sync_hook() -> Response:
         req = _parse(SyncRequest)
-        if req.finalizing:
-            return _finalize(req)
         started = time.perf_counter()
-        # Kubernetes timestamps have whole seconds; so does the plan's ``now``, which lets
-        # the many syncs of one related change within a second share one plan.
-        now = clock().replace(microsecond=0)
-        decision = sync(req.parent, req.children, req.related, now, policy_config, kind, memo)
-        body: dict[str, Any] = {"status": decision.status, "children": decision.children}
-        if decision.resync_after is not None:
-            body["resyncAfterSeconds"] = decision.resync_after
+        decision = pool_sync(req.parent, req.children, req.related, now(), memo)
         log.debug(
-            "sync %s/%s: %s, %d children, %.1f ms",
-            req.parent.get("metadata", {}).get("namespace"),
-            req.parent.get("metadata", {}).get("name"),
-            decision.status.get("scheduling", {}).get("phase"),
+            "pool sync %s: %d admissions, %.1f ms",
+            (req.parent.get("metadata") or {}).get("name"),
             len(decision.children),
             (time.perf_counter() - started) * 1000,
         )
-        return _json(body)
+        return _answer(decision.children, decision.status, decision.resync_after)
 
-    @app.post(f"{prefix}/finalize")
-    def finalize_hook() -> Response:
-        return _finalize(_parse(SyncRequest))
+    app.add_url_rule("/pools/sync", "pool_sync", limited(pool_sync_hook), methods=["POST"])
 
-    def _finalize(req: SyncRequest) -> Response:
-        decision, done = finalize(req.parent, req.children)
-        return _json({"status": decision.status, "children": [], "finalized": done})
+    for kind in kinds:
+        _job_routes(app, kind, job_config, now, memo, limited)
 
     @app.errorhandler(BadRequest)
     @app.errorhandler(MalformedRequest)
@@ -139,3 +145,37 @@ def create_app(
         return _json({"error": f"internal error: {type(err).__name__}"}, 500)
 
     return app
+
+
+def _job_routes(
+    app: Flask,
+    kind: JobKind,
+    config: JobConfig,
+    now: Clock,
+    memo: Memo,
+    limited: Callable[[Callable[[], Response]], Callable[[], Response]],
+) -> None:
+    prefix = "/" + kind.kind.lower() + "s"
+
+    def customize() -> Response:
+        req = _parse(CustomizeRequest)
+        return _json({"relatedResources": related_rules(req.parent, kind)})
+
+    def finalize_answer(req: SyncRequest) -> Response:
+        decision, done = finalize(req.parent, req.children)
+        return _json({"status": decision.status, "children": [], "finalized": done})
+
+    def sync() -> Response:
+        req = _parse(SyncRequest)
+        if req.finalizing:
+            return finalize_answer(req)
+        decision = job_sync(req.parent, req.children, req.related, now(), config, kind, memo)
+        return _answer(decision.children, decision.status, decision.resync_after)
+
+    def finalize_hook() -> Response:
+        return finalize_answer(_parse(SyncRequest))
+
+    name = kind.kind.lower()
+    app.add_url_rule(f"{prefix}/customize", f"{name}_customize", customize, methods=["POST"])
+    app.add_url_rule(f"{prefix}/sync", f"{name}_sync", limited(sync), methods=["POST"])
+    app.add_url_rule(f"{prefix}/finalize", f"{name}_finalize", finalize_hook, methods=["POST"])

@@ -1,4 +1,5 @@
-"""Metacontroller hook payloads (CompositeController, hook ``version: v2``).
+"""Metacontroller hook payloads (CompositeController, hook ``version: v2``) and the
+customize answers of both controllers.
 
 Requests are validated into these models; anything that does not fit is a malformed
 request (HTTP 400). Responses carry only the fields Metacontroller's strict v2 decoder
@@ -7,15 +8,19 @@ knows, so it never rejects one.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from policy.model.cluster import L_OPERATOR, OPERATOR_NAME
 from policy.model.jobs import JobKind
-from webhooks.config import Settings
+from policy.model.pool import DEFAULT_POOL, GROUP, PoolSpec
+from policy.pool.observe import KINDS
 
 ObjectMap = dict[str, dict[str, dict[str, Any]]]
+# Matches no Node: a pool whose spec cannot be read plans nothing (its sync says why).
+_NO_NODE = {"matchExpressions": [{"key": f"{GROUP}/no-such-label", "operator": "Exists"}]}
 
 
 class _Request(BaseModel):
@@ -34,21 +39,43 @@ class SyncRequest(_Request):
     finalizing: bool = False
 
 
-def related_resources(settings: Settings, kind: JobKind) -> list[dict[str, Any]]:
-    """What every sync must see to plan globally: the pool's Nodes, the pods that use it,
-    every job of this kind (the queue), and the PriorityClasses that order it."""
-    pods = {} if settings.watch_all_pods else {"matchLabels": {L_OPERATOR: OPERATOR_NAME}}
-    plural = kind.kind.lower() + "s"
-    return [
-        {
-            "apiVersion": "v1",
-            "resource": "nodes",
-            "labelSelector": settings.pool_selector.as_dict(),
-        },
+def _plural(kind: JobKind) -> str:
+    return kind.kind.lower() + "s"
+
+
+def pool_related_resources(parent: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What a pool's sync must see to plan: its Nodes, the pods that use them, every
+    training job (the queue: each names its pool in a spec field, which no selector can
+    read) and the PriorityClasses that order it. The default pool also watches the other
+    pools, to tell a job that names a pool that does not exist."""
+    try:
+        spec = PoolSpec.model_validate(parent.get("spec") or {})
+        nodes, pods_everywhere = spec.nodeSelector.as_dict(), spec.watchAllPods
+    except ValidationError:
+        nodes, pods_everywhere = _NO_NODE, False
+    pods = {} if pods_everywhere else {"matchLabels": {L_OPERATOR: OPERATOR_NAME}}
+    rules: list[dict[str, Any]] = [
+        {"apiVersion": "v1", "resource": "nodes", "labelSelector": nodes},
         {"apiVersion": "v1", "resource": "pods", "labelSelector": pods},
-        {"apiVersion": kind.api_version, "resource": plural, "labelSelector": {}},
+        *(
+            {"apiVersion": k.api_version, "resource": _plural(k), "labelSelector": {}}
+            for k in KINDS
+        ),
         {"apiVersion": "scheduling.k8s.io/v1", "resource": "priorityclasses", "labelSelector": {}},
     ]
+    name = (parent.get("metadata") or {}).get("name")
+    if name == DEFAULT_POOL:
+        # Not itself: its own status changes would wake it (ignoreStatusChanges covers the
+        # parent, not related objects).
+        others = {"key": f"{GROUP}/pool", "operator": "NotIn", "values": [DEFAULT_POOL]}
+        rules.append(
+            {
+                "apiVersion": f"{GROUP}/v1alpha1",
+                "resource": "trainingpools",
+                "labelSelector": {"matchExpressions": [others]},
+            }
+        )
+    return rules
 
 
 def object_key(obj: dict[str, Any]) -> str:

@@ -1,20 +1,19 @@
 """Children: the Pods and headless Services of a job, with Kubeflow v1 names and labels.
 
-A pod is a pure function of (job spec, replica type, index, node), so re-rendering a pod
-that already exists yields the object it was created from, and with ``OnDelete`` nothing
-is ever changed in place.
+A pod is a pure function of (job spec, replica type, index, node, the Admission's
+generation), and with ``OnDelete`` an existing pod is never changed in place.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-from typing import Any, Literal
+from typing import Any
 
+from policy.model.admission import GENERATION_ANNOTATION
 from policy.model.cluster import HOSTNAME, L_INDEX, L_JOB, L_OPERATOR, L_ROLE, L_TYPE, OPERATOR_NAME
 from policy.model.jobs import WORKER, Job, Replica, child_name
-
-Binding = Literal["affinity", "nodeName"]
+from policy.model.pool import Binding
 
 
 def _address(job: Job, replica: Replica, index: int, domain: str) -> str:
@@ -99,6 +98,7 @@ def render_pod(
     hostname: str | None,
     binding: Binding = "affinity",
     domain: str = "",
+    admission_generation: int = 0,
 ) -> dict[str, Any]:
     replica = job.replicas[rtype]
     template = copy.deepcopy(dict(replica.template))
@@ -112,8 +112,11 @@ def render_pod(
         "namespace": job.namespace,
         "labels": pod_labels,
     }
-    if meta.get("annotations"):
-        metadata["annotations"] = dict(meta["annotations"])
+    annotations = dict(meta.get("annotations") or {})
+    if admission_generation:
+        annotations[GENERATION_ANNOTATION] = str(admission_generation)
+    if annotations:
+        metadata["annotations"] = annotations
 
     spec["restartPolicy"] = (
         "Never" if replica.restart_policy == "ExitCode" else replica.restart_policy

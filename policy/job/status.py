@@ -1,57 +1,30 @@
-"""One job's slice of the plan, turned into what its sync hook answers.
+"""A job's status: Kubeflow's conditions and replica statuses, times, and Dragonet's
+``scheduling`` section (phase, why it waits, workers, nodes, last scaling).
 
-``reconcile`` returns the desired children (existing pods the job keeps, new pods the plan
-gives it, a headless Service for each) and the job's status. Status only changes when
-something happened: timestamps are written once, when the event they record occurs.
+Status only changes when something happened: timestamps are written once, when the event
+they record occurs, and taken from the pods where the pods know them, so a sync that reads
+a stale copy of its job writes the same time again (DESIGN §2.7).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
-from policy.config import PolicyConfig
-from policy.elastic import LAST_SCALE
-from policy.job.render import render_pod, render_service
+from policy.job.view import FINISHED, INVALID, SUSPENDED, JobView
 from policy.model import conditions as cond
-from policy.model.cluster import Cluster, Pod
+from policy.model.admission import ADMITTED, QUEUED, LastScale
 from policy.model.jobs import Job, JobKind
 from policy.model.lifecycle import REASON_INVALID
 from policy.model.timeutil import format_time, parse_time
-from policy.plan import ADMITTED, FINISHED, INVALID, QUEUED, SUSPENDED, JobPlan
+
+LAST_SCALE = "lastScale"
 
 
-@dataclass(frozen=True)
-class Decision:
-    children: list[dict[str, Any]] = field(default_factory=list)
-    status: dict[str, Any] = field(default_factory=dict)
-    resync_after: float | None = None
-
-
-def _kept_pods(jp: JobPlan) -> list[Pod]:
-    """Observed pods that stay; the rest are omitted, so Metacontroller deletes them."""
-    pods = [p for p in jp.pods if not p.terminating]
-    if jp.phase == SUSPENDED:
-        return []
-    if jp.phase == FINISHED:
-        outcome = jp.assessment.outcome
-        policy = jp.job.clean_pod_policy
-        if outcome is None or outcome.deletes_everything or policy == "All":
-            return []
-        if policy == "Running":
-            return [p for p in pods if p.phase in ("Succeeded", "Failed")]
-        return pods
-    restarting = {p.name for p in jp.assessment.restarts}
-    return [p for p in pods if p.name not in restarting and not p.stuck and p.name not in jp.remove]
-
-
-def _replica_statuses(jp: JobPlan, succeeded: bool) -> dict[str, dict[str, int]]:
+def replica_statuses(v: JobView, succeeded: bool) -> dict[str, dict[str, int]]:
     out = {}
-    for rtype in jp.job.replicas:
-        mine = [p for p in jp.pods if p.replica_type == rtype.lower()]
+    for rtype in v.job.replicas:
+        mine = [p for p in v.pods if p.replica_type == rtype.lower()]
         active = sum(1 for p in mine if p.phase == "Running" and not p.terminating)
         failed = sum(
             1 for p in mine if p.phase == "Failed" or (p.phase == "Running" and p.terminating)
@@ -63,54 +36,26 @@ def _replica_statuses(jp: JobPlan, succeeded: bool) -> dict[str, dict[str, int]]
     return out
 
 
-def _children(
-    jp: JobPlan, cluster: Cluster, config: PolicyConfig
-) -> tuple[list[dict[str, Any]], list[str]]:
-    job = jp.job
-    placed: dict[tuple[str, int], str | None] = {}
-    for p in _kept_pods(jp):
-        slot = _slot_of(job, p)
-        if slot is not None:
-            placed[slot] = p.node
-    placed.update(jp.create)
-    pods = []
-    for (rtype, index), node in sorted(placed.items()):
-        n = cluster.by_name.get(node) if node else None
-        hostname = n.hostname if n else node
-        pods.append(
-            render_pod(job, rtype, index, node, hostname, config.binding, config.cluster_domain)
-        )
-    # A restarting pod keeps its Service: its peers' DNS name never disappears.
-    named = set(placed) | {_slot_of(job, p) for p in jp.assessment.restarts} - {None}
-    services = [render_service(job, rtype, index) for rtype, index in sorted(named)]
-    return [*pods, *services], sorted({n for n in placed.values() if n})
-
-
-def _slot_of(job: Job, pod: Pod) -> tuple[str, int] | None:
-    rtype = next((t for t in job.replicas if t.lower() == pod.replica_type), None)
-    return (rtype, pod.index) if rtype is not None and pod.index >= 0 else None
-
-
-def _conditions(jp: JobPlan, stamp: str, resumed: bool) -> list[dict[str, Any]]:
-    job, kind, outcome = jp.job, jp.job.kind.kind, jp.assessment.outcome
+def conditions(v: JobView, stamp: str, resumed: bool) -> list[dict[str, Any]]:
+    job, kind, outcome = v.job, v.job.kind.kind, v.assessment.outcome
 
     def mark(conds: list, ctype: str, status: str, reason: str, message: str) -> list:
         return cond.set_condition(conds, ctype, status, f"{kind}{reason}", message, stamp)
 
-    conds = list(jp.job.status.get("conditions") or [])
+    conds = list(v.job.status.get("conditions") or [])
     conds = mark(conds, cond.CREATED, "True", "Created", f"{kind} {job.name} is created.")
-    if jp.phase == FINISHED and outcome is not None:
+    if v.phase == FINISHED and outcome is not None:
         return cond.set_condition(
-            conds, outcome.type, "True", outcome.reason, outcome.message, _ended(jp, stamp)
+            conds, outcome.type, "True", outcome.reason, outcome.message, _ended(v, stamp)
         )
-    if jp.phase == SUSPENDED:
+    if v.phase == SUSPENDED:
         suspended = f"{kind} {job.name} is suspended."
         if cond.is_true(conds, cond.RUNNING):
             conds = mark(conds, cond.RUNNING, "False", "Suspended", suspended)
         return mark(conds, cond.SUSPENDED, "True", "Suspended", suspended)
     if resumed:
         conds = mark(conds, cond.SUSPENDED, "False", "Resumed", f"{kind} {job.name} is resumed.")
-    restarts = jp.assessment.restarts
+    restarts = v.assessment.restarts
     if restarts:
         types = "/".join(sorted({p.replica_type for p in restarts}))
         why = f"{len(restarts)} {types} replica(s) failed"
@@ -121,8 +66,8 @@ def _conditions(jp: JobPlan, stamp: str, resumed: bool) -> list[dict[str, Any]]:
             "Restarting",
             f"job {job.name} is restarting because {why}.",
         )
-    if jp.assessment.running:
-        since = _running_since(jp) or stamp
+    if v.assessment.running:
+        since = _running_since(v) or stamp
         conds = cond.set_condition(
             conds, cond.RUNNING, "True", f"{kind}Running", f"{kind} {job.key} is running.", since
         )
@@ -134,29 +79,25 @@ def _conditions(jp: JobPlan, stamp: str, resumed: bool) -> list[dict[str, Any]]:
 # newer one that the next stale read would overwrite, back and forth, forever.
 
 
-def _running_since(jp: JobPlan) -> str | None:
+def _running_since(v: JobView) -> str | None:
     """When the pods that make the job Running (its chief, else its workers) started."""
-    chief = (jp.job.chief_type or "Worker").lower()
+    chief = (v.job.chief_type or "Worker").lower()
     times = [
         p.started
-        for p in jp.pods
+        for p in v.pods
         if p.replica_type == chief and p.phase == "Running" and p.live and p.started
     ]
     return _earliest(times)
 
 
-def _ended(jp: JobPlan, stamp: str) -> str:
+def _ended(v: JobView, stamp: str) -> str:
     """When the job ended: its recorded completion, else when its last pod terminated."""
-    recorded = jp.job.status.get("completionTime")
+    recorded = v.job.status.get("completionTime")
     if isinstance(recorded, str) and parse_time(recorded):
         return recorded
-    done = [p.finished for p in jp.pods if p.finished and p.phase in ("Succeeded", "Failed")]
+    done = [p.finished for p in v.pods if p.finished and p.phase in ("Succeeded", "Failed")]
     latest = [t for t in (parse_time(s) for s in done) if t is not None]
     return format_time(max(latest)) if latest else stamp
-
-
-def _first_created(jp: JobPlan) -> str | None:
-    return _earliest([p.created for p in jp.pods if p.created])
 
 
 def _earliest(stamps: list[str]) -> str | None:
@@ -164,97 +105,83 @@ def _earliest(stamps: list[str]) -> str | None:
     return format_time(min(parsed)) if parsed else None
 
 
-def _times(jp: JobPlan, stamp: str, resumed: bool) -> dict[str, str]:
+def times(v: JobView, stamp: str, resumed: bool) -> dict[str, str]:
     """Written once, when the event happens; then carried over unchanged."""
-    prev, times = jp.job.status, {}
-    if jp.phase != SUSPENDED:
-        times["enqueueTime"] = (
-            stamp if resumed else prev.get("enqueueTime") or _created(jp.job) or stamp
+    prev, out = v.job.status, {}
+    if v.phase != SUSPENDED:
+        out["enqueueTime"] = (
+            stamp if resumed else prev.get("enqueueTime") or _created(v.job) or stamp
         )
-    if jp.phase == ADMITTED or (jp.phase == FINISHED and prev.get("startTime")):
-        times["startTime"] = prev.get("startTime") or _first_created(jp) or stamp
-        times["startRunTime"] = prev.get("startRunTime") or times["startTime"]
-    if jp.phase == FINISHED:
-        times["completionTime"] = prev.get("completionTime") or _ended(jp, stamp)
-        times["finishedTime"] = prev.get("finishedTime") or times["completionTime"]
-    return times
+    if v.phase == ADMITTED or (v.phase == FINISHED and prev.get("startTime")):
+        first = _earliest([p.created for p in v.pods if p.created])
+        out["startTime"] = prev.get("startTime") or first or stamp
+        out["startRunTime"] = prev.get("startRunTime") or out["startTime"]
+    if v.phase == FINISHED:
+        out["completionTime"] = prev.get("completionTime") or _ended(v, stamp)
+        out["finishedTime"] = prev.get("finishedTime") or out["completionTime"]
+    return out
 
 
-def reconcile(jp: JobPlan, cluster: Cluster, now: datetime, config: PolicyConfig) -> Decision:
-    job, stamp = jp.job, format_time(now)
-    resumed = cond.is_true(job.status.get("conditions") or [], cond.SUSPENDED) and (
-        jp.phase != SUSPENDED
-    )
-    children, nodes = _children(jp, cluster, config)
-    outcome = jp.assessment.outcome
-    succeeded = outcome is not None and outcome.type == cond.SUCCEEDED
-    status: dict[str, Any] = {
-        **_times(jp, stamp, resumed),
-        "conditions": _conditions(jp, stamp, resumed),
-        "replicaStatuses": _replica_statuses(jp, succeeded),
-        "scheduling": {
-            "phase": jp.phase,
-            "message": _message(jp),
-            "workers": {
-                "current": sum(1 for p in jp.pods if p.replica_type == "worker" and p.live),
-                "target": jp.workers_target,
-                "min": job.min_workers,
-                "max": job.max_workers,
-            },
-            "nodes": nodes,
+def scheduling(v: JobView, nodes: list[str]) -> dict[str, Any]:
+    job = v.job
+    section: dict[str, Any] = {
+        "phase": v.phase,
+        "message": message(v),
+        "workers": {
+            "current": sum(1 for p in v.pods if p.replica_type == "worker" and p.live),
+            "target": _target(v),
+            "min": job.min_workers,
+            "max": job.max_workers,
         },
+        "nodes": nodes,
     }
-    scale = _last_scale(jp, stamp)
-    if scale:
-        status["scheduling"][LAST_SCALE] = scale
-    wake = [t for t in (jp.wake_at,) if t is not None]
-    if jp.assessment.deadline is not None and jp.phase == ADMITTED:
-        wake.append(jp.assessment.deadline)
-    resync = max(1.0, math.ceil((min(wake) - now).total_seconds())) if wake else None
-    return Decision(children=children, status=status, resync_after=resync)
+    scale = v.admission.last_scale if v.admission is not None else None
+    if scale is None:
+        scale = LastScale.from_json((job.status.get("scheduling") or {}).get(LAST_SCALE))
+    if scale is not None:
+        section[LAST_SCALE] = scale.to_json()
+    return section
 
 
-def _last_scale(jp: JobPlan, stamp: str) -> dict[str, Any] | None:
-    """Written once, when the plan changes the worker target; then carried over, so the
-    idle rule and users can read when and why the job last scaled."""
-    if jp.scale is not None and jp.scale.after != jp.scale.before:
-        return {
-            "time": stamp,
-            "from": jp.scale.before,
-            "to": jp.scale.after,
-            "reason": jp.scale.reason,
-        }
-    prev = (jp.job.status.get("scheduling") or {}).get(LAST_SCALE)
-    return dict(prev) if isinstance(prev, Mapping) else None
+def _target(v: JobView) -> int:
+    if v.phase == ADMITTED and v.admission is not None:
+        return v.admission.workers
+    if v.phase == FINISHED:
+        recorded = ((v.job.status.get("scheduling") or {}).get("workers") or {}).get("target")
+        return recorded if type(recorded) is int and recorded >= 0 else 0
+    return 0
 
 
 def _created(job: Job) -> str | None:
     return format_time(job.created) if job.created else None
 
 
-def _message(jp: JobPlan) -> str:
-    if jp.phase == FINISHED and jp.assessment.outcome:
-        return jp.assessment.outcome.message
-    if jp.phase == SUSPENDED:
+def message(v: JobView) -> str:
+    if v.phase == FINISHED and v.assessment.outcome:
+        return v.assessment.outcome.message
+    if v.phase == SUSPENDED:
         return "suspended (runPolicy.suspend is true); resuming re-enters the queue"
-    if jp.phase == QUEUED:
-        message = jp.message
-        if message.startswith("waiting"):
-            return message
-        return f"waiting: {message}" if message else "waiting for admission"
-    return jp.message or _foreign_scheduler(jp)
+    if v.admission is None:
+        return (
+            f"waiting for TrainingPool {v.pool!r} to plan it (kubectl get trainingpool "
+            f"{v.pool} shows the pool; a job names its pool in "
+            "spec.runPolicy.schedulingPolicy.queue)"
+        )
+    if v.phase == QUEUED:
+        return v.admission.message or "waiting for admission"
+    return v.admission.message or _foreign_scheduler(v)
 
 
-def _foreign_scheduler(jp: JobPlan) -> str:
+def _foreign_scheduler(v: JobView) -> str:
     """Pods pinned by Dragonet still need a scheduler to bind them; one that names a
     scheduler the cluster may not run (kube-batch, volcano) can wait forever."""
     waiting = sorted(
-        {p.scheduler for p in jp.pods if p.live and not p.bound and p.scheduler}
+        {p.scheduler for p in v.pods if p.live and not p.bound and p.scheduler}
         - {"default-scheduler"}
     )
     if not waiting:
         return ""
-    n = sum(1 for p in jp.pods if p.live and not p.bound and p.scheduler in waiting)
+    n = sum(1 for p in v.pods if p.live and not p.bound and p.scheduler in waiting)
     return (
         f"{n} pod(s) wait to be bound by scheduler {', '.join(waiting)} (their template's "
         "schedulerName); Dragonet places them, so without that scheduler they stay Pending: "
@@ -263,10 +190,9 @@ def _foreign_scheduler(jp: JobPlan) -> str:
 
 
 def invalid(
-    obj_status: Mapping[str, Any], kind: JobKind, key: str, name: str, problem: str, now: datetime
-) -> Decision:
-    """An invalid spec: no children, and a Failed condition naming the problem."""
-    stamp = format_time(now)
+    obj_status: Mapping[str, Any], kind: JobKind, key: str, name: str, problem: str, stamp: str
+) -> dict[str, Any]:
+    """An invalid spec's status: a Failed condition naming the problem."""
     conds = cond.set_condition(
         obj_status.get("conditions") or [],
         cond.CREATED,
@@ -275,9 +201,9 @@ def invalid(
         f"{kind.kind} {name} is created.",
         stamp,
     )
-    message = f"{kind.kind} {key} is invalid: {problem}"
+    text = f"{kind.kind} {key} is invalid: {problem}"
     conds = cond.set_condition(
-        conds, cond.FAILED, "True", f"{kind.kind}{REASON_INVALID}", message, stamp
+        conds, cond.FAILED, "True", f"{kind.kind}{REASON_INVALID}", text, stamp
     )
     status = {
         k: v for k, v in obj_status.items() if k in ("enqueueTime", "startTime", "startRunTime")
@@ -285,6 +211,6 @@ def invalid(
     status.update(
         conditions=conds,
         completionTime=obj_status.get("completionTime") or stamp,
-        scheduling={"phase": INVALID, "message": message},
+        scheduling={"phase": INVALID, "message": text},
     )
-    return Decision(children=[], status=status)
+    return status

@@ -1,150 +1,63 @@
-"""From a hook request's objects to the immutable snapshot the policy plans on.
+"""A job's sync hook as a pure function: the size of a Metacontroller hook.
 
-Metacontroller's v2 maps (``Kind.group/version`` -> ``namespace/name`` -> object) are read
-here and nowhere else. The parent object is the freshest view of its own job, so it
-replaces the copy of itself that arrives among the related jobs.
+It reads the job, its own pods and its Admission (never the cluster), so its cost does not
+depend on the cluster's size. The finished case first, then the pods the Admission places,
+then the status from what was observed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from policy.config import PolicyConfig
-from policy.memo import Identity, Memo, identity
-from policy.model.cluster import Cluster, Node, Pod
-from policy.model.jobs import TFJOB, InvalidJob, Job, JobKind, parse_job, parse_metadata
-from policy.model.priority import Priorities
-from policy.plan import plan
-from policy.reconcile import Decision, invalid, reconcile
+from policy.job.render import render_pod, render_service
+from policy.job.status import conditions, invalid, replica_statuses, scheduling, times
+from policy.job.view import FINISHED, SUSPENDED, JobView
+from policy.memo import Memo, identity
+from policy.model import conditions as cond
+from policy.model.admission import ADMITTED, QUEUED, Admission
+from policy.model.admission import TYPE_KEY as ADMISSIONS
+from policy.model.cluster import Pod
+from policy.model.jobs import TFJOB, InvalidJob, Job, JobKind, child_name, parse_metadata
+from policy.model.lifecycle import assess
+from policy.model.pool import admission_name, pool_of
+from policy.model.timeutil import format_time
+from policy.pool.observe import MalformedRequest, objects, parsed_job
 
-NODES = "Node.v1"
 PODS = "Pod.v1"
 SERVICES = "Service.v1"
-PRIORITY_CLASSES = "PriorityClass.scheduling.k8s.io/v1"
-
-ObjectMap = Mapping[str, Mapping[str, Mapping[str, Any]]]
-
-
-class MalformedRequest(ValueError):
-    """The request is not a hook request we can read (answered with HTTP 400)."""
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    cluster: Cluster
-    jobs: tuple[Job, ...]
-    priorities: Priorities = field(default_factory=Priorities)
-
-
 _NO_MEMO = Memo(limit=0)
 
 
-def _keyed(kind: str, obj: Mapping[str, Any], *extra: Any) -> tuple | None:
-    ident = identity(obj)
-    return None if ident is None else (kind, *ident, *extra)
+@dataclass(frozen=True)
+class JobConfig:
+    """How a job's pods are written beyond what its Admission says."""
+
+    # Appended after ".svc" in TF_CONFIG addresses (Kubeflow's CUSTOM_CLUSTER_DOMAIN).
+    cluster_domain: str = ""
 
 
-def _parsed_job(obj: Mapping[str, Any], kind: JobKind, memo: Memo) -> Job | InvalidJob:
-    def make() -> Job | InvalidJob:
-        try:
-            return parse_job(obj, kind)
-        except InvalidJob as err:
-            return err
-
-    return memo.get(_keyed("job", obj, kind.kind), make)
+@dataclass(frozen=True)
+class Decision:
+    children: list[dict[str, Any]] = field(default_factory=list)
+    status: dict[str, Any] = field(default_factory=dict)
+    resync_after: float | None = None
 
 
-def _objects(group: ObjectMap, type_key: str) -> list[Mapping[str, Any]]:
-    objs = group.get(type_key) or {}
-    if not isinstance(objs, Mapping):
-        raise MalformedRequest(f"{type_key} must map names to objects")
-    return [o for o in objs.values() if isinstance(o, Mapping)]
-
-
-def job_type_key(kind: JobKind) -> str:
-    return f"{kind.kind}.{kind.api_version}"
-
-
-def observe(
-    parent_job: Job | None,
-    children: ObjectMap,
-    related: ObjectMap,
-    kind: JobKind = TFJOB,
-    memo: Memo = _NO_MEMO,
-) -> Snapshot:
-    try:
-        node_objs = _objects(related, NODES)
-        nodes = [memo.get(_keyed("node", o), lambda o=o: Node.from_object(o)) for o in node_objs]
-        node_ids = _all_identities(node_objs)
-        node_of_host = {n.hostname: n.name for n in nodes}
-        pod_objs = [*_objects(related, PODS), *_objects(children, PODS)]
-        pods: dict[tuple[str, str], Pod] = {}
-        for obj in pod_objs:
-            pod = memo.get(
-                None if node_ids is None else _keyed("pod", obj, node_ids, kind.container),
-                lambda obj=obj: Pod.from_object(obj, node_of_host, kind.container),
-            )
-            pods[(pod.namespace, pod.name)] = pod
-        pod_ids = _all_identities(pod_objs)
-        cluster = memo.get(
-            None if node_ids is None or pod_ids is None else ("cluster", node_ids, pod_ids),
-            lambda: Cluster.observe(nodes, pods.values()),
-        )
-    except (KeyError, TypeError, ValueError, ArithmeticError, AttributeError) as err:
-        raise MalformedRequest(f"unreadable Node or Pod in the request: {err}") from err
-    jobs: dict[str, Job] = {}
-    for obj in _objects(related, job_type_key(kind)):
-        try:
-            job = _parsed_job(obj, kind, memo)
-        except ValueError:
-            continue  # unreadable: its own sync reports why
-        if isinstance(job, InvalidJob):
-            continue  # an invalid job gets no capacity; its own sync reports why
-        jobs[job.key] = job
-    if parent_job is not None:
-        jobs[parent_job.key] = parent_job
-    priorities = Priorities.observe(_objects(related, PRIORITY_CLASSES))
-    return Snapshot(cluster, tuple(jobs.values()), priorities)
-
-
-def _all_identities(objs: list[Mapping[str, Any]]) -> frozenset[Identity] | None:
-    idents = {identity(o) for o in objs}
-    return None if None in idents else frozenset(idents)  # type: ignore[arg-type]
-
-
-def _identities(objs: Any, skip: str | None = None) -> Iterator[Identity | None]:
-    if not isinstance(objs, Mapping):
-        yield None
-        return
-    for key, obj in objs.items():
-        if key == skip:
-            continue
-        try:
-            meta = obj["metadata"]
-            uid, rv = meta["uid"], meta["resourceVersion"]
-        except (KeyError, TypeError):
-            yield None
-            continue
-        yield (uid, rv) if type(uid) is str and type(rv) is str else None
-
-
-def _snapshot_key(
-    parent: Mapping[str, Any], children: ObjectMap, related: ObjectMap, kind: JobKind
-) -> frozenset | None:
-    """Every object's identity (the parent's own, not its related copy), or None if one
-    has none: two requests with equal keys hold exactly the same objects."""
-    meta = parent.get("metadata") or {}
-    own = f"{meta.get('namespace')}/{meta.get('name')}"
-    idents = {identity(parent)}
-    idents.update(_identities(related.get(NODES) or {}))
-    idents.update(_identities(related.get(PODS) or {}))
-    idents.update(_identities(children.get(PODS) or {}))
-    idents.update(_identities(related.get(job_type_key(kind)) or {}, skip=own))
-    idents.update(_identities(related.get(PRIORITY_CLASSES) or {}))
-    return None if None in idents else frozenset(idents)
+def related_rules(parent: Mapping[str, Any], kind: JobKind) -> list[dict[str, Any]]:
+    """A job's customize answer: its own Admission, by name, and nothing of the cluster."""
+    meta = _metadata(parent)
+    return [
+        {
+            "apiVersion": "dragonet.io/v1alpha1",
+            "resource": "admissions",
+            "namespace": meta.namespace,
+            "names": [admission_name(kind.kind, meta.name)],
+        }
+    ]
 
 
 def _metadata(parent: Mapping[str, Any]):
@@ -154,40 +67,169 @@ def _metadata(parent: Mapping[str, Any]):
         raise MalformedRequest(f"parent.metadata: {err}") from err
 
 
+def _own_admission(related: Mapping[str, Any], job: Job) -> Admission | None:
+    key = f"{job.namespace}/{admission_name(job.kind.kind, job.name)}"
+    obj = (related.get(ADMISSIONS) or {}).get(key)
+    if not isinstance(obj, Mapping):
+        return None
+    try:
+        admission = Admission.from_object(obj)
+    except ValueError:
+        return None
+    if admission.job_name != job.name or admission.job_uid not in ("", job.uid):
+        return None  # for an earlier job of the same name
+    return admission
+
+
+def _pods(children: Mapping[str, Any], admission: Admission | None, kind: JobKind, memo: Memo):
+    node_of_host = {p.host: p.node for p in admission.pods if p.node} if admission else {}
+    hosts = frozenset(node_of_host.items())
+    out = []
+    for obj in objects(children, PODS):
+        ident = identity(obj)
+        key = None if ident is None else ("own-pod", *ident, hosts, kind.container)
+        try:
+            pod = memo.get(key, lambda o=obj: Pod.from_object(o, node_of_host, kind.container))
+        except (KeyError, TypeError, ValueError, ArithmeticError, AttributeError) as err:
+            raise MalformedRequest(f"unreadable Pod in the request: {err}") from err
+        out.append(pod)
+    return tuple(sorted(out, key=lambda p: p.name))
+
+
+def _phase(job: Job, view_admission: Admission | None, outcome: bool) -> str:
+    if outcome:
+        return FINISHED
+    if job.suspend:
+        return SUSPENDED
+    if view_admission is not None:
+        return view_admission.phase
+    return QUEUED
+
+
 def sync(
     parent: Mapping[str, Any],
-    children: ObjectMap,
-    related: ObjectMap,
+    children: Mapping[str, Any],
+    related: Mapping[str, Any],
     now: datetime,
-    config: PolicyConfig,
+    config: JobConfig = JobConfig(),
     kind: JobKind = TFJOB,
     memo: Memo = _NO_MEMO,
 ) -> Decision:
-    """The whole sync hook, as a pure function of the request and ``now`` (``memo`` only
-    remembers work done for identical objects before)."""
     meta = _metadata(parent)
     status = parent.get("status") or {}
     if not isinstance(status, Mapping):
         raise MalformedRequest("parent.status must be an object")
-    job = _parsed_job(parent, kind, memo)
+    stamp = format_time(now)
+    job = parsed_job(parent, kind, memo)
     if isinstance(job, InvalidJob):
         key = f"{meta.namespace}/{meta.name}"
-        return invalid(status, kind, key, meta.name, str(job), now)
-    key = _snapshot_key(parent, children, related, kind)
-    snap = memo.get(
-        None if key is None else ("snapshot", key),
-        lambda: observe(job, children, related, kind, memo),
+        return Decision([], invalid(status, kind, key, meta.name, str(job), stamp))
+    if job.managed_elsewhere or job.deleting:
+        return Decision([], dict(status))  # another controller's, or going away: hands off
+    admission = _own_admission(related, job)
+    pods = _pods(children, admission, kind, memo)
+    verdict = assess(job, pods, now)
+    stale = admission is not None and any(
+        (p.admission_generation or 0) > admission.generation > 0 for p in pods if p.live
     )
-    plan_key = None if key is None else ("plan", key, now, config)
-    whole = memo.get(plan_key, lambda: plan(snap.jobs, snap.cluster, now, config, snap.priorities))
-    jp = whole.jobs.get(job.key)
-    if jp is None:  # managed by another controller: leave it alone
-        return Decision(children=[], status=dict(status))
-    return reconcile(jp, snap.cluster, now, config)
+    phase = _phase(job, admission, verdict.outcome is not None)
+    spec = parent.get("spec")
+    pool = pool_of(spec) if isinstance(spec, Mapping) else "default"
+    view = JobView(job, pool, pods, verdict, phase, admission, stale)
+
+    placed = _desired(view)
+    pod_objs = []
+    for (rtype, index), (node, host) in sorted(placed.items()):
+        binding = admission.binding if admission is not None else "affinity"
+        generation = admission.generation if admission is not None else 0
+        pod_objs.append(
+            render_pod(job, rtype, index, node, host, binding, config.cluster_domain, generation)
+        )
+    # A restarting pod keeps its Service: its peers' DNS name never disappears.
+    named = set(placed) | {_slot_of(job, p) for p in verdict.restarts} - {None}
+    if phase == ADMITTED and admission is not None and not stale:
+        named |= {s for s in admission.slots if s[0] in job.replicas}
+    services = [render_service(job, rtype, index) for rtype, index in sorted(named)]
+
+    resumed = cond.is_true(job.status.get("conditions") or [], cond.SUSPENDED) and (
+        phase != SUSPENDED
+    )
+    outcome = verdict.outcome
+    succeeded = outcome is not None and outcome.type == cond.SUCCEEDED
+    nodes = sorted({n for n, _ in placed.values() if n})
+    new_status: dict[str, Any] = {
+        **times(view, stamp, resumed),
+        "conditions": conditions(view, stamp, resumed),
+        "replicaStatuses": replica_statuses(view, succeeded),
+        "scheduling": scheduling(view, nodes),
+    }
+    resync = None
+    if verdict.deadline is not None and phase == ADMITTED:
+        resync = max(1.0, math.ceil((verdict.deadline - now).total_seconds()))
+    return Decision([*pod_objs, *services], new_status, resync)
 
 
-def finalize(parent: Mapping[str, Any], children: ObjectMap) -> tuple[Decision, bool]:
+def _desired(v: JobView) -> dict[tuple[str, int], tuple[str | None, str | None]]:
+    """Every pod the job should have now: (type, index) -> (node, hostname).
+
+    Existing pods are facts and stay where they are. Only a fresh Admission may add pods
+    (where it places them) or take them away (the ones it no longer lists)."""
+    job = v.job
+    if v.phase == SUSPENDED:
+        return {}
+    if v.phase == FINISHED:
+        return {s: (p.node, p.node) for s, p in _finished_kept(v).items()}
+    omitted = {p.name for p in v.assessment.restarts} | {p.name for p in v.pods if p.stuck}
+    existing = {
+        slot: p
+        for p in v.pods
+        if not p.terminating and p.name not in omitted and (slot := _slot_of(job, p))
+    }
+    admission = v.admission
+    if v.phase != ADMITTED or admission is None or v.stale:
+        return {s: (p.node, _host(admission, s, p.node)) for s, p in existing.items()}
+    by_name = {p.name: p for p in v.pods}
+    out: dict[tuple[str, int], tuple[str | None, str | None]] = {}
+    for slot, placement in admission.slots.items():
+        if slot[0] not in job.replicas:
+            continue
+        pod = by_name.get(child_name(job, *slot))
+        if pod is None:
+            out[slot] = (placement.node, placement.host)
+        elif slot in existing:
+            out[slot] = (pod.node, _host(admission, slot, pod.node))
+    return out
+
+
+def _host(admission: Admission | None, slot: tuple[str, int], node: str | None) -> str | None:
+    placement = admission.slots.get(slot) if admission is not None else None
+    if placement is not None and placement.node == node:
+        return placement.host
+    return node
+
+
+def _finished_kept(v: JobView) -> dict[tuple[str, int], Pod]:
+    """What ``cleanPodPolicy`` keeps of a finished job."""
+    outcome = v.assessment.outcome
+    policy = v.job.clean_pod_policy
+    if outcome is None or outcome.deletes_everything or policy == "All":
+        return {}
+    pods = [p for p in v.pods if not p.terminating]
+    if policy == "Running":
+        pods = [p for p in pods if p.phase in ("Succeeded", "Failed")]
+    return {slot: p for p in pods if (slot := _slot_of(v.job, p))}
+
+
+def _slot_of(job: Job, pod: Pod) -> tuple[str, int] | None:
+    rtype = next((t for t in job.replicas if t.lower() == pod.replica_type), None)
+    return (rtype, pod.index) if rtype is not None and pod.index >= 0 else None
+
+
+def finalize(parent: Mapping[str, Any], children: Mapping[str, Any]) -> tuple[Decision, bool]:
     """On deletion: remove every child; finalized once none is left."""
     _metadata(parent)
-    remaining = len(_objects(children, PODS)) + len(_objects(children, SERVICES))
-    return Decision(children=[], status=dict(parent.get("status") or {})), remaining == 0
+    status = parent.get("status") or {}
+    if not isinstance(status, Mapping):
+        raise MalformedRequest("parent.status must be an object")
+    remaining = len(objects(children, PODS)) + len(objects(children, SERVICES))
+    return Decision(children=[], status=dict(status)), remaining == 0

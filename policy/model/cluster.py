@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from policy.model.admission import GENERATION_ANNOTATION
 from policy.model.jobs import pod_request
 from policy.model.resources import Resources
 
@@ -93,6 +94,11 @@ class Pod:
     # The kube-scheduler found no room on the node it is pinned to (a plan made from a
     # stale view): it holds nothing, and its job re-places it.
     unschedulable: bool = False
+    # The generation of the Admission the pod was created from (annotation), if any.
+    admission_generation: int | None = None
+    # Not created yet: an Admission places it and its job's sync has not created it. It
+    # holds its node's room like a pod that exists (kube-scheduler's assumed pods).
+    assumed: bool = False
 
     @property
     def occupies(self) -> bool:
@@ -169,11 +175,37 @@ class Pod:
             finished=_text(finished),
             scheduler=_text(spec.get("schedulerName")) or "",
             unschedulable=_unschedulable(status),
+            admission_generation=_generation(meta.get("annotations")),
+        )
+
+    @classmethod
+    def assume(
+        cls, namespace: str, job: str, slot: tuple[str, int], node: str | None, request: Resources
+    ) -> Pod:
+        """A pod an Admission places that its job has not created yet."""
+        rtype, index = slot
+        labels = {L_OPERATOR: OPERATOR_NAME, L_JOB: job, L_TYPE: rtype.lower(), L_INDEX: str(index)}
+        return cls(
+            namespace=namespace,
+            name=f"{job}-{rtype.lower()}-{index}",
+            labels=MappingProxyType(labels),
+            node=node,
+            phase="Pending",
+            terminating=False,
+            request=request,
+            exit_code=None,
+            restarts=0,
+            assumed=True,
         )
 
 
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
+
+
+def _generation(annotations: Any) -> int | None:
+    raw = annotations.get(GENERATION_ANNOTATION) if isinstance(annotations, Mapping) else None
+    return int(raw) if isinstance(raw, str) and raw.isdigit() else None
 
 
 def _unschedulable(status: Mapping[str, Any]) -> bool:

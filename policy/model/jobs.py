@@ -265,6 +265,8 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
     raw_spec = obj.get("spec")
     if not isinstance(raw_spec, dict):
         raise InvalidJob("spec is missing")
+    if not isinstance(obj.get("status") or {}, Mapping):
+        raise InvalidJob("status must be an object")
     try:
         spec = TFJobSpecModel.model_validate(raw_spec)
     except ValidationError as err:
@@ -347,7 +349,7 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         managed_elsewhere=(run.managedBy or spec.managedBy) not in MANAGED_BY_US,
         deleting=meta.deletionTimestamp is not None,
         priority_class=named if isinstance(named, str) and named else None,
-        status=MappingProxyType(dict(obj.get("status") or {})),
+        status=MappingProxyType(dict(obj.get("status") or {})),  # checked above
     )
 
 

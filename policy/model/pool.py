@@ -75,9 +75,9 @@ def pool_of(job_spec: Mapping[str, Any]) -> str:
     for holder in (job_spec.get("runPolicy"), job_spec):
         if isinstance(holder, Mapping):
             policy = holder.get("schedulingPolicy")
-            if isinstance(policy, Mapping) and isinstance(policy.get("queue"), str):
-                if policy["queue"]:
-                    return policy["queue"]
+            queue = policy.get("queue") if isinstance(policy, Mapping) else None
+            if isinstance(queue, str) and queue:
+                return queue
     return DEFAULT_POOL
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from policy.model.jobs import Replica
+from policy.model.jobs import Job, Replica
 from policy.model.resources import PODS, Resources
 
 
@@ -146,3 +146,16 @@ def used_per_node(assignment: Assignment) -> dict[str, Resources]:
     for slot, node in assignment.nodes.items():
         used.setdefault(node, []).append(slot.request)
     return {n: Resources.total(rs) for n, rs in used.items()}
+
+
+def slots(replica: Replica | None, count: int) -> list[Slot]:
+    return [Slot(replica.type, i, replica) for i in range(count)] if replica else []
+
+
+def slots_at(replica: Replica | None, indices: Sequence[int]) -> list[Slot]:
+    return [Slot(replica.type, i, replica) for i in indices] if replica else []
+
+
+def required_slots(job: Job) -> list[Slot]:
+    """Every pod of the replica types that belong to every gang (PS, Chief, Evaluator)."""
+    return [s for r in job.required() for s in slots(r, r.replicas)]

@@ -1,0 +1,28 @@
+"""What a job's sync knows: the job, its own pods, how it stands, and its Admission."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from policy.model.admission import Admission
+from policy.model.cluster import Pod
+from policy.model.jobs import Job
+from policy.model.lifecycle import Assessment
+
+# The job's own phases, beyond the Admission's Queued and Admitted.
+FINISHED = "Finished"
+SUSPENDED = "Suspended"
+INVALID = "Invalid"
+
+
+@dataclass(frozen=True)
+class JobView:
+    job: Job
+    pool: str
+    pods: tuple[Pod, ...]
+    assessment: Assessment
+    phase: str  # Queued | Admitted | Finished | Suspended
+    admission: Admission | None  # the job's own, if the pool has written one
+    # The Admission is older than a pod created from it: our view of it is stale, so the
+    # sync creates and deletes nothing on its word.
+    stale: bool = False

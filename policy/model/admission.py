@@ -1,0 +1,210 @@
+"""The Admission: the one object the two tiers share (``crd/admissions.dragonet.io.yaml``).
+
+The pool's sync writes it; a job's sync reads it and nothing else of the cluster. It says
+whether the job may run, every pod the job may have and the node of each, the worker
+target, the last scaling decision and, for a job that waits, why. The pool reads its own
+Admissions back as children: they are the pool's memory between syncs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from policy.model.pool import ADMISSION_KIND, GROUP, VERSION, Binding, admission_name
+
+QUEUED = "Queued"
+ADMITTED = "Admitted"
+Phase = Literal["Queued", "Admitted"]
+TYPE_KEY = f"{ADMISSION_KIND}.{VERSION}"  # Metacontroller's map key for Admissions
+# The Admission generation a pod was created from: a sync that sees a pod newer than the
+# Admission it reads knows its view of the Admission is stale (DESIGN §2.4).
+GENERATION_ANNOTATION = f"{GROUP}/admission"
+L_POOL = f"{GROUP}/pool"
+L_JOB = f"{GROUP}/job-name"
+
+Slot = tuple[str, int]  # (replica type, index)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
+
+
+class PodEntry(_Model):
+    type: str
+    index: int = Field(ge=0)
+    node: str | None = None
+    hostname: str | None = None
+
+
+class JobRef(_Model):
+    apiVersion: str = ""
+    kind: str
+    name: str
+    uid: str = ""
+
+
+class LastScaleModel(_Model):
+    time: str
+    from_: int = Field(alias="from")
+    to: int
+    reason: str = ""
+
+
+class AdmissionSpec(_Model):
+    pool: str
+    job: JobRef
+    phase: Phase
+    message: str = ""
+    binding: Binding = "affinity"
+    workers: int = Field(default=0, ge=0)
+    pods: list[PodEntry] = Field(default_factory=list)
+    lastScale: LastScaleModel | None = None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one pod of the job goes (``node`` None: the kube-scheduler chooses)."""
+
+    type: str
+    index: int
+    node: str | None
+    hostname: str | None = None  # the node's kubernetes.io/hostname, when not its name
+
+    @property
+    def slot(self) -> Slot:
+        return (self.type, self.index)
+
+    @property
+    def host(self) -> str | None:
+        return self.hostname or self.node
+
+
+@dataclass(frozen=True)
+class LastScale:
+    """A change of the worker target, written once when the pool decides it."""
+
+    time: str
+    before: int
+    after: int
+    reason: str
+
+    @property
+    def shrink(self) -> bool:
+        return self.after < self.before
+
+    def to_json(self) -> dict[str, Any]:
+        return {"time": self.time, "from": self.before, "to": self.after, "reason": self.reason}
+
+    @classmethod
+    def from_json(cls, raw: Any) -> LastScale | None:
+        """From a status or an Admission; None if absent or unreadable."""
+        try:
+            m = LastScaleModel.model_validate(raw)
+        except ValidationError:
+            return None
+        return cls(m.time, m.from_, m.to, m.reason)
+
+
+@dataclass(frozen=True)
+class Admission:
+    pool: str
+    namespace: str
+    job_kind: str
+    job_name: str
+    job_uid: str
+    job_api_version: str
+    phase: Phase
+    message: str = ""
+    binding: Binding = "affinity"
+    workers: int = 0
+    pods: tuple[Placement, ...] = ()
+    last_scale: LastScale | None = None
+    generation: int = 0  # of the observed object; 0 for one not written yet
+    slots: Mapping[Slot, Placement] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "slots", {p.slot: p for p in self.pods})
+
+    @property
+    def name(self) -> str:
+        return admission_name(self.job_kind, self.job_name)
+
+    @property
+    def job_key(self) -> str:
+        return f"{self.namespace}/{self.job_name}"
+
+    @property
+    def admitted(self) -> bool:
+        return self.phase == ADMITTED
+
+    def to_object(self) -> dict[str, Any]:
+        """The child the pool's sync answers (Metacontroller adds owner and selector)."""
+        spec: dict[str, Any] = {
+            "pool": self.pool,
+            "job": {
+                "apiVersion": self.job_api_version,
+                "kind": self.job_kind,
+                "name": self.job_name,
+                "uid": self.job_uid,
+            },
+            "phase": self.phase,
+            "message": self.message,
+            "binding": self.binding,
+            "workers": self.workers,
+            "pods": [_entry(p) for p in self.pods],
+        }
+        if self.last_scale is not None:
+            spec["lastScale"] = self.last_scale.to_json()
+        return {
+            "apiVersion": VERSION,
+            "kind": ADMISSION_KIND,
+            "metadata": {
+                "name": self.name,
+                "namespace": self.namespace,
+                "labels": {L_POOL: self.pool, L_JOB: self.job_name},
+            },
+            "spec": spec,
+        }
+
+    @classmethod
+    def from_object(cls, obj: Mapping[str, Any]) -> Admission:
+        """Raises ValueError for an object that is not a readable Admission."""
+        meta = obj.get("metadata")
+        if not isinstance(meta, Mapping) or not isinstance(meta.get("namespace"), str):
+            raise ValueError("Admission without metadata.namespace")
+        try:
+            spec = AdmissionSpec.model_validate(obj.get("spec"))
+        except ValidationError as err:
+            raise ValueError(f"unreadable Admission spec: {err.errors()[0]['msg']}") from err
+        generation = meta.get("generation")
+        scale = spec.lastScale
+        return cls(
+            pool=spec.pool,
+            namespace=meta["namespace"],
+            job_kind=spec.job.kind,
+            job_name=spec.job.name,
+            job_uid=spec.job.uid,
+            job_api_version=spec.job.apiVersion,
+            phase=spec.phase,
+            message=spec.message,
+            binding=spec.binding,
+            workers=spec.workers,
+            pods=tuple(Placement(p.type, p.index, p.node, p.hostname) for p in spec.pods),
+            last_scale=None
+            if scale is None
+            else LastScale(scale.time, scale.from_, scale.to, scale.reason),
+            generation=generation if type(generation) is int else 0,
+        )
+
+
+def _entry(p: Placement) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": p.type, "index": p.index}
+    if p.node is not None:
+        out["node"] = p.node
+    if p.hostname and p.hostname != p.node:
+        out["hostname"] = p.hostname
+    return out

@@ -1,0 +1,99 @@
+"""Admit: a queued job's whole gang, or nothing (and why not).
+
+A job is admitted when its parameter servers, chief/master, evaluator and at least
+``min-instances`` workers fit at once in what is free now; it then gets up to
+``Worker.replicas`` workers. A job that does not fit is skipped (backfill), but what it was
+skipped for is never capacity an older job claimed in this cycle.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+from policy.model.jobs import Job
+from policy.pool.explain import wait_message
+from policy.pool.ledger import Ledger
+from policy.pool.placement import (
+    Assignment,
+    Eligible,
+    Free,
+    Slot,
+    place_binpacked,
+    place_gang,
+    required_slots,
+    slots,
+)
+from policy.pool.repair import Placed
+
+
+@dataclass(frozen=True)
+class Admitted:
+    placed: Placed
+    workers: int
+
+
+@dataclass(frozen=True)
+class Waits:
+    explain: partial[str]  # why it waits, built only when needed
+
+
+def shape(job: Job, eligible: Eligible) -> tuple:
+    """What decides whether a gang fits: each type's count, request and eligible nodes."""
+    counts = [(r.type, r.replicas, r.request, eligible[r.type]) for r in job.required()]
+    worker = job.worker
+    if worker:
+        counts.append((worker.type, worker.replicas, worker.request, eligible[worker.type]))
+    return (tuple(counts), job.min_workers)
+
+
+def _place(
+    ledger: Ledger,
+    required: list[Slot],
+    workers: list[Slot],
+    min_workers: int,
+    free: Free,
+    eligible: Eligible,
+) -> Assignment | None:
+    if ledger.rules.placement == "binpacked":  # static size: every worker, each pod alone
+        return place_binpacked([*required, *workers], free, ledger.allocatable, eligible)
+    return place_gang(required, workers, min_workers, free, ledger.allocatable, eligible)
+
+
+def admit(ledger: Ledger, job: Job) -> Admitted | Waits:
+    """Admit a queued job's whole gang, or explain why it waits."""
+    required = required_slots(job)
+    workers = slots(job.worker, job.worker.replicas if job.worker else 0)
+    if ledger.rules.placement == "none":  # no admission: everything, unplaced
+        return Admitted({(s.type, s.index): None for s in [*required, *workers]}, len(workers))
+    eligible = ledger.eligible(job)
+    # Free capacity only shrinks during a cycle, so a gang shape that failed is not tried
+    # again (deterministic, and exact but for the placement heuristic's node ordering).
+    key = shape(job, eligible)
+    gang = None
+    if key not in ledger.failed:
+        gang = _place(ledger, required, workers, job.min_workers, ledger.free, eligible)
+    if gang is not None:
+        ledger.take(job.key, gang.free)
+        ledger.acted = True
+        return Admitted({(s.type, s.index): n for s, n in gang.nodes.items()}, gang.placed_workers)
+    ledger.failed.add(key)
+    if key not in ledger.fits_observed:  # would it fit if nobody ahead claimed anything?
+        ledger.fits_observed[key] = bool(
+            ledger.claimed_by
+            and _place(ledger, required, workers, job.min_workers, ledger.cluster.free, eligible)
+        )
+    return Waits(
+        partial(
+            wait_message,
+            job,
+            required,
+            workers,
+            ledger.cluster,
+            ledger.free,
+            eligible,
+            ledger.allocatable,
+            tuple(ledger.claimed_by),
+            ledger.fits_observed[key],
+        )
+    )

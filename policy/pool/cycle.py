@@ -1,0 +1,277 @@
+"""One scheduling cycle of a pool: a pure function of what the pool's sync observed and ``now``.
+
+Kube-scheduler's phases, over whole gangs, run once per pool event (DESIGN §2):
+
+1. *Assess* each job (Kubeflow's lifecycle): finished, suspended, admitted, or queued.
+2. *Queue sort*: priority, then enqueue time, then namespace/name.
+3. *Repair* admitted jobs first: their missing required pods, restarting pods and workers
+   below ``min-instances`` claim capacity before any queued job.
+4. *Admit* queued jobs in order as whole gangs; a job that does not fit is skipped
+   (backfill). For the first job that waits, *make room*: shrink running jobs (elastic
+   policies), and keep the room it waits for from younger jobs.
+5. *Top up* admitted jobs below their worker target (lost workers).
+6. *Grow* running jobs into capacity nobody waiting can use (elastic policies).
+
+New pods go only into capacity that is free in the observed state, where pods an Admission
+placed but their job has not created yet already hold their room (facts beat plans); a
+shrunk job's workers free their room for the waiting job only once they are gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from functools import partial
+from types import MappingProxyType
+
+from policy.model.admission import ADMITTED, QUEUED, Admission
+from policy.model.cluster import Cluster, Pod
+from policy.model.jobs import Job
+from policy.model.lifecycle import Assessment, assess
+from policy.model.priority import Priorities
+from policy.model.timeutil import parse_time
+from policy.pool.admit import Admitted, admit
+from policy.pool.explain import (
+    blocked_message,
+    repair_message,
+    unhelped_message,
+    unknown_class_message,
+)
+from policy.pool.grow import grow
+from policy.pool.ledger import Ledger, Scale
+from policy.pool.queue import NEVER, enqueue_time, priority, queue_key
+from policy.pool.repair import Placed, Repair, new_pods, place_for, repair
+from policy.pool.rules import Rules
+from policy.pool.running import Running, idle_since, last_scale
+from policy.pool.shrink import Reserved, make_room
+
+FINISHED = "Finished"
+SUSPENDED = "Suspended"
+
+
+def _nothing() -> str:
+    return ""
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    job: Job
+    pods: tuple[Pod, ...]
+    assessment: Assessment
+    phase: str
+    workers_target: int  # 0 while queued
+    # (type, index) -> node (None: left to the kube-scheduler): every pod the job may have,
+    # where it is or goes (the Admission's pods).
+    placements: Mapping[tuple[str, int], str | None] = field(default_factory=dict)
+    # The placed slots whose pod does not exist yet: what the job's sync creates now.
+    create: Mapping[tuple[str, int], str | None] = field(default_factory=dict)
+    # Why it waits, in plain words ("" when nothing is in the way), built on demand.
+    explain: Callable[[], str] = field(default=_nothing, compare=False, repr=False)
+    remove: frozenset[str] = frozenset()  # names of workers a shrink takes
+    scale: Scale | None = None  # the target changes now
+    wake_at: datetime | None = None  # when a time rule may change this job's plan
+
+    @property
+    def message(self) -> str:
+        return self.explain()
+
+
+@dataclass(frozen=True)
+class Plan:
+    jobs: Mapping[str, JobPlan]
+
+
+@dataclass(frozen=True)
+class _Queued:
+    job: Job
+    pods: tuple[Pod, ...]
+    verdict: Assessment
+
+
+def plan(
+    jobs: Sequence[Job],
+    cluster: Cluster,
+    now: datetime,
+    rules: Rules,
+    priorities: Priorities = Priorities(),  # noqa: B008 - immutable
+    admissions: Mapping[str, Admission] | None = None,
+) -> Plan:
+    admissions = admissions or {}
+    by_job: dict[str, list[Pod]] = {}
+    for p in cluster.pods:
+        if p.job:
+            by_job.setdefault(p.job, []).append(p)
+    result: dict[str, JobPlan] = {}
+
+    # 1. Assess every job, in 2. queue order.
+    running: list[Running] = []
+    queued: list[_Queued] = []
+    for job in sorted(jobs, key=lambda j: queue_key(j, now, priorities)):
+        if job.managed_elsewhere or job.deleting:
+            continue  # not ours, or going away: it claims nothing
+        pods = tuple(by_job.get(job.key, ()))
+        verdict = assess(job, pods, now)
+        admission = admissions.get(job.key)
+        if verdict.outcome is not None:
+            result[job.key] = JobPlan(job, pods, verdict, FINISHED, 0)
+        elif job.suspend:
+            result[job.key] = JobPlan(job, pods, verdict, SUSPENDED, 0)
+        elif pods or job.status.get("startRunTime") or (admission and admission.admitted):
+            prio = priority(job, priorities)
+            running.append(Running.of(job, pods, verdict, prio, admission))
+        else:
+            queued.append(_Queued(job, pods, verdict))
+    # Shrinks take from the lowest priority, then from the job that started first.
+    running.sort(key=_victim_order)
+
+    ledger = Ledger.open(cluster, rules, now)
+    for r in running:
+        for p in r.surplus:
+            ledger.release(r.job.key, p)
+
+    # 3. Repair admitted jobs.
+    repairs = {r.job.key: repair(ledger, r) for r in running}
+    # 4. Admit queued jobs in order, making room for the first one that waits.
+    for jp in _admit_queue(ledger, queued, running, priorities, rules, now):
+        result[jp.job.key] = jp
+    # 5. Top up lost workers; 6. grow into idle capacity.
+    topped = {
+        r.job.key: place_for(ledger, r, repairs[r.job.key].top_up)
+        for r in running
+        if r.job.key not in ledger.victims
+    }
+    allowed, wake = _growth_allowed(rules, ledger, running, now)
+    grown = grow(ledger, running) if allowed else {}
+    for r in running:
+        key = r.job.key
+        result[key] = _running_plan(
+            r, ledger, repairs[key], topped.get(key, {}), grown.get(key, {}), wake, now
+        )
+    return Plan(jobs=MappingProxyType(result))
+
+
+def _victim_order(r: Running) -> tuple:
+    started = parse_time(r.job.status.get("startTime")) or NEVER
+    return (r.priority, started, r.job.namespace, r.job.name)
+
+
+def _admit_queue(
+    ledger: Ledger,
+    queued: Sequence[_Queued],
+    running: Sequence[Running],
+    priorities: Priorities,
+    rules: Rules,
+    now: datetime,
+) -> list[JobPlan]:
+    out: list[JobPlan] = []
+    blocked: str | None = None  # DRAGON: the starving head nothing can help
+    room_made = False
+    for q in queued:
+        job = q.job
+        if blocked:
+            waits = partial(blocked_message, blocked)
+            out.append(JobPlan(job, q.pods, q.verdict, QUEUED, 0, explain=waits))
+            continue
+        decided = admit(ledger, job)
+        if isinstance(decided, Admitted):
+            placed = decided.placed
+            jp = JobPlan(job, q.pods, q.verdict, ADMITTED, decided.workers, placed, placed)
+            out.append(jp)
+            continue
+        jp = JobPlan(job, q.pods, q.verdict, QUEUED, 0, explain=decided.explain)
+        since = enqueue_time(job, now)
+        starving = now - since >= rules.starvation
+        # DRAGON makes room for the head of the queue only; Dragonet for the first job that
+        # some shrink can help, so a head nothing can help does not starve the jobs behind.
+        if rules.elastic and not room_made:
+            room = make_room(ledger, job, priority(job, priorities), since, running)
+            room_made = isinstance(room, Reserved) or rules.block_behind_head
+            if isinstance(room, Reserved):
+                jp = replace(jp, explain=room.explain)
+                ledger.head_waits = ledger.head_waits or starving
+            elif starving:
+                ledger.head_waits = True
+                blocked = job.key if rules.block_behind_head else None
+                if room.could_shrink:
+                    jp = replace(jp, explain=partial(unhelped_message, jp.explain))
+        if rules.elastic and not starving:
+            jp = replace(jp, wake_at=since + rules.starvation)
+        if priorities.value(job.priority_class) is None:
+            unknown = partial(unknown_class_message, jp.explain, job.priority_class, priorities)
+            jp = replace(jp, explain=unknown)
+        out.append(jp)
+    return out
+
+
+def _growth_allowed(
+    rules: Rules, ledger: Ledger, running: Sequence[Running], now: datetime
+) -> tuple[bool, datetime | None]:
+    """Whether the idle rule lets running jobs grow now, else when it may."""
+    if not rules.elastic:
+        return False, None
+    if not rules.grow_when_idle_only:
+        return True, None
+    if ledger.acted or ledger.head_waits:
+        return False, None
+    since = idle_since((r.job, r.admission) for r in running)
+    if since is None or now - since >= rules.idle:
+        return True, None
+    return False, since + rules.idle
+
+
+def _running_plan(
+    r: Running,
+    ledger: Ledger,
+    repaired: Repair,
+    topped: Placed,
+    grown: Placed,
+    wake: datetime | None,
+    now: datetime,
+) -> JobPlan:
+    job = r.job
+    victims = ledger.victims.get(job.key, [])
+    removed = frozenset(p.name for p in (*r.surplus, *victims))
+    scale = ledger.scales.get(job.key)
+    target = scale.after if scale is not None else r.target
+    if grown:
+        target = r.count + len(grown)
+        scale = Scale(
+            r.target, target, f"grew from {r.count} to {target} workers into idle capacity"
+        )
+    placed = {**repaired.placed, **topped, **grown}
+    restarting = {p.name for p in r.verdict.restarts}
+    kept = {
+        (p.replica_type, p.index): p.node
+        for p in r.pods
+        if not p.terminating and not p.stuck and p.name not in restarting | removed
+    }
+    placements = {**_typed(job, kept), **placed}
+    wake_at = None
+    if wake is not None and job.worker is not None and r.count < job.max_workers:
+        scaled = last_scale(job, r.admission)
+        when = parse_time(scaled.time) if scaled is not None else None
+        own = when + ledger.rules.idle if when is not None else wake
+        wake_at = max(wake, own)
+    explain = _nothing
+    if repaired.unplaced:
+        explain = partial(repair_message, job, repaired.unplaced, ledger.free, ledger.allocatable)
+    return JobPlan(
+        job,
+        r.pods,
+        r.verdict,
+        ADMITTED,
+        target,
+        MappingProxyType(placements),
+        MappingProxyType(new_pods(r, placed)),
+        explain,
+        removed,
+        scale,
+        wake_at if wake_at is not None and wake_at > now else None,
+    )
+
+
+def _typed(job: Job, by_label: Mapping[tuple[str, int], str | None]) -> Placed:
+    """Pods' (lower-case type label, index) as the job's (replica type, index)."""
+    types = {t.lower(): t for t in job.replicas}
+    return {(types[t], i): node for (t, i), node in by_label.items() if t in types and i >= 0}

@@ -1,0 +1,112 @@
+"""What one planning cycle knows of capacity, and what its phases have decided so far.
+
+Kube-scheduler passes a ``CycleState`` between its extension points; this is ours. It starts
+from the observed free capacity (allocatable minus every pod that holds room, assumed pods
+included) and each phase takes from ``free`` what it places. Capacity on its way back
+(terminating pods, workers a shrink takes) is ``releasing``: a waiting job may reserve it,
+and younger jobs may not take it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import orjson
+
+from policy.model.admission import LastScale
+from policy.model.cluster import Cluster, Pod
+from policy.model.jobs import Job
+from policy.model.resources import Resources
+from policy.pool.filters import rejection
+from policy.pool.placement import Eligible
+from policy.pool.rules import Rules
+
+
+def _constraints(spec: Mapping) -> bytes:
+    """What the filter phase reads of a pod spec, as a hashable key."""
+    return orjson.dumps(
+        [spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations")],
+        option=orjson.OPT_SORT_KEYS,
+    )
+
+
+@dataclass(frozen=True)
+class Scale:
+    """A change of a job's worker target decided in this cycle."""
+
+    before: int
+    after: int
+    reason: str
+
+    def recorded(self, stamp: str) -> LastScale:
+        return LastScale(stamp, self.before, self.after, self.reason)
+
+
+@dataclass
+class Ledger:
+    cluster: Cluster
+    rules: Rules
+    now: datetime
+    free: dict[str, Resources] = field(default_factory=dict)
+    allocatable: dict[str, Resources] = field(default_factory=dict)
+    # Jobs that took capacity in this cycle, in order (to say who is ahead of a waiting job).
+    claimed_by: list[str] = field(default_factory=list)
+    # Capacity that frees once pods on their way out are gone: terminating pods, workers a
+    # shrink takes. A job that waits for it reserves it from younger jobs.
+    releasing: dict[str, list[tuple[str, Pod]]] = field(default_factory=dict)
+    victims: dict[str, list[Pod]] = field(default_factory=dict)
+    scales: dict[str, Scale] = field(default_factory=dict)
+    acted: bool = False  # admitted or shrank something in this cycle
+    head_waits: bool = False  # a starving queue head still waits (DRAGON: no growth)
+    # Work saved within the cycle (never changes a decision):
+    failed: set[tuple] = field(default_factory=set)  # gang shapes that found no room
+    fits_observed: dict[tuple, bool] = field(default_factory=dict)
+    unhelped: dict[tuple, bool] = field(default_factory=dict)  # shapes no shrink can help
+    _eligible: dict[bytes, frozenset[str]] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, cluster: Cluster, rules: Rules, now: datetime) -> Ledger:
+        ledger = cls(
+            cluster=cluster,
+            rules=rules,
+            now=now,
+            free=dict(cluster.free),
+            allocatable={n.name: n.allocatable for n in cluster.nodes},
+        )
+        for p in cluster.pods:
+            if p.terminating:
+                ledger.release(p.job or "", p)
+        return ledger
+
+    def release(self, job_key: str, pod: Pod) -> None:
+        if pod.node and pod.occupies and pod.node in self.free:
+            self.releasing.setdefault(pod.node, []).append((job_key, pod))
+
+    def take(self, job_key: str, free: Mapping[str, Resources]) -> None:
+        """A phase placed pods for ``job_key``: what it left is what is free now."""
+        self.free = dict(free)
+        self.claimed_by.append(job_key)
+
+    def eligible(self, job: Job) -> Eligible:
+        """Nodes that may take each replica type; jobs with equal constraints share the work."""
+        out = {}
+        for t, r in job.replicas.items():
+            spec = r.template.get("spec") or {}
+            key = _constraints(spec)
+            if key not in self._eligible:
+                self._eligible[key] = frozenset(
+                    n.name for n in self.cluster.nodes if rejection(n, spec) is None
+                )
+            out[t] = self._eligible[key]
+        return out
+
+    def future(self, extra: Sequence[Pod] = ()) -> dict[str, Resources]:
+        """Free capacity once everything releasing (and ``extra``) is gone."""
+        future = dict(self.free)
+        for node, pods in self.releasing.items():
+            future[node] = future[node] + Resources.total(p.request for _, p in pods)
+        for pod in extra:
+            future[pod.node] = future[pod.node] + pod.request
+        return future

@@ -1,0 +1,29 @@
+"""Queue order: priority, then enqueue time, then namespace/name (stable keys only)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from policy.model import conditions as cond
+from policy.model.jobs import Job
+from policy.model.priority import Priorities
+from policy.model.timeutil import parse_time
+
+NEVER = datetime.max.replace(tzinfo=UTC)
+_NO_PRIORITIES = Priorities()
+
+
+def enqueue_time(job: Job, now: datetime) -> datetime:
+    """When the job joined the queue; a job just resumed from suspension joins it now."""
+    if cond.is_true(job.status.get("conditions") or [], cond.SUSPENDED) and not job.suspend:
+        return now
+    return parse_time(job.status.get("enqueueTime")) or job.created or NEVER
+
+
+def priority(job: Job, priorities: Priorities) -> int:
+    value = priorities.value(job.priority_class)
+    return value if value is not None else priorities.default
+
+
+def queue_key(job: Job, now: datetime, priorities: Priorities = _NO_PRIORITIES) -> tuple:
+    return (-priority(job, priorities), enqueue_time(job, now), job.namespace, job.name)

@@ -1,0 +1,56 @@
+"""Each named policy's rules, chosen once per cycle, so no phase checks a policy's name."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Literal
+
+from policy.model.pool import PoolSpec
+
+# How a queued job's pods are placed: "gang" (whole job, locality first), "binpacked"
+# (whole job, each pod on the fullest node alone: Volcano's binpack) or "none" (every pod
+# created at once, unplaced: the kube-scheduler places each, kube-default).
+PlacementMode = Literal["gang", "binpacked", "none"]
+# Which running job grows first and which gives workers up first: "oldest" (DRAGON: job by
+# job in start order) or "gain" (one worker at a time where the speed-up is largest; shrink
+# borrowed workers first, then the jobs with most workers per parameter server).
+Order = Literal["oldest", "gain"]
+
+
+@dataclass(frozen=True)
+class Rules:
+    """What a named policy does beyond gang admission."""
+
+    placement: PlacementMode
+    elastic: bool  # shrink and grow at all
+    starvation: timedelta  # a waiting job waiting this long may shrink jobs of its priority
+    idle: timedelta  # growth waits this long after the last admission or shrink
+    # Workers a job holds beyond Worker.replicas (grown into idle room) go back to a
+    # waiting job at once, without the starvation wait.
+    reclaim_borrowed: bool = False
+    # While the starving queue head cannot be helped, admit no one behind it (DRAGON).
+    block_behind_head: bool = False
+    # Growth needs the idle wait (DRAGON) or happens as soon as nobody waiting can use the room.
+    grow_when_idle_only: bool = True
+    order: Order = "oldest"
+
+
+def rules_for(spec: PoolSpec) -> Rules:
+    starvation = timedelta(seconds=spec.starvationSeconds)
+    idle = timedelta(seconds=spec.idleSeconds)
+    if spec.policy == "dragon":
+        return Rules("gang", True, starvation, idle, block_behind_head=True)
+    if spec.policy == "dragonet":
+        return Rules(
+            "gang",
+            True,
+            starvation,
+            idle,
+            reclaim_borrowed=True,
+            grow_when_idle_only=False,
+            order="gain",
+        )
+    if spec.policy == "gang-fifo":
+        return Rules("binpacked", False, starvation, idle)
+    return Rules("none", False, starvation, idle)

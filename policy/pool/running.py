@@ -1,0 +1,133 @@
+"""An admitted job as one cycle sees it: its pods, its worker target and who is leaving.
+
+The worker target and the pods a job may have come from the job's Admission, which the pool
+wrote and reads back as its child: DRAGON's rules made stateless (DESIGN §2.5). Before a job
+has an Admission (an upgrade from the first design, or an Admission lost), the target its
+status records stands in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from policy.model.admission import Admission, LastScale
+from policy.model.cluster import Pod
+from policy.model.jobs import Job
+from policy.model.lifecycle import Assessment
+from policy.model.timeutil import parse_time
+
+LAST_SCALE = "lastScale"  # the status key a job's sync copies the Admission's lastScale to
+
+
+def recorded_target(job: Job, admission: Admission | None) -> int:
+    """The worker count the pool decided last (``Worker.replicas`` before any)."""
+    if job.worker is None:
+        return 0
+    if admission is not None and admission.admitted:
+        recorded: object = admission.workers
+    else:
+        recorded = ((job.status.get("scheduling") or {}).get("workers") or {}).get("target")
+    target = recorded if type(recorded) is int and recorded >= 0 else job.worker.replicas
+    return max(job.min_workers, min(target, job.max_workers))
+
+
+def last_scale(job: Job, admission: Admission | None) -> LastScale | None:
+    if admission is not None and admission.last_scale is not None:
+        return admission.last_scale
+    return LastScale.from_json((job.status.get("scheduling") or {}).get(LAST_SCALE))
+
+
+def idle_since(jobs: Iterable[tuple[Job, Admission | None]]) -> datetime | None:
+    """The last admission or shrink anywhere: DRAGON's growth waits ``idle`` after it."""
+    times = []
+    for job, admission in jobs:
+        started = parse_time(job.status.get("startTime"))
+        if started is not None:
+            times.append(started)
+        scale = last_scale(job, admission)
+        when = parse_time(scale.time) if scale is not None else None
+        if when is not None and scale is not None and scale.shrink:
+            times.append(when)
+    return max(times) if times else None
+
+
+def is_chief_worker(job: Job, pod: Pod) -> bool:
+    """Worker 0 is the chief of a job without a Chief or Master: it never shrinks."""
+    return job.chief_type is None and pod.index == 0
+
+
+def shrinkable(job: Job, workers: Sequence[Pod], ps_nodes: frozenset[str]) -> list[Pod]:
+    """Workers a shrink may take, best first: not yet running, then lonely (off every
+    parameter server's node), then the highest index. Never the chief."""
+    ok = [
+        p
+        for p in workers
+        if p.live and p.phase in ("Pending", "Running") and not is_chief_worker(job, p)
+    ]
+    return sorted(ok, key=lambda p: (p.phase == "Running", p.node in ps_nodes, -p.index))
+
+
+def waited(since: datetime | None, now: datetime) -> str:
+    if since is None:
+        return ""
+    return f"{int((now - since).total_seconds())} s"
+
+
+def _listed(pod: Pod, admission: Admission) -> bool:
+    """In the Admission, or newer than the Admission we read (then our view of it is stale
+    and the pod was created from one that lists it)."""
+    newer = (pod.admission_generation or 0) > admission.generation > 0
+    return newer or (pod.replica_type, pod.index) in _lower_slots(admission)
+
+
+def _lower_slots(admission: Admission) -> frozenset[tuple[str, int]]:
+    return frozenset((t.lower(), i) for t, i in admission.slots)
+
+
+@dataclass(frozen=True)
+class Running:
+    """An admitted job as one cycle sees it: its workers and what is recorded of them."""
+
+    job: Job
+    pods: tuple[Pod, ...]
+    verdict: Assessment
+    priority: int
+    admission: Admission | None
+    target: int  # recorded worker target
+    workers: tuple[Pod, ...]  # worker pods that hold an index (not terminating)
+    surplus: tuple[Pod, ...]  # workers the job is giving up: a shrink in progress
+    ps_nodes: frozenset[str]
+
+    @classmethod
+    def of(
+        cls,
+        job: Job,
+        pods: tuple[Pod, ...],
+        verdict: Assessment,
+        prio: int,
+        admission: Admission | None,
+    ) -> Running:
+        target = recorded_target(job, admission)
+        workers = tuple(p for p in pods if p.replica_type == "worker" and not p.terminating)
+        ps_nodes = frozenset(
+            p.node for p in pods if p.replica_type != "worker" and p.live and p.node
+        )
+        if admission is not None and admission.admitted:
+            surplus = tuple(p for p in workers if p.live and not _listed(p, admission))
+        else:
+            extra = len(workers) - target
+            surplus = tuple(shrinkable(job, workers, ps_nodes)[:extra]) if extra > 0 else ()
+        return cls(job, pods, verdict, prio, admission, target, workers, surplus, ps_nodes)
+
+    @property
+    def count(self) -> int:
+        """Workers the job keeps (before this cycle's decisions)."""
+        return len(self.workers) - len(self.surplus)
+
+    def new_indices(self, n: int) -> list[int]:
+        """The lowest free worker indices: TF_CONFIG lists max-instances of them."""
+        taken = {p.index for p in self.pods if p.replica_type == "worker"}
+        free = [i for i in range(self.job.max_workers) if i not in taken]
+        return free[:n]

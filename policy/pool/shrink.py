@@ -1,0 +1,160 @@
+"""Make room: for the first job that waits, reserve room on its way out, or shrink running
+jobs to make it (DRAGON's starvation rule, with the parameter servers counted).
+
+Victims come from running jobs of the waiting job's priority or lower (lower at once; equal
+once it has waited ``starvation``; borrowed workers at once under ``reclaim_borrowed``),
+never below ``min-instances``, never a PS or the chief; lonely workers first. The choice is
+greedy until the gang fits, then pruned of victims whose room it does not need. The room
+is kept from younger jobs while the victims terminate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from functools import partial
+
+from policy.model.cluster import Pod
+from policy.model.jobs import Job
+from policy.model.resources import Resources
+from policy.pool.admit import shape
+from policy.pool.explain import awaited_message
+from policy.pool.ledger import Ledger, Scale
+from policy.pool.placement import Eligible, Slot, place_gang, required_slots, slots, used_per_node
+from policy.pool.running import Running, shrinkable, waited
+
+Victim = tuple[Running, Pod]  # a worker a shrink takes, and its job
+
+
+@dataclass(frozen=True)
+class Reserved:
+    """The waiting job's room is kept (it frees as pods terminate)."""
+
+    explain: partial[str]
+
+
+@dataclass(frozen=True)
+class Unresolvable:
+    """No shrink this policy allows would make room; ``could_shrink``: there were workers
+    to take, they were just not enough."""
+
+    could_shrink: bool
+
+
+def _floor0(r: Resources) -> Resources:
+    return Resources({k: v for k, v in r.items() if v > 0})
+
+
+def make_room(
+    ledger: Ledger, job: Job, prio: int, since: datetime, running: Sequence[Running]
+) -> Reserved | Unresolvable:
+    required = required_slots(job)
+    gang = slots(job.worker, job.min_workers)
+    eligible = ledger.eligible(job)
+    future = ledger.future()
+    fit = place_gang(required, gang, len(gang), future, ledger.allocatable, eligible)
+    starving = ledger.now - since >= ledger.rules.starvation
+    chosen: list[Victim] = []
+    if fit is None:
+        key = (shape(job, eligible), prio, starving)
+        if key in ledger.unhelped:
+            return Unresolvable(ledger.unhelped[key])
+        need = Resources.total(s.request for s in [*required, *gang])
+        have = Resources.total(future.values())
+        for r, pod in _candidates(ledger, prio, starving, running):
+            chosen.append((r, pod))
+            future[pod.node] = future[pod.node] + pod.request
+            have = have + pod.request
+            if need.fits_in(have):  # placing is dearer than adding: only once it may fit
+                fit = place_gang(required, gang, len(gang), future, ledger.allocatable, eligible)
+                if fit is not None:
+                    break
+        if fit is None:
+            ledger.unhelped[key] = bool(chosen)
+            return Unresolvable(bool(chosen))
+        pruned = _prune(ledger, chosen, required, gang, eligible)
+        future = ledger.future([p for _, p in pruned])
+        tight = place_gang(required, gang, len(gang), future, ledger.allocatable, eligible)
+        if tight is not None:
+            chosen, fit = pruned, tight
+        _record(ledger, job, chosen, starving, since)
+    # Keep the room from younger jobs: they get only what this job will not need.
+    used = used_per_node(fit)
+    for node, request in used.items():
+        ledger.free[node] = _floor0(ledger.free[node] - request)
+    ledger.acted = ledger.acted or bool(chosen)
+    awaited = [(k, p) for n in sorted(used) for k, p in ledger.releasing.get(n, ())]
+    return Reserved(partial(awaited_message, awaited, job.key))
+
+
+def _candidates(
+    ledger: Ledger, prio: int, starving: bool, running: Sequence[Running]
+) -> list[Victim]:
+    """Workers a shrink may take for a job of priority ``prio``, in the order taken."""
+    pool: list[tuple[tuple, Running, Pod]] = []
+    for order, r in enumerate(running):
+        if r.job.worker is None or r.verdict.outcome is not None:
+            continue
+        taken = len(ledger.victims.get(r.job.key, ()))
+        keep = r.count - taken
+        if r.priority < prio or (starving and r.priority == prio):
+            floor = r.job.min_workers
+        elif ledger.rules.reclaim_borrowed and r.priority <= prio:
+            floor = max(r.job.min_workers, r.job.worker.replicas)
+        else:
+            continue
+        leaving = {p.name for p in (*r.surplus, *ledger.victims.get(r.job.key, ()))}
+        candidates = [p for p in shrinkable(r.job, r.workers, r.ps_nodes) if p.name not in leaving]
+        for rank, pod in enumerate(candidates[: max(0, keep - floor)]):
+            if pod.node is None or not pod.occupies or pod.node not in ledger.free:
+                continue
+            if ledger.rules.order == "oldest":  # DRAGON: job by job, oldest first
+                key = (r.priority, order, rank)
+            else:  # borrowed workers first, then from the jobs with most workers per PS
+                borrowed = keep - rank > r.job.worker.replicas
+                per_ps = (keep - rank) / max(len(r.ps_nodes), 1)
+                key = (r.priority, not borrowed, pod.node in r.ps_nodes, -per_ps, order, rank)
+            pool.append((key, r, pod))
+    pool.sort(key=lambda t: t[0])
+    return [(r, p) for _, r, p in pool]
+
+
+def _prune(
+    ledger: Ledger,
+    chosen: list[Victim],
+    required: list[Slot],
+    gang: list[Slot],
+    eligible: Eligible,
+) -> list[Victim]:
+    """Drop victims whose room the waiting job does not need (last taken first)."""
+    kept = list(chosen)
+    for item in reversed(chosen):
+        trial = [c for c in kept if c is not item]
+        future = ledger.future([p for _, p in trial])
+        if place_gang(required, gang, len(gang), future, ledger.allocatable, eligible):
+            kept = trial
+    return kept
+
+
+def _record(
+    ledger: Ledger, waiting: Job, chosen: list[Victim], starving: bool, since: datetime
+) -> None:
+    """The victims' jobs' new targets, and why (for their statuses)."""
+    by_job: dict[str, list[Pod]] = {}
+    runs: dict[str, Running] = {}
+    for r, pod in chosen:
+        by_job.setdefault(r.job.key, []).append(pod)
+        runs[r.job.key] = r
+        ledger.release(r.job.key, pod)
+    why = f"waited {waited(since, ledger.now)}" if starving else "has higher priority"
+    for key, pods in by_job.items():
+        r = runs[key]
+        ledger.victims.setdefault(key, []).extend(pods)
+        before = r.target
+        after = r.count - len(ledger.victims[key])
+        ledger.scales[key] = Scale(
+            before,
+            after,
+            f"shrunk from {before} to {after} workers to make room for {waiting.key}, which {why}",
+        )

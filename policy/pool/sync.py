@@ -1,0 +1,178 @@
+"""The pool's sync hook as a pure function: observe, plan the queue once, answer Admissions.
+
+Metacontroller deletes every owned child an answer leaves out, so the answer always holds
+an Admission for every job the pool still plans (queued or admitted), and on a pool spec
+it cannot use it hands back the Admissions it observed, unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from policy.memo import Memo
+from policy.model.admission import ADMITTED, QUEUED, Admission, LastScale, Placement
+from policy.model.admission import TYPE_KEY as ADMISSIONS
+from policy.model.cluster import Cluster
+from policy.model.jobs import Job
+from policy.model.pool import DEFAULT_POOL
+from policy.model.resources import PODS, Resources, format_quantity
+from policy.model.timeutil import format_time
+from policy.pool.cycle import JobPlan, plan
+from policy.pool.observe import PoolSnapshot, objects, observe
+from policy.pool.rules import rules_for
+from policy.pool.running import last_scale
+
+_NO_MEMO = Memo(limit=0)
+
+
+@dataclass(frozen=True)
+class PoolDecision:
+    children: list[dict[str, Any]] = field(default_factory=list)
+    status: dict[str, Any] = field(default_factory=dict)
+    resync_after: float | None = None
+
+
+def sync(
+    parent: Mapping[str, Any],
+    children: Mapping[str, Any],
+    related: Mapping[str, Any],
+    now: datetime,
+    memo: Memo = _NO_MEMO,
+) -> PoolDecision:
+    try:
+        snap = observe(parent, children, related, memo)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in ("spec", *first["loc"]))
+        return _unchanged(children, f"the pool's {where} is invalid: {first['msg']}")
+    rules = rules_for(snap.spec)
+    result = plan(snap.jobs, snap.cluster, now, rules, snap.priorities, snap.admissions)
+    stamp = format_time(now)
+    admissions = [
+        _admission(snap, jp, stamp).to_object()
+        for jp in result.jobs.values()
+        if jp.phase in (QUEUED, ADMITTED)
+    ]
+    admissions += [_orphan(snap, job, wanted).to_object() for job, wanted in snap.orphans]
+    wake = [jp.wake_at for jp in result.jobs.values() if jp.wake_at is not None]
+    resync = max(1.0, math.ceil((min(wake) - now).total_seconds())) if wake else None
+    return PoolDecision(admissions, _status(snap, result.jobs.values()), resync)
+
+
+def _admission(snap: PoolSnapshot, jp: JobPlan, stamp: str) -> Admission:
+    job = jp.job
+    previous = snap.admissions.get(job.key)
+    scale: LastScale | None
+    if jp.scale is not None and jp.scale.after != jp.scale.before:
+        scale = jp.scale.recorded(stamp)
+    else:
+        scale = last_scale(job, previous)
+    order = {t: i for i, t in enumerate(job.kind.replica_types)}
+    pods = tuple(
+        Placement(t, i, node, _hostname(snap.cluster, node))
+        for (t, i), node in sorted(jp.placements.items(), key=lambda s: (order[s[0][0]], s[0][1]))
+    )
+    return _for(
+        job, snap.name, jp.phase, _message(jp), snap.spec.binding, jp.workers_target, pods, scale
+    )
+
+
+def _for(
+    job: Job,
+    pool: str,
+    phase: str,
+    message: str,
+    binding: Any,
+    workers: int,
+    pods: tuple[Placement, ...] = (),
+    scale: LastScale | None = None,
+) -> Admission:
+    return Admission(
+        pool=pool,
+        namespace=job.namespace,
+        job_kind=job.kind.kind,
+        job_name=job.name,
+        job_uid=job.uid,
+        job_api_version=job.kind.api_version,
+        phase=phase,  # type: ignore[arg-type]
+        message=message,
+        binding=binding,
+        workers=workers,
+        pods=pods,
+        last_scale=scale,
+    )
+
+
+def _hostname(cluster: Cluster, node: str | None) -> str | None:
+    n = cluster.by_name.get(node) if node else None
+    return n.hostname if n is not None and n.hostname != n.name else None
+
+
+def _message(jp: JobPlan) -> str:
+    message = jp.message
+    if jp.phase != QUEUED or message.startswith("waiting"):
+        return message
+    return f"waiting: {message}" if message else "waiting for admission"
+
+
+def _orphan(snap: PoolSnapshot, job: Job, wanted: str) -> Admission:
+    pools = ", ".join((DEFAULT_POOL, *snap.other_pools))
+    message = (
+        f"waiting: TrainingPool {wanted!r} does not exist (pools: {pools}); set "
+        "spec.runPolicy.schedulingPolicy.queue to one of them, or create the pool"
+    )
+    return _for(job, snap.name, QUEUED, message, snap.spec.binding, 0)
+
+
+def _status(snap: PoolSnapshot, plans: Any) -> dict[str, Any]:
+    """Counts for people (``kubectl get trainingpools``): no times, so it stays stable."""
+    plans = list(plans)
+    capacity = Resources.total(n.allocatable for n in snap.cluster.nodes)
+    allocated = Resources.total(
+        n.allocatable - snap.cluster.free[n.name] for n in snap.cluster.nodes
+    )
+    names = sorted(k for k in capacity if k != PODS)
+    status: dict[str, Any] = {
+        "nodes": len(snap.cluster.nodes),
+        "queued": sum(1 for jp in plans if jp.phase == QUEUED) + len(snap.orphans),
+        "admitted": sum(1 for jp in plans if jp.phase == ADMITTED),
+        "capacity": {k: format_quantity(k, capacity[k]) for k in names},
+        "allocated": {k: format_quantity(k, allocated[k]) for k in names},
+        "usage": _usage(capacity, allocated),
+    }
+    if snap.orphans:
+        shown = ", ".join(sorted({w for _, w in snap.orphans}))
+        status["message"] = f"{len(snap.orphans)} job(s) name pools that do not exist: {shown}"
+    return status
+
+
+def _usage(capacity: Resources, allocated: Resources) -> str:
+    gpus = [k for k in capacity if k.endswith("/gpu")]
+    if gpus:
+        used, total = sum(allocated[k] for k in gpus), sum(capacity[k] for k in gpus)
+        return f"{format_quantity('gpu', used)}/{format_quantity('gpu', total)} GPU"
+    return (
+        f"{format_quantity('cpu', allocated['cpu'])}/{format_quantity('cpu', capacity['cpu'])} cpu"
+    )
+
+
+def _unchanged(children: Mapping[str, Any], problem: str) -> PoolDecision:
+    """Keep every Admission as observed (leaving one out would delete it), and say why."""
+    kept = []
+    for obj in objects(children, ADMISSIONS):
+        meta = obj.get("metadata") or {}
+        kept.append(
+            {
+                "apiVersion": obj.get("apiVersion"),
+                "kind": obj.get("kind"),
+                "metadata": {k: meta[k] for k in ("name", "namespace", "labels") if k in meta},
+                "spec": obj.get("spec"),
+            }
+        )
+    return PoolDecision(kept, {"message": problem})
