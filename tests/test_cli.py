@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from tests.conftest import node_of
-from tests.kube_schema import validate_k8s
+from tests.kube_schema import validate_custom, validate_k8s
 from webhooks.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -21,7 +21,9 @@ def test_render_bundled_example(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 0
     docs = list(yaml.safe_load_all(out))
     for doc in docs:
-        validate_k8s(doc)
+        (validate_custom if doc["kind"] == "Admission" else validate_k8s)(doc)
+    (admission,) = [d for d in docs if d["kind"] == "Admission"]
+    assert admission["spec"]["phase"] == "Admitted" and admission["spec"]["workers"] == 4
     pods = [d for d in docs if d["kind"] == "Pod"]
     assert sorted(p["metadata"]["name"] for p in pods) == [
         "job1-ps-0",
@@ -87,3 +89,25 @@ def test_render_reports_an_invalid_job(tmp_path: Path, capsys: pytest.CaptureFix
     _, err = capsys.readouterr()
     assert code == 0
     assert "Invalid" in err and "min-instances (7) is greater than max-instances (4)" in err
+
+
+def test_render_plans_in_the_pool_a_file_describes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its binding, and only the nodes its selector matches (as Metacontroller sends them)."""
+    pool = tmp_path / "pool.yaml"
+    pool.write_text(
+        "apiVersion: dragonet.io/v1alpha1\nkind: TrainingPool\nmetadata: {name: default}\n"
+        "spec:\n  binding: nodeName\n  nodeSelector: {matchLabels: {pool: gpu}}\n"
+    )
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(
+        "nodes:\n  - {name: big-cpu, cpu: 64, memory: 256Gi}\n"
+        "  - {name: gpu-1, cpu: 24, memory: 64Gi, labels: {pool: gpu}}\n"
+    )
+    args = ["render", str(EXAMPLES / "job1.yaml"), "--nodes", str(nodes), "--pool", str(pool)]
+    code = main([*args, "--output", "json"])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    docs = yaml.safe_load(out)
+    assert {d["spec"]["nodeName"] for d in docs if d["kind"] == "Pod"} == {"gpu-1"}

@@ -11,7 +11,9 @@ from typing import Any
 import orjson
 import yaml
 
+from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.jobs import TFJOB
+from policy.model.pool import POLICIES, PoolSpec, pool_object
 from webhooks.app import create_app, utc_now
 from webhooks.config import Settings
 from webhooks.hooks import object_map
@@ -52,30 +54,71 @@ def _prepare_jobs(paths: list[str]) -> list[dict[str, Any]]:
     return jobs
 
 
+def _pool(args: argparse.Namespace) -> dict[str, Any]:
+    """The TrainingPool the jobs are planned in: a file's, or the default pool."""
+    if args.pool:
+        pools = [d for d in load_documents(args.pool) if d.get("kind") == "TrainingPool"]
+        if len(pools) != 1:
+            raise ValueError(f"{args.pool}: expected one TrainingPool")
+        pool = pools[0]
+    else:
+        pool = pool_object()
+    spec = dict(pool.get("spec") or {})
+    if args.policy:
+        spec["policy"] = args.policy
+    if args.binding:
+        spec["binding"] = args.binding
+    meta = {"uid": "uid-pool", "generation": 1, **(pool.get("metadata") or {})}
+    return {**pool, "metadata": meta, "spec": spec}
+
+
+def _stored(admission: dict[str, Any]) -> dict[str, Any]:
+    """An Admission as the API server would store it once Metacontroller applied it."""
+    meta = {**admission["metadata"], "uid": f"uid-{admission['metadata']['name']}"}
+    return {**admission, "metadata": {**meta, "generation": 1}}
+
+
+def _post(client: Any, path: str, request: dict[str, Any]) -> dict[str, Any]:
+    response = client.post(path, data=orjson.dumps(request))
+    body = response.get_json()
+    if response.status_code != 200:
+        raise ValueError(f"{path}: {body.get('error')}")
+    return body
+
+
 def render(args: argparse.Namespace, settings: Settings) -> int:
-    """Each job's sync, as Metacontroller would send it for a cluster with no pods yet."""
+    """The pool's sync for a cluster with no pods yet, then each job's sync on the
+    Admission it got, as Metacontroller would call them."""
     jobs = _prepare_jobs(args.jobs)
-    nodes = load_nodes(args.nodes)
+    pool = _pool(args)
+    selector = PoolSpec.model_validate(pool["spec"]).nodeSelector
+    nodes = [
+        n for n in load_nodes(args.nodes) if selector.matches(n["metadata"].get("labels") or {})
+    ]
     client = create_app(settings).test_client()
     related = object_map([*nodes, *jobs], ["Node.v1", "Pod.v1", "TFJob.kubeflow.org/v1"])
-    documents: list[dict[str, Any]] = []
+    request = {"controller": {}, "parent": pool, "children": {}, "related": related}
+    planned = _post(client, "/pools/sync", request)
+    admissions = {
+        f"{a['metadata']['namespace']}/{a['spec']['job']['name']}": _stored(a)
+        for a in planned["children"]
+    }
+    documents: list[dict[str, Any]] = list(planned["children"])
     for job in jobs:
+        key = f"{job['metadata']['namespace']}/{job['metadata']['name']}"
+        own = [admissions[key]] if key in admissions else []
         request = {
             "controller": {},
             "parent": job,
             "children": object_map([], ["Pod.v1", "Service.v1"]),
-            "related": related,
+            "related": object_map(own, [ADMISSIONS]),
             "finalizing": False,
         }
-        response = client.post("/tfjobs/sync", data=orjson.dumps(request))
-        body = response.get_json()
-        if response.status_code != 200:
-            print(f"dragonet render: {body.get('error')}", file=sys.stderr)
-            return 1
+        body = _post(client, "/tfjobs/sync", request)
         documents.extend(body["children"])
         sched = body["status"].get("scheduling", {})
         pods = sum(1 for c in body["children"] if c["kind"] == "Pod")
-        line = f"# {job['metadata']['namespace']}/{job['metadata']['name']}: {sched.get('phase')}"
+        line = f"# {key}: {sched.get('phase')}"
         if pods:
             line += f" - {pods} pods on {', '.join(sched.get('nodes') or [])}"
         if sched.get("message"):
@@ -92,11 +135,23 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dragonet", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("serve", help="serve the Metacontroller webhooks with gunicorn")
-    r = sub.add_parser("render", help="print the Pods and Services a sync would create")
+    r = sub.add_parser(
+        "render",
+        help="print the Admissions, Pods and Services Dragonet would create for jobs",
+        description="Plan the jobs in a pool (the default pool, or --pool) on the nodes of "
+        "a cluster file, then render each job's pods, as Metacontroller's two controllers "
+        "would. One line per job on stderr says where it landed or why it waits.",
+    )
     r.add_argument("jobs", nargs="+", help="TFJob manifests (YAML), oldest first")
     r.add_argument("--nodes", required=True, help="cluster file: Node objects or 'nodes:' list")
-    r.add_argument("--binding", choices=["affinity", "nodeName"], help="override DRAGONET_BINDING")
-    r.add_argument("--output", choices=["yaml", "json"], default="yaml")
+    r.add_argument("--pool", help="a TrainingPool manifest (default: the default pool)")
+    r.add_argument("--policy", choices=POLICIES, help="override the pool's spec.policy")
+    r.add_argument(
+        "--binding", choices=["affinity", "nodeName"], help="override the pool's spec.binding"
+    )
+    r.add_argument(
+        "--output", choices=["yaml", "json"], default="yaml", help="format of stdout (yaml)"
+    )
     from sim.cli import add_parser, run
 
     add_parser(sub)
@@ -104,8 +159,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "simulate":
         return run(args)
     settings = Settings()
-    if getattr(args, "binding", None):
-        settings = settings.model_copy(update={"binding": args.binding})
     if args.command == "serve":
         serve(settings)
         return 0

@@ -40,6 +40,24 @@ class LabelSelector(BaseModel):
     def as_dict(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)
 
+    def matches(self, labels: Mapping[str, str]) -> bool:
+        """Kubernetes' label-selector semantics; an empty selector matches everything."""
+        for k, v in (self.matchLabels or {}).items():
+            if labels.get(k) != v:
+                return False
+        for e in self.matchExpressions or ():
+            key, op, values = e.get("key"), e.get("operator"), e.get("values") or []
+            present = key in labels
+            ok = {
+                "In": present and labels.get(key) in values,
+                "NotIn": not present or labels.get(key) not in values,
+                "Exists": present,
+                "DoesNotExist": not present,
+            }.get(op, False)
+            if not ok:
+                return False
+        return True
+
 
 class PoolSpec(BaseModel):
     """``TrainingPool.spec``; absent fields take the CRD's defaults."""
