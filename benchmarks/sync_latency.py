@@ -1,37 +1,59 @@
-"""Sync-hook latency as the cluster grows: every sync plans the whole queue (DESIGN §2).
+"""Hook latency as the cluster grows: the pool's sync plans the whole queue; a job's sync
+renders one job and should not notice the cluster's size at all (docs/architecture.md).
 
 Run: ``.venv/bin/python -m benchmarks.sync_latency`` (add ``--quick`` for a smoke run).
-Each scenario has N nodes and J TFJobs (1 PS + 4 workers, 1 cpu each); the older half is
-running (its pods are in the request), the younger half is queued. The measured request is
-the youngest job's sync, sent through the real Flask app. Prints wall time per sync (median
-and p99 of repeated calls), the share spent in the pure policy, the request size, and the
-ratio to a one-job, one-node baseline measured in the same run.
+
+Each scenario has N nodes (8 cpu) and J TFJobs (1 PS + 10 workers, 1.5 cpu each, fixed
+size). The older jobs run (their pods and Admissions are in the request) until about 94 %
+of the cpu is used; the pool has admitted what else fits (Admissions whose pods are not
+created yet) and the rest are queued. Measured through the real Flask app:
+
+* the pool's sync, *cold* (a fresh process: nothing parsed before) against the time
+  ``orjson.loads`` takes to parse the same request (the ratio), and *warm* (the previous
+  sync parsed everything but the one pod that changed since, as after one pod event);
+* where a cold pool sync spends its time (JSON, reading objects, the plan, the answer);
+* a job's sync (a running job with its 11 pods and its Admission), at every size.
+
+Not a test: the numbers depend on the machine (record them in benchmarks/README.md).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
+import gc
 import statistics
 import time
+from collections.abc import Callable
 from typing import Any
 
 import orjson
 
-from policy.config import PolicyConfig
-from policy.plan import plan
-from policy.reconcile import reconcile
-from policy.snapshot import observe, sync
+from policy.job.render import render_pod
+from policy.memo import Memo
+from policy.model.jobs import parse_job
+from policy.pool.cycle import plan
+from policy.pool.observe import observe
+from policy.pool.rules import rules_for
+from policy.pool.sync import sync as pool_sync
 from tests import metacontroller as mc
 from tests.conftest import NOW, Clock
 from webhooks.app import create_app
+from webhooks.gunicorn_conf import tune_gc
+
+PODS_PER_JOB = 11
+CPU_PER_POD = 1.5
+NODE_CPU = 8
 
 
 def _job(i: int) -> dict[str, Any]:
     job = mc.compat("dragon-job1-cpu.yaml")
+    del job["spec"]["min-instances"], job["spec"]["max-instances"]
     for spec in job["spec"]["tfReplicaSpecs"].values():
         spec["template"]["spec"]["containers"][0]["resources"] = {
-            "limits": {"cpu": "1", "memory": "2Gi"}
+            "limits": {"cpu": str(CPU_PER_POD), "memory": "2Gi"}
         }
+    job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = PODS_PER_JOB - 1
     minute, second = divmod(i, 60)
     return mc.tfjob(
         job,
@@ -40,50 +62,107 @@ def _job(i: int) -> dict[str, Any]:
     )
 
 
-def scenario(nodes: int, jobs: int) -> dict[str, Any]:
-    cluster = [mc.node(f"node-{i:03d}", cpu="32", memory="256Gi") for i in range(nodes)]
+def scenario(nodes: int, jobs: int) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the pool's sync request, a running job's sync request)."""
+    cluster = [mc.node(f"node-{i:04d}", cpu=str(NODE_CPU), memory="64Gi") for i in range(nodes)]
     all_jobs = [_job(i) for i in range(jobs)]
-    running = all_jobs[: jobs // 2]
-    # One plan admits every older job that fits; render each one's pods from it.
-    related = {"Node.v1": {n["metadata"]["name"]: n for n in cluster}}
-    related["TFJob.kubeflow.org/v1"] = {j["metadata"]["name"]: j for j in running}
-    snap = observe(None, {}, related)
-    admitted = plan(snap.jobs, snap.cluster, NOW)
-    pods: list[dict[str, Any]] = []
-    for job in running:
-        jp = admitted.jobs[f"default/{job['metadata']['name']}"]
-        decision = reconcile(jp, snap.cluster, NOW, PolicyConfig())
-        pods += [mc.observed_pod(job, c) for c in decision.children if c["kind"] == "Pod"]
-    return mc.sync_request(all_jobs[-1], cluster, all_jobs, pods)
+    per_node = int(NODE_CPU // CPU_PER_POD)
+    slots = [n["metadata"]["name"] for n in cluster for _ in range(per_node)]
+    running = min(jobs, int(len(slots) * 0.94) // PODS_PER_JOB)
+    pods, admissions = [], []
+    cursor = 0
+    for job in all_jobs[:running]:
+        parsed = parse_job(job)
+        placed = []
+        for rtype, replica in parsed.replicas.items():
+            for index in range(replica.replicas):
+                node = slots[cursor]
+                cursor += 1
+                placed.append((rtype, index, node))
+                child = render_pod(parsed, rtype, index, node, node, "affinity", "", 1)
+                pods.append(mc.observed_pod(job, child))
+        workers = sum(1 for t, _, _ in placed if t == "Worker")
+        admissions.append(mc.admission(job, placed, workers=workers))
+    w = mc.world(all_jobs[0], cluster, all_jobs, pods)
+    pool_request = mc.pool_request(w, admissions)
+    # Steady state: the pool already admitted what fits (those pods are not created yet).
+    first = pool_sync(pool_request["parent"], {}, pool_request["related"], NOW)
+    stored = [mc.stored_admission(pool_request["parent"], c, None) for c in first.children]
+    pool_request = mc.pool_request(w, stored)
+    own = mc.world(all_jobs[0], cluster, all_jobs, pods)
+    job_request = mc.job_request(own, admissions[0] if admissions else None)
+    return pool_request, job_request
 
 
-def measure(request: dict[str, Any], repeats: int) -> dict[str, float]:
+def _timed(n: int, call: Callable[[], Any]) -> list[float]:
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        call()
+        out.append((time.perf_counter() - t0) * 1000)
+    return sorted(out)
+
+
+def _p99(values: list[float]) -> float:
+    return values[min(len(values) - 1, int(len(values) * 0.99))]
+
+
+def _with_new_pod_version(request: dict[str, Any], n: int) -> bytes:
+    """The same pool request after one pod event (one pod has a new resourceVersion)."""
+    changed = copy.copy(request)
+    pods = dict(request["related"]["Pod.v1"])
+    if pods:
+        key = sorted(pods)[n % len(pods)]
+        pod = pods[key]
+        pods[key] = {**pod, "metadata": {**pod["metadata"], "resourceVersion": f"9{n}"}}
+    changed["related"] = {**request["related"], "Pod.v1": pods}
+    return orjson.dumps(changed)
+
+
+def measure(pool_request: dict[str, Any], job_request: dict[str, Any], repeats: int) -> dict:
+    body = orjson.dumps(pool_request)
+    job_body = orjson.dumps(job_request)
+    parse = _timed(repeats, lambda: orjson.loads(body))
+
+    def cold() -> None:
+        client = create_app(clock=Clock()).test_client()
+        assert client.post("/pools/sync", data=body).status_code == 200
+
+    cold_ms = _timed(repeats, cold)
     app = create_app(clock=Clock())
     client = app.test_client()
-    memo = app.config["DRAGONET_MEMO"]
-    body = orjson.dumps(request)
-    wall, warm, core = [], [], []
-    for _ in range(repeats):
-        memo.entries.clear()  # cold: nothing parsed or planned before
-        t0 = time.perf_counter()
-        answer = client.post("/tfjobs/sync", data=body)
-        wall.append(time.perf_counter() - t0)
-        assert answer.status_code == 200
-        # warm: the same snapshot was planned by an earlier sync (a Metacontroller round)
-        t0 = time.perf_counter()
-        client.post("/tfjobs/sync", data=body)
-        warm.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        sync(request["parent"], request["children"], request["related"], NOW, PolicyConfig())
-        core.append(time.perf_counter() - t0)
-    wall.sort()
+    client.post("/pools/sync", data=body)
+    warm_bodies = [_with_new_pod_version(pool_request, i) for i in range(repeats)]
+    it = iter(warm_bodies)
+    warm_ms = _timed(repeats, lambda: client.post("/pools/sync", data=next(it)))
+    job_ms = _timed(repeats * 5, lambda: client.post("/tfjobs/sync", data=job_body))
+
+    # Where a cold pool sync goes (the pure parts, without Flask).
+    req = orjson.loads(body)
+    t0 = time.perf_counter()
+    snap = observe(req["parent"], req["children"], req["related"], Memo(limit=0))
+    t1 = time.perf_counter()
+    result = plan(
+        snap.jobs, snap.cluster, NOW, rules_for(snap.spec), snap.priorities, snap.admissions
+    )
+    t2 = time.perf_counter()
+    answer = pool_sync(req["parent"], req["children"], req["related"], NOW)
+    orjson.dumps({"status": answer.status, "children": answer.children})
+    t3 = time.perf_counter()
     return {
-        "p50_ms": statistics.median(wall) * 1000,
-        "p99_ms": wall[min(len(wall) - 1, int(len(wall) * 0.99))] * 1000,
-        "policy_ms": statistics.median(core) * 1000,
-        "warm_ms": statistics.median(warm) * 1000,
-        "request_kb": len(body) / 1024,
-        "pods": len(request["related"]["Pod.v1"]),
+        "request_kib": len(body) / 1024,
+        "pods": len(pool_request["related"]["Pod.v1"]),
+        "queued": sum(1 for jp in result.jobs.values() if jp.phase == "Queued"),
+        "parse_ms": statistics.median(parse),
+        "cold_ms": statistics.median(cold_ms),
+        "cold_p99_ms": _p99(cold_ms),
+        "warm_ms": statistics.median(warm_ms),
+        "warm_p99_ms": _p99(warm_ms),
+        "job_ms": statistics.median(job_ms),
+        "job_p99_ms": _p99(job_ms),
+        "observe_ms": (t1 - t0) * 1000,
+        "plan_ms": (t2 - t1) * 1000,
+        "whole_ms": (t3 - t2) * 1000,
     }
 
 
@@ -91,23 +170,41 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true", help="small sizes, few repeats")
     args = parser.parse_args()
-    sizes = (
-        [(1, 1), (16, 40), (64, 200)]
-        if args.quick
-        else [(1, 1), (16, 40), (64, 200), (64, 1000), (256, 1000)]
-    )
-    repeats = 5 if args.quick else 30
-    columns = [("nodes", 5), ("jobs", 5), ("pods", 5), ("req KiB", 8), ("p50 ms", 8)]
-    columns += [("p99 ms", 8), ("policy ms", 9), ("x base", 7), ("warm ms", 8)]
+    sizes = [(16, 40), (64, 200)] if args.quick else [(16, 40), (64, 200), (256, 500), (1000, 500)]
+    repeats = 5 if args.quick else 20
+    tune_gc()  # as the webhook's processes do; the JSON baseline runs under the same settings
+    columns = [
+        ("nodes", 5),
+        ("jobs", 5),
+        ("pods", 5),
+        ("queued", 6),
+        ("req KiB", 8),
+        ("JSON ms", 8),
+        ("cold ms", 8),
+        ("cold/JSON", 9),
+        ("warm p50", 8),
+        ("warm p99", 8),
+        ("job p50", 8),
+        ("job p99", 8),
+    ]
     print(" ".join(f"{name:>{width}}" for name, width in columns))
-    base = None
+    breakdown = []
+    gc.collect()
     for nodes, jobs in sizes:
-        r = measure(scenario(nodes, jobs), repeats if jobs < 1000 else max(3, repeats // 5))
-        base = base or r["p50_ms"]
+        r = measure(*scenario(nodes, jobs), repeats)
+        breakdown.append((nodes, jobs, r))
         print(
-            f"{nodes:>5} {jobs:>5} {r['pods']:>5} {r['request_kb']:>8.0f} {r['p50_ms']:>8.1f}"
-            f" {r['p99_ms']:>8.1f} {r['policy_ms']:>9.1f} {r['p50_ms'] / base:>7.1f}"
-            f" {r['warm_ms']:>8.1f}"
+            f"{nodes:>5} {jobs:>5} {r['pods']:>5} {r['queued']:>6} {r['request_kib']:>8.0f}"
+            f" {r['parse_ms']:>8.1f} {r['cold_ms']:>8.1f} {r['cold_ms'] / r['parse_ms']:>9.2f}"
+            f" {r['warm_ms']:>8.1f} {r['warm_p99_ms']:>8.1f} {r['job_ms']:>8.2f}"
+            f" {r['job_p99_ms']:>8.2f}"
+        )
+    print("\nWhere a cold pool sync goes (pure policy, no Flask; ms):")
+    print(f"{'nodes':>5} {'jobs':>5} {'read objects':>12} {'plan':>8} {'whole sync':>10}")
+    for nodes, jobs, r in breakdown:
+        print(
+            f"{nodes:>5} {jobs:>5} {r['observe_ms']:>12.1f} {r['plan_ms']:>8.1f}"
+            f" {r['whole_ms']:>10.1f}"
         )
 
 

@@ -1,4 +1,4 @@
-"""gunicorn settings for the webhook.
+"""gunicorn settings for the webhook, and the garbage collector's for its processes.
 
 Metacontroller runs up to 5 sync calls per controller at once (``--workers``), each a
 CPU-bound Python request: a few processes for parallelism, a few threads each so one
@@ -7,9 +7,23 @@ slow request never makes the others wait for a free worker.
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 from webhooks.config import Settings
+
+
+def tune_gc() -> None:
+    """A pool's request is one JSON tree of up to millions of objects, and the memo keeps
+    many long-lived ones: with CPython's default thresholds the collector walks them again
+    and again while a request is parsed (measured: 12 MiB parsed in 306 ms instead of 62
+    ms). Nothing the webhook builds needs the cycle collector to be freed, so collect
+    seldom: every 100,000 allocations for the youngest generation."""
+    gc.set_threshold(100_000, 50, 100)
+
+
+def _post_worker_init(worker: Any) -> None:
+    tune_gc()
 
 
 def options(settings: Settings) -> dict[str, Any]:
@@ -29,4 +43,5 @@ def options(settings: Settings) -> dict[str, Any]:
         "max_requests_jitter": 2000,
         # No control socket: the image's root filesystem is read-only.
         "control_socket_disable": True,
+        "post_worker_init": _post_worker_init,
     }

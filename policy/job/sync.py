@@ -82,17 +82,18 @@ def _own_admission(related: Mapping[str, Any], job: Job) -> Admission | None:
 
 
 def _pods(children: Mapping[str, Any], admission: Admission | None, kind: JobKind, memo: Memo):
-    node_of_host = {p.host: p.node for p in admission.pods if p.node} if admission else {}
-    hosts = frozenset(node_of_host.items())
+    renamed = (
+        {p.hostname: p.node for p in admission.pods if p.node and p.hostname} if admission else {}
+    )
     out = []
     for obj in objects(children, PODS):
         ident = identity(obj)
-        key = None if ident is None else ("own-pod", *ident, hosts, kind.container)
+        key = None if ident is None else ("pod", *ident, kind.container)
         try:
-            pod = memo.get(key, lambda o=obj: Pod.from_object(o, node_of_host, kind.container))
+            pod = memo.get(key, lambda o=obj: Pod.from_object(o, kind.container))
         except (KeyError, TypeError, ValueError, ArithmeticError, AttributeError) as err:
             raise MalformedRequest(f"unreadable Pod in the request: {err}") from err
-        out.append(pod)
+        out.append(pod.on_nodes(renamed) if renamed else pod)
     return tuple(sorted(out, key=lambda p: p.name))
 
 

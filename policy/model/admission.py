@@ -125,9 +125,12 @@ class Admission:
     last_scale: LastScale | None = None
     generation: int = 0  # of the observed object; 0 for one not written yet
     slots: Mapping[Slot, Placement] = field(default_factory=dict, compare=False, repr=False)
+    # The slots as pods label them: (lower-case type, index).
+    labelled: frozenset[Slot] = field(default=frozenset(), compare=False, repr=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "slots", {p.slot: p for p in self.pods})
+        object.__setattr__(self, "labelled", frozenset((t.lower(), i) for t, i in self.slots))
 
     @property
     def name(self) -> str:

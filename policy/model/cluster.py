@@ -8,7 +8,7 @@ Failed; a terminating pod still occupies it (DESIGN §2.4).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
@@ -134,15 +134,13 @@ class Pod:
             return -1
 
     @classmethod
-    def from_object(
-        cls, obj: Mapping[str, Any], node_of_host: Mapping[str, str], container: str
-    ) -> Pod:
+    def from_object(cls, obj: Mapping[str, Any], container: str) -> Pod:
+        """``node`` is the bound node, else the hostname its affinity pins it to (see
+        ``on_nodes`` for clusters whose hostnames are not their node names)."""
         meta = obj.get("metadata") or {}
         spec = obj.get("spec") or {}
         status = obj.get("status") or {}
         node = spec.get("nodeName") or _pinned_host(spec)
-        if node is not None and not spec.get("nodeName"):
-            node = node_of_host.get(node, node)
         exit_code = None
         restarts = 0
         started = status.get("startTime")
@@ -177,6 +175,12 @@ class Pod:
             unschedulable=_unschedulable(status),
             admission_generation=_generation(meta.get("annotations")),
         )
+
+    def on_nodes(self, node_of_host: Mapping[str, str]) -> Pod:
+        """The pod with a pinned hostname read as that node's name."""
+        if self.bound or self.node is None or node_of_host.get(self.node, self.node) == self.node:
+            return self
+        return replace(self, node=node_of_host[self.node])
 
     @classmethod
     def assume(

@@ -74,6 +74,15 @@ class Resources(Mapping[str, int]):
         """True if this request fits into ``free`` for every resource it asks for."""
         return all(v <= free[k] for k, v in self._v.items())
 
+    def times_in(self, free: Resources) -> int:
+        """How many of this request fit into ``free`` at once (a large number if it asks
+        for nothing)."""
+        counts = [free._v.get(k, 0) // v for k, v in self._v.items() if v > 0]
+        return max(0, min(counts)) if counts else 1 << 30
+
+    def scaled(self, n: int) -> Resources:
+        return Resources({k: v * n for k, v in self._v.items()})
+
     def without(self, *names: str) -> Resources:
         return Resources({k: v for k, v in self._v.items() if k not in names})
 

@@ -95,5 +95,6 @@ def admit(ledger: Ledger, job: Job) -> Admitted | Waits:
             ledger.allocatable,
             tuple(ledger.claimed_by),
             ledger.fits_observed[key],
+            ledger.seen,
         )
     )

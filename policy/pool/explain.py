@@ -59,7 +59,10 @@ def wait_message(
     allocatable: Mapping[str, Resources],
     ahead: Sequence[str],
     fits_without_claims: bool,
+    seen: dict | None = None,
 ) -> str:
+    """``seen`` caches the largest free node per (free capacity, need, nodes) within one
+    cycle: a long queue of similar jobs asks the same question of every node."""
     gang = [*required, *workers[: job.min_workers]]
     if not cluster.nodes:
         return "the training pool has no nodes"
@@ -73,8 +76,14 @@ def wait_message(
         return f"jobs ahead in the queue ({shown}) claim the free capacity it needs"
     need = Resources.total(s.request for s in gang)
     names = [k for k in need if k != PODS] or [PODS]
-    usable = sorted({n for s in gang for n in eligible[s.type]})
-    best = _largest(free, allocatable, need, usable)
+    types = sorted({s.type for s in gang})
+    key = (id(free), need, tuple(id(eligible[t]) for t in types))
+    best = (seen or {}).get(key)
+    if best is None:
+        usable = sorted({n for t in types for n in eligible[t]})
+        best = _largest(free, allocatable, need, usable)
+        if seen is not None:
+            seen[key] = best
     extra = " (min-instances)" if job.worker and job.min_workers else ""
     return (
         f"needs {need.without(PODS).describe() or 'a pod slot'} for its "

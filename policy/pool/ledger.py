@@ -64,6 +64,7 @@ class Ledger:
     failed: set[tuple] = field(default_factory=set)  # gang shapes that found no room
     fits_observed: dict[tuple, bool] = field(default_factory=dict)
     unhelped: dict[tuple, bool] = field(default_factory=dict)  # shapes no shrink can help
+    seen: dict = field(default_factory=dict)  # answers explanations share
     _eligible: dict[bytes, frozenset[str]] = field(default_factory=dict)
 
     @classmethod

@@ -143,14 +143,15 @@ def observe(
     try:
         node_objs = objects(related, NODES)
         nodes = [memo.get(_keyed("node", o), lambda o=o: Node.from_object(o)) for o in node_objs]
-        node_of_host = {n.hostname: n.name for n in nodes}
-        hosts = frozenset(node_of_host.items())
+        renamed = {n.hostname: n.name for n in nodes if n.hostname != n.name}
         pods: dict[tuple[str, str], Pod] = {}
         for obj in objects(related, PODS):
             pod = memo.get(
-                _keyed("pod", obj, hosts),
-                lambda obj=obj: Pod.from_object(obj, node_of_host, TFJOB.container),
+                _keyed("pod", obj, TFJOB.container),
+                lambda obj=obj: Pod.from_object(obj, TFJOB.container),
             )
+            if renamed:
+                pod = pod.on_nodes(renamed)
             pods[(pod.namespace, pod.name)] = pod
     except (KeyError, TypeError, ValueError, ArithmeticError, AttributeError) as err:
         raise MalformedRequest(f"unreadable Node or Pod in the request: {err}") from err

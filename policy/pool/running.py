@@ -79,11 +79,7 @@ def _listed(pod: Pod, admission: Admission) -> bool:
     """In the Admission, or newer than the Admission we read (then our view of it is stale
     and the pod was created from one that lists it)."""
     newer = (pod.admission_generation or 0) > admission.generation > 0
-    return newer or (pod.replica_type, pod.index) in _lower_slots(admission)
-
-
-def _lower_slots(admission: Admission) -> frozenset[tuple[str, int]]:
-    return frozenset((t.lower(), i) for t, i in admission.slots)
+    return newer or (pod.replica_type, pod.index) in admission.labelled
 
 
 @dataclass(frozen=True)

@@ -52,14 +52,15 @@ def make_room(
     required = required_slots(job)
     gang = slots(job.worker, job.min_workers)
     eligible = ledger.eligible(job)
+    starving = ledger.now - since >= ledger.rules.starvation
+    # Capacity only shrinks within a cycle: a shape no shrink could help stays unhelped.
+    key = (shape(job, eligible), prio, starving)
+    if key in ledger.unhelped:
+        return Unresolvable(ledger.unhelped[key])
     future = ledger.future()
     fit = place_gang(required, gang, len(gang), future, ledger.allocatable, eligible)
-    starving = ledger.now - since >= ledger.rules.starvation
     chosen: list[Victim] = []
     if fit is None:
-        key = (shape(job, eligible), prio, starving)
-        if key in ledger.unhelped:
-            return Unresolvable(ledger.unhelped[key])
         need = Resources.total(s.request for s in [*required, *gang])
         have = Resources.total(future.values())
         for r, pod in _candidates(ledger, prio, starving, running):
