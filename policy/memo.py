@@ -1,51 +1,90 @@
-"""Memoised parsing across syncs, keyed by the API server's identities.
+"""Memoised parsing across syncs, keyed by what an object's bytes are.
 
 Every pool sync reads the whole pool (nodes, pods, jobs), and Metacontroller sends the same
 objects again and again: one pod changes between two pool syncs, the other thousands do
-not. The API server gives an object a new ``resourceVersion`` on every write, so
-``(uid, resourceVersion)`` names one exact content and a hit returns what parsing that
-content returned before. Objects without both fields are never cached. Nothing here changes
-a decision: without the memo every sync computes the same answer, only slower.
+not. The webhook's shell hands the policy each object of a request as the exact bytes it
+arrived in (``Encoded``), decoded only if something reads it; the memo is keyed by those
+bytes, so a hit returns what parsing the very same content returned before, and no request
+can make its content stand for another's. Nothing here changes a decision: without the
+memo every sync computes the same answer, only slower.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import orjson
+
 T = TypeVar("T")
-Identity = tuple[str, str]
+_MISSING = object()
 
 
-def identity(obj: Mapping[str, Any]) -> Identity | None:
-    meta = obj.get("metadata")
-    if not isinstance(meta, Mapping):
-        return None
-    uid, rv = meta.get("uid"), meta.get("resourceVersion")
-    return (uid, rv) if isinstance(uid, str) and isinstance(rv, str) and uid and rv else None
+class Encoded(Mapping[str, Any]):
+    """One object of a hook request as the JSON bytes it arrived in, decoded on first use."""
+
+    __slots__ = ("_decoded", "raw")
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+        self._decoded: dict[str, Any] | None = None
+
+    def _object(self) -> dict[str, Any]:
+        if self._decoded is None:
+            value = orjson.loads(self.raw)
+            self._decoded = value if isinstance(value, dict) else {}
+        return self._decoded
+
+    def __getitem__(self, key: str) -> Any:
+        return self._object()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._object())
+
+    def __len__(self) -> int:
+        return len(self._object())
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._object().get(key, default)
+
+
+def content_key(kind: str, obj: Mapping[str, Any], *extra: Hashable) -> tuple | None:
+    """The memo key of an object that arrived as bytes; None (not memoised) otherwise."""
+    return (kind, obj.raw, *extra) if isinstance(obj, Encoded) else None
 
 
 @dataclass
 class Memo:
-    """A bounded cache (cleared whole when full: simple, and safe under threads)."""
+    """Two generations: what the last syncs used survives a ``rotate``, the rest is dropped,
+    so memory follows the working set (a pool's objects, old versions gone soon)."""
 
-    limit: int = 100_000
-    entries: dict[Hashable, Any] = field(default_factory=dict)
+    limit: int = 200_000  # entries before the current generation is rotated anyway
+    current: dict[Hashable, Any] = field(default_factory=dict)
+    previous: dict[Hashable, Any] = field(default_factory=dict)
     hits: int = 0
     misses: int = 0
 
     def get(self, key: Hashable | None, make: Callable[[], T]) -> T:
         if key is None or self.limit <= 0:
             return make()
-        try:
-            value = self.entries[key]
-        except KeyError:
+        value = self.current.get(key, _MISSING)
+        if value is not _MISSING:
+            self.hits += 1
+            return value  # type: ignore[return-value]
+        value = self.previous.get(key, _MISSING)
+        if value is _MISSING:
             self.misses += 1
             value = make()
-            if len(self.entries) >= self.limit:
-                self.entries.clear()
-            self.entries[key] = value
-            return value
-        self.hits += 1
-        return value
+        else:
+            self.hits += 1
+        if len(self.current) >= self.limit:
+            self.rotate()
+        self.current[key] = value
+        return value  # type: ignore[return-value]
+
+    def rotate(self) -> None:
+        self.previous, self.current = self.current, {}
+
+    def __len__(self) -> int:
+        return len(self.current) + len(self.previous)

@@ -1,6 +1,9 @@
-"""The webhook's memo (policy/memo.py) saves work and never changes an answer."""
+"""The webhook's memo (policy/memo.py) saves work and never changes an answer: it is keyed
+by the bytes an object arrived in, so nothing but the same content can hit it."""
 
 from __future__ import annotations
+
+import copy
 
 import orjson
 
@@ -36,16 +39,17 @@ def test_answers_with_the_memo_equal_answers_without_it() -> None:
         with_memo = hook.post("/tfjobs/sync", request).get_json()
         plain = job_sync(request["parent"], request["children"], request["related"], NOW)
         assert _plain(plain) == with_memo
+    assert hook.app.config["DRAGONET_POOL_MEMOS"]["default"].hits > 0
     assert hook.app.config["DRAGONET_MEMO"].hits > 0
 
 
 def test_a_pool_sync_after_one_change_parses_only_what_changed() -> None:
     hook = Hook()
-    memo = hook.app.config["DRAGONET_MEMO"]
     nodes = [mc.node(f"n-{i}", cpu="24", memory="64Gi") for i in range(8)]
     jobs = [mc.tfjob("dragon-job1-cpu.yaml", name=f"job-{i}") for i in range(3)]
     request = versioned(mc.pool_request(mc.world(jobs[0], nodes, jobs=jobs)))
     hook.post("/pools/sync", request)
+    memo = hook.app.config["DRAGONET_POOL_MEMOS"]["default"]
     misses = memo.misses
     request["related"]["Node.v1"]["n-3"]["metadata"]["labels"]["zone"] = "b"
     hook.post("/pools/sync", versioned(request))
@@ -63,3 +67,16 @@ def test_an_object_rewritten_with_a_new_resource_version_is_parsed_again() -> No
         node["status"]["allocatable"]["memory"] = "256Gi"
     (admitted,) = hook.pool_sync(versioned(request))["children"]
     assert admitted["spec"]["phase"] == "Admitted"
+
+
+def test_the_same_identity_with_other_content_is_parsed_again() -> None:
+    """A request that reuses a real object's uid and resourceVersion with other content
+    changes nothing for genuine requests: the memo knows content, not names."""
+    hook = Hook()
+    genuine = load_fixture("pool-sync-job1-one-big-node.json")
+    forged = copy.deepcopy(genuine)
+    node = forged["related"]["Node.v1"]["big-1"]
+    node["status"]["allocatable"]["cpu"] = "1"  # same uid and resourceVersion, other content
+    hook.post("/pools/sync", forged)
+    (admission,) = hook.pool_sync(genuine)["children"]
+    assert {p["node"] for p in admission["spec"]["pods"]} == {"big-1"}

@@ -28,7 +28,8 @@ from policy.model.jobs import TFJOB, JobKind
 from policy.pool.observe import MalformedRequest
 from policy.pool.sync import sync as pool_sync
 from webhooks.config import Settings
-from webhooks.hooks import CustomizeRequest, SyncRequest, pool_related_resources
+from webhooks.hooks import CustomizeRequest, pool_related_resources
+from webhooks.lazy import SyncRequest, Unreadable, read_sync_request
 
 Clock = Callable[[], datetime]
 M = TypeVar("M", bound=BaseModel)
@@ -65,6 +66,21 @@ def _parse(model: type[M]) -> M:
         ) from err
 
 
+def _body() -> bytes:
+    """The request's bytes in one read (werkzeug's get_data reads a large body in chunks)."""
+    length = request.content_length
+    if length is None:
+        return request.get_data(cache=False)
+    return request.environ["wsgi.input"].read(length)
+
+
+def _read() -> SyncRequest:
+    try:
+        return read_sync_request(_body())
+    except Unreadable as err:
+        raise BadRequest(str(err)) from err
+
+
 def _answer(children: list, status: dict, resync: float | None) -> Response:
     body: dict[str, Any] = {"status": status, "children": children}
     if resync is not None:
@@ -81,9 +97,9 @@ def create_app(
     app = Flask("dragonet")
     app.config["DRAGONET_SETTINGS"] = settings
     slots = threading.BoundedSemaphore(settings.inflight_limit())
-    # Parsed objects of earlier syncs (per process; a cache, never a source of truth: see
-    # policy/memo.py).
-    memo = Memo()
+    # Objects parsed by earlier syncs, by their bytes (per process; a cache, never a source
+    # of truth: see policy/memo.py): one memo per pool, one for the jobs' syncs.
+    memo = Memo(limit=20_000)
     app.config["DRAGONET_MEMO"] = memo
 
     def now() -> datetime:
@@ -113,9 +129,15 @@ def create_app(
         req = _parse(CustomizeRequest)
         return _json({"relatedResources": pool_related_resources(req.parent)})
 
+    pool_memos: dict[str, Memo] = {}
+    app.config["DRAGONET_POOL_MEMOS"] = pool_memos
+
     def pool_sync_hook() -> Response:
-        req = _parse(SyncRequest)
+        req = _read()
         started = time.perf_counter()
+        name = req.parent.get("metadata", {}).get("name")
+        memo = pool_memos.setdefault(name if isinstance(name, str) else "", Memo())
+        memo.rotate()  # what this pool's last two syncs did not use is dropped
         decision = pool_sync(req.parent, req.children, req.related, now(), memo)
         log.debug(
             "pool sync %s: %d admissions, %.1f ms",
@@ -166,14 +188,14 @@ def _job_routes(
         return _json({"status": decision.status, "children": [], "finalized": done})
 
     def sync() -> Response:
-        req = _parse(SyncRequest)
+        req = _read()
         if req.finalizing:
             return finalize_answer(req)
         decision = job_sync(req.parent, req.children, req.related, now(), config, kind, memo)
         return _answer(decision.children, decision.status, decision.resync_after)
 
     def finalize_hook() -> Response:
-        return finalize_answer(_parse(SyncRequest))
+        return finalize_answer(_read())
 
     name = kind.kind.lower()
     app.add_url_rule(f"{prefix}/customize", f"{name}_customize", customize, methods=["POST"])

@@ -1,9 +1,8 @@
-"""Metacontroller hook payloads (CompositeController, hook ``version: v2``) and the
-customize answers of both controllers.
+"""Metacontroller's customize requests (CompositeController, hook ``version: v2``) and the
+customize answers of both controllers. (Sync requests are read by ``webhooks.lazy``.)
 
-Requests are validated into these models; anything that does not fit is a malformed
-request (HTTP 400). Responses carry only the fields Metacontroller's strict v2 decoder
-knows, so it never rejects one.
+A request that does not fit is a malformed request (HTTP 400). Responses carry only the
+fields Metacontroller's strict v2 decoder knows, so it never rejects one.
 """
 
 from __future__ import annotations
@@ -31,12 +30,6 @@ class _Request(BaseModel):
 
 class CustomizeRequest(_Request):
     pass
-
-
-class SyncRequest(_Request):
-    children: ObjectMap = Field(default_factory=dict)
-    related: ObjectMap = Field(default_factory=dict)
-    finalizing: bool = False
 
 
 def _plural(kind: JobKind) -> str:

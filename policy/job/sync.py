@@ -16,7 +16,7 @@ from typing import Any
 from policy.job.render import render_pod, render_service
 from policy.job.status import conditions, invalid, replica_statuses, scheduling, times
 from policy.job.view import FINISHED, SUSPENDED, JobView
-from policy.memo import Memo, identity
+from policy.memo import Memo, content_key
 from policy.model import conditions as cond
 from policy.model.admission import ADMITTED, QUEUED, Admission
 from policy.model.admission import TYPE_KEY as ADMISSIONS
@@ -87,8 +87,7 @@ def _pods(children: Mapping[str, Any], admission: Admission | None, kind: JobKin
     )
     out = []
     for obj in objects(children, PODS):
-        ident = identity(obj)
-        key = None if ident is None else ("pod", *ident, kind.container)
+        key = content_key("pod", obj, kind.container)
         try:
             pod = memo.get(key, lambda o=obj: Pod.from_object(o, kind.container))
         except (KeyError, TypeError, ValueError, ArithmeticError, AttributeError) as err:
@@ -222,7 +221,7 @@ def _finished_kept(v: JobView) -> dict[tuple[str, int], Pod]:
 
 
 def _slot_of(job: Job, pod: Pod) -> tuple[str, int] | None:
-    rtype = next((t for t in job.replicas if t.lower() == pod.replica_type), None)
+    rtype = job.type_of(pod.replica_type)
     return (rtype, pod.index) if rtype is not None and pod.index >= 0 else None
 
 

@@ -9,7 +9,8 @@ Admissions back as children: they are the pool's memory between syncs.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -124,13 +125,15 @@ class Admission:
     pods: tuple[Placement, ...] = ()
     last_scale: LastScale | None = None
     generation: int = 0  # of the observed object; 0 for one not written yet
-    slots: Mapping[Slot, Placement] = field(default_factory=dict, compare=False, repr=False)
-    # The slots as pods label them: (lower-case type, index).
-    labelled: frozenset[Slot] = field(default=frozenset(), compare=False, repr=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "slots", {p.slot: p for p in self.pods})
-        object.__setattr__(self, "labelled", frozenset((t.lower(), i) for t, i in self.slots))
+    @cached_property
+    def slots(self) -> Mapping[Slot, Placement]:
+        return {p.slot: p for p in self.pods}
+
+    @cached_property
+    def labelled(self) -> frozenset[Slot]:
+        """The slots as pods label them: (lower-case type, index)."""
+        return frozenset((t.lower(), i) for t, i in self.slots)
 
     @property
     def name(self) -> str:

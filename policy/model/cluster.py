@@ -100,38 +100,27 @@ class Pod:
     # holds its node's room like a pod that exists (kube-scheduler's assumed pods).
     assumed: bool = False
 
-    @property
-    def occupies(self) -> bool:
-        return (
-            self.node is not None and self.phase not in TERMINAL_PHASES and not (self.unschedulable)
-        )
+    # Derived once (read many times per cycle):
+    occupies: bool = field(init=False, compare=False, repr=False)  # holds its node's room
+    live: bool = field(init=False, compare=False, repr=False)  # not finished, not leaving
+    # Pinned to a node that cannot take it: delete it so it can be placed again.
+    stuck: bool = field(init=False, compare=False, repr=False)
+    job: str | None = field(init=False, compare=False, repr=False)  # "namespace/name"
+    replica_type: str = field(init=False, compare=False, repr=False)  # lower-case label
+    index: int = field(init=False, compare=False, repr=False)  # -1 if unreadable
 
-    @property
-    def stuck(self) -> bool:
-        """Pinned to a node that cannot take it: delete it so it can be placed again."""
-        return self.unschedulable and not self.bound and self.node is not None
-
-    @property
-    def live(self) -> bool:
-        """Counts toward the job: not finished and not on its way out."""
-        return self.phase not in TERMINAL_PHASES and not self.terminating
-
-    @property
-    def job(self) -> str | None:
-        if self.labels.get(L_OPERATOR) != OPERATOR_NAME or L_JOB not in self.labels:
-            return None
-        return f"{self.namespace}/{self.labels[L_JOB]}"
-
-    @property
-    def replica_type(self) -> str:
-        return self.labels.get(L_TYPE, "")
-
-    @property
-    def index(self) -> int:
-        try:
-            return int(self.labels.get(L_INDEX, "-1"))
-        except ValueError:
-            return -1
+    def __post_init__(self) -> None:
+        terminal = self.phase in TERMINAL_PHASES
+        labels = self.labels
+        set_ = object.__setattr__
+        set_(self, "occupies", self.node is not None and not terminal and not self.unschedulable)
+        set_(self, "live", not terminal and not self.terminating)
+        set_(self, "stuck", self.unschedulable and not self.bound and self.node is not None)
+        ours = labels.get(L_OPERATOR) == OPERATOR_NAME and L_JOB in labels
+        set_(self, "job", f"{self.namespace}/{labels[L_JOB]}" if ours else None)
+        set_(self, "replica_type", labels.get(L_TYPE, ""))
+        raw = labels.get(L_INDEX, "-1")
+        set_(self, "index", int(raw) if isinstance(raw, str) and raw.isdigit() else -1)
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any], container: str) -> Pod:
@@ -249,10 +238,10 @@ class Cluster:
     def observe(cls, nodes: Iterable[Node], pods: Iterable[Pod]) -> Cluster:
         nodes = tuple(sorted(nodes, key=lambda n: n.name))
         pods = tuple(sorted(pods, key=lambda p: (p.namespace, p.name)))
-        used: dict[str, list[Resources]] = {}
+        used: dict[str, dict[str, int]] = {}
         for p in pods:
             if p.occupies:
-                used.setdefault(p.node, []).append(p.request)
-        free = {n.name: n.allocatable - Resources.total(used.get(n.name, ())) for n in nodes}
+                p.request.add_to(used.setdefault(p.node, {}))  # type: ignore[arg-type]
+        free = {n.name: n.allocatable - Resources(used.get(n.name)) for n in nodes}
         by_name = MappingProxyType({n.name: n for n in nodes})
         return cls(nodes=nodes, pods=pods, free=MappingProxyType(free), by_name=by_name)

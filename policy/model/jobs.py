@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from policy.model.pool import DEFAULT_POOL, pool_of
 from policy.model.resources import PODS, Resources, to_milli
 from policy.model.templates import PodTemplate
 from policy.model.timeutil import parse_time
@@ -152,11 +153,20 @@ class Job:
     deleting: bool
     # runPolicy.schedulingPolicy.priorityClass, else the pods' priorityClassName
     priority_class: str | None = None
+    pool: str = DEFAULT_POOL  # runPolicy.schedulingPolicy.queue: the TrainingPool it asks for
+    _types: Mapping[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
     status: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    def type_of(self, label: str) -> str | None:
+        """The replica type whose pods carry this (lower-case) replica-type label."""
+        return self._types.get(label)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_types", {t.lower(): t for t in self.replicas})
 
     @property
     def chief_type(self) -> str | None:
@@ -349,6 +359,7 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         managed_elsewhere=(run.managedBy or spec.managedBy) not in MANAGED_BY_US,
         deleting=meta.deletionTimestamp is not None,
         priority_class=named if isinstance(named, str) and named else None,
+        pool=pool_of(raw_spec),
         status=MappingProxyType(dict(obj.get("status") or {})),  # checked above
     )
 

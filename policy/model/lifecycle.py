@@ -163,4 +163,4 @@ def assess(job: Job, pods: Sequence[Pod], now: datetime) -> Assessment:
 
 
 def _type_of(job: Job, pod: Pod) -> str | None:
-    return next((t for t in job.replicas if t.lower() == pod.replica_type), None)
+    return job.type_of(pod.replica_type)

@@ -41,8 +41,7 @@ class Resources(Mapping[str, int]):
     def total(cls, vectors: Iterable[Resources]) -> Resources:
         acc: dict[str, int] = {}
         for vec in vectors:
-            for k, v in vec._v.items():
-                acc[k] = acc.get(k, 0) + v
+            vec.add_to(acc)
         return cls(acc)
 
     def __getitem__(self, key: str) -> int:
@@ -73,6 +72,11 @@ class Resources(Mapping[str, int]):
     def fits_in(self, free: Resources) -> bool:
         """True if this request fits into ``free`` for every resource it asks for."""
         return all(v <= free[k] for k, v in self._v.items())
+
+    def add_to(self, totals: dict[str, int]) -> None:
+        """Add this vector into ``totals`` in place (for sums over many pods)."""
+        for k, v in self._v.items():
+            totals[k] = totals.get(k, 0) + v
 
     def times_in(self, free: Resources) -> int:
         """How many of this request fit into ``free`` at once (a large number if it asks

@@ -11,13 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from policy.memo import Memo, identity
+from policy.memo import Memo, content_key
 from policy.model import conditions as cond
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.admission import Admission
 from policy.model.cluster import Cluster, Node, Pod
 from policy.model.jobs import TFJOB, InvalidJob, Job, JobKind, child_name, parse_job
-from policy.model.pool import DEFAULT_POOL, POOL_KIND, VERSION, PoolSpec, pool_of
+from policy.model.pool import DEFAULT_POOL, POOL_KIND, VERSION, PoolSpec
 from policy.model.priority import Priorities
 
 NODES = "Node.v1"
@@ -57,11 +57,6 @@ def objects(group: ObjectMap, type_key: str) -> list[Mapping[str, Any]]:
     return [o for o in objs.values() if isinstance(o, Mapping)]
 
 
-def _keyed(kind: str, obj: Mapping[str, Any], *extra: Any) -> tuple | None:
-    ident = identity(obj)
-    return None if ident is None else (kind, *ident, *extra)
-
-
 def parsed_job(obj: Mapping[str, Any], kind: JobKind, memo: Memo) -> Job | InvalidJob:
     def make() -> Job | InvalidJob:
         try:
@@ -69,14 +64,15 @@ def parsed_job(obj: Mapping[str, Any], kind: JobKind, memo: Memo) -> Job | Inval
         except InvalidJob as err:
             return err
 
-    return memo.get(_keyed("job", obj, kind.kind), make)
+    return memo.get(content_key("job", obj, kind.kind), make)
 
 
 def _admissions(children: ObjectMap, memo: Memo) -> dict[str, Admission]:
     out: dict[str, Admission] = {}
     for obj in objects(children, ADMISSIONS):
         try:
-            adm = memo.get(_keyed("admission", obj), lambda obj=obj: Admission.from_object(obj))
+            key = content_key("admission", obj)
+            adm = memo.get(key, lambda obj=obj: Admission.from_object(obj))
         except ValueError:
             continue  # not readable: the pool writes it anew
         out[adm.job_key] = adm
@@ -92,20 +88,16 @@ def _jobs(
     orphans: list[tuple[Job, str]] = []
     for kind in KINDS:
         for obj in objects(related, job_type_key(kind)):
-            spec = obj.get("spec")
-            wanted = pool_of(spec) if isinstance(spec, Mapping) else DEFAULT_POOL
-            if wanted != pool and (known_pools is None or wanted in known_pools):
-                continue  # another pool's job
             try:
                 job = parsed_job(obj, kind, memo)
             except (ValueError, TypeError, KeyError, AttributeError):
                 continue  # unreadable: one job never stops the plan for everyone else
             if isinstance(job, InvalidJob):
                 continue
-            if wanted == pool:
+            if job.pool == pool:
                 mine.append(job)
-            else:
-                orphans.append((job, wanted))
+            elif known_pools is not None and job.pool not in known_pools:
+                orphans.append((job, job.pool))
     return mine, orphans
 
 
@@ -142,12 +134,14 @@ def observe(
     spec = PoolSpec.model_validate(parent.get("spec") or {})
     try:
         node_objs = objects(related, NODES)
-        nodes = [memo.get(_keyed("node", o), lambda o=o: Node.from_object(o)) for o in node_objs]
+        nodes = [
+            memo.get(content_key("node", o), lambda o=o: Node.from_object(o)) for o in node_objs
+        ]
         renamed = {n.hostname: n.name for n in nodes if n.hostname != n.name}
         pods: dict[tuple[str, str], Pod] = {}
         for obj in objects(related, PODS):
             pod = memo.get(
-                _keyed("pod", obj, TFJOB.container),
+                content_key("pod", obj, TFJOB.container),
                 lambda obj=obj: Pod.from_object(obj, TFJOB.container),
             )
             if renamed:

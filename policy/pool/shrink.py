@@ -105,6 +105,8 @@ def _candidates(
             floor = max(r.job.min_workers, r.job.worker.replicas)
         else:
             continue
+        if keep <= floor:
+            continue  # nothing to give up (checked before sorting its workers)
         leaving = {p.name for p in (*r.surplus, *ledger.victims.get(r.job.key, ()))}
         candidates = [p for p in shrinkable(r.job, r.workers, r.ps_nodes) if p.name not in leaving]
         for rank, pod in enumerate(candidates[: max(0, keep - floor)]):

@@ -18,7 +18,6 @@ from pydantic import ValidationError
 from policy.memo import Memo
 from policy.model.admission import ADMITTED, QUEUED, Admission, LastScale, Placement
 from policy.model.admission import TYPE_KEY as ADMISSIONS
-from policy.model.cluster import Cluster
 from policy.model.jobs import Job
 from policy.model.pool import DEFAULT_POOL
 from policy.model.resources import PODS, Resources, format_quantity
@@ -54,8 +53,9 @@ def sync(
     rules = rules_for(snap.spec)
     result = plan(snap.jobs, snap.cluster, now, rules, snap.priorities, snap.admissions)
     stamp = format_time(now)
+    hostnames = {n.name: n.hostname for n in snap.cluster.nodes if n.hostname != n.name}
     admissions = [
-        _admission(snap, jp, stamp).to_object()
+        _admission(snap, jp, stamp, hostnames).to_object()
         for jp in result.jobs.values()
         if jp.phase in (QUEUED, ADMITTED)
     ]
@@ -65,7 +65,9 @@ def sync(
     return PoolDecision(admissions, _status(snap, result.jobs.values()), resync)
 
 
-def _admission(snap: PoolSnapshot, jp: JobPlan, stamp: str) -> Admission:
+def _admission(
+    snap: PoolSnapshot, jp: JobPlan, stamp: str, hostnames: Mapping[str, str]
+) -> Admission:
     job = jp.job
     previous = snap.admissions.get(job.key)
     scale: LastScale | None
@@ -73,10 +75,10 @@ def _admission(snap: PoolSnapshot, jp: JobPlan, stamp: str) -> Admission:
         scale = jp.scale.recorded(stamp)
     else:
         scale = last_scale(job, previous)
-    order = {t: i for i, t in enumerate(job.kind.replica_types)}
+    order = job.kind.replica_types.index
     pods = tuple(
-        Placement(t, i, node, _hostname(snap.cluster, node))
-        for (t, i), node in sorted(jp.placements.items(), key=lambda s: (order[s[0][0]], s[0][1]))
+        Placement(t, i, node, hostnames.get(node) if node else None)
+        for (t, i), node in sorted(jp.placements.items(), key=lambda s: (order(s[0][0]), s[0][1]))
     )
     return _for(
         job, snap.name, jp.phase, _message(jp), snap.spec.binding, jp.workers_target, pods, scale
@@ -107,11 +109,6 @@ def _for(
         pods=pods,
         last_scale=scale,
     )
-
-
-def _hostname(cluster: Cluster, node: str | None) -> str | None:
-    n = cluster.by_name.get(node) if node else None
-    return n.hostname if n is not None and n.hostname != n.name else None
 
 
 def _message(jp: JobPlan) -> str:
