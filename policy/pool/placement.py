@@ -117,14 +117,17 @@ def place_gang(
     # that holds none of it takes none of it in the first fit either: it is left out.
     runs = [(run[0].request, eligible.get(run[0].type, ()), len(run)) for run in _runs(everything)]
 
+    last = len(runs) - 1
+
     def holds(node: str) -> int:
         left, n = free[node], 0
-        for request, ok, count in runs:
+        for i, (request, ok, count) in enumerate(runs):
             if node in ok:
                 k = min(count, request.times_in(left))
                 if k > 0:
                     n += k
-                    left = left - request.scaled(k)
+                    if i < last:
+                        left = left - request.scaled(k)
         return n
 
     candidates = frozenset().union(*(ok for _, ok, _ in runs))

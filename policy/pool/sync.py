@@ -131,9 +131,7 @@ def _status(snap: PoolSnapshot, plans: Any) -> dict[str, Any]:
     """Counts for people (``kubectl get trainingpools``): no times, so it stays stable."""
     plans = list(plans)
     capacity = Resources.total(n.allocatable for n in snap.cluster.nodes)
-    allocated = Resources.total(
-        n.allocatable - snap.cluster.free[n.name] for n in snap.cluster.nodes
-    )
+    allocated = capacity - Resources.total(snap.cluster.free.values())
     names = sorted(k for k in capacity if k != PODS)
     status: dict[str, Any] = {
         "nodes": len(snap.cluster.nodes),
