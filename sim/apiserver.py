@@ -2,7 +2,9 @@
 
 Objects are plain dicts in their wire shape and are never mutated after they are stored:
 every write stores a new dict, so a stale view may keep holding an old version safely.
-Watchers see every change as (type key, old, new), in order.
+Watchers see every change as (type key, old, new), in order. Owner references are indexed,
+so removing an owner garbage-collects its dependents of every type, namespaced dependents
+of a cluster-scoped owner included (as Kubernetes allows).
 """
 
 from __future__ import annotations
@@ -36,7 +38,13 @@ def object_key(obj: Obj) -> str:
 
 
 class Conflict(Exception):
-    """AlreadyExists, or a failed UID precondition."""
+    """AlreadyExists, or a failed UID or resourceVersion precondition."""
+
+
+def _owner_uids(obj: Obj | None) -> set[str]:
+    if obj is None:
+        return set()
+    return {r["uid"] for r in obj["metadata"].get("ownerReferences") or () if r.get("uid")}
 
 
 @dataclass
@@ -49,6 +57,8 @@ class ApiServer:
     _rv: int = 0
     _uid: int = 0
     _bytes: dict[tuple[str, str], tuple[str, bytes]] = field(default_factory=dict)
+    # owner uid -> (type key, key) of the objects that name it in their ownerReferences
+    _dependents: dict[str, set[tuple[str, str]]] = field(default_factory=dict)
 
     # --- reads -------------------------------------------------------------------------
 
@@ -81,6 +91,15 @@ class ApiServer:
             self._bytes.pop((tkey, key), None)
         else:
             bucket[key] = new
+        was, now = _owner_uids(old), _owner_uids(new)
+        for uid in was - now:
+            deps = self._dependents.get(uid)
+            if deps is not None:
+                deps.discard((tkey, key))
+                if not deps:
+                    del self._dependents[uid]
+        for uid in now - was:
+            self._dependents.setdefault(uid, set()).add((tkey, key))
         for w in self.watchers:
             w(tkey, old, new)
 
@@ -103,12 +122,18 @@ class ApiServer:
         self._store(tkey, key, None, new)
         return new
 
-    def update(self, obj: Obj, *, status_only: bool = False) -> Obj:
-        """Replace an object; a spec change bumps ``generation`` (status writes never do)."""
+    def update(
+        self, obj: Obj, *, status_only: bool = False, resource_version: str | None = None
+    ) -> Obj:
+        """Replace an object; a spec change bumps ``generation`` (status writes never do).
+        With ``resource_version``, the write is refused (:class:`Conflict`, HTTP 409) unless
+        the stored object still has that version, as a PUT of a cached copy is."""
         tkey, key = type_key(obj), object_key(obj)
         old = self.get(tkey, key)
         if old is None:
             raise KeyError(f"{tkey} {key} not found")
+        if resource_version is not None and old["metadata"]["resourceVersion"] != resource_version:
+            raise Conflict(f"{tkey} {key}: the object has been modified")
         meta = {**obj["metadata"], "resourceVersion": self._next_rv()}
         if (
             not status_only
@@ -149,9 +174,5 @@ class ApiServer:
         if old is None:
             return
         self._store(tkey, key, old, None)
-        uid = old["metadata"]["uid"]
-        for dtkey in ("Pod.v1", "Service.v1"):
-            for dep in list(self.objects.get(dtkey, {}).values()):
-                refs = dep["metadata"].get("ownerReferences") or ()
-                if any(r.get("uid") == uid for r in refs):
-                    self.delete(dtkey, object_key(dep))
+        for dtkey, dkey in sorted(self._dependents.get(old["metadata"]["uid"], ())):
+            self.delete(dtkey, dkey)
