@@ -2,7 +2,8 @@
 
 No HTTP socket, but nothing else is skipped: the request body is the bytes Metacontroller
 would POST, and the answer is parsed from the bytes the app returns. The wall time of each
-call is recorded: it is the webhook's own latency, with no network in it.
+call is recorded (``latencies_s``, and on each answer as ``elapsed_s``): it is the webhook's
+own latency, with no network in it.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ class HookResponse:
     status: int
     body: Any
     headers: dict[str, str]
+    elapsed_s: float = 0.0  # wall time inside the app
 
 
 @dataclass
@@ -49,7 +51,9 @@ class WebhookClient:
         }
         captured: dict[str, Any] = {}
 
-        def start_response(status: str, headers: list[tuple[str, str]], exc_info=None):
+        def start_response(
+            status: str, headers: list[tuple[str, str]], exc_info: Any = None
+        ) -> None:
             captured["status"] = int(status.split(" ", 1)[0])
             captured["headers"] = dict(headers)
 
@@ -61,10 +65,11 @@ class WebhookClient:
             close = getattr(chunks, "close", None)
             if close:
                 close()
+        elapsed = time.perf_counter() - started
         if measure:
-            self.latencies_s.append(time.perf_counter() - started)
+            self.latencies_s.append(elapsed)
         try:
             payload = orjson.loads(raw) if raw else None
         except orjson.JSONDecodeError:
             payload = raw.decode(errors="replace")
-        return HookResponse(captured["status"], payload, captured["headers"])
+        return HookResponse(captured["status"], payload, captured["headers"], elapsed)
