@@ -1,9 +1,10 @@
 """The discrete-event loop that ties the simulated cluster to the real webhook.
 
 At each instant the cluster's own reactions run first (kube-scheduler binding, kubelets,
-training programs), then Metacontroller works off its queue, one batch of syncs at a time,
-until nothing is left to do at that instant; then time jumps to the next event. Everything
-random draws from one seeded generator, so a seed fixes the whole run.
+training programs, syncs finishing), then Metacontroller's free workers start the syncs
+their queues hold (each lands ``cost`` later, ``sim/metacontroller.py``); then time jumps to
+the next event. Everything random draws from one seeded generator and sync costs are a
+function of the request's size by default, so a seed fixes the whole run.
 """
 
 from __future__ import annotations
@@ -22,14 +23,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
+from flask import Flask
 
-from policy.model.pool import PolicyName
 from policy.model.jobs import pod_request
+from policy.model.pool import DEFAULT_POOL, POOL_KIND, PolicyName, pool_object
 from policy.model.resources import Resources
 from sim.apiserver import EPOCH, ApiServer, Obj, object_key
 from sim.bounds import BoundJob, lower_bounds
 from sim.kube import Kube
-from sim.metacontroller import Metacontroller, View
+from sim.metacontroller import Controller, HotLoop, Metacontroller, SyncCost, View
 from sim.results import JobRecord, Progress, Sample, Segment, SimResult
 from sim.spec import JobSpec
 from sim.training import Programs, Training
@@ -37,8 +39,12 @@ from sim.webhook import WebhookClient
 from webhooks.app import create_app
 from webhooks.config import Settings
 
-CONTROLLER = Path(__file__).resolve().parent.parent / "metacontroller" / "tfjob-controller.yaml"
+MANIFESTS = Path(__file__).resolve().parent.parent / "metacontroller"
+# The CompositeControllers Metacontroller hosts, in the order its workers are served.
+CONTROLLERS = (MANIFESTS / "pool-controller.yaml", MANIFESTS / "tfjob-controller.yaml")
+POOLS, JOBS = "dragonet-pools", "dragonet-tfjobs"
 TFJOBS = "TFJob.kubeflow.org/v1"
+AppFactory = Callable[[Callable[[], datetime]], Flask]  # (clock) -> a webhook app
 DAY = 86400.0
 
 
@@ -56,12 +62,21 @@ class Scenario:
 
 @dataclass(frozen=True)
 class SimConfig:
+    # The TrainingPool "default" the run creates (unless the scenario brings its own).
     policy: PolicyName = "dragonet"
     binding: Literal["affinity", "nodeName"] = "affinity"
     seed: int = 0
-    # Metacontroller: syncs built from one view at a time, and how late that view is.
+    # Metacontroller: workers per CompositeController (its --workers), and how late its
+    # informer view is.
     mc_workers: int = 1
     view_delay_s: float = 0.0
+    # What a sync costs in simulated time: "model" = base + per KiB of the request, per
+    # controller (deterministic); "measured" = the webhook's wall time (not reproducible).
+    sync_cost: Literal["model", "measured"] = "model"
+    pool_sync_base_ms: float = 2.0
+    pool_sync_per_kib_ms: float = 0.02
+    job_sync_base_ms: float = 1.0
+    job_sync_per_kib_ms: float = 0.02
     start_delay_s: tuple[float, float] = (3.0, 7.0)
     grace_s: float = 2.0
     # The user deletes a finished job this long after it finished (None: never).
@@ -75,11 +90,21 @@ class SimConfig:
     evictions: tuple[tuple[float, str], ...] = ()
     crashes: tuple[tuple[float, str, int], ...] = ()
     max_time_s: float = 60 * DAY
-    max_syncs_per_instant: int = 200  # per job: more means statuses never settle
+    # One parent synced more often within one simulated second: its status or children
+    # never settle (a hot loop), and the run stops.
+    max_syncs_per_parent_second: int = 200
+
+    def cost_of(self, controller: Mapping[str, Any]) -> SyncCost | None:
+        """The cost model of a CompositeController's hooks (None: measured wall time)."""
+        if self.sync_cost == "measured":
+            return None
+        if controller["spec"]["parentResource"]["resource"] == "trainingpools":
+            return SyncCost(self.pool_sync_base_ms, self.pool_sync_per_kib_ms)
+        return SyncCost(self.job_sync_base_ms, self.job_sync_per_kib_ms)
 
 
-def load_controller() -> dict[str, Any]:
-    return yaml.safe_load(CONTROLLER.read_text())
+def load_controllers() -> list[dict[str, Any]]:
+    return [yaml.safe_load(path.read_text()) for path in CONTROLLERS]
 
 
 class Simulation:
@@ -88,10 +113,14 @@ class Simulation:
         scenario: Scenario,
         config: SimConfig | None = None,
         on_progress: Callable[[Progress], None] | None = None,
+        webhook_app: AppFactory | None = None,
     ) -> None:
+        """``webhook_app`` builds the app Metacontroller calls (default: Dragonet's own,
+        ``webhooks.app.create_app``); it is called again at every webhook restart."""
         self.scenario = scenario
         self.config = config = config or SimConfig()
         self.on_progress = on_progress
+        self._app_factory = webhook_app
         self.now = 0.0
         self._heap: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
@@ -101,16 +130,24 @@ class Simulation:
         self.programs = Programs(self.api, self.schedule, self.kube.exit)
         self.programs.on_finish = self._finished
         self.view = View(self.api, self.schedule, config.view_delay_s)
-        self.settings = Settings(
-            policy=config.policy,
-            binding=config.binding,
-            starvation_seconds=config.starvation_seconds,
-            idle_seconds=config.idle_seconds,
-        )
+        self.settings = Settings()
         self.webhook = WebhookClient(self._new_app())
         self.mc = Metacontroller(
-            load_controller(), self.api, self.view, self.webhook, self.schedule, config.mc_workers
+            [
+                Controller(
+                    c,
+                    self.api,
+                    self.view,
+                    self.webhook,
+                    self.schedule,
+                    workers=config.mc_workers,
+                    cost=config.cost_of(c),
+                    max_syncs_per_second=config.max_syncs_per_parent_second,
+                )
+                for c in load_controllers()
+            ]
         )
+        self.policy = self._pool_policy()
         self.log: list[tuple[float, str, str, str]] = []  # (t, event, pod, node)
         self.api.watchers.append(self._record)
         self.capacity = Resources.total(
@@ -125,8 +162,38 @@ class Simulation:
     def clock(self) -> datetime:
         return EPOCH + timedelta(seconds=self.now)
 
-    def _new_app(self):
+    def _new_app(self) -> Flask:
+        if self._app_factory is not None:
+            return self._app_factory(self.clock)
         return create_app(self.settings, clock=self.clock)
+
+    def _own_pool(self) -> Mapping[str, Any] | None:
+        """The scenario's own TrainingPool "default", if it brings one."""
+        return next(
+            (
+                o
+                for o in self.scenario.objects
+                if o.get("kind") == POOL_KIND and o["metadata"]["name"] == DEFAULT_POOL
+            ),
+            None,
+        )
+
+    def _pool_policy(self) -> str:
+        own = self._own_pool()
+        if own is None:
+            return self.config.policy
+        return str((own.get("spec") or {}).get("policy") or "dragonet")
+
+    def default_pool(self) -> dict[str, Any]:
+        """The TrainingPool "default" made from the config."""
+        c = self.config
+        return pool_object(
+            DEFAULT_POOL,
+            policy=c.policy,
+            binding=c.binding,
+            starvationSeconds=c.starvation_seconds,
+            idleSeconds=c.idle_seconds,
+        )
 
     def schedule(self, delay: float, action: Callable[[], None]) -> None:
         heapq.heappush(self._heap, (self.now + max(delay, 0.0), next(self._seq), action))
@@ -148,6 +215,8 @@ class Simulation:
     def _setup(self) -> None:
         for obj in (*self.scenario.nodes, *self.scenario.objects):
             self.api.create(obj)
+        if self._own_pool() is None:
+            self.api.create(self.default_pool())
         for spec in self.scenario.jobs:
             self.schedule(spec.arrival_s, lambda s=spec: self._arrive(s))
         for t in self.config.webhook_restarts_s:
@@ -209,25 +278,35 @@ class Simulation:
             gc.set_threshold(*thresholds)
             gc.unfreeze()
 
+    def _step(self) -> bool:
+        """Run what is due now: one event, else the syncs free workers can start. False
+        when nothing is left to do at this instant."""
+        if self._heap and self._heap[0][0] <= self.now:
+            _, _, action = heapq.heappop(self._heap)
+            action()
+            return True
+        try:
+            return self.mc.start_syncs() > 0
+        except HotLoop as err:
+            raise SimulationError(f"t={self.now:.3f}s: {err}") from err
+
+    def settle(self, max_s: float = 600.0) -> None:
+        """Run until Metacontroller has nothing queued or in flight (for tests that poke a
+        finished run: enqueue a key, then settle). Events due meanwhile run too."""
+        until = self.now + max_s
+        while True:
+            if self._step():
+                continue
+            if self.mc.idle or not self._heap or self._heap[0][0] > until:
+                return
+            self._advance(self._heap[0][0])
+
     def _run(self) -> SimResult:
         started = time.perf_counter()
         self._setup()
-        syncs_here, here = 0, -1.0
-        limit = self.config.max_syncs_per_instant * max(len(self.scenario.jobs), 1)
         finished_at: float | None = None
         while True:
-            if self._heap and self._heap[0][0] <= self.now:
-                _, _, action = heapq.heappop(self._heap)
-                action()
-                continue
-            if self.mc.queue:
-                if here != self.now:
-                    syncs_here, here = 0, self.now
-                syncs_here += self.mc.run_batch()
-                if syncs_here > limit:
-                    raise SimulationError(
-                        f"t={self.now:.0f}s: {syncs_here} syncs without settling (hot loop)"
-                    )
+            if self._step():
                 continue
             if finished_at is None and self._all_done():
                 finished_at = self.now
@@ -246,7 +325,7 @@ class Simulation:
         jobs = self.programs.jobs.values()
         self.on_progress(
             Progress(
-                policy=self.config.policy,
+                policy=self.policy,
                 sim_time_s=self.now,
                 jobs_total=len(self.scenario.jobs),
                 jobs_done=sum(1 for t in jobs if t.finished_s is not None),
@@ -304,10 +383,11 @@ class Simulation:
         makespan = max(finishes) if finishes else None
         span = makespan or self.now or 1.0
         cap = {k: v for k, v in _units(self.capacity).items() if k != "pods"}
-        lat = sorted(x * 1000 for x in self.webhook.latencies_s)
+        controllers = self.mc.controllers.values()
+        lat = sorted(x * 1000 for c in controllers for x in c.latencies_s)
         bounds = lower_bounds([self._bound_job(s) for s in self.scenario.jobs], cap)
         summary = {
-            "policy": self.config.policy,
+            "policy": self.policy,
             "scenario": self.scenario.name,
             "jobs": len(records),
             "jobs_finished": len(jcts),
@@ -334,11 +414,14 @@ class Simulation:
             "pod_restarts": self.programs.restarts,
             "kubelet_rejections": self.kube.rejected,
             "sync_calls": self.mc.sync_calls,
+            "sync_calls_by_controller": {c.name: c.sync_calls for c in controllers},
             "sync_errors": self.mc.errors,
-            "sync_latency_ms": {
-                "p50": round(_pct(lat, 50), 3) if lat else None,
-                "p99": round(_pct(lat, 99), 3) if lat else None,
+            "sync_throttled": self.mc.throttled,
+            "sync_latency_ms": _percentiles(lat),
+            "sync_latency_ms_by_controller": {
+                c.name: _percentiles(sorted(x * 1000 for x in c.latencies_s)) for c in controllers
             },
+            "sync_busy_s_by_controller": {c.name: round(c.busy_s, 3) for c in controllers},
             "lower_bounds": {
                 "makespan_s": _round(bounds.makespan_s),
                 "avg_jct_s": _round(bounds.avg_jct_s),
@@ -346,9 +429,7 @@ class Simulation:
             "wall_time_s": round(wall_s, 3),
         }
         samples = tuple(self.samples)
-        return SimResult(
-            self.config.policy, self.scenario.name, cap, tuple(records), samples, summary
-        )
+        return SimResult(self.policy, self.scenario.name, cap, tuple(records), samples, summary)
 
 
 def _times(r: Resources, n: int) -> Resources:
@@ -361,6 +442,13 @@ def _units(r: Resources) -> dict[str, float]:
 
 def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 1)
+
+
+def _percentiles(sorted_ms: Sequence[float]) -> dict[str, float | None]:
+    return {
+        "p50": round(_pct(sorted_ms, 50), 3) if sorted_ms else None,
+        "p99": round(_pct(sorted_ms, 99), 3) if sorted_ms else None,
+    }
 
 
 def _pct(sorted_values: Sequence[float], p: float) -> float:

@@ -1,40 +1,83 @@
-"""Metacontroller's CompositeController, as documented (reference: metacontroller-contract.md).
+"""Metacontroller, as documented (metacontroller-contract.md §1-3, pools-and-backends.md §1).
 
-* Its informer view (:class:`View`) may lag the API server by a fixed delay; every trigger
-  fires when the view sees a change, and every request is built from the view.
-* A parent is synced when it changes, when one of its children changes (ControllerRef),
-  when a related object matching its customize rules changes, or when its
-  ``resyncAfterSeconds`` expires. The work queue never holds a key twice.
-* Customize answers are cached per (parent uid, generation).
-* ``workers`` syncs may be taken off the queue together and built from the same view
-  (Metacontroller runs 5 workers); their answers are then applied one after the other.
-* Children are applied by name: the missing are created (AlreadyExists is ignored), the
-  observed ones left out are deleted (uid precondition), existing ones are never updated
-  (``OnDelete``). The status is replaced after a live read, with ``observedGeneration``,
-  and not written when unchanged. A deleted parent gets finalize calls until ``finalized``.
-* A non-200 answer changes nothing; the key is retried after ``Retry-After`` (429) or an
-  exponential backoff (client-go's 5 ms .. 1000 s).
+One :class:`Controller` per CompositeController (``metacontroller/*.yaml``), all sharing one
+informer view (:class:`View`, which may lag the API server) and one webhook, as one
+Metacontroller process hosts them:
+
+* **Workqueue** (client-go's): each controller has its own queue and ``workers``. A key is
+  never processed concurrently with itself; adds for a queued key collapse into one; an add
+  for a key being processed gives exactly one more pass once it is done.
+* **Syncs take time.** A sync started at simulated time ``t`` builds its request from the
+  view at ``t`` and calls the webhook then (the webhook's clock reads ``t``); its effects
+  (child creates, updates and deletes, the status write, ``resyncAfterSeconds``, finalizer
+  removal) land at ``t + cost``, and only then is the key done. ``cost`` is
+  :class:`SyncCost` of the request's size, or the measured wall time of the call.
+* **Triggers**: a parent add or delete, a parent update (with ``ignoreStatusChanges`` only a
+  change of generation, labels or annotations, or a deletionTimestamp), a child event
+  (ControllerRef), a related object matching the parent's customize rules (old or new
+  state; name rules are looked up in an index, selector rules matched), and
+  ``resyncAfterSeconds``. Updates that keep the resourceVersion trigger nothing.
+* **Customize** answers are cached per (parent uid, generation).
+* **Children** are keyed ``namespace/name`` (cluster-scoped: ``name``). A desired child
+  must be of a declared child type; a namespaced child of a cluster-scoped parent must name
+  its namespace (a namespaced parent's children default to its own); with
+  ``generateSelector`` each gets the ``controller-uid`` label. An answer that breaks these
+  rules is a sync error and nothing of it is applied. Observed children (those of the
+  request) left out are deleted (uid precondition); missing ones are created
+  (AlreadyExists ignored) with a controller ownerReference; an observed child that differs
+  is left alone (``OnDelete``), updated (``InPlace``: a PUT of the cached copy, so a 409 if
+  it changed since, ignored), or deleted (``Recreate``).
+* **Status** is replaced after a live read, with ``observedGeneration`` (the synced
+  parent's generation), and not written when unchanged. The finalizer is added before the
+  first sync of a controller with a finalize hook; a deleted parent gets finalize calls
+  until it answers ``finalized: true``.
+* **Errors**: a non-200 answer changes nothing; the key is retried after ``Retry-After``
+  (429) or client-go's per-item exponential backoff (5 ms doubling, at most 1000 s).
+  Delayed adds (these and ``resyncAfterSeconds``) keep one waiting entry per key, the
+  soonest, as client-go's delaying queue does.
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import urlsplit
 
 import orjson
 
 from sim.apiserver import ApiServer, Conflict, Obj, object_key, type_key
-from sim.webhook import WebhookClient
+from sim.webhook import HookResponse, WebhookClient
 
 Schedule = Callable[[float, Callable[[], None]], None]
-RESOURCE_KINDS = {
-    "pods": "Pod",
-    "services": "Service",
-    "nodes": "Node",
-    "priorityclasses": "PriorityClass",
+Handler = Callable[[str, Obj | None, Obj | None], None]
+HookKind = Literal["sync", "finalize"]
+
+# plural resource -> (Kind, namespaced): what API discovery tells Metacontroller.
+RESOURCES: dict[str, tuple[str, bool]] = {
+    "pods": ("Pod", True),
+    "services": ("Service", True),
+    "configmaps": ("ConfigMap", True),
+    "nodes": ("Node", False),
+    "namespaces": ("Namespace", False),
+    "priorityclasses": ("PriorityClass", False),
+    "tfjobs": ("TFJob", True),
+    "mxjobs": ("MXJob", True),
+    "trainingpools": ("TrainingPool", False),
+    "admissions": ("Admission", True),
 }
+UPDATE_METHODS = ("OnDelete", "InPlace", "Recreate")
+BACKOFF_BASE_S, BACKOFF_MAX_S = 0.005, 1000.0
+
+
+def resource_type(api_version: str, resource: str) -> tuple[str, bool]:
+    """The v2 type key (``Kind.apiVersion``) of a resource, and whether it is namespaced."""
+    if resource not in RESOURCES:
+        raise KeyError(f"unknown resource {resource!r} ({api_version})")
+    kind, namespaced = RESOURCES[resource]
+    return f"{kind}.{api_version}", namespaced
 
 
 class View:
@@ -44,7 +87,7 @@ class View:
         self.api = api
         self.delay_s = delay_s
         self.version = 0
-        self.handlers: list[Callable[[str, Obj | None, Obj | None], None]] = []
+        self.handlers: list[Handler] = []
         self.objects: dict[str, dict[str, Obj]] = api.objects if delay_s <= 0 else {}
         self._schedule = schedule
         api.watchers.append(self._on_api_change)
@@ -98,11 +141,23 @@ def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, st
 
 @dataclass(frozen=True)
 class Rule:
+    """One related-resource rule of a customize answer."""
+
     tkey: str
+    namespaced: bool  # the related type
     selector: Mapping[str, Any] = field(hash=False, compare=False)
     selector_key: bytes  # the selector's canonical JSON: rules compare and hash by it
     namespace: str | None
     names: tuple[str, ...]
+
+    @property
+    def direct(self) -> bool:
+        """Answered by looking the names up, not by scanning the type."""
+        return bool(self.names) and (self.namespace is not None or not self.namespaced)
+
+    def lookup_keys(self) -> list[str]:
+        ns = self.namespace if self.namespaced else None
+        return [f"{ns}/{n}" if ns else n for n in self.names]
 
     def matches(self, obj: Obj) -> bool:
         meta = obj["metadata"]
@@ -113,79 +168,249 @@ class Rule:
         return selector_matches(self.selector, meta.get("labels") or {})
 
 
-def _rule(raw: Mapping[str, Any], kinds: Mapping[str, str]) -> Rule:
-    api_version, resource = raw["apiVersion"], raw["resource"]
-    kind = kinds.get(resource) or RESOURCE_KINDS[resource]
+def _rule(raw: Mapping[str, Any], parent: Obj) -> Rule:
+    tkey, namespaced = resource_type(raw["apiVersion"], raw["resource"])
     selector = raw.get("labelSelector") or {}
+    names = tuple(raw.get("names") or ())
+    namespace = raw.get("namespace") or None
+    if names and namespace is None and namespaced:
+        # A name rule of a namespaced parent looks in the parent's namespace.
+        namespace = parent["metadata"].get("namespace") or None
     return Rule(
-        tkey=f"{kind}.{api_version}",
+        tkey=tkey,
+        namespaced=namespaced,
         selector=selector,
         selector_key=orjson.dumps(selector, option=orjson.OPT_SORT_KEYS),
-        namespace=raw.get("namespace"),
-        names=tuple(raw.get("names") or ()),
+        namespace=namespace,
+        names=names,
     )
+
+
+def _hook_path(webhook: Mapping[str, Any]) -> str:
+    """The HTTP path of a hook (``url``, or ``service`` + ``path``)."""
+    url = webhook.get("url")
+    return urlsplit(url).path if url else webhook["path"]
 
 
 def _j(value: Any) -> bytes:
     return orjson.dumps(value)
 
 
-@dataclass
-class Metacontroller:
-    controller: Mapping[str, Any]  # the CompositeController object
-    api: ApiServer
-    view: View
-    webhook: WebhookClient
-    schedule: Schedule
-    workers: int = 1
-    queue: dict[str, None] = field(default_factory=dict)
-    sync_calls: int = 0
-    errors: int = 0
-    _customized: dict[tuple[str, int], tuple[Rule, ...]] = field(default_factory=dict)
-    _groups: dict[tuple[Rule, ...], set[str]] = field(default_factory=dict)
-    _related: dict[tuple[Rule, ...], tuple[int, bytes]] = field(default_factory=dict)
-    _failures: dict[str, int] = field(default_factory=dict)
-    _owned: dict[str, dict[str, set[str]]] = field(default_factory=dict)
-    _parents: dict[str, str] = field(default_factory=dict)  # uid -> parent key
+def _owner_uid(obj: Obj | None) -> str | None:
+    if obj is None:
+        return None
+    for ref in obj["metadata"].get("ownerReferences") or ():
+        if ref.get("controller"):
+            return ref.get("uid")
+    return None
 
-    def __post_init__(self) -> None:
-        spec = self.controller["spec"]
+
+def _same_version(old: Obj | None, new: Obj | None) -> bool:
+    return (
+        old is not None
+        and new is not None
+        and old["metadata"].get("resourceVersion") == new["metadata"].get("resourceVersion")
+    )
+
+
+def _meaningful_parent_change(old: Obj | None, new: Obj) -> bool:
+    """``ignoreStatusChanges``: what still enqueues a parent on update (controller.go's
+    updateParentObject)."""
+    if old is None:
+        return True
+    om, nm = old["metadata"], new["metadata"]
+    return (
+        om.get("generation") != nm.get("generation")
+        or (om.get("labels") or {}) != (nm.get("labels") or {})
+        or (om.get("annotations") or {}) != (nm.get("annotations") or {})
+        or bool(nm.get("deletionTimestamp"))
+    )
+
+
+def _merged(observed: Obj, desired: Obj) -> Obj | None:
+    """The object an in-place update writes, or None when nothing differs. Metacontroller's
+    dynamic-apply is a 3-way merge; every field we return is ours, so it replaces labels,
+    annotations and every top-level field but metadata and status."""
+    om, dm = observed["metadata"], desired["metadata"]
+    top_o = {k: v for k, v in observed.items() if k not in ("metadata", "status")}
+    top_d = {k: v for k, v in desired.items() if k not in ("metadata", "status")}
+    labels, annotations = dm.get("labels") or {}, dm.get("annotations") or {}
+    if (
+        top_o == top_d
+        and (om.get("labels") or {}) == labels
+        and (om.get("annotations") or {}) == annotations
+    ):
+        return None
+    meta = {**om, "labels": labels}
+    if annotations:
+        meta["annotations"] = annotations
+    else:
+        meta.pop("annotations", None)
+    new: dict[str, Any] = {**top_d, "metadata": meta}
+    if "status" in observed:
+        new["status"] = observed["status"]
+    return new
+
+
+@dataclass(frozen=True)
+class SyncCost:
+    """Simulated time one hook call takes: ``base_ms + per_kib_ms * request KiB``."""
+
+    base_ms: float
+    per_kib_ms: float
+
+    def seconds(self, request_bytes: int) -> float:
+        return (self.base_ms + self.per_kib_ms * request_bytes / 1024) / 1000
+
+
+class HotLoop(RuntimeError):
+    """A parent synced more often than ``max_syncs_per_second`` within one simulated second."""
+
+
+class InvalidAnswer(ValueError):
+    """A 200 answer Metacontroller refuses to apply (a child it cannot place)."""
+
+
+@dataclass
+class _Sync:
+    """One sync in flight: what it saw at its start, and the webhook's answer."""
+
+    key: str
+    parent: Obj
+    kind: HookKind
+    observed: dict[tuple[str, str], Obj]
+    answer: HookResponse
+
+
+@dataclass
+class _ChildType:
+    namespaced: bool
+    method: str
+
+
+class Controller:
+    """One CompositeController: its workqueue and workers, customize cache, children."""
+
+    def __init__(
+        self,
+        controller: Mapping[str, Any],
+        api: ApiServer,
+        view: View,
+        webhook: WebhookClient,
+        schedule: Schedule,
+        *,
+        workers: int = 1,
+        cost: SyncCost | None = None,
+        max_syncs_per_second: int = 0,
+    ) -> None:
+        self.controller = controller
+        self.name: str = controller["metadata"]["name"]
+        self.api, self.view, self.webhook, self.schedule = api, view, webhook, schedule
+        self.workers = max(int(workers), 1)
+        self.cost = cost  # None: charge the measured wall time of each call
+        self.max_syncs_per_second = max_syncs_per_second
+        spec = controller["spec"]
         parent = spec["parentResource"]
-        self.parent_kind = "TFJob" if parent["resource"] == "tfjobs" else "MXJob"
-        self.parent_tkey = f"{self.parent_kind}.{parent['apiVersion']}"
-        self.child_tkeys = [
-            f"{RESOURCE_KINDS[c['resource']]}.{c['apiVersion']}" for c in spec["childResources"]
-        ]
-        self.kinds = {parent["resource"]: self.parent_kind}
-        self.finalizer = (
-            f"metacontroller.io/compositecontroller-{self.controller['metadata']['name']}"
+        self.parent_tkey, self.parent_namespaced = resource_type(
+            parent["apiVersion"], parent["resource"]
         )
-        self._ctrl = _j(self.controller)
+        self.parent_kind = self.parent_tkey.split(".", 1)[0]
+        self.ignore_status_changes = bool(parent.get("ignoreStatusChanges"))
+        self.generate_selector = bool(spec.get("generateSelector"))
+        self.child_types: dict[str, _ChildType] = {}
+        for c in spec.get("childResources") or ():
+            tkey, namespaced = resource_type(c["apiVersion"], c["resource"])
+            method = (c.get("updateStrategy") or {}).get("method") or "OnDelete"
+            if method not in UPDATE_METHODS:
+                raise ValueError(f"{self.name}: update strategy {method} is not simulated")
+            self.child_types[tkey] = _ChildType(namespaced, method)
+        self.finalizer = f"metacontroller.io/compositecontroller-{self.name}"
         hooks = spec["hooks"]
-        self.paths = {name: hooks[name]["webhook"]["url"].split("/", 3)[3] for name in hooks}
-        self.view.handlers.append(self._on_change)
-        for obj in self.view.values(self.parent_tkey):
+        self.paths = {name: _hook_path(hooks[name]["webhook"]) for name in hooks}
+        self._ctrl = _j(controller)
+
+        # the workqueue
+        self.queue: dict[str, None] = {}  # insertion-ordered set: FIFO
+        self.processing: set[str] = set()
+        self.dirty: set[str] = set()  # added while being processed: one more pass
+        self._waiting: dict[str, float] = {}  # AddAfter: key -> when it is added
+        # counters
+        self.sync_calls = 0  # sync + finalize calls (customize is not counted)
+        self.errors = 0  # failed syncs (not 429: Metacontroller does not count those)
+        self.throttled = 0  # 429 answers: retried after Retry-After, no error backoff
+        self.latencies_s: list[float] = []  # wall time of each sync/finalize call
+        self.busy_s = 0.0  # simulated time charged to hook calls
+        self.error_log: list[tuple[float, str, str]] = []  # (t, parent key, why)
+        # indexes
+        self._parents: dict[str, str] = {}  # uid -> parent key
+        self._owned: dict[str, dict[str, set[str]]] = {}  # parent uid -> type -> child keys
+        self._customized: dict[str, tuple[int, tuple[Rule, ...]]] = {}  # uid -> (gen, rules)
+        self._rules_of: dict[str, tuple[Rule, ...]] = {}  # parent key -> registered rules
+        self._groups: dict[tuple[Rule, ...], set[str]] = {}  # selector rules -> parents
+        self._by_name: dict[tuple[str, str | None, str], set[str]] = {}  # name rules
+        self._related_types: set[str] = set()  # informers started for related types
+        self._related: dict[tuple[Rule, ...], tuple[int, bytes]] = {}
+        self._failures: dict[str, int] = {}
+        self._starts: dict[str, deque[float]] = {}
+
+        view.handlers.append(self._on_change)
+        for obj in view.values(self.parent_tkey):
             self._parents[obj["metadata"]["uid"]] = object_key(obj)
-        for tkey in self.child_tkeys:
-            for obj in self.view.values(tkey):
+        for tkey in self.child_types:
+            for obj in view.values(tkey):
                 self._index(tkey, None, obj)
 
-    # --- triggers --------------------------------------------------------------------
+    # --- the workqueue -----------------------------------------------------------------
 
     def enqueue(self, key: str) -> None:
-        self.queue[key] = None
+        if key in self.processing:
+            self.dirty.add(key)
+        else:
+            self.queue[key] = None
 
-    def _owner_uid(self, obj: Obj | None) -> str | None:
-        if obj is None:
-            return None
-        for ref in obj["metadata"].get("ownerReferences") or ():
-            if ref.get("controller"):
-                return ref.get("uid")
-        return None
+    def enqueue_after(self, delay_s: float, key: str) -> None:
+        """client-go's AddAfter: a key waits once, for the soonest time it was asked for."""
+        if delay_s <= 0:
+            self.enqueue(key)
+            return
+        ready = self.api.clock() + delay_s
+        if self._waiting.get(key, float("inf")) <= ready:
+            return
+        self._waiting[key] = ready
+
+        def fire() -> None:
+            if self._waiting.get(key) == ready:
+                del self._waiting[key]
+                self.enqueue(key)
+
+        self.schedule(delay_s, fire)
+
+    def _done(self, key: str) -> None:
+        self.processing.discard(key)
+        if key in self.dirty:
+            self.dirty.discard(key)
+            self.queue[key] = None
+
+    @property
+    def idle(self) -> bool:
+        return not self.queue and not self.processing
+
+    def start_syncs(self) -> int:
+        """Hand queued keys to free workers; returns how many keys were taken."""
+        taken = 0
+        while self.queue and len(self.processing) < self.workers:
+            key = next(iter(self.queue))
+            del self.queue[key]
+            self.processing.add(key)
+            taken += 1
+            self._start(key)
+        return taken
+
+    # --- triggers ----------------------------------------------------------------------
 
     def _index(self, tkey: str, old: Obj | None, new: Obj | None) -> None:
         for obj, add in ((old, False), (new, True)):
-            uid = self._owner_uid(obj)
+            uid = _owner_uid(obj)
             if uid is None:
                 continue
             keys = self._owned.setdefault(uid, {}).setdefault(tkey, set())
@@ -193,199 +418,354 @@ class Metacontroller:
 
     def _on_change(self, tkey: str, old: Obj | None, new: Obj | None) -> None:
         if tkey == self.parent_tkey:
-            key = object_key(new if new is not None else old)
-            if new is None:
-                self._parents.pop(old["metadata"]["uid"], None)
-            else:
-                self._parents[new["metadata"]["uid"]] = key
+            self._on_parent(old, new)
+        if tkey in self.child_types:
+            self._on_child(tkey, old, new)
+        if tkey in self._related_types and not _same_version(old, new):
+            for p in sorted(self._related_parents(tkey, old, new)):
+                self.enqueue(p)
+
+    def _on_parent(self, old: Obj | None, new: Obj | None) -> None:
+        if new is None:
+            assert old is not None
+            key = object_key(old)
+            self._forget(old)
+            self.enqueue(key)  # the sync finds it gone and does nothing
+            return
+        key = object_key(new)
+        self._parents[new["metadata"]["uid"]] = key
+        quiet = self.ignore_status_changes and not _meaningful_parent_change(old, new)
+        if old is None or not quiet:
             self.enqueue(key)
-        if tkey in self.child_tkeys:
-            self._index(tkey, old, new)
-            uid = self._owner_uid(new) or self._owner_uid(old)
-            parent = self._parent_by_uid(uid)
-            if parent is not None:
-                self.enqueue(parent)
-        if (
-            old is not None
-            and new is not None
-            and old["metadata"].get("resourceVersion") == new["metadata"].get("resourceVersion")
-        ):
-            return  # a resync of an unchanged object triggers nothing
-        for rules, parents in self._groups.items():
+
+    def _on_child(self, tkey: str, old: Obj | None, new: Obj | None) -> None:
+        if _same_version(old, new):
+            return
+        self._index(tkey, old, new)
+        uid = _owner_uid(new) or _owner_uid(old)
+        parent = None if uid is None else self._parents.get(uid)
+        if parent is not None:
+            self.enqueue(parent)
+
+    def _related_parents(self, tkey: str, old: Obj | None, new: Obj | None) -> set[str]:
+        parents: set[str] = set()
+        for obj in (old, new):
+            if obj is None:
+                continue
+            meta = obj["metadata"]
+            for ns in {meta.get("namespace"), None}:
+                parents |= self._by_name.get((tkey, ns, meta["name"]), set())
+        for rules, members in self._groups.items():
             if any(
                 r.tkey == tkey and any(o is not None and r.matches(o) for o in (old, new))
                 for r in rules
             ):
-                for p in sorted(parents):
-                    self.enqueue(p)
+                parents |= members
+        return parents
 
-    def _parent_by_uid(self, uid: str | None) -> str | None:
-        return None if uid is None else self._parents.get(uid)
+    def _register(self, key: str, rules: tuple[Rule, ...]) -> None:
+        if self._rules_of.get(key) == rules:
+            return
+        self._unregister(key)
+        self._rules_of[key] = rules
+        selecting = tuple(r for r in rules if not r.names)
+        if selecting:
+            self._groups.setdefault(selecting, set()).add(key)
+        for r in rules:
+            for n in r.names:
+                self._by_name.setdefault((r.tkey, r.namespace, n), set()).add(key)
+        self._related_types.update(r.tkey for r in rules)
 
-    # --- one batch of syncs ----------------------------------------------------------
-
-    def run_batch(self) -> int:
-        """Take up to ``workers`` keys, build their requests on one view, then apply."""
-        keys = list(self.queue)[: self.workers]
-        for k in keys:
-            del self.queue[k]
-        calls = [(k, *self._request(k)) for k in keys]
-        answers = [
-            (k, parent, kind, self.webhook.post(self.paths[kind], body))
-            for k, parent, kind, body in calls
-            if body is not None
-        ]
-        for key, parent, kind, answer in answers:
-            self.sync_calls += 1
-            self._apply(key, parent, kind, answer)
-        return len(answers)
-
-    def _rules(self, parent: Obj) -> tuple[Rule, ...]:
-        meta = parent["metadata"]
-        ck = (meta["uid"], int(meta.get("generation", 0)))
-        rules = self._customized.get(ck)
+    def _unregister(self, key: str) -> None:
+        rules = self._rules_of.pop(key, None)
         if rules is None:
-            body = b'{"controller":' + self._ctrl + b',"parent":' + _j(parent) + b"}"
-            answer = self.webhook.post(self.paths["customize"], body, measure=False)
-            if answer.status != 200:
-                raise RuntimeError(f"customize hook answered {answer.status}: {answer.body}")
-            raw = answer.body.get("relatedResources") or []
-            rules = tuple(_rule(r, self.kinds) for r in raw)
-            self._customized[ck] = rules
-        for group, members in self._groups.items():
-            if group != rules:
-                members.discard(object_key(parent))
-        self._groups.setdefault(rules, set()).add(object_key(parent))
-        return rules
+            return
+        self._related.pop(rules, None)  # a cache; another parent with these rules refills it
+        selecting = tuple(r for r in rules if not r.names)
+        members = self._groups.get(selecting)
+        if members is not None:
+            members.discard(key)
+            if not members:
+                del self._groups[selecting]
+        for r in rules:
+            for n in r.names:
+                index = (r.tkey, r.namespace, n)
+                parents = self._by_name.get(index)
+                if parents is not None:
+                    parents.discard(key)
+                    if not parents:
+                        del self._by_name[index]
 
-    def _related_bytes(self, rules: tuple[Rule, ...]) -> bytes:
-        hit = self._related.get(rules)
-        if hit is not None and hit[0] == self.view.version:
-            return hit[1]
-        by_type: dict[str, list[bytes]] = {}
-        for rule in rules:
-            items = by_type.setdefault(rule.tkey, [])
-            for key, obj in sorted(self.view.objects.get(rule.tkey, {}).items()):
-                if rule.matches(obj):
-                    items.append(_j(key) + b":" + self.api.serialized(obj))
-        body = b"{" + b",".join(_j(t) + b":{" + b",".join(v) + b"}" for t, v in by_type.items())
-        body += b"}"
-        self._related[rules] = (self.view.version, body)
-        return body
+    def _forget(self, parent: Obj) -> None:
+        meta = parent["metadata"]
+        key = object_key(parent)
+        if self._parents.get(meta["uid"]) == key:
+            del self._parents[meta["uid"]]
+        self._customized.pop(meta["uid"], None)
+        self._unregister(key)
+        self._failures.pop(key, None)
+        self._starts.pop(key, None)
 
-    def _children_bytes(self, parent: Obj) -> bytes:
-        owned = self._owned.get(parent["metadata"]["uid"], {})
-        parts = []
-        for tkey in self.child_tkeys:
-            items = []
-            for key in sorted(owned.get(tkey, ())):
-                obj = self.view.get(tkey, key)
-                if obj is not None:
-                    items.append(_j(key) + b":" + self.api.serialized(obj))
-            parts.append(_j(tkey) + b":{" + b",".join(items) + b"}")
-        return b"{" + b",".join(parts) + b"}"
+    # --- starting a sync ---------------------------------------------------------------
 
-    def _request(self, key: str) -> tuple[Obj | None, str, bytes | None]:
+    def _charge(self, request_bytes: int, answer: HookResponse) -> float:
+        cost = answer.elapsed_s if self.cost is None else self.cost.seconds(request_bytes)
+        self.busy_s += cost
+        return cost
+
+    def _guard(self, key: str, now: float) -> None:
+        limit = self.max_syncs_per_second
+        if limit <= 0:
+            return
+        times = self._starts.get(key)
+        if times is None:
+            times = self._starts[key] = deque(maxlen=limit)
+        if len(times) == limit and now - times[0] < 1.0:
+            raise HotLoop(
+                f"{self.name}: {key} synced more than {limit} times within one simulated "
+                "second (a status or a child that never settles?)"
+            )
+        times.append(now)
+
+    def _start(self, key: str) -> None:
         parent = self.view.get(self.parent_tkey, key)
         if parent is None:
-            return None, "sync", None
+            self._done(key)  # deleted: nothing to do
+            return
         meta = parent["metadata"]
         finalizing = bool(meta.get("deletionTimestamp"))
         if finalizing and self.finalizer not in (meta.get("finalizers") or ()):
-            return None, "sync", None
+            self._done(key)
+            return
+        self._guard(key, self.api.clock())
         if not finalizing:
             self._ensure_finalizer(key)
-        rules = self._rules(parent)
+        cost = 0.0
+        rules = self._cached_rules(parent)
+        if rules is None:
+            body = b'{"controller":' + self._ctrl + b',"parent":' + _j(parent) + b"}"
+            answer = self.webhook.post(self.paths["customize"], body, measure=False)
+            cost += self._charge(len(body), answer)
+            try:
+                rules = self._parse_rules(parent, answer)
+            except (InvalidAnswer, KeyError, TypeError) as err:
+                why = f"customize: {err}"
+                self.schedule(cost, lambda: self._fail(key, answer, why))
+                return
+        self._register(key, rules)
+        children, observed = self._children(parent)
+        kind: HookKind = "finalize" if finalizing else "sync"
         body = (
             b'{"controller":'
             + self._ctrl
             + b',"parent":'
             + self.api.serialized(parent)
             + b',"children":'
-            + self._children_bytes(parent)
+            + children
             + b',"related":'
             + self._related_bytes(rules)
             + b',"finalizing":'
             + (b"true" if finalizing else b"false")
             + b"}"
         )
-        return parent, ("finalize" if finalizing else "sync"), body
+        answer = self.webhook.post(self.paths[kind], body)
+        self.sync_calls += 1
+        self.latencies_s.append(answer.elapsed_s)
+        cost += self._charge(len(body), answer)
+        sync = _Sync(key, parent, kind, observed, answer)
+        self.schedule(cost, lambda: self._finish(sync))
+
+    def _cached_rules(self, parent: Obj) -> tuple[Rule, ...] | None:
+        meta = parent["metadata"]
+        hit = self._customized.get(meta["uid"])
+        if hit is not None and hit[0] == int(meta.get("generation", 0)):
+            return hit[1]
+        return None
+
+    def _parse_rules(self, parent: Obj, answer: HookResponse) -> tuple[Rule, ...]:
+        if answer.status != 200 or not isinstance(answer.body, Mapping):
+            raise InvalidAnswer(f"HTTP {answer.status}")
+        rules = tuple(_rule(r, parent) for r in answer.body.get("relatedResources") or ())
+        meta = parent["metadata"]
+        self._customized[meta["uid"]] = (int(meta.get("generation", 0)), rules)
+        return rules
+
+    def _children(self, parent: Obj) -> tuple[bytes, dict[tuple[str, str], Obj]]:
+        """The request's ``children`` map, and the objects in it."""
+        owned = self._owned.get(parent["metadata"]["uid"], {})
+        parts, observed = [], {}
+        for tkey in self.child_types:
+            items = []
+            for ckey in sorted(owned.get(tkey, ())):
+                obj = self.view.get(tkey, ckey)
+                if obj is not None:
+                    observed[(tkey, ckey)] = obj
+                    items.append(_j(ckey) + b":" + self.api.serialized(obj))
+            parts.append(_j(tkey) + b":{" + b",".join(items) + b"}")
+        return b"{" + b",".join(parts) + b"}", observed
+
+    def _related_bytes(self, rules: tuple[Rule, ...]) -> bytes:
+        cacheable = any(not r.names for r in rules)
+        if cacheable:
+            hit = self._related.get(rules)
+            if hit is not None and hit[0] == self.view.version:
+                return hit[1]
+        by_type: dict[str, dict[str, bytes]] = {}
+        for rule in rules:
+            items = by_type.setdefault(rule.tkey, {})
+            if rule.direct:
+                for key in rule.lookup_keys():
+                    obj = self.view.get(rule.tkey, key)
+                    if obj is not None:
+                        items[key] = self.api.serialized(obj)
+                continue
+            for key, obj in self.view.objects.get(rule.tkey, {}).items():
+                if key not in items and rule.matches(obj):
+                    items[key] = self.api.serialized(obj)
+        body = (
+            b"{"
+            + b",".join(
+                _j(t) + b":{" + b",".join(_j(k) + b":" + v[k] for k in sorted(v)) + b"}"
+                for t, v in by_type.items()
+            )
+            + b"}"
+        )
+        if cacheable:
+            self._related[rules] = (self.view.version, body)
+        return body
 
     def _ensure_finalizer(self, key: str) -> None:
+        if "finalize" not in self.paths:
+            return
         live = self.api.get(self.parent_tkey, key)
-        if live is None or "finalize" not in self.paths:
+        if live is None:
             return
         finalizers = list(live["metadata"].get("finalizers") or ())
         if self.finalizer not in finalizers:
             meta = {**live["metadata"], "finalizers": [*finalizers, self.finalizer]}
             self.api.update({**live, "metadata": meta}, status_only=True)
 
-    # --- applying an answer ----------------------------------------------------------
+    # --- finishing a sync: its effects land ----------------------------------------------
 
-    def _apply(self, key: str, parent: Obj, kind: str, answer) -> None:
-        if answer.status != 200:
+    def _fail(self, key: str, answer: HookResponse, why: str) -> None:
+        if answer.status == 429:
+            self.throttled += 1
+            delay = float(answer.headers.get("Retry-After", "0") or 0)
+        else:
             self.errors += 1
-            if answer.status == 429:
-                delay = float(answer.headers.get("Retry-After", "0") or 0)
-            else:
-                n = self._failures.get(key, 0)
-                self._failures[key] = n + 1
-                delay = min(0.005 * 2**n, 1000.0)
-            self.schedule(delay, lambda: self.enqueue(key))
+            self.error_log.append((self.api.clock(), key, why))
+            n = self._failures.get(key, 0)
+            self._failures[key] = n + 1
+            delay = min(BACKOFF_BASE_S * 2**n, BACKOFF_MAX_S)
+        self.enqueue_after(delay, key)
+        self._done(key)
+
+    def _finish(self, sync: _Sync) -> None:
+        key, answer = sync.key, sync.answer
+        if answer.status != 200 or not isinstance(answer.body, Mapping):
+            self._fail(key, answer, f"{sync.kind} hook answered HTTP {answer.status}")
+            return
+        body = answer.body
+        try:
+            desired = self._desired(sync.parent, body.get("children") or [])
+        except InvalidAnswer as err:
+            self._fail(key, answer, str(err))
             return
         self._failures.pop(key, None)
-        body = answer.body
-        self._manage_children(parent, body.get("children") or [])
-        self._write_status(key, parent, body.get("status"))
         resync = body.get("resyncAfterSeconds")
-        if isinstance(resync, int | float) and resync > 0:
-            self.schedule(float(resync), lambda: self.enqueue(key))
-        if kind == "finalize" and body.get("finalized"):
-            self._remove_finalizer(key, parent)
+        if isinstance(resync, int | float) and not isinstance(resync, bool) and resync > 0:
+            self.enqueue_after(float(resync), key)
+        if sync.kind == "finalize" and body.get("finalized") is True:
+            self._remove_finalizer(key, sync.parent)
+        self._manage_children(sync, desired)
+        self._write_status(key, sync.parent, body.get("status"))
+        self._done(key)
 
-    def _manage_children(self, parent: Obj, desired: Sequence[Mapping[str, Any]]) -> None:
+    def _desired(
+        self, parent: Obj, children: Sequence[Any]
+    ) -> dict[tuple[str, str], dict[str, Any]]:
         meta = parent["metadata"]
-        wanted: dict[tuple[str, str], Mapping[str, Any]] = {}
-        for child in desired:
-            cmeta = {"namespace": meta.get("namespace"), **child["metadata"]}
-            labels = {**(cmeta.get("labels") or {})}
-            if self.controller["spec"].get("generateSelector"):
-                labels["controller-uid"] = meta["uid"]
+        ref = {
+            "apiVersion": parent["apiVersion"],
+            "kind": parent["kind"],
+            "name": meta["name"],
+            "uid": meta["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+        selector = None if self.generate_selector else (parent.get("spec") or {}).get("selector")
+        if not self.generate_selector and not selector:
+            raise InvalidAnswer(".spec.selector must have either matchLabels, matchExpressions")
+        wanted: dict[tuple[str, str], dict[str, Any]] = {}
+        for child in children:
+            if not (
+                isinstance(child, Mapping)
+                and isinstance(child.get("metadata"), Mapping)
+                and child["metadata"].get("name")
+                and child.get("kind")
+                and child.get("apiVersion")
+            ):
+                raise InvalidAnswer("a desired child lacks apiVersion, kind or metadata.name")
+            tkey = type_key(child)
+            ctype = self.child_types.get(tkey)
+            name = child["metadata"]["name"]
+            if ctype is None:
+                raise InvalidAnswer(f"{tkey} {name} is not a child resource of {self.name}")
+            cmeta = dict(child["metadata"])
+            if ctype.namespaced and not cmeta.get("namespace"):
+                if not meta.get("namespace"):
+                    raise InvalidAnswer(
+                        f"{tkey} {name}: a child of a cluster-scoped parent must set "
+                        "metadata.namespace"
+                    )
+                cmeta["namespace"] = meta["namespace"]
+            labels = dict(cmeta.get("labels") or {})
+            if self.generate_selector:
+                labels.setdefault("controller-uid", meta["uid"])
+                ok = labels["controller-uid"] == meta["uid"]
+            else:
+                ok = selector_matches(selector, labels)
+            if not ok:
+                raise InvalidAnswer(f"labels on desired child {tkey} {name} don't match parent")
             cmeta["labels"] = labels
-            cmeta["ownerReferences"] = [
-                {
-                    "apiVersion": parent["apiVersion"],
-                    "kind": parent["kind"],
-                    "name": meta["name"],
-                    "uid": meta["uid"],
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ]
+            cmeta["ownerReferences"] = [*(cmeta.get("ownerReferences") or ()), ref]
             obj = {**child, "metadata": cmeta}
-            wanted[(type_key(obj), object_key(obj))] = obj
-        owned = self._owned.get(meta["uid"], {})
-        for tkey in self.child_tkeys:
-            for ckey in sorted(owned.get(tkey, ())):
-                observed = self.view.get(tkey, ckey)
-                if observed is None or (tkey, ckey) in wanted:
-                    continue
-                if observed["metadata"].get("deletionTimestamp"):
-                    continue
-                with contextlib.suppress(Conflict):
-                    self.api.delete(tkey, ckey, uid=observed["metadata"]["uid"])
-        for (tkey, ckey), obj in wanted.items():
-            if self.view.get(tkey, ckey) is not None:
-                continue  # OnDelete: never updated in place
-            with contextlib.suppress(Conflict):  # AlreadyExists: the view was stale
-                self.api.create(obj)
+            wanted[(tkey, object_key(obj))] = obj
+        return wanted
+
+    def _manage_children(
+        self, sync: _Sync, desired: Mapping[tuple[str, str], dict[str, Any]]
+    ) -> None:
+        for (tkey, ckey), observed in sorted(sync.observed.items()):
+            if (tkey, ckey) in desired or observed["metadata"].get("deletionTimestamp"):
+                continue
+            with contextlib.suppress(Conflict):  # NotFound is a None: also ignored
+                self.api.delete(tkey, ckey, uid=observed["metadata"]["uid"])
+        for (tkey, ckey), obj in desired.items():
+            observed = sync.observed.get((tkey, ckey))
+            if observed is None:
+                with contextlib.suppress(Conflict):  # AlreadyExists: the view was stale
+                    self.api.create(obj)
+                continue
+            method = self.child_types[tkey].method
+            if method == "OnDelete" or observed["metadata"].get("deletionTimestamp"):
+                continue
+            merged = _merged(observed, obj)
+            if merged is None:
+                continue
+            rv, uid = observed["metadata"]["resourceVersion"], observed["metadata"]["uid"]
+            with contextlib.suppress(Conflict, KeyError):  # retried on the next event
+                if method == "InPlace":
+                    self.api.update(merged, resource_version=rv)
+                else:  # Recreate: delete now, create on a later sync once it is gone
+                    self.api.delete(tkey, ckey, uid=uid)
 
     def _write_status(self, key: str, parent: Obj, status: Any) -> None:
         live = self.api.get(self.parent_tkey, key)
         if live is None or live["metadata"]["uid"] != parent["metadata"]["uid"]:
             return
-        new = dict(status or {})
-        new["observedGeneration"] = live["metadata"].get("generation", 0)
+        new = dict(status) if isinstance(status, Mapping) else {}
+        new["observedGeneration"] = parent["metadata"].get("generation", 0)
         if new != live.get("status"):
             self.api.patch(self.parent_tkey, key, status=new)
 
@@ -394,7 +774,38 @@ class Metacontroller:
         if live is None or live["metadata"]["uid"] != parent["metadata"]["uid"]:
             return
         finalizers = [f for f in live["metadata"].get("finalizers") or () if f != self.finalizer]
-        if finalizers:
-            self.api.update({**live, "metadata": {**live["metadata"], "finalizers": finalizers}})
-        else:
+        if not finalizers and live["metadata"].get("deletionTimestamp"):
             self.api.remove(self.parent_tkey, key)
+        else:
+            meta = {**live["metadata"], "finalizers": finalizers}
+            self.api.update({**live, "metadata": meta}, status_only=True)
+
+
+class Metacontroller:
+    """One Metacontroller process: its CompositeControllers (``--workers`` each)."""
+
+    def __init__(self, controllers: Sequence[Controller]) -> None:
+        self.controllers: dict[str, Controller] = {c.name: c for c in controllers}
+
+    def __getitem__(self, name: str) -> Controller:
+        return self.controllers[name]
+
+    def start_syncs(self) -> int:
+        """Give every controller's free workers their next keys; how many were taken."""
+        return sum(c.start_syncs() for c in self.controllers.values())
+
+    @property
+    def idle(self) -> bool:
+        return all(c.idle for c in self.controllers.values())
+
+    @property
+    def sync_calls(self) -> int:
+        return sum(c.sync_calls for c in self.controllers.values())
+
+    @property
+    def errors(self) -> int:
+        return sum(c.errors for c in self.controllers.values())
+
+    @property
+    def throttled(self) -> int:
+        return sum(c.throttled for c in self.controllers.values())

@@ -82,9 +82,12 @@ def condition(status: Mapping[str, Any], ctype: str) -> Mapping[str, Any] | None
     return next((c for c in status.get("conditions") or () if c.get("type") == ctype), None)
 
 
+MEASURED = ("wall_time_s", "sync_latency_ms", "sync_latency_ms_by_controller")
+
+
 def comparable(summary: Mapping[str, Any]) -> dict[str, Any]:
     """A summary without what measures the machine rather than the simulated run."""
-    return {k: v for k, v in summary.items() if k not in ("wall_time_s", "sync_latency_ms")}
+    return {k: v for k, v in summary.items() if k not in MEASURED}
 
 
 def first_create(sim: Simulation, job_key: str) -> float | None:
@@ -153,19 +156,26 @@ class ClaimProbe:
 
 @dataclass
 class HookCall:
-    t: float
-    path: str
-    parent: str  # namespace/name
+    t: float  # simulated time the call was made (its effects land later: the sync's cost)
+    controller: str  # the CompositeController that called (dragonet-pools, dragonet-tfjobs)
+    path: str  # the hook's HTTP path: /pools/sync, /tfjobs/customize, ...
+    parent: str  # the parent's key: namespace/name, or name for a cluster-scoped parent
     uid: str
     generation: int
     status: int = 0  # the HTTP status of the answer
     answer: Any = None  # the answer's body, after any rewrite
 
+    @property
+    def hook(self) -> str:
+        """customize, sync or finalize."""
+        return self.path.rsplit("/", 1)[-1]
+
 
 @dataclass
 class HookSpy:
-    """Wraps the simulated Metacontroller's webhook client: records every call and lets a
-    test rewrite an answer (``rewrite(call, body) -> body``) before Metacontroller applies it."""
+    """Wraps the simulated Metacontroller's webhook client (one process serves both
+    controllers): records every call and lets a test rewrite an answer
+    (``rewrite(call, body) -> body``) before Metacontroller applies it."""
 
     sim: Simulation
     rewrite: Callable[[HookCall, Any], Any] | None = None
@@ -176,11 +186,13 @@ class HookSpy:
         self.sim.webhook.post = self._spy  # type: ignore[method-assign]
 
     def _spy(self, path: str, body: bytes, *, measure: bool = True) -> HookResponse:
-        meta = orjson.loads(body)["parent"]["metadata"]
+        request = orjson.loads(body)
+        meta = request["parent"]["metadata"]
         call = HookCall(
             self.sim.now,
+            request["controller"]["metadata"]["name"],
             path,
-            f"{meta.get('namespace')}/{meta['name']}",
+            f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"],
             meta["uid"],
             int(meta.get("generation", 0)),
         )
@@ -192,4 +204,10 @@ class HookSpy:
         return answer
 
     def of(self, path: str) -> list[HookCall]:
+        """The calls to one hook path (``/tfjobs/sync``; a leading slash is optional)."""
+        path = path if path.startswith("/") else "/" + path
         return [c for c in self.calls if c.path == path]
+
+    def by(self, controller: str, hook: str | None = None) -> list[HookCall]:
+        """The calls one controller made (of one hook: customize, sync, finalize)."""
+        return [c for c in self.calls if c.controller == controller and hook in (None, c.hook)]
