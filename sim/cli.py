@@ -42,8 +42,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     s.add_argument("--binding", choices=["affinity", "nodeName"], default="affinity")
     s.add_argument("--seed", type=int, default=0)
-    s.add_argument("--mc-workers", type=int, default=1, help="syncs built from one view")
-    s.add_argument("--view-delay", type=float, default=0.0, help="staleness of that view (s)")
+    s.add_argument(
+        "--mc-workers", type=int, default=1, help="Metacontroller workers per controller"
+    )
+    s.add_argument("--view-delay", type=float, default=0.0, help="staleness of its view (s)")
+    s.add_argument(
+        "--sync-cost",
+        choices=["model", "measured"],
+        default="model",
+        help="simulated time a sync takes: a function of its request's size (default; "
+        "reproducible) or the webhook's measured wall time (varies run to run)",
+    )
     s.add_argument("--json", action="store_true", help="one JSON summary per policy")
     s.add_argument("--plot", help="write allocation and job timelines to this PNG")
 
@@ -90,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 mc_workers=args.mc_workers,
                 view_delay_s=args.view_delay,
+                sync_cost=args.sync_cost,
             )
             try:
                 results.append(Simulation(scenario, config, on_progress=live.update).run())

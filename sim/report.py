@@ -176,6 +176,7 @@ def _rows(results: Sequence[SimResult]) -> list[_Row]:
 
     resources = ordered_resources(results)
     finished = [_get(s, "jobs_finished") for s in sums]
+    controllers = sorted({c for s in sums for c in s.get("sync_calls_by_controller") or {}})
     times = {"better": "lower", "among_most_finished": True}
     rows = [
         _Row(
@@ -238,6 +239,10 @@ def _rows(results: Sequence[SimResult]) -> list[_Row]:
         metric("Scale actions", "scale_actions", format_count),
         metric("Pod restarts", "pod_restarts", format_count),
         metric("Sync calls", "sync_calls", format_count),
+        *(
+            nested(f"  {name}", "sync_calls_by_controller", name, format_count, style="dim")
+            for name in controllers
+        ),
         nested("Sync latency p50", "sync_latency_ms", "p50", format_ms),
         nested("Sync latency p99", "sync_latency_ms", "p99", format_ms),
         metric("Wall time", "wall_time_s", format_duration),
