@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, cast
 
-from policy.config import POLICIES, PolicyName
+from policy.model.pool import POLICIES, PolicyName
 from sim.engine import SimConfig, Simulation
 from sim.report import (
     GPU,

@@ -15,9 +15,12 @@ FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 def test_sync_latency_benchmark_runs(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     monkeypatch.setattr(sys, "argv", ["sync_latency", "--quick"])
     sync_latency.main()
-    rows = capsys.readouterr().out.strip().splitlines()
+    table, breakdown = capsys.readouterr().out.strip().split("\n\n")
+    rows = table.splitlines()
     assert rows[0].split()[:3] == ["nodes", "jobs", "pods"]
-    assert [r.split()[:2] for r in rows[1:]] == [["1", "1"], ["16", "40"], ["64", "200"]]
+    assert "cold/JSON" in rows[0] and "job p99" in rows[0]
+    assert [r.split()[:2] for r in rows[1:]] == [["16", "40"], ["64", "200"]]
+    assert [r.split()[:2] for r in breakdown.splitlines()[2:]] == [["16", "40"], ["64", "200"]]
 
 
 def test_elastic_benchmark_compares_every_policy_and_checks_the_targets(

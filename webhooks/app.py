@@ -135,7 +135,8 @@ def create_app(
     def pool_sync_hook() -> Response:
         req = _read()
         started = time.perf_counter()
-        name = req.parent.get("metadata", {}).get("name")
+        meta = req.parent.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
         memo = pool_memos.setdefault(name if isinstance(name, str) else "", Memo())
         memo.rotate()  # what this pool's last two syncs did not use is dropped
         decision = pool_sync(req.parent, req.children, req.related, now(), memo)

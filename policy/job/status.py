@@ -43,7 +43,12 @@ def conditions(v: JobView, stamp: str, resumed: bool) -> list[dict[str, Any]]:
         return cond.set_condition(conds, ctype, status, f"{kind}{reason}", message, stamp)
 
     conds = list(v.job.status.get("conditions") or [])
-    conds = mark(conds, cond.CREATED, "True", "Created", f"{kind} {job.name} is created.")
+    # When the job was created, not when this sync ran: a sync reading a stale copy of the
+    # job (without the condition) writes the very same condition again.
+    created = _created(job) or stamp
+    conds = cond.set_condition(
+        conds, cond.CREATED, "True", f"{kind}Created", f"{kind} {job.name} is created.", created
+    )
     if v.phase == FINISHED and outcome is not None:
         return cond.set_condition(
             conds, outcome.type, "True", outcome.reason, outcome.message, _ended(v, stamp)
@@ -190,7 +195,13 @@ def _foreign_scheduler(v: JobView) -> str:
 
 
 def invalid(
-    obj_status: Mapping[str, Any], kind: JobKind, key: str, name: str, problem: str, stamp: str
+    obj_status: Mapping[str, Any],
+    kind: JobKind,
+    key: str,
+    name: str,
+    problem: str,
+    stamp: str,
+    created: str | None = None,
 ) -> dict[str, Any]:
     """An invalid spec's status: a Failed condition naming the problem."""
     conds = cond.set_condition(
@@ -199,7 +210,7 @@ def invalid(
         "True",
         f"{kind.kind}Created",
         f"{kind.kind} {name} is created.",
-        stamp,
+        created or stamp,
     )
     text = f"{kind.kind} {key} is invalid: {problem}"
     conds = cond.set_condition(

@@ -24,7 +24,7 @@ from policy.model.cluster import Pod
 from policy.model.jobs import TFJOB, InvalidJob, Job, JobKind, child_name, parse_metadata
 from policy.model.lifecycle import assess
 from policy.model.pool import admission_name, pool_of
-from policy.model.timeutil import format_time
+from policy.model.timeutil import format_time, parse_time
 from policy.pool.observe import MalformedRequest, objects, parsed_job
 
 PODS = "Pod.v1"
@@ -123,7 +123,9 @@ def sync(
     job = parsed_job(parent, kind, memo)
     if isinstance(job, InvalidJob):
         key = f"{meta.namespace}/{meta.name}"
-        return Decision([], invalid(status, kind, key, meta.name, str(job), stamp))
+        created = parse_time(meta.creationTimestamp)
+        when = format_time(created) if created else None
+        return Decision([], invalid(status, kind, key, meta.name, str(job), stamp, when))
     if job.managed_elsewhere or job.deleting:
         return Decision([], dict(status))  # another controller's, or going away: hands off
     admission = _own_admission(related, job)

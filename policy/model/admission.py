@@ -63,6 +63,7 @@ class AdmissionSpec(_Model):
     binding: Binding = "affinity"
     workers: int = Field(default=0, ge=0)
     pods: list[PodEntry] = Field(default_factory=list)
+    admittedTime: str | None = None
     lastScale: LastScaleModel | None = None
 
 
@@ -124,6 +125,7 @@ class Admission:
     workers: int = 0
     pods: tuple[Placement, ...] = ()
     last_scale: LastScale | None = None
+    admitted_at: str | None = None  # when the pool admitted the job (written once)
     generation: int = 0  # of the observed object; 0 for one not written yet
 
     @cached_property
@@ -163,6 +165,8 @@ class Admission:
             "workers": self.workers,
             "pods": [_entry(p) for p in self.pods],
         }
+        if self.admitted_at is not None:
+            spec["admittedTime"] = self.admitted_at
         if self.last_scale is not None:
             spec["lastScale"] = self.last_scale.to_json()
         return {
@@ -203,6 +207,7 @@ class Admission:
             last_scale=None
             if scale is None
             else LastScale(scale.time, scale.from_, scale.to, scale.reason),
+            admitted_at=spec.admittedTime,
             generation=generation if type(generation) is int else 0,
         )
 

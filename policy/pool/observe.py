@@ -110,8 +110,9 @@ def _assumed(
         replica = job.replicas.get(p.type)
         if replica is None or (job.namespace, child_name(job, p.type, p.index)) in existing:
             continue
-        if p.node is not None and p.node not in nodes:
-            continue  # its node left the pool: placed again
+        node = nodes.get(p.node) if p.node is not None else None
+        if p.node is not None and (node is None or node.unschedulable_reason):
+            continue  # its node left the pool or takes no new pods: placed again
         out.append(Pod.assume(job.namespace, job.name, p.slot, p.node, replica.request))
     return out
 

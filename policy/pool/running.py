@@ -43,7 +43,8 @@ def idle_since(jobs: Iterable[tuple[Job, Admission | None]]) -> datetime | None:
     """The last admission or shrink anywhere: DRAGON's growth waits ``idle`` after it."""
     times = []
     for job, admission in jobs:
-        started = parse_time(job.status.get("startTime"))
+        admitted = admission.admitted_at if admission is not None else None
+        started = parse_time(admitted) or parse_time(job.status.get("startTime"))
         if started is not None:
             times.append(started)
         scale = last_scale(job, admission)

@@ -80,8 +80,20 @@ def _admission(
         Placement(t, i, node, hostnames.get(node) if node else None)
         for (t, i), node in sorted(jp.placements.items(), key=lambda s: (order(s[0][0]), s[0][1]))
     )
+    admitted = None
+    if jp.phase == ADMITTED:  # written once, when the pool admits the job
+        kept = previous.admitted_at if previous is not None and previous.admitted else None
+        admitted = kept or job.status.get("startTime") or stamp
     return _for(
-        job, snap.name, jp.phase, _message(jp), snap.spec.binding, jp.workers_target, pods, scale
+        job,
+        snap.name,
+        jp.phase,
+        _message(jp),
+        snap.spec.binding,
+        jp.workers_target,
+        pods,
+        scale,
+        admitted,
     )
 
 
@@ -94,6 +106,7 @@ def _for(
     workers: int,
     pods: tuple[Placement, ...] = (),
     scale: LastScale | None = None,
+    admitted: str | None = None,
 ) -> Admission:
     return Admission(
         pool=pool,
@@ -108,6 +121,7 @@ def _for(
         workers=workers,
         pods=pods,
         last_scale=scale,
+        admitted_at=admitted,
     )
 
 
