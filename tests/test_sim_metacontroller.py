@@ -68,6 +68,7 @@ class Fake:
     refusals: dict[str, list[tuple[int, str | None]]] = field(default_factory=dict)
     resync_after: dict[str, float] = field(default_factory=dict)  # job key -> seconds
     job_status_counter: bool = False  # a job status that changes on every sync
+    admission_counter: bool = False  # Admissions that change on every pool sync
     pool_status_counter: bool = False  # a pool status that changes on every sync
     apps: int = 0  # processes started (webhook restarts)
     seen: list[Seen] = field(default_factory=list)
@@ -163,6 +164,9 @@ class Fake:
         note = self.notes.get(object_key(tfjob))
         if note:
             spec["message"] = note
+        if self.admission_counter:
+            self._counter += 1
+            spec["message"] = f"pool sync {self._counter}"
         return {
             "apiVersion": "dragonet.io/v1alpha1",
             "kind": "Admission",
@@ -579,9 +583,12 @@ def test_a_refused_sync_changes_nothing_and_is_retried() -> None:
     statuses: list[tuple[float, Any]] = []
 
     def refuse() -> None:
-        # Someone overwrites the status of a quiet job; its syncs are refused 4 times.
+        # Someone overwrites the status of a quiet job (which wakes no sync: the job
+        # controller ignores status changes), then annotates it (which does); its syncs are
+        # refused 4 times.
         fake.refusals["default/a"] = [(429, "3"), (500, None), (500, None), (500, None)]
         sim.api.patch(TFJOBS, "default/a", status={"phase": "Poked"})
+        _update_meta(sim, TFJOBS, "default/a", "annotations", poked="yes")
 
     def watch(tkey: str, old: Obj | None, new: Obj | None) -> None:
         if tkey == TFJOBS and new is not None and old is not None:
@@ -592,9 +599,8 @@ def test_a_refused_sync_changes_nothing_and_is_retried() -> None:
     sim.run()
 
     calls = [c for c in spy.by(JOBS, "sync") if c.t >= 60]
-    # ... and one more 200 after it: the job's own status write wakes it.
-    assert [c.status for c in calls] == [429, 500, 500, 500, 200, 200]
-    calls = calls[:5]
+    # Its own status write does not wake it again.
+    assert [c.status for c in calls] == [429, 500, 500, 500, 200]
     gaps = [b.t - a.t for a, b in pairwise(calls)]
     cost = 0.001  # a job sync: 1 ms, plus 0.02 ms per KiB of its request (a few KiB)
     # 429: Retry-After (3 s) after the answer landed, no error backoff; then client-go's
@@ -604,14 +610,26 @@ def test_a_refused_sync_changes_nothing_and_is_retried() -> None:
     # Nothing of a refused sync was applied: the poked status stayed until the answered
     # sync landed and wrote the job's own status back.
     after = [(t, phase) for t, phase in statuses if t >= 60]
-    assert [phase for _, phase in after] == ["Poked", "Running"]
-    assert after[1][0] == pytest.approx(calls[-1].t + cost, abs=5e-4)
+    assert [phase for _, phase in after] == ["Poked", "Poked", "Running"]  # status, annotation
+    assert after[-1][0] == pytest.approx(calls[-1].t + cost, abs=5e-4)
 
 
 def test_a_hot_loop_stops_the_run() -> None:
-    sim, _, _ = _sim([job("a", 1, steps=100)], fake=Fake(job_status_counter=True))
-    with pytest.raises(SimulationError, match=r"dragonet-tfjobs: default/a synced more than 200"):
+    """A job whose status changes on every sync wakes the pool (every TFJob is related to
+    it), and a pool whose Admission changes on every sync wakes the job: a loop between the
+    two controllers that never settles."""
+    fake = Fake(job_status_counter=True, admission_counter=True)
+    sim, _, _ = _sim([job("a", 1, steps=100)], fake=fake)
+    with pytest.raises(SimulationError, match=r"default/a synced more than 200"):
         sim.run()
+
+
+def test_a_job_status_that_keeps_changing_does_not_loop_by_itself() -> None:
+    """ignoreStatusChanges on the job controller: its own status writes do not wake it."""
+    sim, _, _ = _sim([job("a", 1, steps=100)], fake=Fake(job_status_counter=True))
+    summary = sim.run().summary
+    assert summary["jobs_finished"] == 1
+    assert summary["sync_calls_by_controller"][JOBS] < 40
 
 
 def test_a_pool_status_that_keeps_changing_does_not_loop() -> None:
@@ -728,7 +746,7 @@ def test_a_child_of_a_cluster_scoped_parent_without_namespace_fails_the_sync() -
 # --- triggers --------------------------------------------------------------------------------
 
 
-def test_ignore_status_changes_on_the_pool_but_not_on_jobs() -> None:
+def test_ignore_status_changes_on_the_pool_and_on_jobs() -> None:
     sim, _, spy = _sim([job("a", 1, steps=1e6)], replace(KEEP, max_time_s=100))
 
     def finalizer() -> None:
@@ -751,9 +769,10 @@ def test_ignore_status_changes_on_the_pool_but_not_on_jobs() -> None:
     # The pool: not for its status (40) nor its finalizers (65); for its labels, annotations
     # and spec, and for the job (every TFJob is related to it) changing at 45.
     assert {int(c.t) for c in _syncs(spy, POOLS, 35, 75)} == {45, 50, 55, 60}
-    # A job (no ignoreStatusChanges) is synced for a status change, and writes its own back.
-    assert [c.t for c in _syncs(spy, JOBS, 35, 75)] == [45.0, pytest.approx(45.001, abs=1e-3)]
-    assert sim.api.get(TFJOBS, "default/a")["status"]["phase"] == "Running"
+    # A job is not synced for a status change either (its status is its sync's own answer);
+    # the pool's sync at 45 changes nothing of its Admission.
+    assert _syncs(spy, JOBS, 35, 75) == []
+    assert sim.api.get(TFJOBS, "default/a")["status"]["phase"] == "Poked"
     assert "poked" not in sim.api.get(POOL_TYPE, "default")["status"]
 
 

@@ -137,6 +137,8 @@ def create_app(
         started = time.perf_counter()
         meta = req.parent.get("metadata")
         name = meta.get("name") if isinstance(meta, dict) else None
+        if len(pool_memos) > 64:  # more pools than any cluster runs: start afresh
+            pool_memos.clear()
         memo = pool_memos.setdefault(name if isinstance(name, str) else "", Memo())
         memo.rotate()  # what this pool's last two syncs did not use is dropped
         decision = pool_sync(req.parent, req.children, req.related, now(), memo)

@@ -35,6 +35,13 @@ def _is_object(raw: msgspec.Raw | bytes) -> bool:
     return bytes(raw).lstrip()[:1] == b"{"
 
 
+def _encoded(raw: msgspec.Raw, where: str) -> Encoded:
+    data = bytes(raw)
+    if data[:1] != b"{" and data.lstrip()[:1] != b"{":
+        raise _not_a_map(where)
+    return Encoded(data)
+
+
 @dataclass(frozen=True)
 class SyncRequest:
     parent: Encoded
@@ -59,10 +66,9 @@ def _maps(top: dict[str, msgspec.Raw], group: str) -> ObjectMap:
     out: ObjectMap = {}
     for tkey, objs in maps.items():
         out[tkey] = {}
+        bucket = out[tkey]
         for key, obj in objs.items():
-            if not _is_object(obj):
-                raise _not_a_map(f"{group}.{tkey}.{key}")
-            out[tkey][key] = Encoded(bytes(obj))
+            bucket[key] = _encoded(obj, f"{group}.{tkey}.{key}")
     return out
 
 

@@ -6,9 +6,10 @@ generation), and with ``OnDelete`` an existing pod is never changed in place.
 
 from __future__ import annotations
 
-import copy
 import json
 from typing import Any
+
+import orjson
 
 from policy.model.admission import GENERATION_ANNOTATION
 from policy.model.cluster import HOSTNAME, L_INDEX, L_JOB, L_OPERATOR, L_ROLE, L_TYPE, OPERATOR_NAME
@@ -101,7 +102,8 @@ def render_pod(
     admission_generation: int = 0,
 ) -> dict[str, Any]:
     replica = job.replicas[rtype]
-    template = copy.deepcopy(dict(replica.template))
+    # A deep copy (the template is plain JSON: a round trip through orjson is the fast way).
+    template = orjson.loads(orjson.dumps(dict(replica.template)))
     meta = template.get("metadata") or {}
     spec = template.get("spec") or {}
     pod_labels = {**(meta.get("labels") or {}), **labels(job, rtype, index)}

@@ -28,9 +28,27 @@ def _growable(ledger: Ledger, r: Running) -> bool:
     return r.count < job.max_workers
 
 
+def _room_anywhere(ledger: Ledger, r: Running, seen: dict[tuple, bool]) -> bool:
+    """Some node it may use holds one more worker (free only shrinks within a cycle)."""
+    worker = r.job.worker
+    if worker is None:
+        return False
+    ok = ledger.eligible(r.job)[worker.type]
+    key = (worker.request, id(ok))
+    if key not in seen:
+        free = ledger.free
+        seen[key] = any(n in free and worker.request.fits_in(free[n]) for n in ok)
+    return seen[key]
+
+
 def grow(ledger: Ledger, running: Sequence[Running]) -> dict[str, Placed]:
     """Workers to add to running jobs, by job."""
-    candidates = [(order, r) for order, r in enumerate(running) if _growable(ledger, r)]
+    seen: dict[tuple, bool] = {}
+    candidates = [
+        (order, r)
+        for order, r in enumerate(running)
+        if _growable(ledger, r) and _room_anywhere(ledger, r, seen)
+    ]
     if ledger.rules.order == "oldest":
         return _oldest_first(ledger, [r for _, r in candidates])
     return _by_gain(ledger, candidates)

@@ -66,6 +66,7 @@ class Ledger:
     unhelped: dict[tuple, bool] = field(default_factory=dict)  # shapes no shrink can help
     seen: dict = field(default_factory=dict)  # answers explanations share
     _eligible: dict[bytes, frozenset[str]] = field(default_factory=dict)
+    _eligible_by_job: dict[str, Eligible] = field(default_factory=dict)
 
     @classmethod
     def open(cls, cluster: Cluster, rules: Rules, now: datetime) -> Ledger:
@@ -92,6 +93,9 @@ class Ledger:
 
     def eligible(self, job: Job) -> Eligible:
         """Nodes that may take each replica type; jobs with equal constraints share the work."""
+        known = self._eligible_by_job.get(job.key)
+        if known is not None:
+            return known
         out = {}
         for t, r in job.replicas.items():
             spec = r.template.get("spec") or {}
@@ -101,6 +105,7 @@ class Ledger:
                     n.name for n in self.cluster.nodes if rejection(n, spec) is None
                 )
             out[t] = self._eligible[key]
+        self._eligible_by_job[job.key] = out
         return out
 
     def future(self, extra: Sequence[Pod] = ()) -> dict[str, Resources]:
