@@ -64,6 +64,9 @@ class Memo:
     previous: dict[Hashable, Any] = field(default_factory=dict)
     hits: int = 0
     misses: int = 0
+    # The last answer of the one sync this memo serves (a pool's), and what it answered:
+    # a sync whose plan-relevant input equals it answers the same (see policy.pool.sync).
+    last: Any = None
 
     def get(self, key: Hashable | None, make: Callable[[], T]) -> T:
         if key is None or self.limit <= 0:

@@ -23,6 +23,7 @@ from tests.simkit import (
     TFJOBS,
     CapacityProbe,
     ClaimProbe,
+    HookSpy,
     comparable,
     condition,
     cpu_nodes,
@@ -484,3 +485,26 @@ def test_cli_replays_a_philly_trace(monkeypatch, capsys) -> None:
     (summary,) = _summaries(capsys.readouterr().out)
     assert summary["jobs"] == summary["jobs_finished"] == 20
     assert summary["scenario"].startswith(PHILLY.stem)
+
+
+# --- 7. what one event costs -----------------------------------------------------------
+
+
+def test_one_pod_event_costs_one_pool_sync_plus_the_jobs_whose_admission_changed() -> None:
+    """Twelve jobs run. One pod of one of them restarts its container in place (a pod
+    update, nothing more): the pool syncs once, the pod's own job once, and no other job
+    (the first design synced all twelve, each planning the whole cluster)."""
+    jobs = [job(f"j{i:02d}", 1, arrival=i, steps=1e6) for i in range(12)]
+    sim = Simulation(scenario(gpu_nodes(4), jobs), dataclasses.replace(KEEP, max_time_s=200))
+    spy = HookSpy(sim)
+    pod = "default/j05-worker-0"
+    sim.schedule(120.0, lambda: sim.kube.exit(pod, 137))  # OnFailure: restarted in place
+    sim.run()
+
+    def calls(controller: str) -> list[str]:
+        return [c.parent for c in spy.by(controller, "sync") if 120 <= c.t < 121]
+
+    assert calls("dragonet-pools") == ["default"]
+    assert calls("dragonet-tfjobs") == ["default/j05"]
+    # Before the event everything had settled: nothing was synced between 100 s and 120 s.
+    assert [c for c in spy.calls if 100 <= c.t < 120 and c.hook == "sync"] == []

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
@@ -47,6 +48,19 @@ class Node:
     allocatable: Resources
     taints: tuple[Taint, ...]
     unschedulable_reason: str | None  # cordoned or not Ready: takes no new pods
+
+    @cached_property
+    def plan_key(self) -> tuple:
+        """Everything of the node a plan reads, by value."""
+        labels = tuple(sorted(self.labels.items()))
+        return (
+            self.name,
+            self.hostname,
+            labels,
+            self.allocatable,
+            self.taints,
+            self.unschedulable_reason,
+        )
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> Node:
@@ -108,6 +122,27 @@ class Pod:
     job: str | None = field(init=False, compare=False, repr=False)  # "namespace/name"
     replica_type: str = field(init=False, compare=False, repr=False)  # lower-case label
     index: int = field(init=False, compare=False, repr=False)  # -1 if unreadable
+
+    @cached_property
+    def plan_key(self) -> tuple:
+        """Everything of the pod a plan reads, by value (not when it started or ended)."""
+        return (
+            self.namespace,
+            self.name,
+            self.job,
+            self.replica_type,
+            self.index,
+            self.node,
+            self.phase,
+            self.terminating,
+            self.request,
+            self.exit_code,
+            self.restarts,
+            self.bound,
+            self.unschedulable,
+            self.admission_generation,
+            self.assumed,
+        )
 
     def __post_init__(self) -> None:
         terminal = self.phase in TERMINAL_PHASES

@@ -12,15 +12,17 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any, Literal
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from policy.model.pool import DEFAULT_POOL, pool_of
 from policy.model.resources import PODS, Resources, to_milli
 from policy.model.templates import PodTemplate
-from policy.model.timeutil import parse_time
+from policy.model.timeutil import format_time, parse_time
 
 
 class InvalidJob(ValueError):
@@ -59,6 +61,7 @@ RestartPolicy = Literal["Always", "OnFailure", "Never", "ExitCode"]
 CleanPodPolicy = Literal["None", "Running", "All"]
 MANAGED_BY_US = {None, "", "dragonet", "kubeflow.org/training-operator"}
 
+_PLANNED_CONDITIONS = ("Succeeded", "Failed", "Suspended")
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -154,12 +157,34 @@ class Job:
     # runPolicy.schedulingPolicy.priorityClass, else the pods' priorityClassName
     priority_class: str | None = None
     pool: str = DEFAULT_POOL  # runPolicy.schedulingPolicy.queue: the TrainingPool it asks for
+    spec_content: bytes = field(default=b"", repr=False, compare=False)  # the spec, as JSON
     _types: Mapping[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
     status: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @cached_property
+    def plan_key(self) -> tuple:
+        """Everything of the job a pool's plan reads, by value: its spec's content and the
+        few status fields the pool keeps as memory (not its replica counts or message)."""
+        status = self.status
+        conditions = status.get("conditions")
+        conds = tuple(  # the ones a plan reads: finished, suspended
+            (c.get("type"), c.get("status"))
+            for c in (conditions if isinstance(conditions, list) else ())
+            if isinstance(c, Mapping) and c.get("type") in _PLANNED_CONDITIONS
+        )
+        # The worker target and lastScale a job's status copies from its Admission, and its
+        # startTime, are read only without an Admission (see policy.pool.sync); the enqueue
+        # time is the creation time until the job's sync writes it.
+        enqueued = status.get("enqueueTime") or (
+            format_time(self.created) if self.created else None
+        )
+        memory = orjson.dumps([enqueued, bool(status.get("startRunTime"))])
+        identity = (self.namespace, self.name, self.uid, self.created, self.deleting)
+        return (identity, self.spec_content, conds, memory)
 
     def type_of(self, label: str) -> str | None:
         """The replica type whose pods carry this (lower-case) replica-type label."""
@@ -361,7 +386,15 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         priority_class=named if isinstance(named, str) and named else None,
         pool=pool_of(raw_spec),
         status=MappingProxyType(dict(obj.get("status") or {})),  # checked above
+        spec_content=_content(raw_spec),
     )
+
+
+def _content(spec: Mapping[str, Any]) -> bytes:
+    try:
+        return orjson.dumps(spec, option=orjson.OPT_SORT_KEYS)
+    except TypeError as err:  # e.g. an integer beyond 64 bits: no API server stores one
+        raise InvalidJob(f"spec holds a value Kubernetes cannot store: {err}") from err
 
 
 def child_name(job: Job, rtype: str, index: int) -> str:

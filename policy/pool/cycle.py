@@ -152,7 +152,8 @@ def plan(
 
 
 def _victim_order(r: Running) -> tuple:
-    started = parse_time(r.job.status.get("startTime")) or NEVER
+    admitted = r.admission.admitted_at if r.admission is not None else None
+    started = parse_time(admitted) or parse_time(r.job.status.get("startTime")) or NEVER
     return (r.priority, started, r.job.namespace, r.job.name)
 
 
