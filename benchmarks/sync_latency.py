@@ -108,13 +108,16 @@ def _p99(values: list[float]) -> float:
 
 
 def _with_new_pod_version(request: dict[str, Any], n: int) -> bytes:
-    """The same pool request after one pod event (one pod has a new resourceVersion)."""
+    """The same pool request after one pod event: a container of one pod restarted in
+    place (a change the plan reads, so the pool plans again)."""
     changed = copy.copy(request)
     pods = dict(request["related"]["Pod.v1"])
     if pods:
         key = sorted(pods)[n % len(pods)]
-        pod = pods[key]
-        pods[key] = {**pod, "metadata": {**pod["metadata"], "resourceVersion": f"9{n}"}}
+        pod = copy.deepcopy(pods[key])
+        pod["metadata"]["resourceVersion"] = f"9{n}"
+        pod["status"]["containerStatuses"][0]["restartCount"] = n + 1
+        pods[key] = pod
     changed["related"] = {**request["related"], "Pod.v1": pods}
     return orjson.dumps(changed)
 

@@ -65,6 +65,7 @@ class Ledger:
     fits_observed: dict[tuple, bool] = field(default_factory=dict)
     unhelped: dict[tuple, bool] = field(default_factory=dict)  # shapes no shrink can help
     seen: dict = field(default_factory=dict)  # answers explanations share
+    candidates: dict[tuple, list] = field(default_factory=dict)  # shrink victims, in order
     _eligible: dict[bytes, frozenset[str]] = field(default_factory=dict)
     _eligible_by_job: dict[str, Eligible] = field(default_factory=dict)
 

@@ -57,13 +57,24 @@ def make_room(
     key = (shape(job, eligible), prio, starving)
     if key in ledger.unhelped:
         return Unresolvable(ledger.unhelped[key])
+    candidates = ledger.candidates.get((prio, starving))
+    if candidates is None:  # the same for every waiting job until one reserves room
+        candidates = _candidates(ledger, prio, starving, running)
+        ledger.candidates[(prio, starving)] = candidates
+    if not candidates and not ledger.releasing:
+        # Nothing is on its way out and nothing may be taken: what admission found no
+        # room for now finds none here either.
+        ledger.unhelped[key] = False
+        return Unresolvable(False)
     future = ledger.future()
-    fit = place_gang(required, gang, len(gang), future, ledger.allocatable, eligible)
+    fit = None
+    if ledger.releasing:
+        fit = place_gang(required, gang, len(gang), future, ledger.allocatable, eligible)
     chosen: list[Victim] = []
     if fit is None:
         need = Resources.total(s.request for s in [*required, *gang])
         have = Resources.total(future.values())
-        for r, pod in _candidates(ledger, prio, starving, running):
+        for r, pod in candidates:
             chosen.append((r, pod))
             future[pod.node] = future[pod.node] + pod.request
             have = have + pod.request
@@ -80,6 +91,7 @@ def make_room(
         if tight is not None:
             chosen, fit = pruned, tight
         _record(ledger, job, chosen, starving, since)
+    ledger.candidates.clear()  # victims and free capacity changed
     # Keep the room from younger jobs: they get only what this job will not need.
     used = used_per_node(fit)
     for node, request in used.items():
