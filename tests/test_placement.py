@@ -47,7 +47,8 @@ def test_job1_that_cannot_fit_gets_no_pods_and_a_reason(hook: Hook) -> None:
     # The gang is the PS plus min-instances (1) workers: 8 cpu, 16Gi; a node has 2 cpu.
     assert sched["message"] == (
         "waiting: needs 8 cpu, 16Gi memory for its 1 parameter server plus 1 worker "
-        "(min-instances) at once; the largest free node, tiny-1, has 2 cpu, 8Gi memory free"
+        "(min-instances) at once, more than the pool's nodes hold even when empty (the "
+        "largest, tiny-1, has 2 cpu, 8Gi memory): it waits for larger or more nodes"
     )
     assert sched["workers"]["current"] == 0
     assert "startTime" not in body["status"]
@@ -145,3 +146,29 @@ def test_committed_fixtures_match_their_generator() -> None:
 
     for name, request in scenarios().items():
         assert json.loads((OUT / name).read_text()) == request, name
+
+
+def test_a_job_waiting_for_room_says_so_in_words_that_do_not_change_with_every_pod(
+    hook: Hook,
+) -> None:
+    """It would fit in the empty pool, but running jobs hold the room. Its message names
+    what it needs, not how much is free this second: one more pod elsewhere changes nothing
+    of its status (a message quoting free capacity would be rewritten on every pod event)."""
+    nodes = [mc.node("n-1", cpu="24", memory="64Gi")]
+    big = mc.compat(JOB)
+    big["spec"]["min-instances"] = 4  # 5 pods of 4 cpu at once
+    running = mc.tfjob(big, name="running", created="2026-11-21T09:00:00Z")
+    waiting = mc.tfjob(big, name="waiting", created="2026-11-21T09:00:05Z")
+    body = hook.sync(mc.world(running, nodes, jobs=[running, waiting]))
+    pods = [mc.observed_pod(running, p) for p in pods_of(body).values()]
+    first = hook.sync(mc.world(waiting, nodes, jobs=[running, waiting], pods=pods))
+    message = first["status"]["scheduling"]["message"]
+    assert message == (
+        "waiting: needs 20 cpu, 40Gi memory for its 1 parameter server plus 4 workers "
+        "(min-instances) at once, more than is free now; it starts when running jobs give "
+        "room back"
+    )
+    (one,) = [p for p in pods if p["metadata"]["name"] == "running-worker-3"]
+    gone = [p for p in pods if p is not one]  # one pod less: more is free, still not enough
+    again = hook.sync(mc.world(waiting, nodes, jobs=[running, waiting], pods=gone))
+    assert again["status"]["scheduling"]["message"] == message

@@ -83,6 +83,9 @@ def admit(ledger: Ledger, job: Job) -> Admitted | Waits:
             ledger.claimed_by
             and _place(ledger, required, workers, job.min_workers, ledger.cluster.free, eligible)
         )
+        # ... or in the pool with nothing running at all?
+        empty = _place(ledger, required, workers, job.min_workers, ledger.allocatable, eligible)
+        ledger.fits_empty[key] = empty is not None
     return Waits(
         partial(
             wait_message,
@@ -90,11 +93,10 @@ def admit(ledger: Ledger, job: Job) -> Admitted | Waits:
             required,
             workers,
             ledger.cluster,
-            ledger.free,
             eligible,
             ledger.allocatable,
             tuple(ledger.claimed_by),
             ledger.fits_observed[key],
-            ledger.seen,
+            ledger.fits_empty[key],
         )
     )

@@ -54,15 +54,15 @@ def wait_message(
     required: list[Slot],
     workers: list[Slot],
     cluster: Cluster,
-    free: Free,
     eligible: Eligible,
     allocatable: Mapping[str, Resources],
     ahead: Sequence[str],
     fits_without_claims: bool,
-    seen: dict | None = None,
+    fits_when_empty: bool,
 ) -> str:
-    """``seen`` caches the largest free node per (free capacity, need, nodes) within one
-    cycle: a long queue of similar jobs asks the same question of every node."""
+    """Why a queued job waits, in words that change only when the reason does: the job's
+    status is rewritten on every change, so a message quoting free capacity would change
+    with every pod that comes or goes (capacity per node is the pool's status)."""
     gang = [*required, *workers[: job.min_workers]]
     if not cluster.nodes:
         return "the training pool has no nodes"
@@ -75,20 +75,17 @@ def wait_message(
         shown = ", ".join(ahead[:3]) + (f" and {len(ahead) - 3} more" if len(ahead) > 3 else "")
         return f"jobs ahead in the queue ({shown}) claim the free capacity it needs"
     need = Resources.total(s.request for s in gang)
-    names = [k for k in need if k != PODS] or [PODS]
-    types = sorted({s.type for s in gang})
-    key = (id(free), need, tuple(id(eligible[t]) for t in types))
-    best = (seen or {}).get(key)
-    if best is None:
-        usable = sorted({n for t in types for n in eligible[t]})
-        best = _largest(free, allocatable, need, usable)
-        if seen is not None:
-            seen[key] = best
     extra = " (min-instances)" if job.worker and job.min_workers else ""
+    wants = f"needs {need.without(PODS).describe() or 'a pod slot'} for its "
+    wants += f"{describe_gang(gang)}{extra} at once"
+    if fits_when_empty:
+        return f"{wants}, more than is free now; it starts when running jobs give room back"
+    names = [k for k in need if k != PODS] or [PODS]
+    usable = sorted({n for s in gang for n in eligible[s.type]})
+    best = _largest(allocatable, allocatable, need, usable)
     return (
-        f"needs {need.without(PODS).describe() or 'a pod slot'} for its "
-        f"{describe_gang(gang)}{extra} at once; the largest free node, {best}, has "
-        f"{_free_text(free[best], names)} free"
+        f"{wants}, more than the pool's nodes hold even when empty (the largest, {best}, "
+        f"has {_free_text(allocatable[best], names)}): it waits for larger or more nodes"
     )
 
 

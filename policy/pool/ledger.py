@@ -64,7 +64,7 @@ class Ledger:
     failed: set[tuple] = field(default_factory=set)  # gang shapes that found no room
     fits_observed: dict[tuple, bool] = field(default_factory=dict)
     unhelped: dict[tuple, bool] = field(default_factory=dict)  # shapes no shrink can help
-    seen: dict = field(default_factory=dict)  # answers explanations share
+    fits_empty: dict[tuple, bool] = field(default_factory=dict)  # in the pool with no pods
     candidates: dict[tuple, list] = field(default_factory=dict)  # shrink victims, in order
     _eligible: dict[bytes, frozenset[str]] = field(default_factory=dict)
     _eligible_by_job: dict[str, Eligible] = field(default_factory=dict)
