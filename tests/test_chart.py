@@ -18,11 +18,15 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.kube_schema import ROOT, validate_composite_controller, validate_k8s
+from tests.kube_schema import ROOT, validate_composite_controller, validate_custom, validate_k8s
 
 CHART = ROOT / "chart"
-PLAIN_CONTROLLER = ROOT / "metacontroller" / "tfjob-controller.yaml"
-HOOKS = ("customize", "sync", "finalize")
+# The plain-kubectl CompositeControllers, by their name suffix, and the hooks of each.
+PLAIN = {
+    "pools": ROOT / "metacontroller" / "pool-controller.yaml",
+    "tfjobs": ROOT / "metacontroller" / "tfjob-controller.yaml",
+}
+HOOKS = {"pools": ("customize", "sync"), "tfjobs": ("customize", "sync", "finalize")}
 
 # Non-default values touching every knob, as a user's values file would.
 CUSTOM_VALUES: dict[str, Any] = {
@@ -143,6 +147,8 @@ def _validate_all(docs: list[dict[str, Any]]) -> None:
     for doc in docs:
         if doc["kind"] == "CompositeController":
             validate_composite_controller(doc)
+        elif doc["kind"] == "TrainingPool":
+            validate_custom(doc)  # against our CRD's schema, as the API server would
         else:
             # Built-in kinds, and the CustomResourceDefinition object itself.
             validate_k8s(doc)
@@ -183,12 +189,18 @@ def test_default_render_has_the_expected_objects(default_docs: list[dict[str, An
     assert kinds == [
         ("ClusterRole", "dragonet-tfjobs-edit"),
         ("ClusterRole", "dragonet-tfjobs-view"),
+        ("ClusterRole", "dragonet-trainingpools-admin"),
+        ("ClusterRole", "dragonet-trainingpools-view"),
+        ("CompositeController", "dragonet-pools"),
         ("CompositeController", "dragonet-tfjobs"),
+        ("CustomResourceDefinition", "admissions.dragonet.io"),
         ("CustomResourceDefinition", "tfjobs.kubeflow.org"),
+        ("CustomResourceDefinition", "trainingpools.dragonet.io"),
         ("Deployment", "dragonet-webhook"),
         ("PodDisruptionBudget", "dragonet-webhook"),
         ("Service", "dragonet-webhook"),
         ("ServiceAccount", "dragonet-webhook"),
+        ("TrainingPool", "default"),
     ]
 
 
@@ -208,10 +220,14 @@ def test_validation_of_rendered_objects_can_fail(default_docs: list[dict[str, An
     )
     with pytest.raises(AssertionError, match="paht"):
         validate_k8s(deployment)
-    controller = copy.deepcopy(_one(default_docs, "CompositeController"))
+    controller = copy.deepcopy(_controller(default_docs, "tfjobs"))
     controller["spec"]["childResources"][0]["updateStrategy"]["method"] = "Ondelete"
     with pytest.raises(AssertionError, match="Ondelete"):
         validate_composite_controller(controller)
+    pool = copy.deepcopy(_one(default_docs, "TrainingPool"))
+    pool["spec"]["policy"] = "fastest"
+    with pytest.raises(AssertionError, match="fastest"):
+        validate_custom(pool)
 
 
 # --- values reach the webhook -----------------------------------------------------------------
@@ -220,13 +236,7 @@ def test_validation_of_rendered_objects_can_fail(default_docs: list[dict[str, An
 def test_default_values_reach_the_webhook_environment(default_docs: list[dict[str, Any]]) -> None:
     assert _env(_one(default_docs, "Deployment")) == {
         "DRAGONET_PORT": "8080",
-        "DRAGONET_POOL_SELECTOR": "{}",
-        "DRAGONET_POLICY": "dragonet",
-        "DRAGONET_BINDING": "affinity",
-        "DRAGONET_STARVATION_SECONDS": "30",
-        "DRAGONET_IDLE_SECONDS": "60",
         "DRAGONET_CLUSTER_DOMAIN": "",
-        "DRAGONET_WATCH_ALL_PODS": "false",
         "DRAGONET_WORKERS": "2",
         "DRAGONET_THREADS": "4",
         "DRAGONET_MAX_INFLIGHT": "0",
@@ -235,18 +245,9 @@ def test_default_values_reach_the_webhook_environment(default_docs: list[dict[st
 
 
 def test_custom_values_reach_the_webhook_environment(custom_docs: list[dict[str, Any]]) -> None:
-    env = _env(_one(custom_docs, "Deployment"))
-    assert (
-        json.loads(env.pop("DRAGONET_POOL_SELECTOR")) == CUSTOM_VALUES["scheduling"]["poolSelector"]
-    )
-    assert env == {
+    assert _env(_one(custom_docs, "Deployment")) == {
         "DRAGONET_PORT": "8080",
-        "DRAGONET_POLICY": "gang-fifo",
-        "DRAGONET_BINDING": "nodeName",
-        "DRAGONET_STARVATION_SECONDS": "45",
-        "DRAGONET_IDLE_SECONDS": "120.5",
         "DRAGONET_CLUSTER_DOMAIN": "cluster.local",
-        "DRAGONET_WATCH_ALL_PODS": "true",
         "DRAGONET_WORKERS": "3",
         "DRAGONET_THREADS": "8",
         "DRAGONET_MAX_INFLIGHT": "6",
@@ -255,24 +256,54 @@ def test_custom_values_reach_the_webhook_environment(custom_docs: list[dict[str,
     }
 
 
+def test_default_values_make_the_default_pool(default_docs: list[dict[str, Any]]) -> None:
+    pool = _one(default_docs, "TrainingPool")
+    assert pool["metadata"]["name"] == "default"
+    assert pool["metadata"]["labels"]["dragonet.io/pool"] == "default"
+    assert pool["spec"] == {
+        "policy": "dragonet",
+        "binding": "affinity",
+        "starvationSeconds": 30,
+        "idleSeconds": 60,
+        "watchAllPods": False,
+    }
+
+
+def test_custom_scheduling_values_reach_the_default_pool(
+    custom_docs: list[dict[str, Any]],
+) -> None:
+    """The pool's settings live in the TrainingPool now, not in the webhook's environment;
+    and the webhook reads what the chart writes there."""
+    from policy.model.pool import PoolSpec
+
+    pool = _one(custom_docs, "TrainingPool")
+    assert pool["spec"] == {
+        "nodeSelector": CUSTOM_VALUES["scheduling"]["poolSelector"],
+        "policy": "gang-fifo",
+        "binding": "nodeName",
+        "starvationSeconds": 45,
+        "idleSeconds": 120.5,
+        "watchAllPods": True,
+    }
+    spec = PoolSpec.model_validate(pool["spec"])
+    assert spec.nodeSelector.as_dict() == CUSTOM_VALUES["scheduling"]["poolSelector"]
+    assert (spec.policy, spec.binding) == ("gang-fifo", "nodeName")
+    assert (spec.starvationSeconds, spec.idleSeconds, spec.watchAllPods) == (45, 120.5, True)
+
+
+def test_the_default_pool_is_optional(helm: str) -> None:
+    docs = _render(helm, "--set", "scheduling.createDefaultPool=false")
+    assert [d for d in docs if d["kind"] == "TrainingPool"] == []
+
+
 @pytest.mark.parametrize(
     ("flag", "env_name", "expected"),
     [
-        ("scheduling.binding=nodeName", "DRAGONET_BINDING", "nodeName"),
-        ("scheduling.policy=kube-default", "DRAGONET_POLICY", "kube-default"),
-        ("scheduling.starvationSeconds=5", "DRAGONET_STARVATION_SECONDS", "5"),
-        ("scheduling.idleSeconds=600", "DRAGONET_IDLE_SECONDS", "600"),
         ("scheduling.clusterDomain=corp.example", "DRAGONET_CLUSTER_DOMAIN", "corp.example"),
-        ("scheduling.watchAllPods=true", "DRAGONET_WATCH_ALL_PODS", "true"),
         ("server.workers=5", "DRAGONET_WORKERS", "5"),
         ("server.threads=1", "DRAGONET_THREADS", "1"),
         ("server.maxInflight=2", "DRAGONET_MAX_INFLIGHT", "2"),
         ("server.logLevel=warning", "DRAGONET_LOG_LEVEL", "warning"),
-        (
-            "scheduling.poolSelector.matchLabels.pool=gpu",
-            "DRAGONET_POOL_SELECTOR",
-            '{"matchLabels":{"pool":"gpu"}}',
-        ),
     ],
 )
 def test_each_value_given_with_set_reaches_its_variable(
@@ -280,6 +311,27 @@ def test_each_value_given_with_set_reaches_its_variable(
 ) -> None:
     env = _env(_one(_render(helm, "--set", flag), "Deployment"))
     assert env[env_name] == expected
+
+
+@pytest.mark.parametrize(
+    ("flag", "field", "expected"),
+    [
+        ("scheduling.binding=nodeName", "binding", "nodeName"),
+        ("scheduling.policy=kube-default", "policy", "kube-default"),
+        ("scheduling.starvationSeconds=5", "starvationSeconds", 5),
+        ("scheduling.idleSeconds=600", "idleSeconds", 600),
+        ("scheduling.watchAllPods=true", "watchAllPods", True),
+        (
+            "scheduling.poolSelector.matchLabels.pool=gpu",
+            "nodeSelector",
+            {"matchLabels": {"pool": "gpu"}},
+        ),
+    ],
+)
+def test_each_scheduling_value_given_with_set_reaches_the_default_pool(
+    helm: str, flag: str, field: str, expected: Any
+) -> None:
+    assert _one(_render(helm, "--set", flag), "TrainingPool")["spec"][field] == expected
 
 
 def test_the_webhook_reads_the_environment_the_chart_sets(
@@ -294,12 +346,7 @@ def test_the_webhook_reads_the_environment_the_chart_sets(
     for name, value in _env(_one(custom_docs, "Deployment")).items():
         monkeypatch.setenv(name, value)
     settings = Settings()
-    assert settings.pool_selector.as_dict() == CUSTOM_VALUES["scheduling"]["poolSelector"]
-    assert settings.binding == "nodeName"
-    assert settings.starvation_seconds == 45
-    assert settings.idle_seconds == 120.5
     assert settings.cluster_domain == "cluster.local"
-    assert settings.watch_all_pods is True
     assert settings.port == 8080
     assert (settings.workers, settings.threads, settings.log_level) == (3, 8, "debug")
     assert settings.inflight_limit() == 6
@@ -413,76 +460,116 @@ def test_tfjob_permissions_are_aggregated_into_the_default_roles(
     assert view["metadata"]["labels"][agg + "view"] == "true"
     assert agg + "view" not in edit["metadata"]["labels"]
 
-    def verbs(role: dict[str, Any], resource: str) -> set[str]:
+    def verbs(role: dict[str, Any], resource: str, group: str = "kubeflow.org") -> set[str]:
         return {
             v
             for rule in role["rules"]
-            if "kubeflow.org" in rule["apiGroups"] and resource in rule["resources"]
+            if group in rule["apiGroups"] and resource in rule["resources"]
             for v in rule["verbs"]
         }
 
     assert {"create", "delete", "get", "list", "watch", "patch", "update"} <= verbs(edit, "tfjobs")
     assert verbs(view, "tfjobs") == {"get", "list", "watch"}
     assert verbs(view, "tfjobs/status") == {"get", "list", "watch"}
-    # Users must not be able to forge the status Dragonet keeps its scheduling memory in.
+    # Users must not be able to forge the status Dragonet keeps its scheduling memory in,
+    # nor the pools' decisions: they read Admissions, only Metacontroller writes them.
     assert not {"update", "patch"} & verbs(edit, "tfjobs/status")
+    assert verbs(edit, "admissions", "dragonet.io") == {"get", "list", "watch"}
+    assert verbs(view, "admissions", "dragonet.io") == {"get", "list", "watch"}
+    pools_admin = roles["dragonet-trainingpools-admin"]
+    pools_view = roles["dragonet-trainingpools-view"]
+    assert {"create", "delete", "update"} <= verbs(pools_admin, "trainingpools", "dragonet.io")
+    assert verbs(pools_view, "trainingpools", "dragonet.io") == {"get", "list", "watch"}
+    # Cluster-scoped pools are granted by ClusterRoleBindings, never aggregated into the
+    # namespace roles (that would let every namespace admin change every pool).
+    assert not any(k.startswith(agg) for k in pools_admin["metadata"].get("labels", {}))
 
 
 def test_role_aggregation_can_be_turned_off(helm: str) -> None:
     docs = _render(helm, "--set", "rbac.aggregateToDefaultRoles=false")
-    assert [d for d in docs if d["kind"] == "ClusterRole"] == []
+    roles = [d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRole"]
+    assert roles == ["dragonet-trainingpools-admin", "dragonet-trainingpools-view"]
 
 
 # --- the CompositeController ------------------------------------------------------------------
 
 
-def _plain_controller() -> dict[str, Any]:
-    return yaml.safe_load(PLAIN_CONTROLLER.read_text())
+def _plain_controller(which: str) -> dict[str, Any]:
+    return yaml.safe_load(PLAIN[which].read_text())
 
 
-def test_plain_controller_manifest_validates() -> None:
-    controller = _plain_controller()
-    validate_composite_controller(controller)
-    spec = controller["spec"]
-    assert controller["metadata"]["name"] == "dragonet-tfjobs"
-    assert spec["generateSelector"] is True
-    assert spec["parentResource"] == {"apiVersion": "kubeflow.org/v1", "resource": "tfjobs"}
-    assert spec["childResources"] == [
+def _controller(docs: list[dict[str, Any]], which: str) -> dict[str, Any]:
+    (found,) = [
+        d
+        for d in docs
+        if d["kind"] == "CompositeController" and d["metadata"]["name"].endswith(f"-{which}")
+    ]
+    return found
+
+
+def test_plain_controller_manifests_validate() -> None:
+    pools, tfjobs = _plain_controller("pools"), _plain_controller("tfjobs")
+    for controller in (pools, tfjobs):
+        validate_composite_controller(controller)
+        assert controller["spec"]["generateSelector"] is True
+    assert pools["metadata"]["name"] == "dragonet-pools"
+    assert pools["spec"]["parentResource"] == {
+        "apiVersion": "dragonet.io/v1alpha1",
+        "resource": "trainingpools",
+        "ignoreStatusChanges": True,
+    }
+    assert pools["spec"]["childResources"] == [
+        {
+            "apiVersion": "dragonet.io/v1alpha1",
+            "resource": "admissions",
+            "updateStrategy": {"method": "InPlace"},
+        }
+    ]
+    assert tfjobs["metadata"]["name"] == "dragonet-tfjobs"
+    assert tfjobs["spec"]["parentResource"] == {
+        "apiVersion": "kubeflow.org/v1",
+        "resource": "tfjobs",
+        "ignoreStatusChanges": True,
+    }
+    assert tfjobs["spec"]["childResources"] == [
         {"apiVersion": "v1", "resource": r, "updateStrategy": {"method": "OnDelete"}}
         for r in ("pods", "services")
     ]
-    assert set(spec["hooks"]) == set(HOOKS)
-    for hook in HOOKS:
-        # v2 on every hook: a namespaced parent sees cluster-scoped Nodes only with v2.
-        assert spec["hooks"][hook] == {
-            "version": "v2",
-            "webhook": {"url": f"http://dragonet-webhook.dragonet/tfjobs/{hook}", "timeout": "10s"},
-        }
+    for which, controller in (("pools", pools), ("tfjobs", tfjobs)):
+        hooks = controller["spec"]["hooks"]
+        assert set(hooks) == set(HOOKS[which])
+        for hook in HOOKS[which]:
+            # v2 on every hook: a namespaced TFJob sees its Admission, and the pool's children
+            # in other namespaces are keyed namespace/name, only with v2.
+            url = f"http://dragonet-webhook.dragonet/{which}/{hook}"
+            assert hooks[hook] == {"version": "v2", "webhook": {"url": url, "timeout": "10s"}}
 
 
+@pytest.mark.parametrize("which", ["pools", "tfjobs"])
 def test_chart_controller_equals_the_plain_manifest_for_release_dragonet_in_dragonet(
-    default_docs: list[dict[str, Any]],
+    default_docs: list[dict[str, Any]], which: str
 ) -> None:
-    rendered = _one(default_docs, "CompositeController")
-    plain = _plain_controller()
+    rendered = _controller(default_docs, which)
+    plain = _plain_controller(which)
     assert rendered["metadata"]["name"] == plain["metadata"]["name"]
     assert rendered["spec"] == plain["spec"]
 
 
+@pytest.mark.parametrize("which", ["pools", "tfjobs"])
 def test_chart_controller_differs_from_the_plain_manifest_only_in_name_and_url(
-    custom_docs: list[dict[str, Any]],
+    custom_docs: list[dict[str, Any]], which: str
 ) -> None:
-    rendered = copy.deepcopy(_one(custom_docs, "CompositeController"))
+    rendered = copy.deepcopy(_controller(custom_docs, which))
     service = _one(custom_docs, "Service")
     # The hooks point at the chart's own Service, in the release namespace, on its port 80.
     base = f"http://{service['metadata']['name']}.training"
     assert base == "http://ml-jobs-dragonet-webhook.training"
-    for hook in HOOKS:
+    for hook in HOOKS[which]:
         webhook = rendered["spec"]["hooks"][hook]["webhook"]
-        assert webhook["url"] == f"{base}/tfjobs/{hook}"
-        webhook["url"] = f"http://dragonet-webhook.dragonet/tfjobs/{hook}"
-    assert rendered["metadata"]["name"] == "ml-jobs-dragonet-tfjobs"
-    assert rendered["spec"] == _plain_controller()["spec"]
+        assert webhook["url"] == f"{base}/{which}/{hook}"
+        webhook["url"] = f"http://dragonet-webhook.dragonet/{which}/{hook}"
+    assert rendered["metadata"]["name"] == f"ml-jobs-dragonet-{which}"
+    assert rendered["spec"] == _plain_controller(which)["spec"]
 
 
 # --- chart metadata and documentation ---------------------------------------------------------
