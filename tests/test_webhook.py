@@ -302,3 +302,11 @@ def test_in_flight_limit_leaves_a_thread_free_by_default() -> None:
     assert Settings(threads=4).inflight_limit() == 3
     assert Settings(threads=1).inflight_limit() == 1
     assert Settings(threads=4, max_inflight=8).inflight_limit() == 8
+
+
+def test_a_pool_of_a_shard_asks_only_for_the_jobs_of_its_shard(hook: Hook) -> None:
+    pool = mc.pool("team-a")
+    pool["metadata"]["labels"]["dragonet.io/shard"] = "a"
+    rules = hook.post("/pools/customize", {"parent": pool}).get_json()["relatedResources"]
+    (tfjobs,) = [r for r in rules if r["resource"] == "tfjobs"]
+    assert tfjobs["labelSelector"] == {"matchLabels": {"dragonet.io/shard": "a"}}

@@ -18,6 +18,7 @@ from policy.model.pool import DEFAULT_POOL, GROUP, PoolSpec
 from policy.pool.observe import KINDS
 
 ObjectMap = dict[str, dict[str, dict[str, Any]]]
+SHARD = f"{GROUP}/shard"
 # Matches no Node: a pool whose spec cannot be read plans nothing (its sync says why).
 _NO_NODE = {"matchExpressions": [{"key": f"{GROUP}/no-such-label", "operator": "Exists"}]}
 
@@ -47,11 +48,16 @@ def pool_related_resources(parent: Mapping[str, Any]) -> list[dict[str, Any]]:
     except ValidationError:
         nodes, pods_everywhere = _NO_NODE, False
     pods = {} if pods_everywhere else {"matchLabels": {L_OPERATOR: OPERATOR_NAME}}
+    # A pool of a shard (label dragonet.io/shard, metacontroller/README.md) reads only the
+    # jobs of its shard.
+    labels = (parent.get("metadata") or {}).get("labels") or {}
+    shard = labels.get(SHARD) if isinstance(labels, dict) else None
+    jobs = {"matchLabels": {SHARD: shard}} if isinstance(shard, str) and shard else {}
     rules: list[dict[str, Any]] = [
         {"apiVersion": "v1", "resource": "nodes", "labelSelector": nodes},
         {"apiVersion": "v1", "resource": "pods", "labelSelector": pods},
         *(
-            {"apiVersion": k.api_version, "resource": _plural(k), "labelSelector": {}}
+            {"apiVersion": k.api_version, "resource": _plural(k), "labelSelector": jobs}
             for k in KINDS
         ),
         {"apiVersion": "scheduling.k8s.io/v1", "resource": "priorityclasses", "labelSelector": {}},
