@@ -256,7 +256,7 @@ def _running_plan(
         wake_at = max(wake, own)
     explain = _nothing
     if repaired.unplaced:
-        explain = partial(repair_message, job, repaired.unplaced, ledger.free, ledger.allocatable)
+        explain = partial(repair_message, job, repaired.unplaced)
     return JobPlan(
         job,
         r.pods,

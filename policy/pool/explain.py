@@ -1,6 +1,8 @@
 """Words for users: why a job waits, in the status message ``kubectl get tfjob`` shows.
 
-Built lazily from the plan's state (each sync plans every job but reports only its own).
+Each is written into the job's Admission and from there into its status, so a message
+changes only when its reason does: a word that changed with every pod event (how much is
+free right now) would rewrite every waiting job's Admission and status on every event.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from policy.model.jobs import WORKER, Job, child_name
 from policy.model.priority import Priorities
 from policy.model.resources import PODS, Resources, format_quantity
 from policy.pool.filters import rejection
-from policy.pool.placement import Eligible, Free, Slot
+from policy.pool.placement import Eligible, Slot
 
 _NAMES = {"PS": "parameter server", "Chief": "chief", "Master": "master", "Evaluator": "evaluator"}
 
@@ -33,18 +35,16 @@ def describe_gang(slots: Sequence[Slot]) -> str:
     return text
 
 
-def _free_text(free: Resources, names: Sequence[str]) -> str:
-    return ", ".join(f"{format_quantity(k, free[k])} {k}" for k in names) or "nothing"
+def _amounts(have: Resources, names: Sequence[str]) -> str:
+    return ", ".join(f"{format_quantity(k, have[k])} {k}" for k in names) or "nothing"
 
 
-def _largest(
-    free: Free, allocatable: Mapping[str, Resources], need: Resources, nodes: Sequence[str]
-) -> str:
+def _largest(allocatable: Mapping[str, Resources], need: Resources, nodes: Sequence[str]) -> str:
     """The node that covers most of ``need`` (ties: first by name)."""
     names = [k for k in need if k != PODS]
 
     def cover(n: str) -> float:
-        return sum(min(free[n][k], need[k]) / max(need[k], 1) for k in names)
+        return sum(min(allocatable[n][k], need[k]) / max(need[k], 1) for k in names)
 
     return min(nodes, key=lambda n: (-cover(n), n))
 
@@ -82,24 +82,22 @@ def wait_message(
         return f"{wants}, more than is free now; it starts when running jobs give room back"
     names = [k for k in need if k != PODS] or [PODS]
     usable = sorted({n for s in gang for n in eligible[s.type]})
-    best = _largest(allocatable, allocatable, need, usable)
+    best = _largest(allocatable, need, usable)
     return (
         f"{wants}, more than the pool's nodes hold even when empty (the largest, {best}, "
-        f"has {_free_text(allocatable[best], names)}): it waits for larger or more nodes"
+        f"has {_amounts(allocatable[best], names)}): it waits for larger or more nodes"
     )
 
 
-def repair_message(
-    job: Job, unplaced: Sequence[Slot], free: Free, allocatable: Mapping[str, Resources]
-) -> str:
+def repair_message(job: Job, unplaced: Sequence[Slot]) -> str:
+    """An admitted job's pods that found no room (a lost node, a restart): what they need,
+    not how much is free this second (that changes with every pod)."""
     names = ", ".join(child_name(job, s.type, s.index) for s in unplaced[:3])
+    more = f" and {len(unplaced) - 3} more" if len(unplaced) > 3 else ""
     need = unplaced[0].request
-    keys = [k for k in need if k != PODS] or [PODS]
-    best = _largest(free, allocatable, need, sorted(free)) if free else None
-    where = f"; the largest free node, {best}, has {_free_text(free[best], keys)}" if best else ""
     return (
-        f"{_count(len(unplaced), 'pod')} waiting for room ({names}): each needs "
-        f"{need.without(PODS).describe() or 'a pod slot'}{where}"
+        f"{_count(len(unplaced), 'pod')} waiting for room ({names}{more}): each needs "
+        f"{need.without(PODS).describe() or 'a pod slot'}, more than a node it may use has free"
     )
 
 
