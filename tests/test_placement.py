@@ -151,9 +151,10 @@ def test_committed_fixtures_match_their_generator() -> None:
 def test_a_job_waiting_for_room_says_so_in_words_that_do_not_change_with_every_pod(
     hook: Hook,
 ) -> None:
-    """It would fit in the empty pool, but running jobs hold the room. Its message names
-    what it needs, not how much is free this second: one more pod elsewhere changes nothing
-    of its status (a message quoting free capacity would be rewritten on every pod event)."""
+    """It would fit in the empty pool, but another job holds the room. Its message names
+    what it needs and why it waits, not how much is free this second, and while the reason
+    stays the same the words do: one pod less elsewhere changes nothing of its status (a
+    message quoting free capacity would be rewritten on every pod event)."""
     nodes = [mc.node("n-1", cpu="24", memory="64Gi")]
     big = mc.compat(JOB)
     big["spec"]["min-instances"] = 4  # 5 pods of 4 cpu at once
@@ -162,13 +163,23 @@ def test_a_job_waiting_for_room_says_so_in_words_that_do_not_change_with_every_p
     body = hook.sync(mc.world(running, nodes, jobs=[running, waiting]))
     pods = [mc.observed_pod(running, p) for p in pods_of(body).values()]
     first = hook.sync(mc.world(waiting, nodes, jobs=[running, waiting], pods=pods))
-    message = first["status"]["scheduling"]["message"]
-    assert message == (
+    sched = first["status"]["scheduling"]
+    assert sched["reason"] == "WaitingForCapacity"
+    # First written when the older job was admitted in the same plan.
+    assert sched["message"] == (
+        "waiting: jobs ahead in the queue (default/running) claim the free capacity it needs"
+    )
+    gone = [p for p in pods if p["metadata"]["name"] != "running-worker-3"]
+    again = hook.sync(mc.world(waiting, nodes, jobs=[running, waiting], pods=gone))
+    assert again["status"]["scheduling"] == sched
+
+    # Seen first when the other job already runs, the same reason reads:
+    fresh = Hook(clock=hook.clock).sync(
+        mc.world(waiting, nodes, jobs=[running, waiting], pods=pods)
+    )
+    assert fresh["status"]["scheduling"]["reason"] == "WaitingForCapacity"
+    assert fresh["status"]["scheduling"]["message"] == (
         "waiting: needs 20 cpu, 40Gi memory for its 1 parameter server plus 4 workers "
         "(min-instances) at once, more than is free now; it starts when running jobs give "
         "room back"
     )
-    (one,) = [p for p in pods if p["metadata"]["name"] == "running-worker-3"]
-    gone = [p for p in pods if p is not one]  # one pod less: more is free, still not enough
-    again = hook.sync(mc.world(waiting, nodes, jobs=[running, waiting], pods=gone))
-    assert again["status"]["scheduling"]["message"] == message

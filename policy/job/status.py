@@ -13,7 +13,7 @@ from typing import Any
 
 from policy.job.view import FINISHED, INVALID, SUSPENDED, JobView
 from policy.model import conditions as cond
-from policy.model.admission import ADMITTED, QUEUED, LastScale
+from policy.model.admission import ADMITTED, QUEUED, WAITING_FOR_POOL, LastScale
 from policy.model.jobs import Job, JobKind
 from policy.model.lifecycle import REASON_INVALID
 from policy.model.timeutil import format_time, parse_time
@@ -140,12 +140,24 @@ def scheduling(v: JobView, nodes: list[str]) -> dict[str, Any]:
         },
         "nodes": nodes,
     }
+    reason = _reason(v)
+    if reason:
+        section["reason"] = reason
     scale = v.admission.last_scale if v.admission is not None else None
     if scale is None:
         scale = LastScale.from_json((job.status.get("scheduling") or {}).get(LAST_SCALE))
     if scale is not None:
         section[LAST_SCALE] = scale.to_json()
     return section
+
+
+def _reason(v: JobView) -> str:
+    """Why it waits, as a code: the Admission's, or that it has none yet."""
+    if v.phase not in (QUEUED, ADMITTED):
+        return ""
+    if v.admission is None:
+        return WAITING_FOR_POOL
+    return v.admission.reason
 
 
 def _target(v: JobView) -> int:

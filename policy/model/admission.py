@@ -29,6 +29,19 @@ L_JOB = f"{GROUP}/job-name"
 
 Slot = tuple[str, int]  # (replica type, index)
 
+# Why a job waits, as a code (the Admission's and the job status's ``reason``). While the
+# code stays the same, the pool keeps the message it first wrote for it (explain.py).
+NO_NODES = "NoNodes"  # the pool has no nodes
+NO_FEASIBLE_NODE = "NoFeasibleNode"  # no node may take one of its replica types
+TOO_LARGE = "TooLarge"  # it would not fit even in the empty pool
+WAITING_FOR_CAPACITY = "WaitingForCapacity"  # running or older jobs hold the room it needs
+WAITING_FOR_SHRINK = "WaitingForShrink"  # its room is being freed by workers of other jobs
+NO_SHRINK_HELPS = "NoShrinkHelps"  # it starves, and no shrink it may cause would make room
+BLOCKED_BEHIND_HEAD = "BlockedBehindHead"  # dragon: the starving head blocks everyone behind
+PODS_WAITING_FOR_ROOM = "PodsWaitingForRoom"  # admitted, but some pods found no room
+NO_SUCH_POOL = "NoSuchPool"  # it names a TrainingPool that does not exist
+WAITING_FOR_POOL = "WaitingForPool"  # (a job's own status) no Admission yet
+
 
 class _Model(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
@@ -59,6 +72,7 @@ class AdmissionSpec(_Model):
     pool: str
     job: JobRef
     phase: Phase
+    reason: str = ""
     message: str = ""
     binding: Binding = "affinity"
     workers: int = Field(default=0, ge=0)
@@ -124,6 +138,7 @@ class Admission:
     binding: Binding = "affinity"
     workers: int = 0
     pods: tuple[Placement, ...] = ()
+    reason: str = ""  # why it waits, as a code (policy.pool.explain)
     last_scale: LastScale | None = None
     admitted_at: str | None = None  # when the pool admitted the job (written once)
     generation: int = 0  # of the observed object; 0 for one not written yet
@@ -160,6 +175,7 @@ class Admission:
                 "uid": self.job_uid,
             },
             "phase": self.phase,
+            "reason": self.reason,
             "message": self.message,
             "binding": self.binding,
             "workers": self.workers,
@@ -200,6 +216,7 @@ class Admission:
             job_uid=spec.job.uid,
             job_api_version=spec.job.apiVersion,
             phase=spec.phase,
+            reason=spec.reason,
             message=spec.message,
             binding=spec.binding,
             workers=spec.workers,

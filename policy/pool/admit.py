@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-from policy.model.jobs import Job
-from policy.pool.explain import wait_message
+from policy.model.jobs import WORKER, Job
+from policy.pool.explain import wait_message, wait_reason
 from policy.pool.ledger import Ledger
 from policy.pool.placement import (
     Assignment,
@@ -35,6 +35,7 @@ class Admitted:
 
 @dataclass(frozen=True)
 class Waits:
+    reason: str  # a code from policy.pool.explain
     explain: partial[str]  # why it waits, built only when needed
 
 
@@ -86,7 +87,12 @@ def admit(ledger: Ledger, job: Job) -> Admitted | Waits:
         # ... or in the pool with nothing running at all?
         empty = _place(ledger, required, workers, job.min_workers, ledger.allocatable, eligible)
         ledger.fits_empty[key] = empty is not None
+    gang_types = [r.type for r in job.required()] + ([WORKER] if job.min_workers else [])
+    reason = wait_reason(
+        ledger.cluster, gang_types, eligible, ledger.fits_observed[key], ledger.fits_empty[key]
+    )
     return Waits(
+        reason,
         partial(
             wait_message,
             job,
@@ -98,5 +104,5 @@ def admit(ledger: Ledger, job: Job) -> Admitted | Waits:
             tuple(ledger.claimed_by),
             ledger.fits_observed[key],
             ledger.fits_empty[key],
-        )
+        ),
     )

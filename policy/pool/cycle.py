@@ -25,7 +25,14 @@ from datetime import datetime
 from functools import partial
 from types import MappingProxyType
 
-from policy.model.admission import ADMITTED, QUEUED, Admission
+from policy.model.admission import (
+    ADMITTED,
+    BLOCKED_BEHIND_HEAD,
+    NO_SHRINK_HELPS,
+    PODS_WAITING_FOR_ROOM,
+    QUEUED,
+    Admission,
+)
 from policy.model.cluster import Cluster, Pod
 from policy.model.jobs import Job
 from policy.model.lifecycle import Assessment, assess
@@ -71,6 +78,7 @@ class JobPlan:
     remove: frozenset[str] = frozenset()  # names of workers a shrink takes
     scale: Scale | None = None  # the target changes now
     wake_at: datetime | None = None  # when a time rule may change this job's plan
+    reason: str = ""  # why it waits (a code from policy.pool.explain); "" if nothing
 
     @property
     def message(self) -> str:
@@ -172,7 +180,11 @@ def _admit_queue(
         job = q.job
         if blocked:
             waits = partial(blocked_message, blocked)
-            out.append(JobPlan(job, q.pods, q.verdict, QUEUED, 0, explain=waits))
+            out.append(
+                JobPlan(
+                    job, q.pods, q.verdict, QUEUED, 0, explain=waits, reason=BLOCKED_BEHIND_HEAD
+                )
+            )
             continue
         decided = admit(ledger, job)
         if isinstance(decided, Admitted):
@@ -180,7 +192,9 @@ def _admit_queue(
             jp = JobPlan(job, q.pods, q.verdict, ADMITTED, decided.workers, placed, placed)
             out.append(jp)
             continue
-        jp = JobPlan(job, q.pods, q.verdict, QUEUED, 0, explain=decided.explain)
+        jp = JobPlan(
+            job, q.pods, q.verdict, QUEUED, 0, explain=decided.explain, reason=decided.reason
+        )
         since = enqueue_time(job, now)
         starving = now - since >= rules.starvation
         # DRAGON makes room for the head of the queue only; Dragonet for the first job that
@@ -189,13 +203,14 @@ def _admit_queue(
             room = make_room(ledger, job, priority(job, priorities), since, running)
             room_made = isinstance(room, Reserved) or rules.block_behind_head
             if isinstance(room, Reserved):
-                jp = replace(jp, explain=room.explain)
+                jp = replace(jp, explain=room.explain, reason=room.reason)
                 ledger.head_waits = ledger.head_waits or starving
             elif starving:
                 ledger.head_waits = True
                 blocked = job.key if rules.block_behind_head else None
                 if room.could_shrink:
-                    jp = replace(jp, explain=partial(unhelped_message, jp.explain))
+                    unhelped = partial(unhelped_message, jp.explain)
+                    jp = replace(jp, explain=unhelped, reason=NO_SHRINK_HELPS)
         if rules.elastic and not starving:
             jp = replace(jp, wake_at=since + rules.starvation)
         if priorities.value(job.priority_class) is None:
@@ -254,9 +269,10 @@ def _running_plan(
         when = parse_time(scaled.time) if scaled is not None else None
         own = when + ledger.rules.idle if when is not None else wake
         wake_at = max(wake, own)
-    explain = _nothing
+    explain, reason = _nothing, ""
     if repaired.unplaced:
         explain = partial(repair_message, job, repaired.unplaced)
+        reason = PODS_WAITING_FOR_ROOM
     return JobPlan(
         job,
         r.pods,
@@ -269,6 +285,7 @@ def _running_plan(
         removed,
         scale,
         wake_at if wake_at is not None and wake_at > now else None,
+        reason,
     )
 
 

@@ -9,12 +9,30 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
+from policy.model.admission import (
+    NO_FEASIBLE_NODE,
+    NO_NODES,
+    TOO_LARGE,
+    WAITING_FOR_CAPACITY,
+)
 from policy.model.cluster import Cluster, Pod
 from policy.model.jobs import WORKER, Job, child_name
 from policy.model.priority import Priorities
 from policy.model.resources import PODS, Resources, format_quantity
 from policy.pool.filters import rejection
 from policy.pool.placement import Eligible, Slot
+
+
+def wait_reason(
+    cluster: Cluster, gang_types: Sequence[str], eligible: Eligible, fits: bool, fits_empty: bool
+) -> str:
+    """The code of what ``wait_message`` says, without building the words."""
+    if not cluster.nodes:
+        return NO_NODES
+    if any(not eligible.get(t) for t in gang_types):
+        return NO_FEASIBLE_NODE
+    return WAITING_FOR_CAPACITY if fits or fits_empty else TOO_LARGE
+
 
 _NAMES = {"PS": "parameter server", "Chief": "chief", "Master": "master", "Evaluator": "evaluator"}
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
 
+from policy.model.admission import WAITING_FOR_SHRINK
 from policy.model.cluster import Pod
 from policy.model.jobs import Job
 from policy.model.resources import Resources
@@ -32,6 +33,7 @@ class Reserved:
     """The waiting job's room is kept (it frees as pods terminate)."""
 
     explain: partial[str]
+    reason: str = WAITING_FOR_SHRINK
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ import orjson
 from pydantic import ValidationError
 
 from policy.memo import Memo
-from policy.model.admission import ADMITTED, QUEUED, Admission, LastScale, Placement
+from policy.model.admission import ADMITTED, NO_SUCH_POOL, QUEUED, Admission, LastScale, Placement
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.cluster import Cluster
 from policy.model.jobs import Job
@@ -145,6 +145,15 @@ def _admission(
         Placement(t, i, node, hostnames.get(node) if node else None)
         for (t, i), node in sorted(jp.placements.items(), key=lambda s: (order(s[0][0]), s[0][1]))
     )
+    message = _message(jp)
+    if (
+        previous is not None
+        and jp.reason
+        and previous.reason == jp.reason
+        and previous.phase == jp.phase
+        and previous.message
+    ):
+        message = previous.message  # the reason is the same: so are the words (explain.py)
     admitted = None
     if jp.phase == ADMITTED:  # written once, when the pool admits the job
         kept = previous.admitted_at if previous is not None and previous.admitted else None
@@ -153,12 +162,13 @@ def _admission(
         job,
         snap.name,
         jp.phase,
-        _message(jp),
+        message,
         snap.spec.binding,
         jp.workers_target,
         pods,
         scale,
         admitted,
+        jp.reason,
     )
 
 
@@ -172,6 +182,7 @@ def _for(
     pods: tuple[Placement, ...] = (),
     scale: LastScale | None = None,
     admitted: str | None = None,
+    reason: str = "",
 ) -> Admission:
     return Admission(
         pool=pool,
@@ -187,6 +198,7 @@ def _for(
         pods=pods,
         last_scale=scale,
         admitted_at=admitted,
+        reason=reason,
     )
 
 
@@ -203,7 +215,7 @@ def _orphan(snap: PoolSnapshot, job: Job, wanted: str) -> Admission:
         f"waiting: TrainingPool {wanted!r} does not exist (pools: {pools}); set "
         "spec.runPolicy.schedulingPolicy.queue to one of them, or create the pool"
     )
-    return _for(job, snap.name, QUEUED, message, snap.spec.binding, 0)
+    return _for(job, snap.name, QUEUED, message, snap.spec.binding, 0, reason=NO_SUCH_POOL)
 
 
 def _status(snap: PoolSnapshot, plans: Any) -> dict[str, Any]:
