@@ -186,6 +186,15 @@ class Job:
         identity = (self.namespace, self.name, self.uid, self.created, self.deleting)
         return (identity, self.spec_content, conds, memory)
 
+    @cached_property
+    def gang_shape(self) -> tuple:
+        """What decides whether its gang fits, but for where each type may go: each gang
+        type's count and request, the workers', and min-instances."""
+        required = tuple((r.type, r.replicas, r.request) for r in self.required())
+        worker = self.worker
+        workers = (worker.type, worker.replicas, worker.request) if worker else None
+        return (required, workers, self.min_workers)
+
     def type_of(self, label: str) -> str | None:
         """The replica type whose pods carry this (lower-case) replica-type label."""
         return self._types.get(label)

@@ -27,10 +27,11 @@ def to_milli(quantity: str | int | float) -> int:
 class Resources(Mapping[str, int]):
     """An immutable resource vector (name -> milli-units). Missing names are zero."""
 
-    __slots__ = ("_v",)
+    __slots__ = ("_h", "_v")
 
     def __init__(self, values: Mapping[str, int] | None = None) -> None:
         self._v: dict[str, int] = {k: v for k, v in (values or {}).items() if v}
+        self._h: int | None = None
 
     @classmethod
     def parse(cls, quantities: Mapping[str, Any] | None) -> Resources:
@@ -64,7 +65,9 @@ class Resources(Mapping[str, int]):
         return isinstance(other, Resources) and self._v == other._v
 
     def __hash__(self) -> int:
-        return hash(frozenset(self._v.items()))
+        if self._h is None:
+            self._h = hash(frozenset(self._v.items()))
+        return self._h
 
     def __repr__(self) -> str:
         return f"Resources({self.describe()})"

@@ -40,12 +40,9 @@ class Waits:
 
 
 def shape(job: Job, eligible: Eligible) -> tuple:
-    """What decides whether a gang fits: each type's count, request and eligible nodes."""
-    counts = [(r.type, r.replicas, r.request, eligible[r.type]) for r in job.required()]
-    worker = job.worker
-    if worker:
-        counts.append((worker.type, worker.replicas, worker.request, eligible[worker.type]))
-    return (tuple(counts), job.min_workers)
+    """What decides whether a gang fits: each type's count, request and eligible nodes
+    (jobs of one shape fit alike, so one that failed is not tried again)."""
+    return (job.gang_shape, tuple(sorted((t, id(nodes)) for t, nodes in eligible.items())))
 
 
 def _place(
@@ -61,25 +58,42 @@ def _place(
     return place_gang(required, workers, min_workers, free, ledger.allocatable, eligible)
 
 
+def _gang(job: Job) -> tuple[list[Slot], list[Slot]]:
+    return required_slots(job), slots(job.worker, job.worker.replicas if job.worker else 0)
+
+
 def admit(ledger: Ledger, job: Job) -> Admitted | Waits:
     """Admit a queued job's whole gang, or explain why it waits."""
-    required = required_slots(job)
-    workers = slots(job.worker, job.worker.replicas if job.worker else 0)
     if ledger.rules.placement == "none":  # no admission: everything, unplaced
+        required, workers = _gang(job)
         return Admitted({(s.type, s.index): None for s in [*required, *workers]}, len(workers))
     eligible = ledger.eligible(job)
     # Free capacity only shrinks during a cycle, so a gang shape that failed is not tried
     # again (deterministic, and exact but for the placement heuristic's node ordering).
     key = shape(job, eligible)
-    gang = None
-    if key not in ledger.failed:
-        gang = _place(ledger, required, workers, job.min_workers, ledger.free, eligible)
+    if key in ledger.failed:
+        return _waits(ledger, job, key, eligible)
+    required, workers = _gang(job)
+    gang = _place(ledger, required, workers, job.min_workers, ledger.free, eligible)
     if gang is not None:
         ledger.take(job.key, gang.free)
         ledger.acted = True
         return Admitted({(s.type, s.index): n for s, n in gang.nodes.items()}, gang.placed_workers)
     ledger.failed.add(key)
+    return _waits(ledger, job, key, eligible, (required, workers))
+
+
+def _waits(
+    ledger: Ledger,
+    job: Job,
+    key: tuple,
+    eligible: Eligible,
+    gang: tuple[list[Slot], list[Slot]] | None = None,
+) -> Waits:
+    """Why it waits, as a code now and in words when asked (most queued jobs keep the words
+    they had: policy.pool.sync)."""
     if key not in ledger.fits_observed:  # would it fit if nobody ahead claimed anything?
+        required, workers = gang or _gang(job)
         ledger.fits_observed[key] = bool(
             ledger.claimed_by
             and _place(ledger, required, workers, job.min_workers, ledger.cluster.free, eligible)
@@ -96,8 +110,6 @@ def admit(ledger: Ledger, job: Job) -> Admitted | Waits:
         partial(
             wait_message,
             job,
-            required,
-            workers,
             ledger.cluster,
             eligible,
             ledger.allocatable,

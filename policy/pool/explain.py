@@ -20,7 +20,7 @@ from policy.model.jobs import WORKER, Job, child_name
 from policy.model.priority import Priorities
 from policy.model.resources import PODS, Resources, format_quantity
 from policy.pool.filters import rejection
-from policy.pool.placement import Eligible, Slot
+from policy.pool.placement import Eligible, Slot, required_slots, slots
 
 
 def wait_reason(
@@ -69,8 +69,6 @@ def _largest(allocatable: Mapping[str, Resources], need: Resources, nodes: Seque
 
 def wait_message(
     job: Job,
-    required: list[Slot],
-    workers: list[Slot],
     cluster: Cluster,
     eligible: Eligible,
     allocatable: Mapping[str, Resources],
@@ -81,7 +79,7 @@ def wait_message(
     """Why a queued job waits, in words that change only when the reason does: the job's
     status is rewritten on every change, so a message quoting free capacity would change
     with every pod that comes or goes (capacity per node is the pool's status)."""
-    gang = [*required, *workers[: job.min_workers]]
+    gang = [*required_slots(job), *slots(job.worker, job.min_workers)]
     if not cluster.nodes:
         return "the training pool has no nodes"
     for rtype in dict.fromkeys(s.type for s in gang):

@@ -145,7 +145,6 @@ def _admission(
         Placement(t, i, node, hostnames.get(node) if node else None)
         for (t, i), node in sorted(jp.placements.items(), key=lambda s: (order(s[0][0]), s[0][1]))
     )
-    message = _message(jp)
     if (
         previous is not None
         and jp.reason
@@ -154,6 +153,8 @@ def _admission(
         and previous.message
     ):
         message = previous.message  # the reason is the same: so are the words (explain.py)
+    else:
+        message = _message(jp)
     admitted = None
     if jp.phase == ADMITTED:  # written once, when the pool admits the job
         kept = previous.admitted_at if previous is not None and previous.admitted else None
