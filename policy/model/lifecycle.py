@@ -80,10 +80,15 @@ def _succeeded(job: Job, pods: Sequence[Pod]) -> bool:
     return all_done or done(WORKER, 0, need_exit_zero=True)
 
 
+_WAITING = Assessment(None, False, (), False, None)
+
+
 def assess(job: Job, pods: Sequence[Pod], now: datetime) -> Assessment:
     recorded = _recorded(job)
     if recorded:
         return Assessment(recorded, False, (), False, None)
+    if not pods and not job.status.get("startTime"):
+        return _WAITING  # nothing has run: nothing to judge, no deadline running
 
     def ended(outcome: Outcome) -> Assessment:
         return Assessment(outcome, True, (), False, None)

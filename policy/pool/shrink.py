@@ -51,14 +51,14 @@ def _floor0(r: Resources) -> Resources:
 def make_room(
     ledger: Ledger, job: Job, prio: int, since: datetime, running: Sequence[Running]
 ) -> Reserved | Unresolvable:
-    required = required_slots(job)
-    gang = slots(job.worker, job.min_workers)
     eligible = ledger.eligible(job)
     starving = ledger.now - since >= ledger.rules.starvation
     # Capacity only shrinks within a cycle: a shape no shrink could help stays unhelped.
     key = (shape(job, eligible), prio, starving)
     if key in ledger.unhelped:
         return Unresolvable(ledger.unhelped[key])
+    required = required_slots(job)
+    gang = slots(job.worker, job.min_workers)
     candidates = ledger.candidates.get((prio, starving))
     if candidates is None:  # the same for every waiting job until one reserves room
         candidates = _candidates(ledger, prio, starving, running)
