@@ -101,6 +101,8 @@ def place_gang(
     """All of ``required`` plus at least ``min_workers`` of ``workers`` (as many as fit),
     or None: a gang is never placed partially."""
     everything = [*required, *workers]
+    if not _may_fit(required, workers[:min_workers], free, eligible):
+        return None
     total = Resources.total(s.request for s in everything)
 
     # Step A: the whole job on one node, tightest fit first.
@@ -118,16 +120,22 @@ def place_gang(
     runs = [(run[0].request, eligible.get(run[0].type, ()), len(run)) for run in _runs(everything)]
 
     last = len(runs) - 1
+    known: dict[tuple, int] = {}  # nodes with equal room and eligibility hold alike
 
     def holds(node: str) -> int:
         left, n = free[node], 0
-        for i, (request, ok, count) in enumerate(runs):
-            if node in ok:
+        where = tuple(node in ok for _, ok, _ in runs)
+        key = (left, where)
+        if key in known:
+            return known[key]
+        for i, (request, _, count) in enumerate(runs):
+            if where[i]:
                 k = min(count, request.times_in(left))
                 if k > 0:
                     n += k
                     if i < last:
                         left = left - request.scaled(k)
+        known[key] = n
         return n
 
     candidates = frozenset().union(*(ok for _, ok, _ in runs))
@@ -141,6 +149,37 @@ def place_gang(
     if len(more) < min_workers:
         return None
     return Assignment(nodes={**placed, **more}, free=left)
+
+
+def _may_fit(
+    required: Sequence[Slot], min_workers: Sequence[Slot], free: Free, eligible: Eligible
+) -> bool:
+    """A necessary condition for the smallest gang, checked in one pass over the nodes
+    before any placement is built: together, the eligible nodes have room for it, and for
+    each of its replica types some eligible node holds one pod. Most queued jobs in a full
+    pool fail here (the answer is the same as a failed placement, only sooner)."""
+    gang = [*required, *min_workers]
+    if not gang:
+        return True
+    requests = {s.type: s.request for s in gang}
+    need: dict[str, int] = {}
+    for s in gang:
+        s.request.add_to(need)
+    nodes = frozenset().union(*(eligible.get(t, frozenset()) for t in requests))
+    room: dict[str, int] = {}
+    unplaced = set(requests)
+
+    def fits(t: str, left: Resources) -> bool:
+        return requests[t].fits_in(left)
+
+    for node in nodes:
+        left = free.get(node)
+        if left is None:
+            continue
+        left.add_to(room)
+        if unplaced:
+            unplaced -= {t for t in unplaced if node in eligible.get(t, ()) and fits(t, left)}
+    return not unplaced and all(v <= room.get(k, 0) for k, v in need.items())
 
 
 def place_binpacked(
