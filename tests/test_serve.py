@@ -57,6 +57,7 @@ def start_server(tmp: Path, scheme: str = "http", **env: str) -> Iterator[Server
     port = _free_port()
     env = {
         **os.environ,
+        "DRAGONET_HOST": "127.0.0.1",
         "DRAGONET_PORT": str(port),
         "DRAGONET_WORKERS": "2",
         "DRAGONET_THREADS": "3",

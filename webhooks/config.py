@@ -20,6 +20,8 @@ class Settings(BaseSettings):
 
     # Appended after ".svc" in TF_CONFIG addresses (Kubeflow's CUSTOM_CLUSTER_DOMAIN).
     cluster_domain: str = ""
+    # Address gunicorn listens on: all interfaces in a pod; 127.0.0.1 for local runs.
+    host: str = "0.0.0.0"
     port: int = 8080
     workers: int = Field(default=2, ge=1)
     threads: int = Field(default=4, ge=1)

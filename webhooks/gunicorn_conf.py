@@ -35,7 +35,7 @@ def options(settings: Settings) -> dict[str, Any]:
     # HTTPS when a certificate is given: the chart mounts a kubernetes.io/tls Secret.
     tls = {"certfile": settings.tls_cert_file, "keyfile": settings.tls_key_file}
     return {
-        "bind": f"0.0.0.0:{settings.port}",
+        "bind": f"{settings.host}:{settings.port}",
         "workers": settings.workers,
         "worker_class": "gthread",
         "threads": settings.threads,
