@@ -35,6 +35,7 @@ class Server:
     url: str
     proc: subprocess.Popen
     log: Path  # the server's stderr: JSON lines
+    metrics_dir: Path
 
     def lines(self) -> list[dict[str, Any]]:
         return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
@@ -63,6 +64,7 @@ def start_server(tmp: Path, scheme: str = "http", **env: str) -> Iterator[Server
         "DRAGONET_THREADS": "3",
         **env,
     }
+    env.setdefault("PROMETHEUS_MULTIPROC_DIR", str(tmp / "metrics"))
     log = tmp / "server.log"
     with log.open("wb") as err:
         proc = subprocess.Popen(
@@ -85,7 +87,7 @@ def start_server(tmp: Path, scheme: str = "http", **env: str) -> Iterator[Server
                 time.sleep(0.2)
         else:
             pytest.fail("dragonet serve did not answer /healthz within 30 s")
-        yield Server(url, proc, log)
+        yield Server(url, proc, log, Path(env["PROMETHEUS_MULTIPROC_DIR"]))
     finally:
         proc.terminate()
         proc.wait(timeout=15)
@@ -193,7 +195,11 @@ def test_a_killed_worker_is_replaced_and_its_counts_are_kept(serving: Server) ->
         time.sleep(0.1)
     else:
         pytest.fail(f"no new worker for {victim}: {serving.workers()}")
-    # The dead worker's counts were folded into the archive: the total never goes back.
+    # The dead worker's counts were folded into the archive: the total never goes back,
+    # and the directory (memory in the chart) keeps files of live workers only.
+    files = {f.name for f in serving.metrics_dir.glob("*.db")}
+    assert not {f for f in files if f.endswith(f"_{victim}.db")}, files
+    assert {"counter_archive.db", "histogram_archive.db"} <= files
     for _ in range(4):
         assert _fresh(f"{serving.url}/tfjobs/sync", body).ok
     assert serving.metrics()[key] == before + 4

@@ -299,3 +299,42 @@ def test_a_refused_request_is_logged_with_its_error(json_log: Any) -> None:
     assert line["status"] == 400
     assert "parent" in line["error"]
     assert "job" not in line  # nothing readable to name
+
+
+def test_an_exited_workers_metrics_are_folded_into_the_archive(tmp_path: Path) -> None:
+    """Counters and histogram buckets add up; a ``mostrecent`` gauge keeps its newest value,
+    whichever file it is in; the exited worker's files are gone."""
+    from prometheus_client.mmap_dict import MmapedDict, mmap_key
+
+    from webhooks.metrics import compact
+
+    def write(name: str, values: dict[str, tuple[float, float]]) -> None:
+        f = MmapedDict(str(tmp_path / name))
+        for key, (value, timestamp) in values.items():
+            f.write_value(key, value, timestamp)
+        f.close()
+
+    def read(name: str) -> dict[str, tuple[float, float]]:
+        return {
+            k: (v, t) for k, v, t, _ in MmapedDict.read_all_values_from_file(str(tmp_path / name))
+        }
+
+    answers = mmap_key("a", "a_total", ["code"], ["200"], "h")
+    queued = mmap_key("q", "q", ["pool"], ["default"], "h")
+    write("counter_archive.db", {answers: (5.0, 0.0)})
+    write("counter_111.db", {answers: (3.0, 0.0)})
+    write("gauge_mostrecent_archive.db", {queued: (7.0, 100.0)})
+    write("gauge_mostrecent_111.db", {queued: (2.0, 50.0)})  # older than the archive's
+    write("counter_222.db", {answers: (1.0, 0.0)})  # a live worker: left alone
+    compact(111, str(tmp_path))
+    assert sorted(f.name for f in tmp_path.glob("*.db")) == [
+        "counter_222.db",
+        "counter_archive.db",
+        "gauge_mostrecent_archive.db",
+    ]
+    assert read("counter_archive.db") == {answers: (8.0, 0.0)}
+    assert read("gauge_mostrecent_archive.db") == {queued: (7.0, 100.0)}
+    write("gauge_mostrecent_222.db", {queued: (4.0, 200.0)})
+    compact(222, str(tmp_path))
+    assert read("counter_archive.db") == {answers: (9.0, 0.0)}
+    assert read("gauge_mostrecent_archive.db") == {queued: (4.0, 200.0)}
