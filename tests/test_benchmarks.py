@@ -40,3 +40,21 @@ def test_elastic_benchmark_compares_every_policy_and_checks_the_targets(
     targets = out.split("Targets for dragonet:")[1]
     assert "below gang-fifo" in targets and "below dragon" in targets
     assert "lower bound" in targets
+
+
+def test_load_benchmark_runs_against_the_real_server_and_survives_a_killed_worker(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from benchmarks import load
+
+    load.main(["--quick"])
+    out = capsys.readouterr().out
+    assert "2 workers x 4 threads on 127.0.0.1" in out
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("/")}
+    assert int(rows["/pools/sync"][1]) > 0 and int(rows["/tfjobs/sync"][1]) > 0
+    (killed,) = [line for line in out.splitlines() if line.startswith("killed worker")]
+    assert "replaced by" in killed
+    after = int(killed.split("; ")[-1].split()[0])
+    assert after > 0, "requests kept being answered after the kill"
+    assert "peak of the pod's total" in out
+    assert out.count(" worker ") >= 3  # two workers, and the one that replaced the killed one

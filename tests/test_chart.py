@@ -52,7 +52,14 @@ CUSTOM_VALUES: dict[str, Any] = {
         "clusterDomain": "cluster.local",
         "watchAllPods": True,
     },
-    "server": {"workers": 3, "threads": 8, "maxInflight": 6, "logLevel": "debug"},
+    "server": {
+        "workers": 3,
+        "threads": 8,
+        "maxInflight": 6,
+        "logLevel": "debug",
+        "maxRequestBytes": 16777216,
+        "requestTimeoutSeconds": 5.5,
+    },
     "extraEnv": [{"name": "TZ", "value": "UTC"}],
     "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
     "serviceAccount": {
@@ -197,6 +204,7 @@ def test_default_render_has_the_expected_objects(default_docs: list[dict[str, An
         ("CustomResourceDefinition", "tfjobs.kubeflow.org"),
         ("CustomResourceDefinition", "trainingpools.dragonet.io"),
         ("Deployment", "dragonet-webhook"),
+        ("NetworkPolicy", "dragonet-webhook"),
         ("PodDisruptionBudget", "dragonet-webhook"),
         ("Service", "dragonet-webhook"),
         ("ServiceAccount", "dragonet-webhook"),
@@ -241,6 +249,9 @@ def test_default_values_reach_the_webhook_environment(default_docs: list[dict[st
         "DRAGONET_THREADS": "4",
         "DRAGONET_MAX_INFLIGHT": "0",
         "DRAGONET_LOG_LEVEL": "info",
+        "DRAGONET_MAX_REQUEST_BYTES": "67108864",
+        "DRAGONET_REQUEST_TIMEOUT_SECONDS": "8",
+        "PROMETHEUS_MULTIPROC_DIR": "/tmp/dragonet-metrics",
     }
 
 
@@ -252,6 +263,9 @@ def test_custom_values_reach_the_webhook_environment(custom_docs: list[dict[str,
         "DRAGONET_THREADS": "8",
         "DRAGONET_MAX_INFLIGHT": "6",
         "DRAGONET_LOG_LEVEL": "debug",
+        "DRAGONET_MAX_REQUEST_BYTES": "16777216",
+        "DRAGONET_REQUEST_TIMEOUT_SECONDS": "5.5",
+        "PROMETHEUS_MULTIPROC_DIR": "/tmp/dragonet-metrics",
         "TZ": "UTC",
     }
 
@@ -304,6 +318,8 @@ def test_the_default_pool_is_optional(helm: str) -> None:
         ("server.threads=1", "DRAGONET_THREADS", "1"),
         ("server.maxInflight=2", "DRAGONET_MAX_INFLIGHT", "2"),
         ("server.logLevel=warning", "DRAGONET_LOG_LEVEL", "warning"),
+        ("server.maxRequestBytes=1048576", "DRAGONET_MAX_REQUEST_BYTES", "1048576"),
+        ("server.requestTimeoutSeconds=3", "DRAGONET_REQUEST_TIMEOUT_SECONDS", "3"),
     ],
 )
 def test_each_value_given_with_set_reaches_its_variable(
@@ -350,6 +366,7 @@ def test_the_webhook_reads_the_environment_the_chart_sets(
     assert settings.port == 8080
     assert (settings.workers, settings.threads, settings.log_level) == (3, 8, "debug")
     assert settings.inflight_limit() == 6
+    assert (settings.max_request_bytes, settings.request_timeout_seconds) == (16 << 20, 5.5)
 
 
 def test_custom_values_reach_the_pod_spec(custom_docs: list[dict[str, Any]]) -> None:
@@ -387,6 +404,12 @@ def test_custom_values_reach_the_pod_spec(custom_docs: list[dict[str, Any]]) -> 
         ("server.workers=0", "workers"),
         ("server.logLevel=verbose", "logLevel"),
         ("scheduling.poolSelector.matchLabel.pool=training", "matchLabel"),
+        ("server.requestTimeoutSeconds=10", "requestTimeoutSeconds"),
+        ("server.maxRequestBytes=0", "maxRequestBytes"),
+        ("tls.enabled=true", "secretName"),
+        ("auth.enabled=true", "secretName"),
+        ("tls.caBundle.inlne=PEM", "inlne"),
+        ("networkPolicy.metacontroller.podSelector.matchLabel.app=mc", "matchLabel"),
     ],
 )
 def test_invalid_values_are_refused_with_a_message(helm: str, flag: str, message: str) -> None:
@@ -616,3 +639,252 @@ def test_readme_documents_every_value_with_its_default() -> None:
     )
     wrong = {k: (documented[k], v) for k, v in values.items() if documented[k] != v}
     assert wrong == {}, "README default != values.yaml default: {key: (readme, values.yaml)}"
+
+
+# --- locked down: TLS, the shared secret, the NetworkPolicy, PodSecurity ---------------------
+
+SECURED_VALUES: dict[str, Any] = {
+    "tls": {"enabled": True, "secretName": "dragonet-webhook-tls"},
+    "auth": {"enabled": True, "secretName": "dragonet-webhook-token", "secretKey": "bearer"},
+    "networkPolicy": {
+        "extraFrom": [
+            {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}
+        ]
+    },
+}
+
+
+@pytest.fixture(scope="session")
+def secured_docs(helm: str, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    values = _values_file(tmp_path_factory.mktemp("secured"), SECURED_VALUES)
+    return _render(helm, "-f", values, release="ml-jobs", namespace="training")
+
+
+def test_helm_lint_strict_with_tls_and_a_secret(helm: str, tmp_path: Path) -> None:
+    _run(helm, "lint", "--strict", str(CHART), "-f", _values_file(tmp_path, SECURED_VALUES))
+
+
+def test_secured_render_validates(secured_docs: list[dict[str, Any]]) -> None:
+    _validate_all(secured_docs)  # endpointConfigs against Metacontroller's own schema too
+
+
+def test_with_tls_and_a_secret_metacontroller_calls_https_with_the_ca_and_the_token(
+    secured_docs: list[dict[str, Any]],
+) -> None:
+    service = _one(secured_docs, "Service")
+    host = f"{service['metadata']['name']}.training"
+    assert host == "ml-jobs-dragonet-webhook.training"
+    [port] = service["spec"]["ports"]
+    assert (port["name"], port["port"], port["targetPort"]) == ("https", 443, "https")
+    for which in ("pools", "tfjobs"):
+        spec = copy.deepcopy(_controller(secured_docs, which)["spec"])
+        # Matched by host: Metacontroller applies it to every hook URL of that host.
+        assert spec.pop("endpointConfigs") == [
+            {
+                "host": host,
+                "caBundle": {
+                    "secretRef": {
+                        "name": "dragonet-webhook-tls",
+                        "namespace": "training",
+                        "key": "ca.crt",
+                    }
+                },
+                "authorization": {
+                    "type": "Bearer",
+                    "secretRef": {
+                        "name": "dragonet-webhook-token",
+                        "namespace": "training",
+                        "key": "bearer",
+                    },
+                },
+            }
+        ]
+        for hook in HOOKS[which]:
+            webhook = spec["hooks"][hook]["webhook"]
+            assert webhook["url"] == f"https://{host}/{which}/{hook}"
+            webhook["url"] = f"http://dragonet-webhook.dragonet/{which}/{hook}"
+        assert spec == _plain_controller(which)["spec"]
+
+
+def test_with_tls_and_a_secret_the_webhook_serves_what_metacontroller_is_told(
+    secured_docs: list[dict[str, Any]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from webhooks.config import Settings
+
+    pod = _one(secured_docs, "Deployment")["spec"]["template"]["spec"]
+    [container] = pod["containers"]
+    env = _env(_one(secured_docs, "Deployment"))
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    # The same Secrets Metacontroller reads, mounted where the environment says.
+    assert volumes["tls"]["secret"]["secretName"] == "dragonet-webhook-tls"
+    assert volumes["auth"]["secret"]["secretName"] == "dragonet-webhook-token"
+    files = {
+        f"{mounts[name]}/{item['path']}": item["key"]
+        for name in ("tls", "auth")
+        for item in volumes[name]["secret"]["items"]
+    }
+    assert files[env["DRAGONET_TLS_CERT_FILE"]] == "tls.crt"
+    assert files[env["DRAGONET_TLS_KEY_FILE"]] == "tls.key"
+    assert files[env["DRAGONET_SHARED_SECRET_FILE"]] == "bearer"
+    assert container["ports"] == [{"name": "https", "containerPort": 8080, "protocol": "TCP"}]
+    for probe in ("readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"] == {
+            "path": "/healthz",
+            "port": "https",
+            "scheme": "HTTPS",
+        }
+    for name in list(os.environ):
+        if name.startswith("DRAGONET_"):
+            monkeypatch.delenv(name)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    settings = Settings()
+    assert settings.tls_cert_file == "/etc/dragonet/tls/tls.crt"
+    assert settings.shared_secret_file == "/etc/dragonet/auth/token"
+
+
+def test_a_ca_bundle_can_be_given_inline(helm: str) -> None:
+    docs = _render(helm, "--set", "tls.enabled=true", "--set", "tls.secretName=t")
+    docs_inline = _render(
+        helm,
+        "--set",
+        "tls.enabled=true",
+        "--set",
+        "tls.secretName=t",
+        "--set",
+        "tls.caBundle.inline=-----BEGIN CERTIFICATE-----",
+    )
+    [config] = _controller(docs, "pools")["spec"]["endpointConfigs"]
+    assert config == {
+        "host": "dragonet-webhook.dragonet",
+        "caBundle": {"secretRef": {"name": "t", "namespace": "dragonet", "key": "ca.crt"}},
+    }
+    [config] = _controller(docs_inline, "tfjobs")["spec"]["endpointConfigs"]
+    assert config["caBundle"] == {"inline": "-----BEGIN CERTIFICATE-----"}
+
+
+def _metacontroller_pod_labels() -> list[tuple[str, dict[str, str]]]:
+    """(namespace labels, pod labels) of Metacontroller as its two installs make it:
+    ``kubectl apply -k manifests/production`` and the Helm chart ``metacontroller-helm``
+    (release ``metacontroller``), both in namespace ``metacontroller``."""
+    ns = {"kubernetes.io/metadata.name": "metacontroller"}
+    return [
+        (ns, {"app.kubernetes.io/name": "metacontroller"}),
+        (
+            ns,
+            {
+                "app.kubernetes.io/name": "metacontroller-helm",
+                "app.kubernetes.io/instance": "metacontroller",
+            },
+        ),
+    ]
+
+
+@pytest.mark.parametrize("fixture", ["default_docs", "secured_docs"])
+def test_only_metacontroller_reaches_the_webhook_port(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
+    from policy.model.pool import LabelSelector
+
+    docs = request.getfixturevalue(fixture)
+    policy = _one(docs, "NetworkPolicy")
+    deployment = _one(docs, "Deployment")
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    [rule] = policy["spec"]["ingress"]
+    [container] = deployment["spec"]["template"]["spec"]["containers"]
+    assert [p["port"] for p in rule["ports"]] == [p["name"] for p in container["ports"]]
+    metacontroller, *extra = rule["from"]
+    namespaces = LabelSelector.model_validate(metacontroller["namespaceSelector"])
+    pods = LabelSelector.model_validate(metacontroller["podSelector"])
+    for ns_labels, labels in _metacontroller_pod_labels():
+        assert namespaces.matches(ns_labels) and pods.matches(labels)
+    # Not any pod of that namespace, not a pod that calls itself metacontroller elsewhere.
+    assert not pods.matches({"app.kubernetes.io/name": "something-else"})
+    assert not namespaces.matches({"kubernetes.io/metadata.name": "default"})
+    assert extra == (
+        SECURED_VALUES["networkPolicy"]["extraFrom"] if fixture == "secured_docs" else []
+    )
+
+
+def test_the_network_policy_is_optional(helm: str) -> None:
+    docs = _render(helm, "--set", "networkPolicy.enabled=false")
+    assert [d for d in docs if d["kind"] == "NetworkPolicy"] == []
+
+
+_RESTRICTED_VOLUMES = {
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+}
+
+
+def restricted_violations(pod: dict[str, Any]) -> list[str]:
+    """What in a pod spec breaks the PodSecurity "restricted" standard (Kubernetes 1.25+:
+    the baseline checks that can apply here, plus every restricted one)."""
+    out: list[str] = []
+    psc = pod.get("securityContext") or {}
+    for key in ("hostNetwork", "hostPID", "hostIPC"):
+        if pod.get(key):
+            out.append(key)
+    for volume in pod.get("volumes") or []:
+        kinds = set(volume) - {"name"}
+        if not kinds <= _RESTRICTED_VOLUMES:
+            out.append(f"volume {volume['name']}: {sorted(kinds)}")
+    for c in [*pod.get("initContainers", []), *pod["containers"]]:
+        sc = c.get("securityContext") or {}
+        name = c["name"]
+        if sc.get("privileged"):
+            out.append(f"{name}: privileged")
+        if sc.get("allowPrivilegeEscalation") is not False:
+            out.append(f"{name}: allowPrivilegeEscalation must be false")
+        caps = sc.get("capabilities") or {}
+        if "ALL" not in (caps.get("drop") or []):
+            out.append(f"{name}: capabilities must drop ALL")
+        if set(caps.get("add") or []) - {"NET_BIND_SERVICE"}:
+            out.append(f"{name}: adds capabilities {caps['add']}")
+        if not sc.get("runAsNonRoot", psc.get("runAsNonRoot")):
+            out.append(f"{name}: runAsNonRoot must be true")
+        if sc.get("runAsUser", psc.get("runAsUser")) == 0:
+            out.append(f"{name}: runs as UID 0")
+        seccomp = (sc.get("seccompProfile") or psc.get("seccompProfile") or {}).get("type")
+        if seccomp not in ("RuntimeDefault", "Localhost"):
+            out.append(f"{name}: seccompProfile must be RuntimeDefault or Localhost")
+        if any(p.get("hostPort") for p in c.get("ports") or []):
+            out.append(f"{name}: hostPort")
+    return out
+
+
+@pytest.mark.parametrize("fixture", ["default_docs", "custom_docs", "secured_docs"])
+def test_the_webhook_pod_meets_the_restricted_pod_security_standard(
+    fixture: str, request: pytest.FixtureRequest
+) -> None:
+    """So the chart installs into a namespace labelled
+    pod-security.kubernetes.io/enforce=restricted (chart/README.md)."""
+    docs = request.getfixturevalue(fixture)
+    pod = _one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert restricted_violations(pod) == []
+    [container] = pod["containers"]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+
+
+def test_the_restricted_check_catches_a_weakened_pod(helm: str) -> None:
+    docs = _render(
+        helm,
+        "--set",
+        "securityContext.allowPrivilegeEscalation=true",
+        "--set",
+        "podSecurityContext.seccompProfile.type=Unconfined",
+    )
+    pod = _one(docs, "Deployment")["spec"]["template"]["spec"]
+    assert restricted_violations(pod) == [
+        "webhook: allowPrivilegeEscalation must be false",
+        "webhook: seccompProfile must be RuntimeDefault or Localhost",
+    ]

@@ -2,16 +2,24 @@
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
+import orjson
 import pytest
 import requests
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import load_fixture
 
@@ -22,38 +30,77 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[str]:
+@dataclass
+class Server:
+    url: str
+    proc: subprocess.Popen
+    log: Path  # the server's stderr: JSON lines
+    metrics_dir: Path
+
+    def lines(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
+
+    def workers(self) -> set[int]:
+        children = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/children").read_text()
+        return {int(pid) for pid in children.split()}
+
+    def metrics(self, **kw: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+        text = requests.get(f"{self.url}/metrics", timeout=10, **kw).text
+        return {
+            (s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text)
+            for s in family.samples
+        }
+
+
+def start_server(tmp: Path, scheme: str = "http", **env: str) -> Iterator[Server]:
+    """``dragonet serve`` on 127.0.0.1 with 2 workers of 3 threads, and ``env``."""
     port = _free_port()
     env = {
         **os.environ,
+        "DRAGONET_HOST": "127.0.0.1",
         "DRAGONET_PORT": str(port),
         "DRAGONET_WORKERS": "2",
         "DRAGONET_THREADS": "3",
+        **env,
     }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "webhooks.cli", "serve"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
-    url = f"http://127.0.0.1:{port}"
+    env.setdefault("PROMETHEUS_MULTIPROC_DIR", str(tmp / "metrics"))
+    log = tmp / "server.log"
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "webhooks.cli", "serve"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    url = f"{scheme}://127.0.0.1:{port}"
+    verify = env.get("DRAGONET_TLS_CERT_FILE", True)
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                pytest.fail(f"dragonet serve exited: {proc.stderr.read().decode()[-2000:]}")
+                pytest.fail(f"dragonet serve exited: {log.read_text()[-2000:]}")
             try:
-                if requests.get(f"{url}/healthz", timeout=1).status_code == 200:
+                if requests.get(f"{url}/healthz", timeout=1, verify=verify).status_code == 200:
                     break
             except requests.ConnectionError:
                 time.sleep(0.2)
         else:
             pytest.fail("dragonet serve did not answer /healthz within 30 s")
-        yield url
+        yield Server(url, proc, log, Path(env["PROMETHEUS_MULTIPROC_DIR"]))
     finally:
         proc.terminate()
         proc.wait(timeout=15)
+
+
+@pytest.fixture(scope="module")
+def serving(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    yield from start_server(tmp_path_factory.mktemp("serve"))
+
+
+@pytest.fixture(scope="module")
+def server(serving: Server) -> str:
+    return serving.url
 
 
 def test_serve_answers_parallel_syncs_like_metacontrollers_five_workers(server: str) -> None:
@@ -90,3 +137,160 @@ def test_serve_rejects_garbage_with_400(server: str) -> None:
     answer = requests.post(f"{server}/tfjobs/sync", data=b"\x00garbage", timeout=10)
     assert answer.status_code == 400
     assert "error" in answer.json()
+
+
+def _fresh(url: str, body: Any, **kw: Any) -> requests.Response:
+    """One request on a new connection, so the kernel hands it to either worker."""
+    return requests.post(
+        url, data=orjson.dumps(body), timeout=30, headers={"Connection": "close"}, **kw
+    )
+
+
+def test_metrics_count_the_requests_of_every_worker(serving: Server) -> None:
+    body = load_fixture("job-sync-job1-admitted.json")
+    key = ("dragonet_hook_answers_total", (("code", "200"), ("hook", "/tfjobs/sync")))
+    before = serving.metrics().get(key, 0)
+    answers = [_fresh(f"{serving.url}/tfjobs/sync", body) for _ in range(40)]
+    assert [a.status_code for a in answers] == [200] * 40
+    served_by = {
+        line["pid"]
+        for line in serving.lines()
+        if line.get("hook") == "/tfjobs/sync" and line.get("status") == 200
+    }
+    assert len(served_by) == 2, "both workers answered some"
+    for _ in range(4):  # whichever worker answers /metrics counts all of them
+        assert serving.metrics()[key] - before == 40
+
+
+def test_request_log_lines_are_json_and_name_the_job(serving: Server) -> None:
+    assert _fresh(f"{serving.url}/tfjobs/sync", load_fixture("job-sync-job1-admitted.json")).ok
+    lines = serving.lines()  # every line of the server is one JSON object
+    assert any(line["logger"] == "gunicorn.error" for line in lines)
+    request_lines = [line for line in lines if line["logger"] == "dragonet.access"]
+    last = request_lines[-1]
+    assert (last["hook"], last["namespace"], last["job"], last["status"]) == (
+        "/tfjobs/sync",
+        "default",
+        "job1",
+        200,
+    )
+    assert last["latency_ms"] > 0
+    assert last["message"] == "POST /tfjobs/sync 200"
+
+
+def test_a_killed_worker_is_replaced_and_its_counts_are_kept(serving: Server) -> None:
+    body = load_fixture("job-sync-job1-admitted.json")
+    key = ("dragonet_hook_answers_total", (("code", "200"), ("hook", "/tfjobs/sync")))
+    for _ in range(10):
+        assert _fresh(f"{serving.url}/tfjobs/sync", body).ok
+    before = serving.metrics()[key]
+    workers = serving.workers()
+    victim = min(workers)
+    os.kill(victim, signal.SIGKILL)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        now = serving.workers()
+        if victim not in now and len(now) == 2:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"no new worker for {victim}: {serving.workers()}")
+    # The dead worker's counts were folded into the archive: the total never goes back,
+    # and the directory (memory in the chart) keeps files of live workers only.
+    files = {f.name for f in serving.metrics_dir.glob("*.db")}
+    assert not {f for f in files if f.endswith(f"_{victim}.db")}, files
+    assert {"counter_archive.db", "histogram_archive.db"} <= files
+    for _ in range(4):
+        assert _fresh(f"{serving.url}/tfjobs/sync", body).ok
+    assert serving.metrics()[key] == before + 4
+
+
+# --- the guards, on the real server -----------------------------------------------------
+
+SECRET = "a-shared-secret"
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1 (the CA bundle is the certificate itself)."""
+    if shutil.which("openssl") is None:
+        pytest.fail("openssl is needed to make a test certificate (apt-get install openssl)")
+    tmp = tmp_path_factory.mktemp("tls")
+    cert, key = tmp / "tls.crt", tmp / "tls.key"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+            "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
+            "-subj", "/CN=dragonet-webhook.dragonet",
+            "-addext", "subjectAltName=DNS:dragonet-webhook.dragonet,IP:127.0.0.1",
+            "-keyout", str(key), "-out", str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return str(cert), str(key)
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory, tls: tuple[str, str]) -> Iterator[Server]:
+    """HTTPS, a shared secret and a time limit of 0.05 s."""
+    cert, key = tls
+    yield from start_server(
+        tmp_path_factory.mktemp("guarded"),
+        scheme="https",
+        DRAGONET_TLS_CERT_FILE=cert,
+        DRAGONET_TLS_KEY_FILE=key,
+        DRAGONET_SHARED_SECRET=SECRET,
+        DRAGONET_REQUEST_TIMEOUT_SECONDS="0.05",
+    )
+
+
+def _guarded_post(guarded: Server, tls: tuple[str, str], path: str, data: bytes, **h: str):
+    headers = {"Authorization": f"Bearer {SECRET}", **h}
+    return requests.post(
+        f"{guarded.url}{path}", data=data, headers=headers, timeout=30, verify=tls[0]
+    )
+
+
+def test_https_with_the_secret_answers_and_without_it_refuses(
+    guarded: Server, tls: tuple[str, str]
+) -> None:
+    body = orjson.dumps(load_fixture("job-sync-job1-admitted.json"))
+    assert _guarded_post(guarded, tls, "/tfjobs/sync", body).status_code == 200
+    refused = _guarded_post(guarded, tls, "/tfjobs/sync", body, Authorization="Bearer nope")
+    assert refused.status_code == 401
+    assert "Authorization" in refused.json()["error"]
+    assert requests.get(f"{guarded.url}/healthz", timeout=10, verify=tls[0]).ok
+    with pytest.raises(requests.exceptions.SSLError):  # the certificate is checked
+        requests.get(f"{guarded.url}/healthz", timeout=10)
+
+
+def test_the_default_cap_refuses_a_body_over_64_mib(serving: Server) -> None:
+    """gunicorn answers, then closes the connection rather than read the rest: a client
+    that reads the answer while it still sends (Go's, urllib3) gets the 413."""
+    answer = requests.post(f"{serving.url}/pools/sync", data=b" " * ((64 << 20) + 1), timeout=60)
+    assert answer.status_code == 413
+    assert requests.get(f"{serving.url}/healthz", timeout=10).ok
+
+
+def test_the_time_limit_fires_in_the_real_server(guarded: Server, tls: tuple[str, str]) -> None:
+    """A large pool (256 nodes, 500 jobs, 3.8 MiB) takes a fresh worker ~200 ms to plan,
+    past this server's 0.05 s: answered 422 at the limit; the worker goes on serving."""
+    from benchmarks.sync_latency import scenario
+
+    pool_request, _ = scenario(256, 500)
+    started = time.monotonic()
+    slow = _guarded_post(guarded, tls, "/pools/sync", orjson.dumps(pool_request))
+    elapsed = time.monotonic() - started
+    assert slow.status_code == 422, slow.text[:300]
+    # "for default" once the pool's name was read; reading 3.8 MiB may take longer.
+    assert slow.json()["error"].startswith("/pools/sync")
+    assert "took longer than the webhook's limit of 0.05 s" in slow.json()["error"]
+    assert elapsed < 5
+    body = orjson.dumps(load_fixture("job-sync-job1-admitted.json"))
+    assert [_guarded_post(guarded, tls, "/tfjobs/sync", body).status_code for _ in range(6)] == [
+        200
+    ] * 6
+    (line,) = [x for x in guarded.lines() if x.get("status") == 422]
+    assert line["hook"] == "/pools/sync"
+    assert line["error"] == slow.json()["error"]

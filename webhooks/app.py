@@ -10,7 +10,6 @@ a normal 200 answer whose status says what is wrong.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -30,6 +29,7 @@ from policy.pool.sync import sync as pool_sync
 from webhooks.config import Settings
 from webhooks.hooks import CustomizeRequest, pool_related_resources
 from webhooks.lazy import SyncRequest, Unreadable, read_sync_request
+from webhooks.shell import install, note_parent, note_pool_answer
 
 Clock = Callable[[], datetime]
 M = TypeVar("M", bound=BaseModel)
@@ -55,6 +55,7 @@ def _parse(model: type[M]) -> M:
         raise BadRequest(f"request body is not valid JSON: {err}") from err
     if not isinstance(payload, dict):
         raise BadRequest("request body must be a JSON object")
+    note_parent(payload.get("parent"))
     try:
         return model.model_validate(payload)
     except ValidationError as err:
@@ -76,9 +77,11 @@ def _body() -> bytes:
 
 def _read() -> SyncRequest:
     try:
-        return read_sync_request(_body())
+        req = read_sync_request(_body())
     except Unreadable as err:
         raise BadRequest(str(err)) from err
+    note_parent(req.parent)
+    return req
 
 
 def _answer(children: list, status: dict, resync: float | None) -> Response:
@@ -96,7 +99,6 @@ def create_app(
     job_config = JobConfig(cluster_domain=settings.cluster_domain)
     app = Flask("dragonet")
     app.config["DRAGONET_SETTINGS"] = settings
-    slots = threading.BoundedSemaphore(settings.inflight_limit())
     # Objects parsed by earlier syncs, by their bytes (per process; a cache, never a source
     # of truth: see policy/memo.py): one memo per pool, one for the jobs' syncs.
     memo = Memo(limit=20_000)
@@ -105,20 +107,6 @@ def create_app(
     def now() -> datetime:
         # Kubernetes timestamps have whole seconds; so does the policy's ``now``.
         return clock().replace(microsecond=0)
-
-    def limited(handler: Callable[[], Response]) -> Callable[[], Response]:
-        """Past the in-flight limit, answer 429 at once instead of queueing into a timeout."""
-
-        def run() -> Response:
-            if not slots.acquire(blocking=False):
-                return _json({"error": "busy: too many syncs in flight"}, 429, {"Retry-After": "1"})
-            try:
-                return handler()
-            finally:
-                slots.release()
-
-        run.__name__ = handler.__name__
-        return run
 
     @app.get("/healthz")
     def healthz() -> Response:
@@ -142,6 +130,7 @@ def create_app(
         memo = pool_memos.setdefault(name if isinstance(name, str) else "", Memo())
         memo.rotate()  # what this pool's last two syncs did not use is dropped
         decision = pool_sync(req.parent, req.children, req.related, now(), memo)
+        note_pool_answer(req.children, decision.children, decision.status)
         log.debug(
             "pool sync %s: %d admissions, %.1f ms",
             (req.parent.get("metadata") or {}).get("name"),
@@ -150,10 +139,10 @@ def create_app(
         )
         return _answer(decision.children, decision.status, decision.resync_after)
 
-    app.add_url_rule("/pools/sync", "pool_sync", limited(pool_sync_hook), methods=["POST"])
+    app.add_url_rule("/pools/sync", "pool_sync", pool_sync_hook, methods=["POST"])
 
     for kind in kinds:
-        _job_routes(app, kind, job_config, now, memo, limited)
+        _job_routes(app, kind, job_config, now, memo)
 
     @app.errorhandler(BadRequest)
     @app.errorhandler(MalformedRequest)
@@ -169,6 +158,8 @@ def create_app(
         log.exception("unexpected error in %s", request.path)
         return _json({"error": f"internal error: {type(err).__name__}"}, 500)
 
+    # 401, 413, 429, the time limit, /metrics and the request log (webhooks/shell.py).
+    app.config["DRAGONET_METRICS"] = install(app, settings)
     return app
 
 
@@ -178,7 +169,6 @@ def _job_routes(
     config: JobConfig,
     now: Clock,
     memo: Memo,
-    limited: Callable[[Callable[[], Response]], Callable[[], Response]],
 ) -> None:
     prefix = "/" + kind.kind.lower() + "s"
 
@@ -202,5 +192,5 @@ def _job_routes(
 
     name = kind.kind.lower()
     app.add_url_rule(f"{prefix}/customize", f"{name}_customize", customize, methods=["POST"])
-    app.add_url_rule(f"{prefix}/sync", f"{name}_sync", limited(sync), methods=["POST"])
+    app.add_url_rule(f"{prefix}/sync", f"{name}_sync", sync, methods=["POST"])
     app.add_url_rule(f"{prefix}/finalize", f"{name}_finalize", finalize_hook, methods=["POST"])

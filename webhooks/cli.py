@@ -21,9 +21,23 @@ from webhooks.manifests import load_documents, load_nodes
 
 
 def serve(settings: Settings) -> None:
-    from gunicorn.app.base import BaseApplication
+    import os
+    import shutil
+    import tempfile
 
-    from webhooks import gunicorn_conf
+    from gunicorn.app.base import BaseApplication
+    from prometheus_client import values
+
+    from webhooks import gunicorn_conf, metrics
+
+    # Every worker writes its metrics to this directory (webhooks/metrics.py). The mode is
+    # chosen when prometheus_client is imported, which happened before the variable was
+    # set here, so choose again: no metric exists yet (each worker makes its app).
+    given = os.environ.get(metrics.MULTIPROC_DIR)
+    path = given or tempfile.mkdtemp(prefix="dragonet-metrics-")
+    os.environ[metrics.MULTIPROC_DIR] = path
+    metrics.prepare(path)
+    values.ValueClass = values.get_value_class()
 
     class Server(BaseApplication):
         def load_config(self) -> None:
@@ -33,7 +47,11 @@ def serve(settings: Settings) -> None:
         def load(self):
             return create_app(settings)
 
-    Server().run()
+    try:
+        Server().run()
+    finally:
+        if not given:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def _prepare_jobs(paths: list[str]) -> list[dict[str, Any]]:

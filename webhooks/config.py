@@ -7,8 +7,12 @@ the API on every pool sync (``policy.model.pool``).
 
 from __future__ import annotations
 
-from pydantic import Field
+from pathlib import Path
+
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+MiB = 1 << 20
 
 
 class Settings(BaseSettings):
@@ -16,6 +20,8 @@ class Settings(BaseSettings):
 
     # Appended after ".svc" in TF_CONFIG addresses (Kubeflow's CUSTOM_CLUSTER_DOMAIN).
     cluster_domain: str = ""
+    # Address gunicorn listens on: all interfaces in a pod; 127.0.0.1 for local runs.
+    host: str = "0.0.0.0"
     port: int = 8080
     workers: int = Field(default=2, ge=1)
     threads: int = Field(default=4, ge=1)
@@ -24,6 +30,41 @@ class Settings(BaseSettings):
     # thread stays free for health checks and refusals).
     max_inflight: int = Field(default=0, ge=0)
     log_level: str = "info"
+    # A larger hook request is answered 413 before it is read. A pool of 1,000 nodes and
+    # 5,000 pods sends ~12 MiB (benchmarks/sync_latency.py); 64 MiB leaves room for five
+    # times that, and bounds what one request can make a worker parse.
+    max_request_bytes: int = Field(default=64 * MiB, ge=1)
+    # A hook request still being worked on after this long is answered 422 (webhooks/
+    # deadline.py). Below Metacontroller's hook timeout (10 s in the chart), so the answer
+    # still reaches it.
+    request_timeout_seconds: float = Field(default=8.0, gt=0)
+    # When set, every hook request must carry "Authorization: Bearer <secret>" (what
+    # Metacontroller's endpointConfigs[].authorization sends), else 401. The file form
+    # reads a mounted Secret; surrounding whitespace (a trailing newline) is ignored.
+    shared_secret: SecretStr = SecretStr("")
+    shared_secret_file: str = ""
+    # Serve HTTPS with this PEM certificate (chain) and key (gunicorn's certfile/keyfile).
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+
+    @model_validator(mode="after")
+    def _one_of_each(self) -> Settings:
+        if bool(self.tls_cert_file) != bool(self.tls_key_file):
+            raise ValueError("set both DRAGONET_TLS_CERT_FILE and DRAGONET_TLS_KEY_FILE or neither")
+        if self.shared_secret.get_secret_value() and self.shared_secret_file:
+            raise ValueError("set DRAGONET_SHARED_SECRET or DRAGONET_SHARED_SECRET_FILE, not both")
+        return self
 
     def inflight_limit(self) -> int:
         return self.max_inflight or max(1, self.threads - 1)
+
+    def hook_secret(self) -> bytes | None:
+        """The shared secret hook requests must carry, or None if none is required. Read
+        once, when the app is made; an empty file is an error, never "no secret"."""
+        if self.shared_secret_file:
+            secret = Path(self.shared_secret_file).read_text().strip()
+            if not secret:
+                raise ValueError(f"DRAGONET_SHARED_SECRET_FILE {self.shared_secret_file} is empty")
+            return secret.encode()
+        secret = self.shared_secret.get_secret_value().strip()
+        return secret.encode() if secret else None

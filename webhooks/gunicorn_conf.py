@@ -10,6 +10,7 @@ from __future__ import annotations
 import gc
 from typing import Any
 
+from webhooks import logs, metrics
 from webhooks.config import Settings
 
 
@@ -26,22 +27,33 @@ def _post_worker_init(worker: Any) -> None:
     tune_gc()
 
 
+def _child_exit(server: Any, worker: Any) -> None:
+    metrics.compact(worker.pid)
+
+
 def options(settings: Settings) -> dict[str, Any]:
+    # HTTPS when a certificate is given: the chart mounts a kubernetes.io/tls Secret.
+    tls = {"certfile": settings.tls_cert_file, "keyfile": settings.tls_key_file}
     return {
-        "bind": f"0.0.0.0:{settings.port}",
+        "bind": f"{settings.host}:{settings.port}",
         "workers": settings.workers,
         "worker_class": "gthread",
         "threads": settings.threads,
-        # Metacontroller gives up after its hook timeout (10 s by default).
+        # A worker whose main loop stops for this long is killed. gthread's loop runs on
+        # while a request is busy: per-request limits are webhooks/deadline.py's.
         "timeout": 30,
         "graceful_timeout": 10,
         "keepalive": 5,
         "loglevel": settings.log_level,
-        "accesslog": "-",
+        # JSON lines on stderr; one per hook request from the shell instead of the access log.
+        "accesslog": None,
+        "logconfig_dict": logs.config(settings.log_level),
         # Recycle workers now and then: no state lives in them.
         "max_requests": 20000,
         "max_requests_jitter": 2000,
         # No control socket: the image's root filesystem is read-only.
         "control_socket_disable": True,
         "post_worker_init": _post_worker_init,
+        "child_exit": _child_exit,
+        **(tls if settings.tls_cert_file else {}),
     }

@@ -56,7 +56,18 @@ app.kubernetes.io/component: webhook
 {{- end }}
 {{- end }}
 
-{{/* Base URL of the webhook as Metacontroller reaches it (the Service listens on port 80). */}}
+{{/* The webhook's host as Metacontroller reaches it: the Service, on port 80 (http) or 443
+(https), so the URL carries no port. */}}
+{{- define "dragonet.webhookHost" -}}
+{{- printf "%s.%s" (include "dragonet.webhookName" .) .Release.Namespace }}
+{{- end }}
+
+{{/* Base URL of the webhook as Metacontroller reaches it. */}}
 {{- define "dragonet.webhookURL" -}}
-{{- printf "http://%s.%s" (include "dragonet.webhookName" .) .Release.Namespace }}
+{{- printf "%s://%s" (include "dragonet.scheme" .) (include "dragonet.webhookHost" .) }}
+{{- end }}
+
+{{/* http, or https with tls.enabled; also the name of the webhook's container port. */}}
+{{- define "dragonet.scheme" -}}
+{{- ternary "https" "http" .Values.tls.enabled }}
 {{- end }}

@@ -1,0 +1,340 @@
+"""The webhook's shell (webhooks/shell.py, deadline.py, metrics.py, logs.py) in process:
+who may call, how large, how long; what /metrics and the logs say. The same guards on the
+real gunicorn server are in test_serve.py."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import NOW, Clock, load_fixture
+from webhooks.app import create_app
+from webhooks.config import Settings
+from webhooks.deadline import RequestTimeout, TimeLimit
+from webhooks.logs import JsonFormatter
+
+JOB = load_fixture("job-sync-job1-admitted.json")
+POOL = load_fixture("pool-sync-two-jobs.json")
+
+
+def _post(app: Any, path: str, body: Any, **headers: str) -> Any:
+    data = body if isinstance(body, bytes) else orjson.dumps(body)
+    return app.test_client().post(path, data=data, headers=headers)
+
+
+def samples(app: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """/metrics parsed: {(sample name, sorted labels): value}."""
+    response = app.test_client().get("/metrics")
+    assert response.status_code == 200
+    assert response.content_type.startswith("text/plain; version=0.0.4")
+    out = {}
+    for family in text_string_to_metric_families(response.get_data(as_text=True)):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+# --- 413: request size -----------------------------------------------------------------
+
+
+def test_a_body_over_the_cap_is_answered_413_before_it_is_read() -> None:
+    app = create_app(Settings(max_request_bytes=1000))
+    # Not even JSON: a body that were read and parsed would be answered 400.
+    too_big = _post(app, "/tfjobs/sync", b"x" * 1001)
+    assert too_big.status_code == 413
+    assert "1001 bytes" in too_big.get_json()["error"]
+    assert "DRAGONET_MAX_REQUEST_BYTES" in too_big.get_json()["error"]
+    assert _post(app, "/tfjobs/sync", b"x" * 1000).status_code == 400  # read, then refused
+    assert _post(app, "/pools/customize", b"x" * 1001).status_code == 413
+
+
+def test_a_chunked_body_without_length_is_cut_off_at_the_cap() -> None:
+    app = create_app(Settings(max_request_bytes=1000))
+    environ = {"wsgi.input_terminated": True}
+    response = app.test_client().post(
+        "/tfjobs/sync", input_stream=io.BytesIO(b" " * 5000), environ_overrides=environ
+    )
+    assert response.status_code == 413
+    assert response.is_json
+
+
+def test_the_default_cap_takes_a_large_pools_request() -> None:
+    # ~12 MiB for 1,000 nodes and 5,000 pods (benchmarks/sync_latency.py): well under.
+    assert Settings().max_request_bytes == 64 << 20
+
+
+# --- 401: the shared secret ------------------------------------------------------------
+
+
+def test_with_a_shared_secret_every_hook_needs_it_and_health_does_not() -> None:
+    app = create_app(Settings(shared_secret="s3cret-token"), clock=Clock())
+    for path, body in [("/tfjobs/sync", JOB), ("/pools/sync", POOL), ("/tfjobs/finalize", JOB)]:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": "s3cret-token"}):
+            refused = _post(app, path, body, **headers)
+            assert refused.status_code == 401, (path, headers)
+            assert "Authorization: Bearer" in refused.get_json()["error"]
+            assert refused.headers["WWW-Authenticate"].startswith("Bearer")
+    assert _post(app, "/tfjobs/sync", JOB, Authorization="Bearer s3cret-token").status_code == 200
+    assert _post(app, "/pools/sync", POOL, Authorization="bearer s3cret-token").status_code == 200
+    assert app.test_client().get("/healthz").status_code == 200
+    assert app.test_client().get("/metrics").status_code == 200
+
+
+def test_the_secret_is_read_from_a_mounted_file(tmp_path: Path) -> None:
+    secret = tmp_path / "token"
+    secret.write_text("from-a-secret\n")  # kubectl create secret --from-file keeps newlines
+    app = create_app(Settings(shared_secret_file=str(secret)), clock=Clock())
+    assert _post(app, "/tfjobs/sync", JOB).status_code == 401
+    assert _post(app, "/tfjobs/sync", JOB, Authorization="Bearer from-a-secret").status_code == 200
+    secret.write_text("\n")
+    with pytest.raises(ValueError, match="empty"):
+        create_app(Settings(shared_secret_file=str(secret)))
+
+
+def test_without_a_secret_hooks_are_open() -> None:
+    assert _post(create_app(clock=Clock()), "/tfjobs/sync", JOB).status_code == 200
+
+
+# --- 422: the time limit -----------------------------------------------------------------
+
+
+def test_a_request_past_the_time_limit_is_answered_422_and_the_next_one_is_not() -> None:
+    slow = {"on": True}
+
+    def clock() -> Any:  # the hook asks for "now" while it works: Python that never ends
+        while slow["on"]:
+            pass
+        return NOW
+
+    app = create_app(Settings(request_timeout_seconds=0.2), clock=clock)
+    started = time.monotonic()
+    answer = _post(app, "/tfjobs/sync", JOB)
+    elapsed = time.monotonic() - started
+    assert answer.status_code == 422
+    assert answer.get_json()["error"] == (
+        "/tfjobs/sync for default/job1 took longer than the webhook's limit of 0.2 s "
+        "(DRAGONET_REQUEST_TIMEOUT_SECONDS); it was stopped"
+    )
+    assert 0.2 <= elapsed < 2
+    slow["on"] = False
+    assert _post(app, "/tfjobs/sync", JOB).status_code == 200
+    time.sleep(0.3)  # nothing fires later in a thread that left the request
+    assert _post(app, "/tfjobs/sync", JOB).status_code == 200
+
+
+def test_a_timed_out_sync_gives_its_in_flight_slot_back() -> None:
+    slow = {"on": True}
+
+    def clock() -> Any:
+        while slow["on"]:
+            pass
+        return NOW
+
+    app = create_app(Settings(request_timeout_seconds=0.05, max_inflight=1), clock=clock)
+    assert [_post(app, "/tfjobs/sync", JOB).status_code for _ in range(3)] == [422] * 3
+    slow["on"] = False
+    assert _post(app, "/tfjobs/sync", JOB).status_code == 200
+
+
+def test_a_request_stuck_in_one_call_gives_the_process_up() -> None:
+    """A thread inside one C call (here a sleep) cannot take the exception until the call
+    returns: past ``stuck_after`` the limit gives the process up (in the server: the worker
+    exits and gunicorn starts another)."""
+    stuck: list[dict[str, Any]] = []
+    limit = TimeLimit(0.05, stuck_after=0.1, on_stuck=stuck.append)
+    raised: list[BaseException] = []
+
+    def request() -> None:
+        try:
+            with limit.guard({"hook": "/tfjobs/sync", "job": "job1"}):
+                time.sleep(0.6)
+        except RequestTimeout as err:
+            raised.append(err)
+
+    thread = threading.Thread(target=request)
+    thread.start()
+    time.sleep(0.4)
+    assert stuck == [{"hook": "/tfjobs/sync", "job": "job1", "limit_seconds": 0.05}]
+    thread.join()
+    assert len(raised) == 1, "the exception still lands once the call returns"
+
+
+def test_requests_within_the_limit_are_left_alone() -> None:
+    limit = TimeLimit(0.05, stuck_after=0.05, on_stuck=lambda about: pytest.fail("stuck"))
+    for _ in range(200):
+        with limit.guard():
+            pass
+    deadline = time.monotonic() + 0.2
+    while time.monotonic() < deadline:  # no exception left pending for this thread
+        pass
+
+
+# --- 429 --------------------------------------------------------------------------------
+
+
+def test_refusals_do_not_take_an_in_flight_slot() -> None:
+    app = create_app(Settings(max_inflight=1, max_request_bytes=100), clock=Clock())
+    for _ in range(3):
+        assert _post(app, "/tfjobs/sync", b"x" * 200).status_code == 413
+        assert _post(app, "/tfjobs/sync", b"garbage").status_code == 400
+    assert _post(app, "/tfjobs/sync", b"{}").status_code == 400  # not 429
+
+
+# --- /metrics -------------------------------------------------------------------------
+
+
+def test_metrics_count_hooks_by_code_and_the_pools_queue() -> None:
+    app = create_app(Settings(max_request_bytes=100_000), clock=Clock())
+    for _ in range(2):
+        assert _post(app, "/pools/sync", POOL).status_code == 200
+    for _ in range(3):
+        assert _post(app, "/tfjobs/sync", JOB).status_code == 200
+    assert _post(app, "/tfjobs/sync", b"garbage").status_code == 400
+    assert _post(app, "/tfjobs/sync", b" " * 100_001).status_code == 413
+    m = samples(app)
+    answers = "dragonet_hook_answers_total"
+    assert m[(answers, (("code", "200"), ("hook", "/pools/sync")))] == 2
+    assert m[(answers, (("code", "200"), ("hook", "/tfjobs/sync")))] == 3
+    assert m[(answers, (("code", "400"), ("hook", "/tfjobs/sync")))] == 1
+    assert m[(answers, (("code", "413"), ("hook", "/tfjobs/sync")))] == 1
+    duration = "dragonet_hook_duration_seconds_count"
+    assert m[(duration, (("hook", "/pools/sync"),))] == 2
+    assert m[(duration, (("hook", "/tfjobs/sync"),))] == 5
+    size = len(orjson.dumps(POOL))
+    assert m[("dragonet_hook_request_bytes_sum", (("hook", "/pools/sync"),))] == 2 * size
+    # two-jobs: job1 is admitted, job2 waits (the pool's status says the same).
+    assert m[("dragonet_pool_queued_jobs", (("pool", "default"),))] == 1
+    assert m[("dragonet_pool_admitted_jobs", (("pool", "default"),))] == 1
+
+
+def test_scale_actions_are_counted_once_each_as_the_pool_decides_them() -> None:
+    """Through the simulator (the real app, Metacontroller's two controllers): a job grows
+    into idle GPUs, then shrinks for a job that starves. Every new lastScale the pool
+    answers is counted once, by direction, however often the pool syncs afterwards."""
+    from sim.engine import SimConfig, Simulation
+    from tests.simkit import gpu_nodes, job, scenario
+
+    jobs = [
+        job("a", 4, min_workers=2, max_workers=6, steps=3000.0),
+        job("b", 4, min_workers=4, max_workers=4, arrival=100.0, steps=200),
+    ]
+    sim = Simulation(scenario(gpu_nodes(2), jobs), SimConfig(policy="dragon"))
+    scales: list[dict[str, Any]] = []
+
+    def on_change(tkey: str, old: Any, new: Any) -> None:
+        if tkey != "Admission.dragonet.io/v1alpha1" or new is None:
+            return
+        scale = new["spec"].get("lastScale")
+        if scale and (old is None or old["spec"].get("lastScale") != scale):
+            scales.append(scale)
+
+    sim.api.watchers.append(on_change)
+    sim.run()
+    ups = sum(1 for s in scales if s["to"] > s["from"])
+    downs = sum(1 for s in scales if s["to"] < s["from"])
+    assert ups >= 1 and downs >= 1, scales
+    m = samples(sim.webhook.app)
+    assert (
+        m.get(("dragonet_pool_scale_actions_total", (("direction", "up"), ("pool", "default"))))
+        == ups
+    )
+    assert (
+        m.get(("dragonet_pool_scale_actions_total", (("direction", "down"), ("pool", "default"))))
+        == downs
+    )
+
+
+# --- logs -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def json_log() -> Any:
+    """The JSON lines the webhook's loggers write (formatted as they are emitted, in the
+    request's thread, as the server's handler does)."""
+    out = io.StringIO()
+    handler = logging.StreamHandler(out)
+    handler.setFormatter(JsonFormatter())
+    logger = logging.getLogger("dragonet")
+    logger.addHandler(handler)
+    old = logger.level
+    logger.setLevel(logging.DEBUG)
+    yield lambda: [json.loads(line) for line in out.getvalue().splitlines()]
+    logger.removeHandler(handler)
+    logger.setLevel(old)
+
+
+def test_every_log_line_about_a_request_names_its_parent(json_log: Any) -> None:
+    app = create_app(Settings(), clock=Clock())
+    assert _post(app, "/pools/sync", POOL).status_code == 200
+    assert _post(app, "/tfjobs/sync", JOB).status_code == 200
+    lines = json_log()
+    by_hook = {}
+    for line in lines:
+        by_hook.setdefault(line.get("hook"), []).append(line)
+    # The pool's debug line and its request line, then the job's request line.
+    assert [line["message"] for line in by_hook["/pools/sync"]][-1] == "POST /pools/sync 200"
+    assert len(by_hook["/pools/sync"]) == 2
+    assert all(line["pool"] == "default" for line in by_hook["/pools/sync"])
+    (job_line,) = by_hook["/tfjobs/sync"]
+    assert (job_line["namespace"], job_line["job"]) == ("default", "job1")
+    assert job_line["status"] == 200
+    assert job_line["latency_ms"] > 0
+    assert job_line["request_bytes"] == len(orjson.dumps(JOB))
+    assert job_line["level"] == "info" and job_line["logger"] == "dragonet.access"
+
+
+def test_a_refused_request_is_logged_with_its_error(json_log: Any) -> None:
+    app = create_app(Settings(), clock=Clock())
+    assert _post(app, "/tfjobs/sync", {"parent": []}).status_code == 400
+    (line,) = json_log()
+    assert line["status"] == 400
+    assert "parent" in line["error"]
+    assert "job" not in line  # nothing readable to name
+
+
+def test_an_exited_workers_metrics_are_folded_into_the_archive(tmp_path: Path) -> None:
+    """Counters and histogram buckets add up; a ``mostrecent`` gauge keeps its newest value,
+    whichever file it is in; the exited worker's files are gone."""
+    from prometheus_client.mmap_dict import MmapedDict, mmap_key
+
+    from webhooks.metrics import compact
+
+    def write(name: str, values: dict[str, tuple[float, float]]) -> None:
+        f = MmapedDict(str(tmp_path / name))
+        for key, (value, timestamp) in values.items():
+            f.write_value(key, value, timestamp)
+        f.close()
+
+    def read(name: str) -> dict[str, tuple[float, float]]:
+        return {
+            k: (v, t) for k, v, t, _ in MmapedDict.read_all_values_from_file(str(tmp_path / name))
+        }
+
+    answers = mmap_key("a", "a_total", ["code"], ["200"], "h")
+    queued = mmap_key("q", "q", ["pool"], ["default"], "h")
+    write("counter_archive.db", {answers: (5.0, 0.0)})
+    write("counter_111.db", {answers: (3.0, 0.0)})
+    write("gauge_mostrecent_archive.db", {queued: (7.0, 100.0)})
+    write("gauge_mostrecent_111.db", {queued: (2.0, 50.0)})  # older than the archive's
+    write("counter_222.db", {answers: (1.0, 0.0)})  # a live worker: left alone
+    compact(111, str(tmp_path))
+    assert sorted(f.name for f in tmp_path.glob("*.db")) == [
+        "counter_222.db",
+        "counter_archive.db",
+        "gauge_mostrecent_archive.db",
+    ]
+    assert read("counter_archive.db") == {answers: (8.0, 0.0)}
+    assert read("gauge_mostrecent_archive.db") == {queued: (7.0, 100.0)}
+    write("gauge_mostrecent_222.db", {queued: (4.0, 200.0)})
+    compact(222, str(tmp_path))
+    assert read("counter_archive.db") == {answers: (9.0, 0.0)}
+    assert read("gauge_mostrecent_archive.db") == {queued: (4.0, 200.0)}

@@ -1,0 +1,177 @@
+"""The guards around every hook route: who may call, how large, how long; what is counted
+and logged. ``install`` wraps the routes ``create_app`` made, so the hooks stay thin.
+
+In the order a hook request meets them:
+
+1. **401** without the shared secret (``DRAGONET_SHARED_SECRET[_FILE]``), when one is set:
+   ``Authorization: Bearer <secret>``, as Metacontroller's ``endpointConfigs[].authorization``
+   sends it. ``/healthz`` and ``/metrics`` stay open (the kubelet and Prometheus do not
+   hold the secret; the chart's NetworkPolicy decides who reaches the port).
+2. **413** for a body over ``DRAGONET_MAX_REQUEST_BYTES``, by its Content-Length, before a
+   byte of it is read (a chunked body is cut off at the cap while it is read).
+3. **429** with ``Retry-After: 1`` for a sync past the in-flight limit
+   (``DRAGONET_MAX_INFLIGHT``): answered at once rather than queued into Metacontroller's
+   timeout, and retried by it without error backoff. The slot is taken and given back
+   outside the time limit's reach, so a timeout can never leak one.
+4. **422** for a request still unanswered after ``DRAGONET_REQUEST_TIMEOUT_SECONDS``
+   (``webhooks.deadline``). Why 422: the request is well-formed but asks for more work than
+   one request may take, a bound on the request like 413's, so a 4xx. Not 408 (that says
+   the client was too slow to *send* it, and some clients resend it at once), not 429
+   (Metacontroller retries a 429 after Retry-After without backoff: a request that is
+   always too slow would loop hot), not 5xx (the server is fine). Metacontroller records any
+   of these as a ``SyncError`` Event on the parent with the JSON body, and retries with its
+   exponential backoff.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+from flask import Flask, Response, g, request
+
+from webhooks.config import Settings
+from webhooks.deadline import RequestTimeout, TimeLimit
+from webhooks.metrics import CONTENT_TYPE, Metrics
+
+access = logging.getLogger("dragonet.access")
+OPEN = frozenset({"static", "healthz", "metrics"})  # endpoints that are not hooks
+
+
+def _json(body: Any, status: int, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(body), status=status, mimetype="application/json", headers=headers)
+
+
+def note_parent(parent: Any) -> None:
+    """Called once a hook has read its request: the parent goes on every log line about it,
+    as ``pool`` (a pool's hooks) or ``namespace`` and ``job``. Unreadable metadata is left
+    out."""
+    meta = parent.get("metadata") if isinstance(parent, Mapping) else None
+    if not isinstance(meta, Mapping) or "dragonet_log" not in g:
+        return
+    about = g.dragonet_log
+    if isinstance(meta.get("name"), str):
+        about["pool" if request.path.startswith("/pools/") else "job"] = meta["name"]
+    if isinstance(meta.get("namespace"), str):
+        about["namespace"] = meta["namespace"]
+
+
+def note_pool_answer(
+    observed: Mapping[str, Any], children: list[dict[str, Any]], status: Any
+) -> None:
+    """Called by the pool's sync with what it answers; counted once the answer is a 200."""
+    g.dragonet_pool_answer = (observed, children, status)
+
+
+def install(app: Flask, settings: Settings, time_limit: TimeLimit | None = None) -> Metrics:
+    """Guard every hook route of ``app`` and add ``/metrics``. ``time_limit`` is for tests
+    (a limit that does not end the process)."""
+    secret = settings.hook_secret()
+    cap = settings.max_request_bytes
+    limit = time_limit or TimeLimit(settings.request_timeout_seconds)
+    metrics = Metrics()
+    slots = threading.BoundedSemaphore(settings.inflight_limit())
+    app.config["MAX_CONTENT_LENGTH"] = cap  # a chunked body is cut off here while read
+    hooks = {endpoint for endpoint in app.view_functions if endpoint not in OPEN}
+    syncs = {e for e in hooks if e.endswith("_sync")}  # customize and finalize are cheap
+    for endpoint in hooks:
+        app.view_functions[endpoint] = _bounded(app.view_functions[endpoint], limit)
+
+    @app.get("/metrics")
+    def metrics_route() -> Response:
+        return Response(metrics.expose(), mimetype=None, content_type=CONTENT_TYPE)
+
+    @app.before_request
+    def guard() -> Response | None:
+        if request.endpoint not in hooks:
+            return None
+        g.dragonet_started = time.perf_counter()
+        g.dragonet_log = {"hook": request.path}
+        if secret is not None and not _authorized(request.headers.get("Authorization"), secret):
+            return _json(
+                {"error": "unauthorized: this webhook requires Authorization: Bearer <secret>"},
+                401,
+                {"WWW-Authenticate": 'Bearer realm="dragonet"'},
+            )
+        length = request.content_length
+        if length is not None and length > cap:
+            return _json(
+                {
+                    "error": f"request body of {length} bytes is over the webhook's limit of "
+                    f"{cap} bytes (DRAGONET_MAX_REQUEST_BYTES)"
+                },
+                413,
+            )
+        if request.endpoint in syncs:
+            if not slots.acquire(blocking=False):
+                return _json({"error": "busy: too many syncs in flight"}, 429, {"Retry-After": "1"})
+            g.dragonet_slot = True
+        return None
+
+    @app.teardown_request
+    def free_slot(_: BaseException | None) -> None:
+        if g.pop("dragonet_slot", False):
+            slots.release()
+
+    @app.after_request
+    def record(response: Response) -> Response:
+        if "dragonet_started" not in g:
+            return response
+        seconds = time.perf_counter() - g.dragonet_started
+        hook = request.url_rule.rule if request.url_rule is not None else request.path
+        code = response.status_code
+        size = response.calculate_content_length()
+        metrics.latency.labels(hook).observe(seconds)
+        metrics.answers.labels(hook, str(code)).inc()
+        if request.content_length is not None:
+            metrics.request_bytes.labels(hook).observe(request.content_length)
+        if size is not None:
+            metrics.response_bytes.labels(hook).observe(size)
+        answer = g.pop("dragonet_pool_answer", None)
+        if answer is not None and code == 200:
+            metrics.pool_answer(g.dragonet_log.get("pool", ""), *answer)
+        extra: dict[str, Any] = {
+            "status": code,
+            "latency_ms": round(seconds * 1000, 1),
+            "request_bytes": request.content_length,
+            "response_bytes": size,
+            "remote": request.remote_addr,
+        }
+        if code != 200 and response.is_json:
+            extra["error"] = (response.get_json(silent=True) or {}).get("error")
+        level = logging.INFO if code < 500 else logging.ERROR
+        access.log(level, "%s %s %d", request.method, request.path, code, extra=extra)
+        return response
+
+    return metrics
+
+
+def _authorized(header: str | None, secret: bytes) -> bool:
+    scheme, _, token = (header or "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(token.strip().encode(), secret)
+
+
+def _bounded(view: Callable[..., Any], limit: TimeLimit) -> Callable[..., Any]:
+    def run(**kwargs: Any) -> Any:
+        try:
+            with limit.guard(g.get("dragonet_log")):
+                return view(**kwargs)
+        except RequestTimeout:
+            about = g.get("dragonet_log") or {}
+            parent = "/".join(about[k] for k in ("namespace", "job", "pool") if k in about)
+            return _json(
+                {
+                    "error": f"{request.path}{' for ' + parent if parent else ''} took longer "
+                    f"than the webhook's limit of {limit.limit:g} s "
+                    "(DRAGONET_REQUEST_TIMEOUT_SECONDS); it was stopped"
+                },
+                422,
+            )
+
+    run.__name__ = getattr(view, "__name__", "hook")
+    return run
