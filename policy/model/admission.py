@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from policy.model.bounds import MAX_REPLICAS
 from policy.model.pool import ADMISSION_KIND, GROUP, VERSION, Binding, admission_name
 
 QUEUED = "Queued"
@@ -49,7 +50,7 @@ class _Model(BaseModel):
 
 class PodEntry(_Model):
     type: str
-    index: int = Field(ge=0)
+    index: int = Field(ge=0, lt=MAX_REPLICAS)
     node: str | None = None
     hostname: str | None = None
 
@@ -75,7 +76,7 @@ class AdmissionSpec(_Model):
     reason: str = ""
     message: str = ""
     binding: Binding = "affinity"
-    workers: int = Field(default=0, ge=0)
+    workers: int = Field(default=0, ge=0, le=MAX_REPLICAS)
     pods: list[PodEntry] = Field(default_factory=list)
     admittedTime: str | None = None
     lastScale: LastScaleModel | None = None

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from policy.model.bounds import MAX_DEADLINE_SECONDS, MAX_REPLICAS
 from policy.model.pool import DEFAULT_POOL, pool_of
 from policy.model.resources import PODS, Resources, to_milli
 from policy.model.templates import PodTemplate
@@ -62,6 +63,8 @@ CleanPodPolicy = Literal["None", "Running", "All"]
 MANAGED_BY_US = {None, "", "dragonet", "kubeflow.org/training-operator"}
 
 _PLANNED_CONDITIONS = ("Succeeded", "Failed", "Suspended")
+
+_STATUS_TIMES = ("enqueueTime", "startTime", "startRunTime", "completionTime", "lastReconcileTime")
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -73,7 +76,7 @@ class _Model(BaseModel):
 
 
 class ReplicaSpecModel(_Model):
-    replicas: int = Field(default=1, ge=0)
+    replicas: int = Field(default=1, ge=0, le=MAX_REPLICAS)
     restartPolicy: RestartPolicy = "Never"
     template: dict[str, Any] = Field(default_factory=dict)
 
@@ -88,7 +91,7 @@ class SchedulingPolicyModel(_Model):
 class RunPolicyModel(_Model):
     cleanPodPolicy: CleanPodPolicy | None = None
     ttlSecondsAfterFinished: int | None = Field(default=None, ge=0)
-    activeDeadlineSeconds: int | None = Field(default=None, ge=0)
+    activeDeadlineSeconds: int | None = Field(default=None, ge=0, le=MAX_DEADLINE_SECONDS)
     backoffLimit: int | None = Field(default=None, ge=0)
     schedulingPolicy: SchedulingPolicyModel | None = None
     suspend: bool = False
@@ -99,8 +102,8 @@ class TFJobSpecModel(RunPolicyModel):
     """Spec; the run-policy fields at top level are tf-operator v1.0's (DRAGON's) layout."""
 
     tfReplicaSpecs: dict[str, ReplicaSpecModel | None]
-    max_instances: int | None = Field(default=None, alias="max-instances", ge=1)
-    min_instances: int | None = Field(default=None, alias="min-instances", ge=1)
+    max_instances: int | None = Field(default=None, alias="max-instances", ge=1, le=MAX_REPLICAS)
+    min_instances: int | None = Field(default=None, alias="min-instances", ge=1, le=MAX_REPLICAS)
     runPolicy: RunPolicyModel | None = None
     successPolicy: Literal["", "AllWorkers"] = ""
     enableDynamicWorker: bool = False
@@ -309,8 +312,6 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
     raw_spec = obj.get("spec")
     if not isinstance(raw_spec, dict):
         raise InvalidJob("spec is missing")
-    if not isinstance(obj.get("status") or {}, Mapping):
-        raise InvalidJob("status must be an object")
     try:
         spec = TFJobSpecModel.model_validate(raw_spec)
     except ValidationError as err:
@@ -394,9 +395,46 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         deleting=meta.deletionTimestamp is not None,
         priority_class=named if isinstance(named, str) and named else None,
         pool=pool_of(raw_spec),
-        status=MappingProxyType(dict(obj.get("status") or {})),  # checked above
+        status=readable_status(obj.get("status")),
         spec_content=_content(raw_spec),
     )
+
+
+def readable_status(raw: Any) -> Mapping[str, Any]:
+    """The job's status with every field Dragonet reads of the right type, and the rest as
+    it was. The status is Dragonet's own memory, but anyone allowed to write it can break
+    it; what cannot be read is treated as never written (the job's sync writes it anew),
+    so a broken status costs that job its memory, never anyone else their plan."""
+    if not isinstance(raw, Mapping):
+        return MappingProxyType({})
+    status = {k: v for k, v in raw.items() if k not in _STATUS_TIMES or _is_time(v)}
+    conditions = status.get("conditions")
+    if conditions is not None:
+        status["conditions"] = [
+            c
+            for c in (conditions if isinstance(conditions, list) else ())
+            if isinstance(c, Mapping)
+            and isinstance(c.get("type"), str)
+            and isinstance(c.get("status"), str)
+            and all(_is_time(c[k]) for k in ("lastTransitionTime", "lastUpdateTime") if k in c)
+        ]
+    for key in ("scheduling", "replicaStatuses"):
+        if key in status and not isinstance(status[key], Mapping):
+            del status[key]
+    workers = (status.get("scheduling") or {}).get("workers")
+    if workers is not None and not (
+        isinstance(workers, Mapping) and _is_count(workers.get("target"))
+    ):
+        status["scheduling"] = {k: v for k, v in status["scheduling"].items() if k != "workers"}
+    return MappingProxyType(status)
+
+
+def _is_time(value: Any) -> bool:
+    return isinstance(value, str) and parse_time(value) is not None
+
+
+def _is_count(value: Any) -> bool:
+    return type(value) is int and 0 <= value <= MAX_REPLICAS
 
 
 def _content(spec: Mapping[str, Any]) -> bytes:

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+# Later than any timestamp a cluster writes, early enough that adding a threshold or a
+# deadline to it stays a date (Python's dates end with the year 9999).
+_LATEST_YEAR = 9000
+
 
 def parse_time(value: str | None) -> datetime | None:
-    if not value:
+    """None for anything that is not such a timestamp (a broken status is not fatal)."""
+    if not value or not isinstance(value, str):
         return None
     try:
         parsed = datetime.fromisoformat(value)
     except (TypeError, ValueError):
+        return None
+    if parsed.year > _LATEST_YEAR:
         return None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 

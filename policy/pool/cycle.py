@@ -211,7 +211,7 @@ def _admit_queue(
                 if room.could_shrink:
                     unhelped = partial(unhelped_message, jp.explain)
                     jp = replace(jp, explain=unhelped, reason=NO_SHRINK_HELPS)
-        if rules.elastic and not starving:
+        if rules.elastic and not starving and since != NEVER:  # NEVER: no time to wake at
             jp = replace(jp, wake_at=since + rules.starvation)
         if priorities.value(job.priority_class) is None:
             unknown = partial(unknown_class_message, jp.explain, job.priority_class, priorities)
