@@ -28,26 +28,6 @@ MALFORMED: list[tuple[str, Any, str]] = [
         {"parent": mc.tfjob("dragon-job1-cpu.yaml"), "children": {"Pod.v1": []}},
         "children.Pod.v1: Input should be a valid dictionary",
     ),
-    (
-        "a node without a name",
-        {
-            "parent": mc.pool(),
-            "related": {"Node.v1": {"x": {"metadata": {}, "status": {}}}},
-        },
-        "unreadable Node or Pod in the request",
-    ),
-    (
-        "a node with an unreadable capacity",
-        {
-            "parent": mc.pool(),
-            "related": {
-                "Node.v1": {
-                    "n": {"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "lots"}}}
-                }
-            },
-        },
-        "unreadable Node or Pod in the request",
-    ),
 ]
 HOOKS = ["/pools/sync", "/tfjobs/sync", "/tfjobs/finalize"]
 
@@ -56,12 +36,39 @@ HOOKS = ["/pools/sync", "/tfjobs/sync", "/tfjobs/finalize"]
 def test_malformed_request_is_a_400_with_a_json_message(
     hook: Hook, case: str, body: Any, message: str
 ) -> None:
-    paths = ["/pools/sync"] if "node" in case else HOOKS
-    for path in paths:
+    for path in HOOKS:
         response = hook.post(path, body)
         assert response.status_code == 400, (path, response.get_data(as_text=True))
         assert response.mimetype == "application/json"
         assert message in response.get_json()["error"], path
+
+
+UNREADABLE_NODES = {
+    "a node without a name": ({"metadata": {}, "status": {}}, "metadata.name"),
+    "a node with an unreadable capacity": (
+        {"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "lots"}}},
+        "lots",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(UNREADABLE_NODES))
+def test_an_unreadable_node_is_left_out_and_reported_and_the_rest_is_planned(
+    hook: Hook, case: str
+) -> None:
+    """A broken Node used to make every pool sync a 400: nobody was planned at all."""
+    broken, words = UNREADABLE_NODES[case]
+    job = mc.tfjob("dragon-job1-cpu.yaml")
+    request = mc.pool_request(mc.world(job, [mc.node("n-1", cpu="24", memory="64Gi")]))
+    request["related"]["Node.v1"]["broken"] = broken
+    body = hook.pool_sync(request)
+    assert body["status"]["nodes"] == 1
+    assert body["status"]["message"] == "1 object(s) could not be read and are left out"
+    [problem] = body["status"]["problems"]
+    assert problem.startswith("Node broken is left out: ") and words in problem
+    [admission] = body["children"]
+    assert admission["spec"]["phase"] == "Admitted"
+    assert {p["node"] for p in admission["spec"]["pods"]} == {"n-1"}
 
 
 def test_wrong_method_and_unknown_route_answer_json(hook: Hook) -> None:

@@ -21,11 +21,19 @@ from policy.model import conditions as cond
 from policy.model.admission import ADMITTED, QUEUED, Admission
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.cluster import Pod
-from policy.model.jobs import TFJOB, InvalidJob, Job, JobKind, child_name, parse_metadata
+from policy.model.jobs import (
+    TFJOB,
+    InvalidJob,
+    Job,
+    JobKind,
+    child_name,
+    parse_metadata,
+    readable_status,
+)
 from policy.model.lifecycle import assess
 from policy.model.pool import admission_name, pool_of
 from policy.model.timeutil import format_time, parse_time
-from policy.pool.observe import MalformedRequest, objects, parsed_job
+from policy.pool.observe import UNREADABLE, MalformedRequest, objects, parsed_job
 
 PODS = "Pod.v1"
 SERVICES = "Service.v1"
@@ -90,8 +98,11 @@ def _pods(children: Mapping[str, Any], admission: Admission | None, kind: JobKin
         key = content_key("pod", obj, kind.container)
         try:
             pod = memo.get(key, lambda o=obj: Pod.from_object(o, kind.container))
-        except (KeyError, TypeError, ValueError, ArithmeticError, AttributeError) as err:
-            raise MalformedRequest(f"unreadable Pod in the request: {err}") from err
+        except UNREADABLE:
+            # Not a pod as Dragonet writes them (no API server stores one; someone edited
+            # it): its slot reads as empty, so the answer names it where the Admission
+            # places it, and Metacontroller (OnDelete) leaves the existing pod alone.
+            continue
         out.append(pod.on_nodes(renamed) if renamed else pod)
     return tuple(sorted(out, key=lambda p: p.name))
 
@@ -116,9 +127,7 @@ def sync(
     memo: Memo = _NO_MEMO,
 ) -> Decision:
     meta = _metadata(parent)
-    status = parent.get("status") or {}
-    if not isinstance(status, Mapping):
-        raise MalformedRequest("parent.status must be an object")
+    status = readable_status(parent.get("status"))
     stamp = format_time(now)
     job = parsed_job(parent, kind, memo)
     if isinstance(job, InvalidJob):
@@ -230,8 +239,6 @@ def _slot_of(job: Job, pod: Pod) -> tuple[str, int] | None:
 def finalize(parent: Mapping[str, Any], children: Mapping[str, Any]) -> tuple[Decision, bool]:
     """On deletion: remove every child; finalized once none is left."""
     _metadata(parent)
-    status = parent.get("status") or {}
-    if not isinstance(status, Mapping):
-        raise MalformedRequest("parent.status must be an object")
+    status = readable_status(parent.get("status"))
     remaining = len(objects(children, PODS)) + len(objects(children, SERVICES))
     return Decision(children=[], status=dict(status)), remaining == 0

@@ -64,10 +64,8 @@ class Node:
 
     @classmethod
     def from_object(cls, obj: Mapping[str, Any]) -> Node:
-        meta = obj.get("metadata") or {}
-        spec = obj.get("spec") or {}
-        status = obj.get("status") or {}
-        labels = dict(meta.get("labels") or {})
+        meta, spec, status = _parts(obj, "Node")
+        labels = _labels(meta)
         name = _name(meta.get("name"), "Node metadata.name")
         reason = None
         ready = next((c for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
@@ -161,10 +159,8 @@ class Pod:
     def from_object(cls, obj: Mapping[str, Any], container: str) -> Pod:
         """``node`` is the bound node, else the hostname its affinity pins it to (see
         ``on_nodes`` for clusters whose hostnames are not their node names)."""
-        meta = obj.get("metadata") or {}
-        spec = obj.get("spec") or {}
-        status = obj.get("status") or {}
-        node = spec.get("nodeName") or _pinned_host(spec)
+        meta, spec, status = _parts(obj, "Pod")
+        node = _optional_text(spec.get("nodeName"), "spec.nodeName") or _pinned_host(spec)
         exit_code = None
         restarts = 0
         started = status.get("startTime")
@@ -184,7 +180,7 @@ class Pod:
         return cls(
             namespace=_name(meta.get("namespace", "default"), "Pod metadata.namespace"),
             name=_name(meta.get("name"), "Pod metadata.name"),
-            labels=MappingProxyType(dict(meta.get("labels") or {})),
+            labels=MappingProxyType(_labels(meta)),
             node=node,
             phase=status.get("phase") or "Pending",
             terminating=meta.get("deletionTimestamp") is not None,
@@ -227,6 +223,34 @@ class Pod:
         )
 
 
+def _parts(obj: Mapping[str, Any], kind: str) -> tuple[Mapping, Mapping, Mapping]:
+    """metadata, spec and status, each an object (absent: empty)."""
+    out = []
+    for part in ("metadata", "spec", "status"):
+        value = obj.get(part) or {}
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{kind} {part} is not an object")
+        out.append(value)
+    return out[0], out[1], out[2]
+
+
+def _labels(meta: Mapping[str, Any]) -> dict[str, str]:
+    labels = meta.get("labels") or {}
+    if not isinstance(labels, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
+    ):
+        raise ValueError("metadata.labels must map strings to strings")
+    return dict(labels)
+
+
+def _optional_text(value: Any, where: str) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"{where} must be a string, not {type(value).__name__}")
+    return value
+
+
 def _text(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
@@ -255,7 +279,12 @@ def _pinned_host(spec: Mapping[str, Any]) -> str | None:
     for term in affinity.get("nodeSelectorTerms") or []:
         for expr in term.get("matchExpressions") or []:
             values = expr.get("values") or []
-            if expr.get("key") == HOSTNAME and expr.get("operator") == "In" and len(values) == 1:
+            if (
+                expr.get("key") == HOSTNAME
+                and expr.get("operator") == "In"
+                and len(values) == 1
+                and isinstance(values[0], str)
+            ):
                 hosts.add(values[0])
     return hosts.pop() if len(hosts) == 1 else None
 

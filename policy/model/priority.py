@@ -24,10 +24,10 @@ class Priorities:
     def observe(cls, objects: Iterable[Mapping[str, Any]]) -> Priorities:
         classes = dict(SYSTEM_CLASSES)
         default = 0
-        for obj in sorted(objects, key=lambda o: (o.get("metadata") or {}).get("name") or ""):
-            name = (obj.get("metadata") or {}).get("name")
+        for obj in sorted(objects, key=_name):
+            name = _name(obj)
             value = obj.get("value")
-            if not isinstance(name, str) or type(value) is not int:
+            if not name or type(value) is not int:
                 continue
             classes[name] = value
             if obj.get("globalDefault") is True:
@@ -39,3 +39,9 @@ class Priorities:
         if not name:
             return self.default
         return self.classes.get(name)
+
+
+def _name(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    return name if isinstance(name, str) else ""

@@ -7,9 +7,9 @@ them yet join the observed pods as *assumed* pods, so they hold their node's roo
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from policy.memo import Memo, content_key
 from policy.model import conditions as cond
@@ -27,6 +27,7 @@ POOLS = f"{POOL_KIND}.{VERSION}"
 KINDS: tuple[JobKind, ...] = (TFJOB,)
 
 ObjectMap = Mapping[str, Mapping[str, Mapping[str, Any]]]
+T = TypeVar("T")
 
 
 class MalformedRequest(ValueError):
@@ -44,17 +45,24 @@ class PoolSnapshot:
     # Jobs that name a pool that does not exist (seen by the default pool only), and that pool.
     orphans: tuple[tuple[Job, str], ...] = ()
     other_pools: tuple[str, ...] = ()
+    # Objects of the request that could not be read, and why: left out of the plan.
+    problems: tuple[str, ...] = ()
 
 
 def job_type_key(kind: JobKind) -> str:
     return f"{kind.kind}.{kind.api_version}"
 
 
-def objects(group: ObjectMap, type_key: str) -> list[Mapping[str, Any]]:
+def items(group: ObjectMap, type_key: str) -> list[tuple[str, Any]]:
+    """The (key, object) pairs of one type, as they came (an entry may not be an object)."""
     objs = group.get(type_key) or {}
     if not isinstance(objs, Mapping):
         raise MalformedRequest(f"{type_key} must map names to objects")
-    return [o for o in objs.values() if isinstance(o, Mapping)]
+    return list(objs.items())
+
+
+def objects(group: ObjectMap, type_key: str) -> list[Mapping[str, Any]]:
+    return [o for _, o in items(group, type_key) if isinstance(o, Mapping)]
 
 
 def parsed_job(obj: Mapping[str, Any], kind: JobKind, memo: Memo) -> Job | InvalidJob:
@@ -80,20 +88,27 @@ def _admissions(children: ObjectMap, memo: Memo) -> dict[str, Admission]:
 
 
 def _jobs(
-    related: ObjectMap, pool: str, known_pools: frozenset[str] | None, memo: Memo
+    related: ObjectMap,
+    pool: str,
+    known_pools: frozenset[str] | None,
+    memo: Memo,
+    problems: list[str],
 ) -> tuple[list[Job], list[tuple[Job, str]]]:
     """The pool's valid jobs, and (default pool only) jobs naming a pool that does not exist.
     An invalid job gets no capacity; its own sync reports why."""
     mine: list[Job] = []
     orphans: list[tuple[Job, str]] = []
     for kind in KINDS:
-        for obj in objects(related, job_type_key(kind)):
+        for key, obj in items(related, job_type_key(kind)):
             try:
+                if not isinstance(obj, Mapping):
+                    raise TypeError("not an object")
                 job = parsed_job(obj, kind, memo)
-            except (ValueError, TypeError, KeyError, AttributeError):
-                continue  # unreadable: one job never stops the plan for everyone else
-            if isinstance(job, InvalidJob):
+            except UNREADABLE as err:  # one job never stops the plan for everyone else
+                problems.append(f"{kind.kind} {key} is left out: {_why(err)}")
                 continue
+            if isinstance(job, InvalidJob):
+                continue  # its own sync marks it Failed with what is wrong
             if job.pool == pool:
                 mine.append(job)
             elif known_pools is not None and job.pool not in known_pools:
@@ -133,23 +148,17 @@ def observe(
         raise MalformedRequest("parent.metadata.name must be a string")
     name = meta["name"]
     spec = PoolSpec.model_validate(parent.get("spec") or {})
-    try:
-        node_objs = objects(related, NODES)
-        nodes = [
-            memo.get(content_key("node", o), lambda o=o: Node.from_object(o)) for o in node_objs
-        ]
-        renamed = {n.hostname: n.name for n in nodes if n.hostname != n.name}
-        pods: dict[tuple[str, str], Pod] = {}
-        for obj in objects(related, PODS):
-            pod = memo.get(
-                content_key("pod", obj, TFJOB.container),
-                lambda obj=obj: Pod.from_object(obj, TFJOB.container),
-            )
-            if renamed:
-                pod = pod.on_nodes(renamed)
-            pods[(pod.namespace, pod.name)] = pod
-    except (KeyError, TypeError, ValueError, ArithmeticError, AttributeError) as err:
-        raise MalformedRequest(f"unreadable Node or Pod in the request: {err}") from err
+    problems: list[str] = []
+    nodes = _each(
+        related,
+        NODES,
+        lambda o: memo.get(content_key("node", o), lambda: Node.from_object(o)),
+        problems,
+    )
+    renamed = {n.hostname: n.name for n in nodes if n.hostname != n.name}
+    pods: dict[tuple[str, str], Pod] = {}
+    for pod in _each(related, PODS, lambda o: _pod(o, memo), problems):
+        pods[(pod.namespace, pod.name)] = pod.on_nodes(renamed) if renamed else pod
     known = None
     others: tuple[str, ...] = ()
     if name == DEFAULT_POOL:
@@ -162,7 +171,7 @@ def observe(
             )
         )
         known = frozenset((name, *others))
-    jobs, orphans = _jobs(related, name, known, memo)
+    jobs, orphans = _jobs(related, name, known, memo, problems)
     by_key = {j.key: j for j in jobs}
     admissions = {
         k: a
@@ -180,5 +189,44 @@ def observe(
     cluster = Cluster.observe(nodes, [*pods.values(), *assumed])
     priorities = Priorities.observe(objects(related, PRIORITY_CLASSES))
     return PoolSnapshot(
-        name, spec, cluster, tuple(jobs), admissions, priorities, tuple(orphans), others
+        name,
+        spec,
+        cluster,
+        tuple(jobs),
+        admissions,
+        priorities,
+        tuple(orphans),
+        others,
+        tuple(sorted(problems)),
+    )
+
+
+# What reading one object of the request may raise: it is then left out of the plan and
+# reported in the pool's status, never the end of the sync (DESIGN §2.8).
+UNREADABLE = (KeyError, TypeError, ValueError, ArithmeticError, AttributeError, RecursionError)
+
+
+def _each(
+    group: ObjectMap, type_key: str, read: Callable[[Mapping[str, Any]], T], problems: list[str]
+) -> list[T]:
+    out = []
+    kind = type_key.split(".", 1)[0]
+    for key, obj in items(group, type_key):
+        try:
+            if not isinstance(obj, Mapping):
+                raise TypeError("not an object")
+            out.append(read(obj))
+        except UNREADABLE as err:
+            problems.append(f"{kind} {key} is left out: {_why(err)}")
+    return out
+
+
+def _why(err: BaseException) -> str:
+    text = str(err) or type(err).__name__
+    return text if len(text) <= 200 else text[:197] + "..."
+
+
+def _pod(obj: Mapping[str, Any], memo: Memo) -> Pod:
+    return memo.get(
+        content_key("pod", obj, TFJOB.container), lambda: Pod.from_object(obj, TFJOB.container)
     )

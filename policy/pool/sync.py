@@ -30,6 +30,7 @@ from policy.pool.rules import rules_for
 from policy.pool.running import last_scale
 
 _NO_MEMO = Memo(limit=0)
+_PROBLEMS_SHOWN = 10  # the status names this many unreadable objects (it counts them all)
 
 
 @dataclass(frozen=True)
@@ -78,6 +79,7 @@ def _values(parent: Mapping[str, Any], snap: PoolSnapshot, cluster: Cluster) -> 
                 if not (a := snap.admissions.get(j.key)) or not a.admitted_at
             ),
             *(j.plan_key for j, _ in snap.orphans),
+            ("problems", snap.problems),
             *snap.admissions.values(),
         )
     )
@@ -233,9 +235,15 @@ def _status(snap: PoolSnapshot, plans: Any) -> dict[str, Any]:
         "allocated": {k: format_quantity(k, allocated[k]) for k in names},
         "usage": _usage(capacity, allocated),
     }
+    said = []
     if snap.orphans:
         shown = ", ".join(sorted({w for _, w in snap.orphans}))
-        status["message"] = f"{len(snap.orphans)} job(s) name pools that do not exist: {shown}"
+        said.append(f"{len(snap.orphans)} job(s) name pools that do not exist: {shown}")
+    if snap.problems:
+        said.append(f"{len(snap.problems)} object(s) could not be read and are left out")
+        status["problems"] = list(snap.problems[:_PROBLEMS_SHOWN])
+    if said:
+        status["message"] = "; ".join(said)
     return status
 
 
