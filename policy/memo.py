@@ -21,6 +21,11 @@ T = TypeVar("T")
 _MISSING = object()
 
 
+class Undecodable(ValueError):
+    """An object of the request is not JSON any decoder here can read (whoever reads it
+    decides: the parent makes the request malformed, a related object is left out)."""
+
+
 class Encoded(Mapping[str, Any]):
     """One object of a hook request as the JSON bytes it arrived in, decoded on first use."""
 
@@ -32,7 +37,10 @@ class Encoded(Mapping[str, Any]):
 
     def _object(self) -> dict[str, Any]:
         if self._decoded is None:
-            value = orjson.loads(self.raw)
+            try:
+                value = orjson.loads(self.raw)
+            except orjson.JSONDecodeError as err:  # e.g. nested deeper than JSON decoders go
+                raise Undecodable(f"an object of the request cannot be decoded: {err}") from err
             self._decoded = value if isinstance(value, dict) else {}
         return self._decoded
 

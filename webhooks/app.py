@@ -22,7 +22,7 @@ from werkzeug.exceptions import HTTPException
 
 from policy.job.sync import JobConfig, finalize, related_rules
 from policy.job.sync import sync as job_sync
-from policy.memo import Memo
+from policy.memo import Memo, Undecodable
 from policy.model.jobs import TFJOB, JobKind
 from policy.pool.observe import MalformedRequest
 from policy.pool.sync import sync as pool_sync
@@ -146,6 +146,7 @@ def create_app(
 
     @app.errorhandler(BadRequest)
     @app.errorhandler(MalformedRequest)
+    @app.errorhandler(Undecodable)
     def bad_request(err: Exception) -> Response:
         return _json({"error": str(err)}, 400)
 

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from policy.model.cluster import L_OPERATOR, OPERATOR_NAME
 from policy.model.jobs import JobKind
 from policy.model.pool import DEFAULT_POOL, GROUP, PoolSpec
-from policy.pool.observe import KINDS
+from policy.pool.observe import KINDS, MalformedRequest
 
 ObjectMap = dict[str, dict[str, dict[str, Any]]]
 SHARD = f"{GROUP}/shard"
@@ -50,7 +50,10 @@ def pool_related_resources(parent: Mapping[str, Any]) -> list[dict[str, Any]]:
     pods = {} if pods_everywhere else {"matchLabels": {L_OPERATOR: OPERATOR_NAME}}
     # A pool of a shard (label dragonet.io/shard, metacontroller/README.md) reads only the
     # jobs of its shard.
-    labels = (parent.get("metadata") or {}).get("labels") or {}
+    meta = parent.get("metadata")
+    if not isinstance(meta, Mapping):
+        raise MalformedRequest("parent.metadata must be an object")
+    labels = meta.get("labels") or {}
     shard = labels.get(SHARD) if isinstance(labels, dict) else None
     jobs = {"matchLabels": {SHARD: shard}} if isinstance(shard, str) and shard else {}
     rules: list[dict[str, Any]] = [
@@ -62,8 +65,7 @@ def pool_related_resources(parent: Mapping[str, Any]) -> list[dict[str, Any]]:
         ),
         {"apiVersion": "scheduling.k8s.io/v1", "resource": "priorityclasses", "labelSelector": {}},
     ]
-    name = (parent.get("metadata") or {}).get("name")
-    if name == DEFAULT_POOL:
+    if meta.get("name") == DEFAULT_POOL:
         # Not itself: its own status changes would wake it (ignoreStatusChanges covers the
         # parent, not related objects).
         others = {"key": f"{GROUP}/pool", "operator": "NotIn", "values": [DEFAULT_POOL]}

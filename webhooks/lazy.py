@@ -9,10 +9,12 @@ into its objects without building them (``msgspec.Raw``); each becomes a
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
+import orjson
 
 from policy.memo import Encoded
 
@@ -35,11 +37,13 @@ def _is_object(raw: msgspec.Raw | bytes) -> bool:
     return bytes(raw).lstrip()[:1] == b"{"
 
 
-def _encoded(raw: msgspec.Raw, where: str) -> Encoded:
+def _encoded(raw: msgspec.Raw) -> Encoded | Any:
+    """An object stays its bytes; anything else (no API server sends one) is decoded, so
+    whoever reads the map finds it is not an object and leaves that one entry out."""
     data = bytes(raw)
-    if data[:1] != b"{" and data.lstrip()[:1] != b"{":
-        raise _not_a_map(where)
-    return Encoded(data)
+    if data[:1] == b"{" or data.lstrip()[:1] == b"{":
+        return Encoded(data)
+    return orjson.loads(data)
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,7 @@ def _maps(top: dict[str, msgspec.Raw], group: str) -> ObjectMap:
         out[tkey] = {}
         bucket = out[tkey]
         for key, obj in objs.items():
-            bucket[key] = _encoded(obj, f"{group}.{tkey}.{key}")
+            bucket[key] = _encoded(obj)
     return out
 
 
@@ -79,16 +83,99 @@ def read_sync_request(body: bytes) -> SyncRequest:
         raise Unreadable("request body must be a JSON object") from err
     except msgspec.DecodeError as err:
         raise Unreadable(f"request body is not valid JSON: {err}") from err
+    except RecursionError:
+        return _request(*_split_deep(body))
+    parent = top.get("parent")
+    if parent is None:
+        raise Unreadable("not a Metacontroller SyncRequest: parent: Field required")
+    try:
+        children, related = _maps(top, "children"), _maps(top, "related")
+    except RecursionError:
+        return _request(*_split_deep(body))
+    return _request(top, children, related)
+
+
+def _request(top: dict[str, Any], children: ObjectMap, related: ObjectMap) -> SyncRequest:
     parent = top.get("parent")
     if parent is None:
         raise Unreadable("not a Metacontroller SyncRequest: parent: Field required")
     if not _is_object(parent):
         raise _not_a_map("parent")
-    finalizing = msgspec.json.decode(top["finalizing"]) if "finalizing" in top else False
+    finalizing = orjson.loads(bytes(top["finalizing"])) if "finalizing" in top else False
     if not isinstance(finalizing, bool):
         raise Unreadable(
             "not a Metacontroller SyncRequest: finalizing: Input should be a valid boolean"
         )
-    return SyncRequest(
-        Encoded(bytes(parent)), _maps(top, "children"), _maps(top, "related"), finalizing
-    )
+    return SyncRequest(Encoded(bytes(parent)), children, related, finalizing)
+
+
+# A JSON string (with its escapes), or one of the characters that give a value its place.
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|[{}\[\]:,]', re.S)
+_GROUPS = (b'"children"', b'"related"')
+
+
+def _split_deep(body: bytes) -> tuple[dict[str, Any], ObjectMap, ObjectMap]:
+    """The request split into its objects without a recursive parser: a request may hold
+    one object nested deeper than any parser recurses (a job's template, say), and that
+    object alone must be unreadable, not the whole request (DESIGN §2.8). Only top-level
+    values and the objects of ``children``/``related`` are cut out; each is decoded (or
+    found unreadable) when something reads it. Slower than msgspec: only for such bodies."""
+    top: dict[str, Any] = {}
+    maps: dict[bytes, dict[str, dict[str, Any]]] = {g: {} for g in _GROUPS}
+    stack: list[bytes] = []  # b"{" or b"[" per open container
+    keys: list[bytes | None] = [None]  # the key being read at each depth
+    starts: list[int | None] = [None]
+    last = b""
+    for m in _TOKEN.finditer(body):
+        tok = m.group()
+        depth = len(stack)
+        if tok[:1] == b'"':
+            last = tok
+        elif tok == b":":
+            keys[depth], starts[depth] = last, m.end()
+        elif tok in (b"{", b"["):
+            stack.append(tok)
+            keys.append(None)
+            starts.append(None)
+        else:  # "," "}" "]": a value at this depth (or the container itself) ends
+            if tok != b"," or (stack and stack[-1] == b"{"):
+                _ended(body, depth, keys, starts, m.start(), top, maps)
+            if tok in (b"}", b"]"):
+                if not stack:
+                    raise Unreadable("request body is not valid JSON")
+                stack.pop()
+                keys.pop()
+                starts.pop()
+    if stack or not top:
+        raise Unreadable("request body must be a JSON object")
+    return top, *(_typed(maps[g]) for g in _GROUPS)
+
+
+def _ended(
+    body: bytes,
+    depth: int,
+    keys: list[bytes | None],
+    starts: list[int | None],
+    end: int,
+    top: dict[str, Any],
+    maps: dict[bytes, dict[str, dict[str, Any]]],
+) -> None:
+    start, key = starts[depth], keys[depth]
+    if start is None or key is None:
+        return
+    starts[depth] = None
+    raw = body[start:end].strip()
+    if depth == 1:
+        top[orjson.loads(key)] = raw
+    elif depth == 3 and keys[1] in maps:
+        maps[keys[1]].setdefault(keys[2] or b'""', {})[orjson.loads(key)] = raw
+
+
+def _typed(group: dict[bytes, dict[str, Any]]) -> ObjectMap:
+    out: ObjectMap = {}
+    for tkey, objs in group.items():
+        name = orjson.loads(tkey)
+        out[name] = {}
+        for key, raw in objs.items():
+            out[name][key] = _encoded(msgspec.Raw(raw))
+    return out
