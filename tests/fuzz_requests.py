@@ -1,0 +1,175 @@
+"""Real hook requests of every hook, and the ways a careless user or an attacker breaks them.
+
+The fuzz tests (``tests/test_fuzz.py``) replace, delete or deepen one field of one of these
+requests at a time. The requests are what Metacontroller sends: a pool with a running
+elastic job, a starving one that makes the pool shrink it, a finished one, a queued one and
+a pod on a node that has left the pool; a job's sync with its pods and Admission; its
+finalize call; both customize calls.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from collections.abc import Iterator
+from typing import Any
+
+import orjson
+
+from tests import metacontroller as mc
+
+OLD = "2026-11-21T09:00:00Z"  # an hour before the tests' clock: the queued job starves
+
+# Values that broke the webhook once, or could: huge and negative numbers, floats where
+# integers belong, every JSON type in the wrong place, deep nesting.
+SPECIAL: tuple[Any, ...] = (
+    None,
+    True,
+    0,
+    -1,
+    2**31 - 1,
+    2**63 - 1,
+    -(2**63),
+    10**7,
+    1e18,
+    1.5,
+    "",
+    "x",
+    "9999999",
+    "-1",
+    "1e18",
+    "2026-13-45T99:99:99Z",
+    [],
+    {},
+    [{}],
+    {"type": {}},
+    {"": None},
+)
+
+
+DEEP = "__deeply_nested__"  # stands for an object nested ``levels`` deep (see ``encode``)
+
+
+class Deep(str):
+    """A placeholder for an object nested ``levels`` deep: JSON encoders give up long before
+    a parser must, so ``encode`` writes it into the bytes directly."""
+
+    levels: int
+
+    def __new__(cls, levels: int) -> Deep:
+        obj = super().__new__(cls, f"{DEEP}{levels}")
+        obj.levels = levels
+        return obj
+
+
+def encode(body: Any) -> bytes:
+    """The request's bytes, with each ``Deep`` placeholder written out."""
+    from tests.conftest import versioned
+
+    data = orjson.dumps(versioned(body))
+    while (start := data.find(b'"' + DEEP.encode())) >= 0:
+        end = data.index(b'"', start + 1)
+        levels = int(data[start + 1 + len(DEEP) : end])
+        data = data[:start] + b'{"a":' * levels + b'"bottom"' + b"}" * levels + data[end + 1 :]
+    return data
+
+
+def _elastic(
+    name: str, created: str, workers: int, least: int, status: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    job = mc.compat("dragon-job1-cpu.yaml")
+    job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = workers
+    job["spec"]["min-instances"] = least
+    return mc.tfjob(job, name=name, created=created, status=status)
+
+
+def _world() -> tuple[mc.World, list[dict[str, Any]]]:
+    nodes = [
+        mc.node("n-1", cpu="24", memory="64Gi"),
+        mc.node("n-2", cpu="4", memory="32Gi"),
+        mc.node("n-3", cpu="8", memory="32Gi", ready=False),
+    ]
+    running = _elastic("running", OLD, 4, 1, {"enqueueTime": OLD, "startTime": OLD})
+    # Needs 12 cpu at once; 8 are free: the pool shrinks ``running`` to make room.
+    starving = _elastic("starving", OLD, 2, 2, {"enqueueTime": OLD})
+    finished = mc.tfjob(
+        "dragon-job1-cpu.yaml",
+        name="finished",
+        created=OLD,
+        status={
+            "enqueueTime": OLD,
+            "conditions": [
+                {"type": "Succeeded", "status": "True", "lastTransitionTime": OLD, "reason": "x"}
+            ],
+        },
+    )
+    queued = mc.tfjob("dragon-job1-gpu.yaml", name="queued")
+    placed = [("PS", 0, "n-1"), *((("Worker", i, "n-1")) for i in range(4))]
+    admission = mc.admission(running, placed, workers=4)
+    pods = []
+    for rtype, index, node in placed:
+        child = _pod_child(running, rtype, index, node)
+        pods.append(mc.observed_pod(running, child))
+    # A worker on a node that has left the pool (not among the request's Nodes).
+    gone = mc.observed_pod(running, _pod_child(running, "Worker", 3, "n-gone"))
+    gone["metadata"]["name"] = "running-worker-7"
+    gone["metadata"]["labels"]["training.kubeflow.org/replica-index"] = "7"
+    pods.append(gone)
+    jobs = [running, starving, finished, queued]
+    classes = [mc.priority_class("high", 1000), mc.priority_class("low", 10, default=True)]
+    return mc.world(running, nodes, jobs, pods, priority_classes=classes), [admission]
+
+
+def _pod_child(job: dict[str, Any], rtype: str, index: int, node: str) -> dict[str, Any]:
+    from policy.job.render import render_pod
+    from policy.model.jobs import parse_job
+
+    return render_pod(parse_job(job), rtype, index, node, node, "affinity", "", 1)
+
+
+def bases() -> dict[str, dict[str, Any]]:
+    """One real request per hook (name -> (path, body))."""
+    w, admissions = _world()
+    job_sync = mc.job_request(w, admissions[0])
+    finalizing = copy.deepcopy(
+        mc.job_request(mc.world(w.parent, w.nodes, pods=w.pods, finalizing=True), None)
+    )
+    finalizing["parent"]["metadata"]["deletionTimestamp"] = OLD
+    return {
+        "/pools/sync": mc.pool_request(w, admissions),
+        "/tfjobs/sync": job_sync,
+        "/tfjobs/finalize": finalizing,
+        "/pools/customize": {"controller": mc.controller(), "parent": mc.pool()},
+        "/tfjobs/customize": {"controller": mc.controller(), "parent": w.parent},
+    }
+
+
+def paths(value: Any, prefix: tuple = ()) -> Iterator[tuple]:
+    """Every path into a JSON value (the empty path is the value itself)."""
+    yield prefix
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from paths(v, (*prefix, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from paths(v, (*prefix, i))
+
+
+def mutate(request: dict[str, Any], rng: random.Random, junk: Any) -> tuple[dict[str, Any], str]:
+    """One field of a copy of ``request`` replaced by ``junk``, deleted, or wrapped deeply;
+    returns the copy and what was done (for the failure message)."""
+    out = copy.deepcopy(request)
+    where = rng.choice([p for p in paths(out) if p and p[0] != "controller"])
+    parent = out
+    for key in where[:-1]:
+        parent = parent[key]
+    op = rng.random()
+    if op < 0.15 and isinstance(parent, dict):
+        del parent[where[-1]]
+        return out, f"deleted {where}"
+    if op < 0.2:
+        parent[where[-1]] = Deep(rng.choice((50, 300, 2000)))
+        return out, f"nested {where} deeply"
+    value = rng.choice(SPECIAL) if op < 0.6 else junk
+    parent[where[-1]] = value
+    return out, f"{where} = {value!r}"[:300]
