@@ -105,6 +105,76 @@ def test_permanent_exit_code_fails_the_job_and_says_which_pod(hook: Hook) -> Non
     assert body["status"]["scheduling"]["phase"] == "Finished"
 
 
+@pytest.mark.parametrize(("code", "retried"), [(1, False), (127, False), (128, True), (255, True)])
+def test_exit_code_policy_retries_128_and_above_and_fails_on_1_to_127(
+    hook: Hook, code: int, retried: bool
+) -> None:
+    """Kubeflow's IsRetryableExitCode is ``code >= 128``: the boundary both ways."""
+    run = Run(hook, _with_policy("ExitCode"))
+    run.set_pod("job1-worker-2", phase="Failed", exit_code=code)
+    body = run.sync()
+    if retried:
+        assert condition(body, "Failed") is None
+        assert condition(body, "Restarting")["status"] == "True"
+        assert "job1-worker-2" not in pods_of(body)  # deleted, to be created again
+        assert len(pods_of(body)) == 4
+    else:
+        failed = condition(body, "Failed")
+        assert failed["status"] == "True" and failed["reason"] == "TFJobFailed"
+        assert f"job1-worker-2 exited with code {code}, a permanent error" in failed["message"]
+        assert condition(body, "Restarting") is None
+
+
+def test_the_exit_code_is_the_tensorflow_containers_not_a_sidecars(hook: Hook) -> None:
+    """A sidecar that exited 1 next to a tensorflow container killed with 137 (on either
+    side of it in the pod's status) is a retryable failure, not a permanent one."""
+    job = _with_policy("ExitCode")
+    worker = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
+    worker["containers"].append({"name": "log-shipper", "image": "fluent-bit:3"})
+    run = Run(hook, job)
+
+    def terminated(name: str, code: int) -> dict[str, Any]:
+        return {
+            "name": name,
+            "ready": False,
+            "restartCount": 0,
+            "image": "x",
+            "imageID": "",
+            "state": {"terminated": {"exitCode": code, "reason": "Error", "finishedAt": mc.T0}},
+        }
+
+    for pod, first in (("job1-worker-1", "log-shipper"), ("job1-worker-2", "tensorflow")):
+        run.set_pod(pod, phase="Failed")
+        observed = next(p for p in run.pods if p["metadata"]["name"] == pod)
+        both = {
+            "log-shipper": terminated("log-shipper", 1),
+            "tensorflow": terminated("tensorflow", 137),
+        }
+        second = "tensorflow" if first == "log-shipper" else "log-shipper"
+        observed["status"]["containerStatuses"] = [both[first], both[second]]
+    body = run.sync()
+    assert condition(body, "Failed") is None
+    assert condition(body, "Restarting")["status"] == "True"
+    assert set(pods_of(body)) == {"job1-ps-0", "job1-worker-0", "job1-worker-3"}
+
+
+def test_each_replica_type_follows_its_own_restart_policy(hook: Hook) -> None:
+    """Workers under ExitCode are retried on 137; the PS under Never fails the job on it."""
+    job = _job1()
+    job["spec"]["tfReplicaSpecs"]["PS"]["restartPolicy"] = "Never"
+    job["spec"]["tfReplicaSpecs"]["Worker"]["restartPolicy"] = "ExitCode"
+    run = Run(hook, job)
+    run.set_pod("job1-worker-1", phase="Failed", exit_code=137)
+    body = run.sync()
+    assert condition(body, "Failed") is None
+    assert "job1-worker-1" not in pods_of(body)
+    run.drop_pods_not_in_answer()
+    run.set_pod("job1-ps-0", phase="Failed", exit_code=137)
+    failed = condition(run.sync(), "Failed")
+    assert failed["status"] == "True"
+    assert "job1-ps-0 failed (exit code 137) and restartPolicy is Never" in failed["message"]
+
+
 def test_a_pod_evicted_before_its_container_ran_is_retried_under_exit_code(hook: Hook) -> None:
     run = Run(hook, _with_policy("ExitCode"))
     run.pods = [
@@ -170,6 +240,14 @@ def test_a_running_condition_is_flipped_false_on_completion(hook: Hook) -> None:
     body = run.sync()
     assert condition(body, "Running")["status"] == "False"
     assert [c["type"] for c in body["status"]["conditions"]][-1] == "Succeeded"
+
+
+def test_only_worker_0_completes_a_job_without_a_chief(hook: Hook) -> None:
+    run = Run(hook, _job1(cleanPodPolicy="None"))
+    run.set_pod("job1-worker-1", phase="Succeeded", exit_code=0)
+    body = run.sync()
+    assert condition(body, "Succeeded") is None
+    assert condition(body, "Running")["status"] == "True"
 
 
 def test_parameter_server_completion_does_not_complete_the_job(hook: Hook) -> None:
