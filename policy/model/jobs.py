@@ -199,6 +199,26 @@ class Job:
         """The replica type whose pods carry this (lower-case) replica-type label."""
         return self._types.get(label)
 
+    def size(self, rtype: str) -> int:
+        """How many pods of a type the job may have, indices ``0 .. size-1``.
+
+        Workers go up to ``max-instances``, not ``Worker.replicas``: an elastic job grows
+        there without a spec change, and its TF_CONFIG lists that many workers from the
+        start (without max-instances the two are equal, Kubeflow's bound). Any other type
+        has exactly its ``replicas``."""
+        return self.max_workers if rtype == WORKER else self.replicas[rtype].replicas
+
+    def holds(self, rtype: str, index: int) -> bool:
+        """Whether (type, index) is a pod of this job. Kubeflow deletes a pod at or above
+        its type's count (``ps-1`` once ``PS.replicas`` is 1), with its Service."""
+        return rtype in self.replicas and 0 <= index < self.size(rtype)
+
+    def slot(self, label: str, index: int) -> tuple[str, int] | None:
+        """The (replica type, index) of a pod with this replica-type label and index, or
+        None for a pod that is not part of the job (see ``holds``)."""
+        rtype = self._types.get(label)
+        return (rtype, index) if rtype is not None and self.holds(rtype, index) else None
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "_types", {t.lower(): t for t in self.replicas})
 
