@@ -317,22 +317,64 @@ def test_backoff_limit_counts_container_restarts(hook: Hook) -> None:
 
 def test_suspend_removes_pods_and_resume_requeues(hook: Hook, clock: Clock) -> None:
     run = Run(hook, _job1())
-    run.sync()
+    started = run.sync()["status"]["startTime"]
+    assert started == "2026-11-21T10:01:00Z"  # admitted at its first sync
     run.parent["spec"]["runPolicy"] = {"suspend": True}
     body = run.sync()
     assert body["children"] == []
     assert condition(body, "Suspended")["status"] == "True"
     assert condition(body, "Running")["status"] == "False"
     assert body["status"]["scheduling"]["phase"] == "Suspended"
-    assert "startTime" not in body["status"]
+    # Kubeflow keeps startTime while a job is suspended; the queue's times go.
+    assert body["status"]["startTime"] == started
+    assert "enqueueTime" not in body["status"] and "startRunTime" not in body["status"]
     run.pods, run.services = [], []
     clock.advance(30)
+    assert run.sync()["status"]["startTime"] == started  # still suspended: still kept
     run.parent["spec"]["runPolicy"] = {"suspend": False}
     body = run.sync()
     assert condition(body, "Suspended")["status"] == "False"
     assert condition(body, "Suspended")["reason"] == "TFJobResumed"
     assert len(pods_of(body)) == 5
+    # It runs again from now (Kubeflow resets startTime on resume), at the queue's back.
     assert body["status"]["enqueueTime"] == body["status"]["startTime"] == "2026-11-21T10:01:30Z"
+
+
+def test_a_job_suspended_from_creation_has_no_start_time(hook: Hook) -> None:
+    job = _job1()
+    job["spec"]["runPolicy"] = {"suspend": True}
+    body = Run(hook, job).body
+    assert body["children"] == []
+    assert "startTime" not in body["status"]
+    assert [(c["type"], c["status"]) for c in body["status"]["conditions"]] == [
+        ("Created", "True"),
+        ("Suspended", "True"),
+    ]
+
+
+def test_time_spent_suspended_never_counts_toward_the_deadline(hook: Hook, clock: Clock) -> None:
+    """Ran 5 of its 10 minutes, then was suspended for an hour: resumed, it gets its 10
+    minutes again from when it runs, instead of failing at once on a deadline that passed
+    while it was suspended."""
+    job = _job1()
+    job["spec"]["runPolicy"] = {"activeDeadlineSeconds": 600}
+    run = Run(hook, job)
+    clock.advance(300)
+    assert run.sync()["resyncAfterSeconds"] == 300
+    run.parent["spec"]["runPolicy"]["suspend"] = True
+    run.sync()
+    run.pods, run.services = [], []
+    clock.advance(3600)
+    run.parent["spec"]["runPolicy"]["suspend"] = False
+    body = run.sync()
+    assert condition(body, "Failed") is None
+    assert len(pods_of(body)) == 5
+    run.pods, run.services = observe(run.parent, body)
+    clock.advance(60)
+    body = run.sync()
+    assert condition(body, "Failed") is None
+    assert body["status"]["startTime"] == "2026-11-21T11:06:00Z"  # when it resumed
+    assert body["resyncAfterSeconds"] == 540
 
 
 def test_status_is_stable_when_nothing_changes(hook: Hook, clock: Clock) -> None:
@@ -344,3 +386,29 @@ def test_status_is_stable_when_nothing_changes(hook: Hook, clock: Clock) -> None
     second = run.sync()
     assert second["status"] == first["status"]
     assert second["children"] == first["children"]
+
+
+def test_a_resumed_jobs_start_is_not_taken_from_pods_its_suspension_deleted(
+    hook: Hook,
+) -> None:
+    """Resumed while the pods its suspension deleted still terminate (created at 10:00):
+    its new start is when this sync admits it again (10:01), not those pods' creation."""
+    job = _job1()
+    job["spec"]["runPolicy"] = {"activeDeadlineSeconds": 600}
+    status = {
+        "startTime": "2026-11-21T09:00:00Z",
+        "conditions": [
+            {"type": "Created", "status": "True", "reason": "TFJobCreated"},
+            {"type": "Running", "status": "False", "reason": "TFJobSuspended"},
+            {"type": "Suspended", "status": "True", "reason": "TFJobSuspended"},
+        ],
+    }
+    parent = mc.tfjob(job, status=status)
+    placed = [("PS", 0, "n-1"), *(("Worker", i, "n-1") for i in range(4))]
+    admission = mc.admission(parent, placed, workers=4)
+    rendered = hook.job_sync(mc.job_request(mc.world(mc.tfjob(job), NODES), admission))
+    leaving = [mc.observed_pod(parent, p, terminating=True) for p in pods_of(rendered).values()]
+    body = hook.job_sync(mc.job_request(mc.world(parent, NODES, pods=leaving), admission))
+    assert condition(body, "Suspended")["reason"] == "TFJobResumed"
+    assert condition(body, "Failed") is None
+    assert body["status"]["startTime"] == "2026-11-21T10:01:00Z"
