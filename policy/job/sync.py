@@ -21,7 +21,15 @@ from policy.model import conditions as cond
 from policy.model.admission import ADMITTED, QUEUED, Admission
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.cluster import Pod
-from policy.model.jobs import TFJOB, InvalidJob, Job, JobKind, child_name, parse_metadata
+from policy.model.jobs import (
+    TFJOB,
+    InvalidJob,
+    Job,
+    JobKind,
+    child_name,
+    managed_elsewhere,
+    parse_metadata,
+)
 from policy.model.lifecycle import assess
 from policy.model.pool import admission_name, pool_of
 from policy.model.timeutil import format_time, parse_time
@@ -120,14 +128,17 @@ def sync(
     if not isinstance(status, Mapping):
         raise MalformedRequest("parent.status must be an object")
     stamp = format_time(now)
+    spec = parent.get("spec")
+    if isinstance(spec, Mapping) and managed_elsewhere(spec):
+        return Decision([], dict(status))  # MultiKueue's job, valid or not: hands off
     job = parsed_job(parent, kind, memo)
     if isinstance(job, InvalidJob):
         key = f"{meta.namespace}/{meta.name}"
         created = parse_time(meta.creationTimestamp)
         when = format_time(created) if created else None
         return Decision([], invalid(status, kind, key, meta.name, str(job), stamp, when))
-    if job.managed_elsewhere or job.deleting:
-        return Decision([], dict(status))  # another controller's, or going away: hands off
+    if job.deleting:
+        return Decision([], dict(status))  # going away: hands off
     admission = _own_admission(related, job)
     observed = _pods(children, admission, kind, memo)
     stale = admission is not None and any(
@@ -138,7 +149,6 @@ def sync(
     pods = tuple(p for p in observed if _slot_of(job, p) is not None)
     verdict = assess(job, pods, now)
     phase = _phase(job, admission, verdict.outcome is not None)
-    spec = parent.get("spec")
     pool = pool_of(spec) if isinstance(spec, Mapping) else "default"
     view = JobView(job, pool, pods, verdict, phase, admission, stale)
 

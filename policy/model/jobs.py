@@ -59,7 +59,12 @@ TFJOB = JobKind(
 WORKER = "Worker"
 RestartPolicy = Literal["Always", "OnFailure", "Never", "ExitCode"]
 CleanPodPolicy = Literal["None", "Running", "All"]
-MANAGED_BY_US = {None, "", "dragonet", "kubeflow.org/training-operator"}
+# runPolicy.managedBy, as Kubeflow's webhook accepts it (and nothing else). Absent, or the
+# training-operator's own value: the job is ours, since Dragonet serves TFJobs in the
+# training-operator's place. MultiKueue's: Kueue runs the job on a worker cluster and
+# mirrors its status here, so Dragonet leaves it alone (no pods, no status, no capacity).
+TRAINING_OPERATOR = "kubeflow.org/training-operator"
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 
 _PLANNED_CONDITIONS = ("Succeeded", "Failed", "Suspended")
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -335,6 +340,14 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         spec = TFJobSpecModel.model_validate(raw_spec)
     except ValidationError as err:
         raise InvalidJob(_format_validation_error(err, "spec")) from err
+    run = spec.runPolicy or RunPolicyModel()
+    owner = run.managedBy or spec.managedBy
+    if owner not in (None, "", TRAINING_OPERATOR, MULTIKUEUE):
+        where = "spec.runPolicy.managedBy" if run.managedBy else "spec.managedBy"
+        raise InvalidJob(
+            f"{where} {owner!r} is not supported: {TRAINING_OPERATOR!r} (or none) for "
+            f"Dragonet to run the job, or {MULTIKUEUE!r} for MultiKueue to"
+        )
 
     replicas: dict[str, Replica] = {}
     for key, rspec in spec.tfReplicaSpecs.items():
@@ -380,8 +393,6 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
             f"and max-instances ({max_w})"
         )
 
-    run = spec.runPolicy or RunPolicyModel()
-
     def pick(name: str) -> Any:
         value = getattr(run, name)
         return value if value is not None else getattr(spec, name)
@@ -410,13 +421,21 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         active_deadline_seconds=pick("activeDeadlineSeconds"),
         backoff_limit=pick("backoffLimit"),
         suspend=run.suspend or spec.suspend,
-        managed_elsewhere=(run.managedBy or spec.managedBy) not in MANAGED_BY_US,
+        managed_elsewhere=owner == MULTIKUEUE,
         deleting=meta.deletionTimestamp is not None,
         priority_class=named if isinstance(named, str) and named else None,
         pool=pool_of(raw_spec),
         status=MappingProxyType(dict(obj.get("status") or {})),  # checked above
         spec_content=_content(raw_spec),
     )
+
+
+def managed_elsewhere(spec: Mapping[str, Any]) -> bool:
+    """MultiKueue runs this job (``runPolicy.managedBy``), read from the raw spec so that
+    its job is left alone whatever else its spec holds, as Kubeflow's controller does."""
+    run = spec.get("runPolicy")
+    owner = (run.get("managedBy") if isinstance(run, Mapping) else None) or spec.get("managedBy")
+    return owner == MULTIKUEUE
 
 
 def _content(spec: Mapping[str, Any]) -> bytes:
