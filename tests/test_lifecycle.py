@@ -315,6 +315,43 @@ def test_backoff_limit_counts_container_restarts(hook: Hook) -> None:
     assert body["children"] == []
 
 
+def test_backoff_limit_counts_restarts_of_every_container_of_a_pod(hook: Hook) -> None:
+    """Kubeflow sums the restartCount of all of a running pod's containers: a crashing
+    sidecar counts as much as the tensorflow container."""
+    job = _job1()
+    job["spec"]["runPolicy"] = {"backoffLimit": 3}
+    worker = job["spec"]["tfReplicaSpecs"]["Worker"]["template"]["spec"]
+    worker["containers"].append({"name": "log-shipper", "image": "fluent-bit:3"})
+    run = Run(hook, job)
+    run.set_pod("job1-worker-1", phase="Running", restarts=1)
+    pod = next(p for p in run.pods if p["metadata"]["name"] == "job1-worker-1")
+    pod["status"]["containerStatuses"].append(
+        {
+            "name": "log-shipper",
+            "ready": True,
+            "restartCount": 2,
+            "image": "fluent-bit:3",
+            "imageID": "",
+            "state": {"running": {"startedAt": mc.T0}},
+        }
+    )
+    body = run.sync()
+    assert condition(body, "Failed")["reason"] == "TFJobBackoffLimitExceeded"
+    assert "(3 restarts, backoffLimit 3)" in condition(body, "Failed")["message"]
+
+
+def test_run_policy_wins_over_the_legacy_top_level_field(hook: Hook) -> None:
+    """job1 says cleanPodPolicy: All at spec top level (DRAGON's layout); Kubeflow's
+    runPolicy saying None is the one that holds."""
+    job = _job1()
+    job["spec"]["runPolicy"] = {"cleanPodPolicy": "None"}
+    run = Run(hook, job)
+    run.set_pod("job1-worker-0", phase="Succeeded", exit_code=0)
+    body = run.sync()
+    assert condition(body, "Succeeded")["status"] == "True"
+    assert len(pods_of(body)) == 5
+
+
 def test_suspend_removes_pods_and_resume_requeues(hook: Hook, clock: Clock) -> None:
     run = Run(hook, _job1())
     started = run.sync()["status"]["startTime"]
