@@ -277,6 +277,18 @@ def test_chief_decides_success_even_with_workers_running(hook: Hook) -> None:
     assert condition(run.sync(), "Succeeded")["status"] == "True"
 
 
+def test_with_a_chief_the_job_runs_when_the_chief_does_not_its_workers(hook: Hook) -> None:
+    """Kubeflow: a job with a Chief is Running when its chief is active; workers running
+    while the chief is still pending do not make it Running."""
+    job = _job1()
+    job["spec"]["tfReplicaSpecs"]["Chief"] = copy.deepcopy(job["spec"]["tfReplicaSpecs"]["PS"])
+    run = Run(hook, job)
+    run.set_pod("job1-chief-0", phase="Pending")
+    assert condition(run.sync(), "Running") is None
+    run.set_pod("job1-chief-0", phase="Running")
+    assert condition(run.sync(), "Running")["status"] == "True"
+
+
 def test_first_terminal_condition_wins(hook: Hook) -> None:
     run = Run(hook, _job1(cleanPodPolicy="None"))
     run.set_pod("job1-worker-0", phase="Succeeded", exit_code=0)
