@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from tests import metacontroller as mc
-from tests.conftest import Hook, pods_of, tf_config
+from tests.conftest import Hook, pods_of, services_of, tf_config
 from webhooks.config import Settings
 
 
@@ -111,6 +111,10 @@ def test_custom_cluster_domain_and_port(clock) -> None:
         "ps": ["dist-ps-0.ns2.svc.tf.training.org:3333"],
         "worker": ["dist-worker-0.ns2.svc.tf.training.org:2222"],
     }
+    # The PS's Service exposes the port its TF_CONFIG address names, not the default.
+    services = services_of(hook.render(mc.tfjob(job, namespace="ns2")))
+    assert services["dist-ps-0"]["spec"]["ports"] == [{"name": "tfjob-port", "port": 3333}]
+    assert services["dist-worker-0"]["spec"]["ports"] == [{"name": "tfjob-port", "port": 2222}]
 
 
 def test_a_single_worker_job_gets_no_tf_config(hook: Hook) -> None:
