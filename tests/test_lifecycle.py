@@ -225,6 +225,7 @@ def test_clean_pod_policy_after_success(hook: Hook, policy: str, kept: Any) -> N
     job["spec"]["runPolicy"] = {"cleanPodPolicy": policy}
     run = Run(hook, job)
     run.set_pod("job1-worker-0", phase="Succeeded", exit_code=0)
+    run.set_pod("job1-worker-3", phase="Pending")  # Running deletes Pending pods too
     body = run.sync()
     assert condition(body, "Succeeded")["status"] == "True"
     expected = set(pods_of(run.body)) if kept == "all" else kept
