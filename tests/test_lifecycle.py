@@ -290,6 +290,15 @@ def test_with_a_chief_the_job_runs_when_the_chief_does_not_its_workers(hook: Hoo
     assert condition(run.sync(), "Running")["status"] == "True"
 
 
+def test_a_running_pod_being_deleted_counts_as_failed_not_active(hook: Hook) -> None:
+    """Kubeflow's replica statuses: Running with a deletionTimestamp is failed."""
+    run = Run(hook, _job1())
+    run.set_pod("job1-worker-2", phase="Running", terminating=True)
+    statuses = run.sync()["status"]["replicaStatuses"]
+    assert statuses["Worker"] == {"active": 3, "succeeded": 0, "failed": 1}
+    assert statuses["PS"] == {"active": 1, "succeeded": 0, "failed": 0}
+
+
 def test_first_terminal_condition_wins(hook: Hook) -> None:
     run = Run(hook, _job1(cleanPodPolicy="None"))
     run.set_pod("job1-worker-0", phase="Succeeded", exit_code=0)
