@@ -180,6 +180,26 @@ def test_affinity_uses_the_nodes_hostname_label(hook: Hook) -> None:
     assert {node_of(p) for p in pods.values()} == {"ip-10-0-0-1"}
 
 
+def test_pods_pinned_by_hostname_count_on_their_node_when_hostname_and_name_differ(
+    hook: Hook,
+) -> None:
+    """A pod not yet bound is pinned by the hostname label, not the node's name: it must
+    still count on its node, or the next job is placed into room that is taken."""
+    node = mc.node("ip-10-0-0-1.ec2.internal", cpu="24", memory="64Gi")
+    node["metadata"]["labels"]["kubernetes.io/hostname"] = "ip-10-0-0-1"
+    first = mc.tfjob("dragon-job1-cpu.yaml", name="first", created="2026-11-21T09:00:00Z")
+    second = mc.tfjob("dragon-job1-cpu.yaml", name="second", created="2026-11-21T09:30:00Z")
+    both = [first, second]
+    body = hook.sync(mc.world(first, [node], jobs=both))
+    assert len(pods_of(body)) == 5  # 20 of the 24 cpu
+    pending = [mc.observed_pod(first, p, bound=False) for p in pods_of(body).values()]
+    again = hook.sync(mc.world(first, [node], jobs=both, pods=pending))
+    assert again["status"]["scheduling"]["nodes"] == ["ip-10-0-0-1.ec2.internal"]
+    waiting = hook.sync(mc.world(second, [node], jobs=both, pods=pending))
+    assert waiting["children"] == []  # PS + 1 worker need 8 cpu; 4 are left
+    assert waiting["status"]["scheduling"]["phase"] == "Queued"
+
+
 def test_foreign_pods_count_when_all_pods_are_watched(clock: Clock) -> None:
     """With watchAllPods, a non-Dragonet pod on a node reduces what is free there."""
     hook = Hook(clock=clock, pool=mc.pool(watchAllPods=True))

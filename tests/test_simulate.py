@@ -209,6 +209,24 @@ def test_no_younger_job_takes_capacity_an_older_one_could_use(policy: str) -> No
 # --- 4. a webhook restart --------------------------------------------------------------
 
 
+@pytest.mark.parametrize("policy", ["dragonet", "gang-fifo"])
+def test_waiting_jobs_start_in_arrival_order_not_name_order(policy: str) -> None:
+    """first-z arrives before also-a (a later name, an earlier namespace: a queue sorted by
+    either would swap them); each needs all 8 GPUs, which "holder" keeps for a while."""
+    jobs = [
+        job("holder", 8, ps=0, steps=200),
+        job("first-z", 8, ps=0, arrival=5.0, steps=50, namespace="team-z"),
+        job("also-a", 8, ps=0, arrival=10.0, steps=50, namespace="team-a"),
+    ]
+    sim = Simulation(scenario(gpu_nodes(2), jobs), SimConfig(policy=policy))
+    result = sim.run()
+    assert result.summary["jobs_finished"] == 3
+    holder = first_create(sim, "default/holder")
+    first, second = first_create(sim, "team-z/first-z"), first_create(sim, "team-a/also-a")
+    assert holder is not None and first is not None and second is not None
+    assert holder < first < second
+
+
 def test_webhook_restart_changes_no_decision(example: Scenario) -> None:
     """The webhook keeps no state between syncs: a fresh process decides exactly the same."""
     plain = Simulation(example, SimConfig())

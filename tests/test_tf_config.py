@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from tests import metacontroller as mc
-from tests.conftest import Hook, pods_of, tf_config
+from tests.conftest import Hook, pods_of, services_of, tf_config
 from webhooks.config import Settings
 
 
@@ -45,7 +45,8 @@ def test_dense_form_matches_kubeflows_own_expectation(hook: Hook) -> None:
 
 
 def test_every_pod_gets_its_own_task_and_the_same_cluster(hook: Hook) -> None:
-    pods = _sync(hook, _job("mnist", {"Chief": 1, "PS": 2, "Worker": 2}))
+    # Every type has its own count (1, 2, 3), so a list sized by another type's shows.
+    pods = _sync(hook, _job("mnist", {"Chief": 1, "PS": 2, "Worker": 3}))
     configs = {name: json.loads(tf_config(p)) for name, p in pods.items()}
     assert {n: (c["task"]["type"], c["task"]["index"]) for n, c in configs.items()} == {
         "mnist-chief-0": ("chief", 0),
@@ -53,10 +54,15 @@ def test_every_pod_gets_its_own_task_and_the_same_cluster(hook: Hook) -> None:
         "mnist-ps-1": ("ps", 1),
         "mnist-worker-0": ("worker", 0),
         "mnist-worker-1": ("worker", 1),
+        "mnist-worker-2": ("worker", 2),
     }
     cluster = configs["mnist-chief-0"]["cluster"]
     assert all(c["cluster"] == cluster for c in configs.values())
-    assert cluster["ps"] == ["mnist-ps-0.default.svc:2222", "mnist-ps-1.default.svc:2222"]
+    assert cluster == {
+        "chief": ["mnist-chief-0.default.svc:2222"],
+        "ps": [f"mnist-ps-{i}.default.svc:2222" for i in range(2)],
+        "worker": [f"mnist-worker-{i}.default.svc:2222" for i in range(3)],
+    }
     # Only the chief carries the master role when a Chief exists.
     roles = {
         n for n, p in pods.items() if p["metadata"]["labels"].get("training.kubeflow.org/job-role")
@@ -82,11 +88,12 @@ def test_elastic_job_lists_max_instances_workers_whatever_it_runs_with(hook: Hoo
 
 
 def test_sparse_form_with_enable_dynamic_worker(hook: Hook) -> None:
-    pods = _sync(hook, _job("dyn", {"PS": 2, "Worker": 2}, enableDynamicWorker=True))
-    assert tf_config(pods["dyn-worker-1"]) == (
-        '{"cluster":{"worker":{"1":"dyn-worker-1.default.svc:2222"},'
+    # PS and Worker counts differ, so a list sized by the wrong type shows.
+    pods = _sync(hook, _job("dyn", {"PS": 2, "Worker": 3}, enableDynamicWorker=True))
+    assert tf_config(pods["dyn-worker-2"]) == (
+        '{"cluster":{"worker":{"2":"dyn-worker-2.default.svc:2222"},'
         '"ps":["dyn-ps-0.default.svc:2222","dyn-ps-1.default.svc:2222"]},'
-        '"task":{"type":"worker","index":1}}'
+        '"task":{"type":"worker","index":2}}'
     )
     assert tf_config(pods["dyn-ps-0"]) == (
         '{"cluster":{"worker":{},"ps":["dyn-ps-0.default.svc:2222"]},"task":{"type":"ps","index":0}}'
@@ -104,6 +111,10 @@ def test_custom_cluster_domain_and_port(clock) -> None:
         "ps": ["dist-ps-0.ns2.svc.tf.training.org:3333"],
         "worker": ["dist-worker-0.ns2.svc.tf.training.org:2222"],
     }
+    # The PS's Service exposes the port its TF_CONFIG address names, not the default.
+    services = services_of(hook.render(mc.tfjob(job, namespace="ns2")))
+    assert services["dist-ps-0"]["spec"]["ports"] == [{"name": "tfjob-port", "port": 3333}]
+    assert services["dist-worker-0"]["spec"]["ports"] == [{"name": "tfjob-port", "port": 2222}]
 
 
 def test_a_single_worker_job_gets_no_tf_config(hook: Hook) -> None:
@@ -121,3 +132,39 @@ def test_user_tf_config_is_replaced_not_duplicated(hook: Hook) -> None:
     ]
     env = _sync(hook, job)["dup-worker-0"]["spec"]["containers"][0]["env"]
     assert [e["name"] for e in env] == ["KEEP", "TF_CONFIG"]
+
+
+def test_a_job_grown_past_its_replicas_gives_every_worker_all_max_instances_peers(
+    hook: Hook,
+) -> None:
+    """Worker.replicas (2) below max-instances (4): every pod lists 4 workers from the first
+    sync, and a worker the pool grows later (index 3, at or above replicas) gets its own
+    index and the same list, so no running pod's TF_CONFIG ever has to change."""
+    job = _job("grow", {"PS": 1, "Worker": 2}, **{"min-instances": 1, "max-instances": 4})
+    parent = mc.tfjob(job, namespace="team-a")
+    nodes = [mc.node("n-1", cpu="64", memory="256Gi")]
+    first = pods_of(hook.sync(mc.world(parent, nodes)))
+    assert set(first) == {"grow-ps-0", "grow-worker-0", "grow-worker-1"}
+    # The pods run; nobody waits: the pool grows the job into the idle node (dragonet).
+    running = [mc.observed_pod(parent, p) for p in first.values()]
+    grown = pods_of(hook.sync(mc.world(parent, nodes, pods=running)))
+    assert {"grow-worker-2", "grow-worker-3"} <= set(grown)
+    workers = [f"grow-worker-{i}.team-a.svc:2222" for i in range(4)]
+    assert tf_config(grown["grow-worker-3"]) == (
+        '{"cluster":{"ps":["grow-ps-0.team-a.svc:2222"],"worker":['
+        + ",".join(f'"{w}"' for w in workers)
+        + ']},"task":{"type":"worker","index":3},"environment":"cloud"}'
+    )
+    for name, pod in {**first, **grown}.items():
+        assert json.loads(tf_config(pod))["cluster"]["worker"] == workers, name
+
+
+def test_without_a_chief_only_worker_0_carries_the_master_role(hook: Hook) -> None:
+    """Kubeflow's IsMasterRole: worker 0 stands in for a missing Chief/Master, no other."""
+    pods = _sync(hook, _job("plain", {"PS": 2, "Worker": 3}))
+    roles = {
+        n
+        for n, p in pods.items()
+        if p["metadata"]["labels"].get("training.kubeflow.org/job-role") == "master"
+    }
+    assert roles == {"plain-worker-0"}

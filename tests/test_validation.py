@@ -120,6 +120,18 @@ INVALID: list[tuple[str, Edit, str]] = [
         _set("spec.cleanPodPolicy", "Sometimes"),
         "spec.cleanPodPolicy: Input should be 'None', 'Running' or 'All'",
     ),
+    (
+        "unsupported managedBy",
+        _set("spec.runPolicy", {"managedBy": "example.com/batch-controller"}),
+        "spec.runPolicy.managedBy 'example.com/batch-controller' is not supported: "
+        "'kubeflow.org/training-operator' (or none) for Dragonet to run the job, or "
+        "'kueue.x-k8s.io/multikueue' for MultiKueue to",
+    ),
+    (
+        "managedBy not one of Kubeflow's values",
+        _set("spec.runPolicy", {"managedBy": "dragonet"}),
+        "spec.runPolicy.managedBy 'dragonet' is not supported",
+    ),
 ]
 
 
@@ -159,3 +171,32 @@ def test_compat_manifests_are_accepted_as_written(hook: Hook, manifest: str) -> 
     body = hook.sync(mc.world(mc.tfjob(manifest), nodes))
     assert condition(body, "Failed") is None
     assert body["status"]["scheduling"]["phase"] == "Admitted"
+
+
+def _managed_by(manager: str, **spec: Any) -> dict[str, Any]:
+    job = mc.compat("dragon-job1-cpu.yaml")
+    job["spec"].update(spec, runPolicy={"managedBy": manager})
+    return job
+
+
+@pytest.mark.parametrize("valid", [True, False], ids=["valid", "invalid spec"])
+def test_a_job_multikueue_manages_is_left_alone(hook: Hook, valid: bool) -> None:
+    """Kueue runs it on a worker cluster and mirrors its status here: Dragonet creates no
+    pod, writes no status (not even a Failed one for a spec it would reject), and gives its
+    room to other jobs."""
+    spec = {} if valid else {"min-instances": 9}
+    theirs = mc.tfjob(_managed_by("kueue.x-k8s.io/multikueue", **spec), name="theirs")
+    mine = mc.tfjob("dragon-job1-cpu.yaml", name="mine", created="2026-11-21T10:00:30Z")
+    nodes = [mc.node("n-1", cpu="20", memory="64Gi")]  # room for one of them
+    body = hook.sync(mc.world(theirs, nodes, jobs=[theirs, mine]))
+    assert body == {"children": [], "status": {}}
+    assert hook.admission(theirs) is None
+    assert len(pods_of(hook.sync(mc.world(mine, nodes, jobs=[theirs, mine])))) == 5
+
+
+def test_the_training_operators_own_manager_value_means_dragonet_runs_the_job(
+    hook: Hook,
+) -> None:
+    body = hook.sync(mc.world(mc.tfjob(_managed_by("kubeflow.org/training-operator")), NODES))
+    assert condition(body, "Failed") is None
+    assert len(pods_of(body)) == 5

@@ -23,9 +23,10 @@ def _address(job: Job, replica: Replica, index: int, domain: str) -> str:
 
 
 def cluster_size(job: Job, replica: Replica) -> int:
-    """Addresses listed for a type: DRAGON lists ``max-instances`` workers from the start,
-    so adding or removing a worker never changes a running pod's TF_CONFIG."""
-    return job.max_workers if replica.type == WORKER and job.elastic else replica.replicas
+    """Addresses listed for a type: every pod the job may have. DRAGON lists
+    ``max-instances`` workers from the start, so adding or removing a worker never changes
+    a running pod's TF_CONFIG."""
+    return job.size(replica.type)
 
 
 def is_distributed(job: Job) -> bool:

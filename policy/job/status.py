@@ -111,16 +111,25 @@ def _earliest(stamps: list[str]) -> str | None:
 
 
 def times(v: JobView, stamp: str, resumed: bool) -> dict[str, str]:
-    """Written once, when the event happens; then carried over unchanged."""
+    """Written once, when the event happens; then carried over unchanged.
+
+    As in Kubeflow, ``startTime`` stays while the job is suspended, and starts anew when
+    it runs again after a resume, so ``activeDeadlineSeconds`` never counts the time spent
+    suspended (or queued again). DRAGON's ``enqueueTime`` and ``startRunTime`` go with the
+    suspension: a resumed job joins the queue at the back, and the pool reads a start-run
+    time as "admitted before"."""
     prev, out = v.job.status, {}
-    if v.phase != SUSPENDED:
-        out["enqueueTime"] = (
-            stamp if resumed else prev.get("enqueueTime") or _created(v.job) or stamp
-        )
-    if v.phase == ADMITTED or (v.phase == FINISHED and prev.get("startTime")):
-        first = _earliest([p.created for p in v.pods if p.created])
-        out["startTime"] = prev.get("startTime") or first or stamp
-        out["startRunTime"] = prev.get("startRunTime") or out["startTime"]
+    if v.phase == SUSPENDED:
+        if prev.get("startTime"):
+            out["startTime"] = prev["startTime"]
+        return out
+    out["enqueueTime"] = stamp if resumed else prev.get("enqueueTime") or _created(v.job) or stamp
+    started = None if resumed else prev.get("startTime")
+    if v.phase == ADMITTED or (v.phase == FINISHED and started):
+        # Pods on their way out (the ones a suspension deleted) did not start this run.
+        first = _earliest([p.created for p in v.pods if p.created and not p.terminating])
+        out["startTime"] = started or first or stamp
+        out["startRunTime"] = (None if resumed else prev.get("startRunTime")) or out["startTime"]
     if v.phase == FINISHED:
         out["completionTime"] = prev.get("completionTime") or _ended(v, stamp)
         out["finishedTime"] = prev.get("finishedTime") or out["completionTime"]

@@ -27,6 +27,7 @@ from policy.model.jobs import (
     Job,
     JobKind,
     child_name,
+    managed_elsewhere,
     parse_metadata,
     readable_status,
 )
@@ -129,22 +130,27 @@ def sync(
     meta = _metadata(parent)
     status = readable_status(parent.get("status"))
     stamp = format_time(now)
+    spec = parent.get("spec")
+    if isinstance(spec, Mapping) and managed_elsewhere(spec):
+        return Decision([], dict(status))  # MultiKueue's job, valid or not: hands off
     job = parsed_job(parent, kind, memo)
     if isinstance(job, InvalidJob):
         key = f"{meta.namespace}/{meta.name}"
         created = parse_time(meta.creationTimestamp)
         when = format_time(created) if created else None
         return Decision([], invalid(status, kind, key, meta.name, str(job), stamp, when))
-    if job.managed_elsewhere or job.deleting:
-        return Decision([], dict(status))  # another controller's, or going away: hands off
+    if job.deleting:
+        return Decision([], dict(status))  # going away: hands off
     admission = _own_admission(related, job)
-    pods = _pods(children, admission, kind, memo)
-    verdict = assess(job, pods, now)
+    observed = _pods(children, admission, kind, memo)
     stale = admission is not None and any(
-        (p.admission_generation or 0) > admission.generation > 0 for p in pods if p.live
+        (p.admission_generation or 0) > admission.generation > 0 for p in observed if p.live
     )
+    # A pod the job may not have (an index at or above its type's count) is no part of it:
+    # it counts for nothing, and leaving it out of the answer deletes it and its Service.
+    pods = tuple(p for p in observed if _slot_of(job, p) is not None)
+    verdict = assess(job, pods, now)
     phase = _phase(job, admission, verdict.outcome is not None)
-    spec = parent.get("spec")
     pool = pool_of(spec) if isinstance(spec, Mapping) else "default"
     view = JobView(job, pool, pods, verdict, phase, admission, stale)
 
@@ -159,7 +165,7 @@ def sync(
     # A restarting pod keeps its Service: its peers' DNS name never disappears.
     named = set(placed) | {_slot_of(job, p) for p in verdict.restarts} - {None}
     if phase == ADMITTED and admission is not None and not stale:
-        named |= {s for s in admission.slots if s[0] in job.replicas}
+        named |= {s for s in admission.slots if job.holds(*s)}
     services = [render_service(job, rtype, index) for rtype, index in sorted(named)]
 
     resumed = cond.is_true(job.status.get("conditions") or [], cond.SUSPENDED) and (
@@ -202,8 +208,8 @@ def _desired(v: JobView) -> dict[tuple[str, int], tuple[str | None, str | None]]
     by_name = {p.name: p for p in v.pods}
     out: dict[tuple[str, int], tuple[str | None, str | None]] = {}
     for slot, placement in admission.slots.items():
-        if slot[0] not in job.replicas:
-            continue
+        if not job.holds(*slot):
+            continue  # planned on another spec of the job
         pod = by_name.get(child_name(job, *slot))
         if pod is None:
             out[slot] = (placement.node, placement.host)
@@ -232,8 +238,7 @@ def _finished_kept(v: JobView) -> dict[tuple[str, int], Pod]:
 
 
 def _slot_of(job: Job, pod: Pod) -> tuple[str, int] | None:
-    rtype = job.type_of(pod.replica_type)
-    return (rtype, pod.index) if rtype is not None and pod.index >= 0 else None
+    return job.slot(pod.replica_type, pod.index)
 
 
 def finalize(parent: Mapping[str, Any], children: Mapping[str, Any]) -> tuple[Decision, bool]:

@@ -60,7 +60,12 @@ TFJOB = JobKind(
 WORKER = "Worker"
 RestartPolicy = Literal["Always", "OnFailure", "Never", "ExitCode"]
 CleanPodPolicy = Literal["None", "Running", "All"]
-MANAGED_BY_US = {None, "", "dragonet", "kubeflow.org/training-operator"}
+# runPolicy.managedBy, as Kubeflow's webhook accepts it (and nothing else). Absent, or the
+# training-operator's own value: the job is ours, since Dragonet serves TFJobs in the
+# training-operator's place. MultiKueue's: Kueue runs the job on a worker cluster and
+# mirrors its status here, so Dragonet leaves it alone (no pods, no status, no capacity).
+TRAINING_OPERATOR = "kubeflow.org/training-operator"
+MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 
 _PLANNED_CONDITIONS = ("Succeeded", "Failed", "Suspended")
 
@@ -202,6 +207,26 @@ class Job:
         """The replica type whose pods carry this (lower-case) replica-type label."""
         return self._types.get(label)
 
+    def size(self, rtype: str) -> int:
+        """How many pods of a type the job may have, indices ``0 .. size-1``.
+
+        Workers go up to ``max-instances``, not ``Worker.replicas``: an elastic job grows
+        there without a spec change, and its TF_CONFIG lists that many workers from the
+        start (without max-instances the two are equal, Kubeflow's bound). Any other type
+        has exactly its ``replicas``."""
+        return self.max_workers if rtype == WORKER else self.replicas[rtype].replicas
+
+    def holds(self, rtype: str, index: int) -> bool:
+        """Whether (type, index) is a pod of this job. Kubeflow deletes a pod at or above
+        its type's count (``ps-1`` once ``PS.replicas`` is 1), with its Service."""
+        return rtype in self.replicas and 0 <= index < self.size(rtype)
+
+    def slot(self, label: str, index: int) -> tuple[str, int] | None:
+        """The (replica type, index) of a pod with this replica-type label and index, or
+        None for a pod that is not part of the job (see ``holds``)."""
+        rtype = self._types.get(label)
+        return (rtype, index) if rtype is not None and self.holds(rtype, index) else None
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "_types", {t.lower(): t for t in self.replicas})
 
@@ -316,6 +341,14 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         spec = TFJobSpecModel.model_validate(raw_spec)
     except ValidationError as err:
         raise InvalidJob(_format_validation_error(err, "spec")) from err
+    run = spec.runPolicy or RunPolicyModel()
+    owner = run.managedBy or spec.managedBy
+    if owner not in (None, "", TRAINING_OPERATOR, MULTIKUEUE):
+        where = "spec.runPolicy.managedBy" if run.managedBy else "spec.managedBy"
+        raise InvalidJob(
+            f"{where} {owner!r} is not supported: {TRAINING_OPERATOR!r} (or none) for "
+            f"Dragonet to run the job, or {MULTIKUEUE!r} for MultiKueue to"
+        )
 
     replicas: dict[str, Replica] = {}
     for key, rspec in spec.tfReplicaSpecs.items():
@@ -361,8 +394,6 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
             f"and max-instances ({max_w})"
         )
 
-    run = spec.runPolicy or RunPolicyModel()
-
     def pick(name: str) -> Any:
         value = getattr(run, name)
         return value if value is not None else getattr(spec, name)
@@ -391,7 +422,7 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         active_deadline_seconds=pick("activeDeadlineSeconds"),
         backoff_limit=pick("backoffLimit"),
         suspend=run.suspend or spec.suspend,
-        managed_elsewhere=(run.managedBy or spec.managedBy) not in MANAGED_BY_US,
+        managed_elsewhere=owner == MULTIKUEUE,
         deleting=meta.deletionTimestamp is not None,
         priority_class=named if isinstance(named, str) and named else None,
         pool=pool_of(raw_spec),
@@ -435,6 +466,14 @@ def _is_time(value: Any) -> bool:
 
 def _is_count(value: Any) -> bool:
     return type(value) is int and 0 <= value <= MAX_REPLICAS
+
+
+def managed_elsewhere(spec: Mapping[str, Any]) -> bool:
+    """MultiKueue runs this job (``runPolicy.managedBy``), read from the raw spec so that
+    its job is left alone whatever else its spec holds, as Kubeflow's controller does."""
+    run = spec.get("runPolicy")
+    owner = (run.get("managedBy") if isinstance(run, Mapping) else None) or spec.get("managedBy")
+    return owner == MULTIKUEUE
 
 
 def _content(spec: Mapping[str, Any]) -> bytes:

@@ -83,18 +83,25 @@ def _succeeded(job: Job, pods: Sequence[Pod]) -> bool:
 _WAITING = Assessment(None, False, (), False, None)
 
 
+def resuming(job: Job) -> bool:
+    """Its status still says Suspended and its spec no longer does: this sync resumes it."""
+    return not job.suspend and cond.is_true(job.status.get("conditions") or [], cond.SUSPENDED)
+
+
 def assess(job: Job, pods: Sequence[Pod], now: datetime) -> Assessment:
     recorded = _recorded(job)
     if recorded:
         return Assessment(recorded, False, (), False, None)
-    if not pods and not job.status.get("startTime"):
+    # The start a suspended job kept is over once it resumes (its startTime starts anew, as
+    # in Kubeflow): a deadline never counts the time it spent suspended.
+    start = None if resuming(job) else parse_time(job.status.get("startTime"))
+    if not pods and start is None:
         return _WAITING  # nothing has run: nothing to judge, no deadline running
 
     def ended(outcome: Outcome) -> Assessment:
         return Assessment(outcome, True, (), False, None)
 
     kind, name = job.kind.kind, job.name
-    start = parse_time(job.status.get("startTime"))
     deadline = None
     if job.active_deadline_seconds is not None and start is not None and not job.suspend:
         deadline = start + timedelta(seconds=job.active_deadline_seconds)

@@ -115,10 +115,12 @@ def plan(
     # 1. Assess every job, in 2. queue order.
     running: list[Running] = []
     queued: list[_Queued] = []
+    strays: list[tuple[str, Pod]] = []
     for job in sorted(jobs, key=lambda j: queue_key(j, now, priorities)):
         if job.managed_elsewhere or job.deleting:
             continue  # not ours, or going away: it claims nothing
-        pods = tuple(by_job.get(job.key, ()))
+        pods, stray = _own(job, by_job.get(job.key, ()))
+        strays += ((job.key, p) for p in stray if not p.terminating)
         verdict = assess(job, pods, now)
         admission = admissions.get(job.key)
         if verdict.outcome is not None:
@@ -137,6 +139,8 @@ def plan(
     for r in running:
         for p in r.surplus:
             ledger.release(r.job.key, p)
+    for key, p in strays:
+        ledger.release(key, p)
 
     # 3. Repair admitted jobs.
     repairs = {r.job.key: repair(ledger, r) for r in running}
@@ -157,6 +161,17 @@ def plan(
             r, ledger, repairs[key], topped.get(key, {}), grown.get(key, {}), wake, now
         )
     return Plan(jobs=MappingProxyType(result))
+
+
+def _own(job: Job, pods: Sequence[Pod]) -> tuple[tuple[Pod, ...], list[Pod]]:
+    """The job's pods, and those it may not have (``Job.holds``: an index at or above its
+    type's count). Its sync deletes those, so they count for nothing in the job and are
+    never listed in its Admission; their room frees once they are gone, as a shrink's."""
+    own: list[Pod] = []
+    stray: list[Pod] = []
+    for p in pods:
+        (own if job.slot(p.replica_type, p.index) is not None else stray).append(p)
+    return tuple(own), stray
 
 
 def _victim_order(r: Running) -> tuple:

@@ -109,6 +109,8 @@ def _jobs(
                 continue
             if isinstance(job, InvalidJob):
                 continue  # its own sync marks it Failed with what is wrong
+            if job.managed_elsewhere:
+                continue  # MultiKueue's: no pool plans it, none tells it of a missing pool
             if job.pool == pool:
                 mine.append(job)
             elif known_pools is not None and job.pool not in known_pools:

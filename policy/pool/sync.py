@@ -21,6 +21,7 @@ from policy.model.admission import ADMITTED, NO_SUCH_POOL, QUEUED, Admission, La
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.cluster import Cluster
 from policy.model.jobs import Job
+from policy.model.lifecycle import resuming
 from policy.model.pool import DEFAULT_POOL
 from policy.model.resources import PODS, Resources, format_quantity
 from policy.model.timeutil import format_time
@@ -160,7 +161,9 @@ def _admission(
     admitted = None
     if jp.phase == ADMITTED:  # written once, when the pool admits the job
         kept = previous.admitted_at if previous is not None and previous.admitted else None
-        admitted = kept or job.status.get("startTime") or stamp
+        # A job resumed a moment ago still shows the start it kept while suspended.
+        started = None if resuming(job) else job.status.get("startTime")
+        admitted = kept or started or stamp
     return _for(
         job,
         snap.name,
