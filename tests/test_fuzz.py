@@ -51,7 +51,10 @@ def _junk() -> st.SearchStrategy[Any]:
 
 
 # One app for all examples, as one webhook process serves many syncs (its memo included).
-_HOOK = Hook()
+# Its own time limit (wall time, in the shell) is raised out of the way: on a loaded machine
+# it would fire on a request that is merely waiting for the CPU. The test bounds the CPU
+# time a request takes instead, which no other process can stretch.
+_HOOK = Hook(Settings(request_timeout_seconds=600))
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
@@ -62,9 +65,9 @@ def test_no_broken_request_of_any_hook_gets_a_5xx_or_outlasts_the_time_limit(
     rng = random.Random(seed)
     path = rng.choice(sorted(BASES))
     request, what = mutate(BASES[path], rng, junk)
-    started = time.perf_counter()
+    started = time.thread_time()
     response = _HOOK.post(path, encode(request))
-    elapsed = time.perf_counter() - started
+    elapsed = time.thread_time() - started
     body = response.get_json()
     assert response.status_code in (200, 400), (path, what, response.get_data(as_text=True))
     assert elapsed < TIME_LIMIT_S, (path, what, elapsed)
