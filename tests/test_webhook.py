@@ -49,6 +49,11 @@ UNREADABLE_NODES = {
         {"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "lots"}}},
         "lots",
     ),
+    # Found by the fuzz suite: a ratio over it overflowed a float in a wait message.
+    "a node with a capacity no API server stores": (
+        {"metadata": {"name": "n"}, "status": {"allocatable": {"cpu": "-18e304"}}},
+        "out of range",
+    ),
 }
 
 

@@ -18,10 +18,19 @@ from kubernetes.utils.quantity import parse_quantity
 PODS = "pods"
 
 
+# Kubernetes keeps a quantity's milli-value in an int64; nothing real is negative or above.
+_MAX_MILLI = 2**63 - 1
+
+
 @lru_cache(maxsize=4096)
 def to_milli(quantity: str | int | float) -> int:
-    """Parse a Kubernetes quantity into integer milli-units, rounding up like the scheduler."""
-    return math.ceil(parse_quantity(quantity) * 1000)
+    """Parse a Kubernetes quantity into integer milli-units, rounding up like the scheduler.
+    A quantity no API server stores (negative, beyond int64) is a ValueError: it would make
+    every sum and ratio over it meaningless (or overflow a float)."""
+    milli = math.ceil(parse_quantity(quantity) * 1000)
+    if not 0 <= milli <= _MAX_MILLI:
+        raise ValueError(f"quantity {quantity!r} is out of range")
+    return milli
 
 
 class Resources(Mapping[str, int]):
