@@ -323,14 +323,30 @@ def _progress(done: int, policy: str = "dragon") -> Progress:
     return Progress(policy, 3723.0 + done, 1000, done, 4, 7, 10 * done)
 
 
-def test_live_view_is_silent_off_a_terminal() -> None:
+def test_live_view_prints_plain_lines_off_a_terminal() -> None:
+    """Off a terminal (a log, CI): no bars, a plain line every few seconds with an estimate,
+    and one at the end of each policy with its exact counts."""
     out = io.StringIO()
-    console = Console(file=out)
+    console = Console(file=out, width=80)
     assert not console.is_terminal
-    with LiveView(console) as view:
-        for done in range(1001):
+    now = [0.0]
+    with LiveView(console, plain_interval_s=5.0, policies=2, clock=lambda: now[0]) as view:
+        for done in range(1000):
+            now[0] = done * 0.01  # 10 s for the whole policy: a line at 5 s, then done
             view.update(_progress(done))
-    assert out.getvalue() == ""
+        now[0] = 9.999
+        view.update(_progress(1000))
+        now[0] = 10.0
+        view.update(_progress(0, policy="dragonet"))
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3, lines  # wrapped at 80 columns would make more
+    assert lines[0].startswith("simulate: dragon (1/2): 500/1000 jobs done, 4 training")
+    # Half the jobs in 5 s: 5 s more for this policy, then about 10 s for the other.
+    assert lines[0].endswith("5.0 s elapsed, about 15 s left")
+    assert lines[1].startswith("simulate: dragon (1/2) done: 1000/1000 jobs done")
+    assert lines[1].endswith("10 s elapsed, about 10 s left")
+    assert lines[2].startswith("simulate: dragonet (2/2) done: 0/1000 jobs done")
+    assert "\x1b" not in out.getvalue()  # no colour codes in a log
 
 
 def test_live_view_is_silent_when_disabled() -> None:
