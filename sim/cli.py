@@ -26,11 +26,11 @@ DEFAULT_HORIZON_DAYS = 60.0
 
 EXAMPLES = """\
 examples:
-  dragonet simulate                                    examples/scenario.yaml, all policies
+  dragonet simulate                    # examples/scenario.yaml, all four policies
   dragonet simulate examples/elastic.yaml --policy dragonet,gang-fifo --plot run.png
   dragonet simulate job-a.yaml job-b.yaml --nodes nodes.yaml --steps 5000
   dragonet simulate --trace philly.csv --jobs 200 --start 1000 --load 2 --json
-  dragonet simulate --trace workload-1.csv --jobs 40    the first 40 jobs by arrival
+  dragonet simulate --trace workload-1.csv --jobs 40   # its first 40 jobs by arrival
 
 On a terminal a live view shows progress; otherwise a plain line every few seconds does.
 A run the horizon cuts says so in the table, in --json (stopped_at_horizon) and the plot.
@@ -44,8 +44,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser(
         "simulate",
         help="run jobs on a simulated cluster through the real webhook",
-        description="Run a scenario (default: examples/scenario.yaml), TFJob files on a "
-        "nodes file, or a trace, under Dragonet and the baselines, and compare.",
+        description="Run a scenario (default: examples/scenario.yaml), TFJob files on a\n"
+        "nodes file, or a trace, under Dragonet and the baselines, and compare them.",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -378,8 +378,17 @@ class Simulation:
             if t.since_s != math.inf and self.now > t.since_s:
                 segments.append(Segment(t.since_s, math.inf, t.state, t.open_workers))
             w = (spec.manifest["spec"]["tfReplicaSpecs"].get("Worker") or {}).get("replicas", 0)
+            allocation = tuple((at, _units(held)) for at, held in t.held_history)
             records.append(
-                JobRecord(key, spec.arrival_s, t.started_s, t.finished_s, int(w), tuple(segments))
+                JobRecord(
+                    key,
+                    spec.arrival_s,
+                    t.started_s,
+                    t.finished_s,
+                    int(w),
+                    tuple(segments),
+                    allocation,
+                )
             )
         jcts = [r.jct_s for r in records if r.jct_s is not None]
         finishes = [r.finish_s for r in records if r.finish_s is not None]

@@ -8,13 +8,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from matplotlib.colors import to_hex
 from PIL import Image
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from sim.plot import figure, plot
+from sim.plot import figure, job_colors, plot, timeline_jobs
 from sim.report import (
     LiveView,
     format_amount,
@@ -245,15 +247,17 @@ def test_format_units() -> None:
 # --- plot ---------------------------------------------------------------------------------
 
 
-def test_plot_writes_a_png_wider_per_policy(tmp_path: Path) -> None:
-    one, two = tmp_path / "one.png", tmp_path / "two.PNG"
+def test_plot_writes_a_png_wider_per_policy_that_fits_a_screen(tmp_path: Path) -> None:
+    one, two, four = tmp_path / "one.png", tmp_path / "two.PNG", tmp_path / "four.png"
     plot([gang()], one)
     plot([deadlock(), gang()], two)
-    assert one.read_bytes()[:8] == PNG_SIGNATURE
-    assert two.read_bytes()[:8] == PNG_SIGNATURE
-    with Image.open(one) as a, Image.open(two) as b:
-        assert b.width > 1.5 * a.width
+    plot([deadlock(), gang(), deadlock(), gang()], four)
+    for path in (one, two, four):
+        assert path.read_bytes()[:8] == PNG_SIGNATURE
+    with Image.open(one) as a, Image.open(two) as b, Image.open(four) as d:
+        assert b.width > 1.4 * a.width  # a column per policy, next to the JCT distribution
         assert a.height > 200
+        assert d.width <= 1700 and d.height <= 900  # a laptop screen at dpi 100
 
 
 @pytest.mark.parametrize("name", ["out.svg", "out.pdf", "out"])
@@ -368,3 +372,62 @@ def test_live_view_throttles_but_always_shows_the_final_state() -> None:
     assert "1000/1000" in text  # dragon's last snapshot, drawn when fifo began
     assert "400/1000" in text  # fifo's, drawn on exit
     assert "1:02:03" in text  # simulated time as h:mm:ss
+
+
+# --- the picture: per-job allocation, the horizon, the JCT distribution ----------------------
+
+
+@pytest.fixture(scope="module")
+def elastic_runs() -> list[SimResult]:
+    from sim.engine import SimConfig, Simulation
+    from sim.scenario import load_scenario
+
+    scenario = load_scenario(Path(__file__).resolve().parent.parent / "examples" / "elastic.yaml")
+    return [Simulation(scenario, SimConfig(policy=p)).run() for p in ("dragonet", "gang-fifo")]
+
+
+def test_each_job_has_its_own_colour_and_a_shrink_is_a_step(
+    elastic_runs: list[SimResult],
+) -> None:
+    """elastic.yaml under dragonet: the elastic job grows into idle GPUs and shrinks for
+    another; in the allocation panel its band changes height, in a colour of its own."""
+    fig = figure(elastic_runs)
+    allocation = fig.axes[0]
+    colors = job_colors(elastic_runs)
+    assert len(set(colors.values())) == len(colors) == 3
+    bands = [c for c in allocation.collections if to_hex(c.get_facecolor()[0]) in colors.values()]
+    assert {to_hex(c.get_facecolor()[0]) for c in bands} == set(colors.values())
+    elastic = colors["team-a/resnet-elastic"]
+    (band,) = [c for c in bands if to_hex(c.get_facecolor()[0]) == elastic]
+    heights = {round(h, 6) for h in np.concatenate([p.vertices for p in band.get_paths()])[:, 1]}
+    assert {4.0, 8.0} <= heights  # 4 GPUs, grown to 8 (or shrunk back): a scale step
+    cdf = fig.axes[-1]
+    assert [line.get_label() for line in cdf.get_lines()] == ["dragonet", "gang-fifo"]
+    assert cdf.get_xscale() == "log"
+
+
+def test_a_run_cut_by_the_horizon_is_marked_on_the_picture() -> None:
+    result = gang()
+    cut = SimResult(
+        result.policy,
+        result.scenario,
+        result.capacity,
+        result.jobs,
+        result.samples,
+        {**result.summary, "stopped_at_horizon": True, "jobs": 3, "jobs_finished": 2},
+    )
+    title = figure([cut]).axes[0].get_title()
+    assert "CUT at the horizon: 1 job(s) unfinished" in title
+    assert "CUT" not in figure([result]).axes[0].get_title()
+
+
+def test_hundreds_of_jobs_are_sampled_with_the_slowest_kept() -> None:
+    jobs = [
+        JobRecord(f"j{i:04d}", float(i), i + 1.0, i + (5000.0 if i == 7 else 60.0), 1, ())
+        for i in range(1000)
+    ]
+    kept, note = timeline_jobs(jobs, 10_000.0)
+    assert len(kept) <= 300
+    assert "j0007" in {j.key for j in kept}  # the long tail stays visible
+    assert [j.arrival_s for j in kept] == sorted(j.arrival_s for j in kept)
+    assert note.startswith(f"{len(kept)} of 1000 jobs")
