@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -266,3 +267,17 @@ def test_help_documents_every_option_without_backticks(
         assert "examples:" in text
     if command == ["serve"]:
         assert "--port" in text and "8080" in text
+
+
+def test_without_the_simulator_serve_still_parses_and_simulate_says_why(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The image ships policy/ and webhooks/ only: the command must not need sim/."""
+    monkeypatch.setitem(sys.modules, "sim.cli", None)
+    monkeypatch.setenv("DRAGONET_PORT", "0")
+    assert main(["serve"]) == 2  # got as far as checking its settings
+    assert "DRAGONET_PORT" in capsys.readouterr().err
+    assert main(["simulate"]) == 2
+    assert _one_line(capsys.readouterr().err).startswith(
+        "dragonet simulate: the simulator is not installed"
+    )

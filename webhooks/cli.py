@@ -205,7 +205,8 @@ examples:
   dragonet serve --host 127.0.0.1 --port 9000
   DRAGONET_WORKERS=4 dragonet serve
 
-Metacontroller calls POST /pools/sync, /tfjobs/sync and /tfjobs/customize; GET /metrics.
+Metacontroller calls POST /pools/sync, /pools/customize, /tfjobs/sync, /tfjobs/customize
+and /tfjobs/finalize; GET /healthz and /metrics answer probes and Prometheus.
 """
 
 
@@ -250,8 +251,8 @@ def main(argv: list[str] | None = None) -> int:
     sv = sub.add_parser(
         "serve",
         help="serve the Metacontroller webhooks with gunicorn",
-        description="Serve the webhooks Metacontroller calls (gunicorn). Settings come "
-        "from DRAGONET_* environment variables; --host, --port and --workers override them.",
+        description="Serve the webhooks Metacontroller calls (gunicorn). Settings come from\n"
+        "DRAGONET_* environment variables; --host, --port and --workers override them.",
         epilog=SERVE_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -263,8 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser(
         "render",
         help="print the Admissions, Pods and Services Dragonet would create for jobs",
-        description="Plan the jobs in a pool (the default pool, or --pool) on the nodes of "
-        "a cluster file, then render each job's pods, as Metacontroller's two controllers "
+        description="Plan the jobs in a pool (the default pool, or --pool) on the nodes of a\n"
+        "cluster file, then render each job's pods, as Metacontroller's two controllers\n"
         "would. One line per job on stderr says where it landed or why it waits.",
         epilog=RENDER_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -290,11 +291,19 @@ def main(argv: list[str] | None = None) -> int:
         default="yaml",
         help="format of the objects on stdout: YAML documents (default) or one JSON list",
     )
-    from sim.cli import add_parser, run
-
-    add_parser(sub)
+    try:  # the image ships the webhook only: serve and render work without the simulator
+        from sim.cli import add_parser, run
+    except ImportError as missing:
+        absent = str(missing)
+        sub.add_parser("simulate", help="(not installed: pip install 'dragonet[sim]')")
+        add_parser = run = None  # type: ignore[assignment]
+    else:
+        add_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "simulate":
+        if run is None:
+            print(f"dragonet simulate: the simulator is not installed ({absent})", file=sys.stderr)
+            return 2
         return run(args)
     try:
         settings = _serve_settings(args) if args.command == "serve" else Settings()
