@@ -149,13 +149,14 @@ def origins(args: argparse.Namespace) -> dict[str, str]:
 
 
 def check_jobs(
-    scenario: Scenario, where_of: Mapping[str, str] | None = None
+    scenario: Scenario, where_of: Mapping[str, str] | None = None, fallback: str | None = None
 ) -> tuple[list[str], list[str]]:
-    """(problems, warnings): each job as the webhook would judge it, one line each."""
+    """(problems, warnings): each job as the webhook would judge it, one line each, naming
+    its file and line where known, else ``fallback`` (the scenario file or trace)."""
     problems: list[str] = []
     warnings: list[str] = []
     for spec in scenario.jobs:
-        where = f"{(where_of or {}).get(spec.key, scenario.name)}: TFJob {spec.key}"
+        where = f"{(where_of or {}).get(spec.key, fallback or scenario.name)}: TFJob {spec.key}"
         try:
             job = parse_job(spec.manifest)
         except InvalidJob as err:
@@ -194,7 +195,8 @@ def run(args: argparse.Namespace) -> int:
     if not scenario.jobs:
         print(f"dragonet simulate: {scenario.name}: no jobs to run", file=sys.stderr)
         return 2
-    problems, warnings = check_jobs(scenario, origins(args))
+    fallback = args.trace or (args.inputs[0] if args.inputs else str(DEFAULT_SCENARIO))
+    problems, warnings = check_jobs(scenario, origins(args), fallback)
     for line in [*warnings, *problems]:
         print(f"dragonet simulate: {line}", file=sys.stderr)
     if problems:

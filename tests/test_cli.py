@@ -281,3 +281,20 @@ def test_without_the_simulator_serve_still_parses_and_simulate_says_why(
     assert _one_line(capsys.readouterr().err).startswith(
         "dragonet simulate: the simulator is not installed"
     )
+
+
+def test_render_names_the_field_of_a_bad_pool_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pool = tmp_path / "pool.yaml"
+    pool.write_text(
+        "apiVersion: dragonet.io/v1alpha1\nkind: TrainingPool\nmetadata: {name: default}\n"
+        "spec: {binding: wrong}\n"
+    )
+    code, _, err = _render(
+        capsys, str(EXAMPLES / "job1.yaml"), "--nodes", NODES, "--pool", str(pool)
+    )
+    assert code == 2
+    assert _one_line(err) == (
+        f"dragonet render: {pool}: spec.binding: Input should be 'affinity' or 'nodeName'"
+    )

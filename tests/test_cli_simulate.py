@@ -189,3 +189,19 @@ def test_bad_options_are_refused_before_running(
     assert code == 2 and out == ""
     (line,) = err.strip().splitlines()
     assert message in line
+
+
+def test_an_invalid_job_inside_a_scenario_file_names_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(
+        "name: bad\nnodes: [{name: n1, cpu: 16, memory: 64Gi}]\njobs:\n  - manifest:\n"
+        "      {apiVersion: kubeflow.org/v1, kind: TFJob, metadata: {name: Bad_Name},\n"
+        "       spec: {tfReplicaSpecs: {}}}\n"
+    )
+    code, out, err = _simulate(capsys, str(path))
+    assert code == 1 and out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"dragonet simulate: {path}: TFJob default/Bad_Name is invalid: ")
+    assert "metadata.name 'Bad_Name' must be a DNS-1035 label" in line

@@ -135,7 +135,10 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
     Admission it got, as Metacontroller would call them."""
     jobs, origins = _prepare_jobs(args.jobs)
     pool = _pool(args)
-    selector = PoolSpec.model_validate(pool["spec"]).nodeSelector
+    try:
+        selector = PoolSpec.model_validate(pool["spec"]).nodeSelector
+    except ValidationError as err:
+        raise ManifestError(f"{args.pool or 'the default pool'}: spec.{_one_line(err)}") from None
     nodes = [
         n for n in load_nodes(args.nodes) if selector.matches(n["metadata"].get("labels") or {})
     ]
