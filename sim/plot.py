@@ -93,7 +93,8 @@ def job_colors(results: Sequence[SimResult]) -> dict[str, str]:
         return {k: _hex(tab(2 * i % 20 + (2 * i // 20))) for i, k in enumerate(keys)}
     out = {}
     for i, k in enumerate(keys):
-        hue = (i * 0.618033988749895) % 1.0
+        # Golden-ratio steps over the hues, leaving out the reds of "holding" (0.95-0.08).
+        hue = 0.08 + 0.87 * ((i * 0.618033988749895) % 1.0)
         light, sat = (0.55, 0.65) if i % 2 else (0.42, 0.75)
         out[k] = _hex(colorsys.hls_to_rgb(hue, light, sat))
     return out
@@ -151,7 +152,7 @@ def _plot_allocation(
         t = [s.t_s / scale for s in samples] + [max(end_s, samples[-1].t_s) / scale]
         training = [s.training.get(resource, 0.0) for s in samples]
         training.append(training[-1])
-        ax.step(t, training, where="post", color="black", lw=0.8, zorder=3)
+        ax.step(t, training, where="post", color="black", lw=0.6, alpha=0.6, zorder=3)
         top = max(top, max(s.allocated.get(resource, 0.0) for s in samples))
     elif not jobs:
         ax.text(0.5, 0.5, "no samples", transform=ax.transAxes, ha="center", va="center")
@@ -206,6 +207,13 @@ def _plot_timeline(
                 label=state,
             )
         )
+    # A short job on a long axis is a sliver, or nothing: mark where each one finished.
+    done = [(j.finish_s / scale, y, colors.get(j.key, "black")) for y, j in enumerate(jobs)
+            if j.finish_s is not None]  # fmt: skip
+    if done:
+        xs, ys, cs = zip(*done, strict=True)
+        size = 4 if len(jobs) > MAX_LABELED_JOBS else 12
+        ax.scatter(xs, ys, s=size, c=list(cs), marker="o", lw=0, label="finished", zorder=3)
     ax.set_ylim(len(jobs) - 0.5, -0.5)  # first arrival on top
     if len(jobs) <= MAX_LABELED_JOBS:
         ax.set_yticks(range(len(jobs)), [j.key for j in jobs], fontsize="small")
@@ -240,7 +248,8 @@ def _legend_handles() -> list[Artist]:
         Patch(color=COLORS["holding"], label="holding resources, not training"),
         Patch(color=COLORS["queued"], label="queued"),
         Patch(color=WAITING_SHADE, ec="#c0c0c0", label="some job waits"),
-        Line2D([], [], color="black", lw=0.8, label="GPUs of training jobs"),
+        Line2D([], [], color="black", lw=0.8, label="GPUs of jobs able to train"),
+        Line2D([], [], color="#555555", marker="o", ms=3, lw=0, label="a job finished"),
         Line2D([], [], color="black", ls="--", lw=1, label="capacity"),
     ]
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_hex
 from PIL import Image
 from rich.console import Console
@@ -315,7 +316,9 @@ def test_thousand_jobs_are_one_collection_per_state_without_labels() -> None:
         "p", "s", CAPACITY, jobs, (_sample(0, 1, 1), _sample(1065, 0, 0)), _summary()
     )
     ax = _timeline(result)
-    assert len(ax.collections) == 3
+    polys = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    assert len(polys) == 3  # one per state
+    assert len(ax.collections) == 4  # and one for the finish markers
     assert ax.get_yticklabels() == []
     assert "1000 jobs" in ax.get_ylabel()
 
@@ -431,3 +434,14 @@ def test_hundreds_of_jobs_are_sampled_with_the_slowest_kept() -> None:
     assert "j0007" in {j.key for j in kept}  # the long tail stays visible
     assert [j.arrival_s for j in kept] == sorted(j.arrival_s for j in kept)
     assert note.startswith(f"{len(kept)} of 1000 jobs")
+
+
+def test_a_short_job_on_a_long_axis_still_shows_where_it_finished() -> None:
+    """A 2-minute job in a 60-day run is narrower than a pixel: its finish is marked."""
+    short = JobRecord("short", 0.0, 0.0, 120.0, 1, (Segment(0, 120, "training", 1),))
+    long = JobRecord("long", 0.0, 0.0, 60 * 86400.0, 1, (Segment(0, 60 * 86400, "training", 1),))
+    result = SimResult("p", "s", {"cpu": 8.0}, (short, long), (), _summary())
+    ax = _timeline(result)
+    (marks,) = [c for c in ax.collections if c.get_label() == "finished"]
+    offsets = marks.get_offsets()
+    assert [tuple(o) for o in offsets] == [(60.0, 0.0), (120.0 / 86400, 1.0)]  # days, by name
