@@ -48,7 +48,11 @@ def main_resource(result: SimResult) -> str:
 
 
 def end_of(result: SimResult) -> float:
-    """Where open segments end: the last sample, else the latest time the run mentions."""
+    """Where open segments end: the horizon of a run cut there, else the last sample, else
+    the latest time the run mentions."""
+    horizon = result.summary.get("horizon_s")
+    if result.summary.get("stopped_at_horizon") and isinstance(horizon, int | float):
+        return float(horizon)
     if result.samples:
         return max(s.t_s for s in result.samples)
     times = [j.arrival_s for j in result.jobs]
@@ -280,7 +284,8 @@ def figure(results: Sequence[SimResult]) -> Figure:
         top.tick_params(labelbottom=False)
         bottom.set_xlabel(f"time ({unit})")
     assert first is not None
-    first.set_xlim(0, max(horizon / scale, 1e-9))
+    cut = any(r.summary.get("stopped_at_horizon") for r in results)
+    first.set_xlim(0, max(horizon / scale * (1.03 if cut else 1.0), 1e-9))  # the cut in view
     _plot_cdf(fig.add_subplot(grid[:, -1]), results, scale, unit)
     scenarios = sorted({r.scenario for r in results})
     fig.suptitle(", ".join(scenarios), fontsize="large")

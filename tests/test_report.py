@@ -419,8 +419,16 @@ def test_a_run_cut_by_the_horizon_is_marked_on_the_picture() -> None:
         result.samples,
         {**result.summary, "stopped_at_horizon": True, "jobs": 3, "jobs_finished": 2},
     )
-    title = figure([cut]).axes[0].get_title()
+    cut = SimResult(
+        cut.policy, cut.scenario, cut.capacity, cut.jobs, cut.samples,
+        {**cut.summary, "horizon_s": 7200.0},
+    )  # fmt: skip
+    fig = figure([cut])
+    title = fig.axes[0].get_title()
     assert "CUT at the horizon: 1 job(s) unfinished" in title
+    # The red line and the open segments end at the horizon, not at the last sample.
+    (line,) = [ln for ln in fig.axes[0].get_lines() if ln.get_color() == "#c00000"]
+    assert line.get_xdata()[0] == pytest.approx(120.0)  # minutes
     assert "CUT" not in figure([result]).axes[0].get_title()
 
 
