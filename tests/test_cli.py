@@ -298,3 +298,28 @@ def test_render_names_the_field_of_a_bad_pool_file(
     assert _one_line(err) == (
         f"dragonet render: {pool}: spec.binding: Input should be 'affinity' or 'nodeName'"
     )
+
+
+def test_render_refuses_a_tfjob_without_a_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text("apiVersion: kubeflow.org/v1\nkind: TFJob\nmetadata: {}\nspec: {}\n")
+    code, _, err = _render(capsys, str(job), "--nodes", NODES)
+    assert code == 2
+    assert _one_line(err) == f"dragonet render: {job}:1: metadata.name: a TFJob needs a name"
+
+
+def test_a_bug_of_ours_is_one_line_and_status_3(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import webhooks.cli as cli
+
+    def broken(*_: object) -> int:
+        raise KeyError("name")
+
+    monkeypatch.setattr(cli, "render", broken)
+    monkeypatch.delenv("DRAGONET_DEBUG", raising=False)
+    code, _, err = _render(capsys, str(EXAMPLES / "job1.yaml"), "--nodes", NODES)
+    assert code == 3
+    assert _one_line(err).startswith("dragonet render: internal error: KeyError: 'name'")

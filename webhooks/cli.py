@@ -5,8 +5,9 @@ with one line naming the file and the line or field, and a non-zero status."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -307,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
         if run is None:
             print(f"dragonet simulate: the simulator is not installed ({absent})", file=sys.stderr)
             return 2
-        return run(args)
+        return _guarded("simulate", lambda: run(args))
     try:
         settings = _serve_settings(args) if args.command == "serve" else Settings()
     except ValueError as err:
@@ -317,11 +318,31 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "serve":
         serve(settings)
         return 0
+
+    def checked_render() -> int:
+        try:
+            return render(args, settings)
+        except (OSError, ValueError) as err:
+            print(f"dragonet render: {_one_line(err)}", file=sys.stderr)
+            return 2
+
+    return _guarded("render", checked_render)
+
+
+def _guarded(command: str, work: Callable[[], int]) -> int:
+    """A bug of ours is still one line, and exit status 3, never a traceback (set
+    DRAGONET_DEBUG=1 to see it)."""
     try:
-        return render(args, settings)
-    except (OSError, ValueError) as err:
-        print(f"dragonet render: {_one_line(err)}", file=sys.stderr)
-        return 2
+        return work()
+    except Exception as err:
+        if os.environ.get("DRAGONET_DEBUG"):
+            raise
+        print(
+            f"dragonet {command}: internal error: {type(err).__name__}: {_one_line(err)} "
+            "(please report it; DRAGONET_DEBUG=1 shows where)",
+            file=sys.stderr,
+        )
+        return 3
 
 
 if __name__ == "__main__":

@@ -102,6 +102,11 @@ def refuse_unsupported(path: str | Path, line: int | str, doc: Mapping[str, Any]
     """A job manifest Dragonet cannot run yet is refused with what to do, not skipped."""
     kind, api = doc.get("kind"), str(doc.get("apiVersion", ""))
     if kind == "TFJob" and api.startswith("kubeflow.org/"):
+        meta = doc.get("metadata")
+        if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
+            raise ManifestError(f"{path}:{line}: metadata.name: a TFJob needs a name")
+        if not isinstance(meta.get("namespace", ""), str):
+            raise ManifestError(f"{path}:{line}: metadata.namespace: must be a string")
         return
     where = f"{path}:{line}: kind {kind!r} (apiVersion {api!r})"
     if kind == "TfJob" or (kind == "TFJob" and api.startswith(LEGACY_TFJOB)):
