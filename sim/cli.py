@@ -36,7 +36,8 @@ On a terminal a live view shows progress; otherwise a plain line every few secon
 A run the horizon cuts says so in the table, in --json (stopped_at_horizon) and the plot.
 
 exit status: 0 when every input was understood and valid; 1 for an invalid job (its
-reason is printed) or a simulation error; 2 for a file or option it could not use.
+reason is printed) or a simulation error; 2 for a file or option it could not use;
+3 for an internal error (one line; DRAGONET_DEBUG=1 shows the traceback).
 """
 
 

@@ -194,7 +194,8 @@ examples:
   dragonet render a.yaml b.yaml --nodes nodes.yaml --binding nodeName --output json
 
 exit status: 0 when every job was understood and valid; 1 when the webhook found a job
-invalid (its Failed condition is printed); 2 for a file it could not read or use.
+invalid (its Failed condition is printed); 2 for a file it could not read or use;
+3 for an internal error (one line; DRAGONET_DEBUG=1 shows the traceback).
 """
 
 SERVE_EXAMPLES = """\
