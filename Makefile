@@ -6,7 +6,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test lint helm clean
+.PHONY: demo test lint helm clean pictures
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,13 @@ demo: $(STAMP)
 test: $(STAMP) .tools/bin/helm
 	$(BIN)/ruff check .
 	PATH="$(CURDIR)/.tools/bin:$$PATH" $(BIN)/pytest -q
+
+# The pictures in docs/pictures/ (README): examples/elastic.yaml, then the first 160 jobs of
+# Pollux's workload-1 under the four policies (about 3 minutes on a laptop core).
+pictures: $(STAMP)
+	$(BIN)/dragonet simulate examples/elastic.yaml --plot docs/pictures/elastic.png
+	$(BIN)/dragonet simulate --trace tests/fixtures/traces/workload-1.csv --jobs 160 \
+	  --plot docs/pictures/pollux-160.png
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -27,7 +27,7 @@ import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -70,9 +70,6 @@ def run_cell(cell: Cell) -> Summary:
     """Simulate one cell (in a worker process) and return its summary plus its coordinates."""
     window = {} if cell.jobs is None else {"jobs": cell.jobs}
     scenario = from_trace(cell.path, start=cell.start, load=cell.load, **window)
-    if cell.jobs is not None and len(scenario.jobs) > cell.jobs:  # Pollux ignores `jobs`
-        jobs = scenario.jobs[: cell.jobs]
-        scenario = replace(scenario, name=f"{scenario.name} (first {cell.jobs})", jobs=jobs)
     summary = dict(Simulation(scenario, SimConfig(policy=cell.policy)).run().summary)
     return {"trace": cell.trace, "load": cell.load, **summary}
 

@@ -1,28 +1,54 @@
-"""``dragonet simulate``: run jobs on a simulated cluster under one policy or several."""
+"""``dragonet simulate``: run jobs on a simulated cluster under one policy or several.
+
+Every job is checked as the webhook checks it before anything runs: an invalid one stops
+the command with its reason (a simulation would only show it never finished)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 import orjson
+from pydantic import ValidationError
 from rich.console import Console
 
+from policy.model.jobs import InvalidJob, gang_scheduler, parse_job
 from policy.model.pool import POLICIES
-from sim.engine import SimConfig, Simulation, SimulationError
+from sim.engine import DAY, Scenario, SimConfig, Simulation, SimulationError
 from sim.results import SimResult
 from sim.scenario import ScenarioError, from_manifests, from_trace, load_scenario
+from webhooks.manifests import load_jobs
 
 DEFAULT_SCENARIO = Path("examples/scenario.yaml")
+DEFAULT_HORIZON_DAYS = 60.0
+
+EXAMPLES = """\
+examples:
+  dragonet simulate                    # examples/scenario.yaml, all four policies
+  dragonet simulate examples/elastic.yaml --policy dragonet,gang-fifo --plot run.png
+  dragonet simulate job-a.yaml job-b.yaml --nodes nodes.yaml --steps 5000
+  dragonet simulate --trace philly.csv --jobs 200 --start 1000 --load 2 --json
+  dragonet simulate --trace workload-1.csv --jobs 40   # its first 40 jobs by arrival
+
+On a terminal a live view shows progress; otherwise a plain line every few seconds does.
+A run the horizon cuts says so in the table, in --json (stopped_at_horizon) and the plot.
+
+exit status: 0 when every input was understood and valid; 1 for an invalid job (its
+reason is printed) or a simulation error; 2 for a file or option it could not use;
+3 for an internal error (one line; DRAGONET_DEBUG=1 shows the traceback).
+"""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     s = sub.add_parser(
         "simulate",
         help="run jobs on a simulated cluster through the real webhook",
-        description="Run a scenario (default: examples/scenario.yaml), TFJob files on a "
-        "nodes file, or a trace, under Dragonet and the baselines, and compare.",
+        description="Run a scenario (default: examples/scenario.yaml), TFJob files on a\n"
+        "nodes file, or a trace, under Dragonet and the baselines, and compare them.",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     s.add_argument(
         "inputs",
@@ -31,8 +57,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     s.add_argument("--nodes", help="cluster file for TFJob manifests or a trace")
     s.add_argument("--trace", help="a Philly CSV or a Pollux workload CSV")
-    s.add_argument("--jobs", type=int, default=1000, help="trace rows to replay (Philly)")
-    s.add_argument("--start", type=int, default=0, help="trace rows to skip (Philly)")
+    s.add_argument(
+        "--jobs",
+        type=int,
+        default=1000,
+        help="trace jobs to replay, in arrival order (Philly and Pollux; default 1000)",
+    )
+    s.add_argument(
+        "--start", type=int, default=0, help="trace jobs to skip first (Philly and Pollux)"
+    )
     s.add_argument("--load", type=float, default=1.0, help="arrival-rate factor (2 = twice)")
     s.add_argument("--steps", type=float, default=1000, help="steps per job for plain manifests")
     s.add_argument(
@@ -40,8 +73,26 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="all",
         help=f"one of {', '.join(POLICIES)}, a comma-separated list, or 'all' (default)",
     )
-    s.add_argument("--binding", choices=["affinity", "nodeName"], default="affinity")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument(
+        "--binding",
+        choices=["affinity", "nodeName"],
+        default="affinity",
+        help="how planned pods are bound: node affinity, the kube-scheduler binds (default), "
+        "or spec.nodeName directly",
+    )
+    s.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="random seed of the pods' start delays; the same seed gives the same run (0)",
+    )
+    s.add_argument(
+        "--horizon",
+        type=float,
+        default=DEFAULT_HORIZON_DAYS,
+        metavar="DAYS",
+        help="stop a run this many simulated days in, and say so (default 60)",
+    )
     s.add_argument(
         "--mc-workers", type=int, default=1, help="Metacontroller workers per controller"
     )
@@ -53,8 +104,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="simulated time a sync takes: a function of its request's size (default; "
         "reproducible) or the webhook's measured wall time (varies run to run)",
     )
-    s.add_argument("--json", action="store_true", help="one JSON summary per policy")
-    s.add_argument("--plot", help="write allocation and job timelines to this PNG")
+    s.add_argument("--json", action="store_true", help="print one JSON summary line per policy")
+    s.add_argument(
+        "--plot",
+        metavar="PNG",
+        help="write a picture of the runs: each job's allocation over time, the jobs' "
+        "timeline and the JCT distribution",
+    )
 
 
 def _policies(raw: str) -> list[str]:
@@ -80,18 +136,76 @@ def _scenario(args: argparse.Namespace):
     return from_manifests(inputs, args.nodes, steps=args.steps)
 
 
+def origins(args: argparse.Namespace) -> dict[str, str]:
+    """Where each job of plain manifest files was written (``path:line``), by its key."""
+    if args.trace or not args.nodes:
+        return {}
+    found: dict[str, str] = {}
+    for path in args.inputs:
+        for line, doc in load_jobs(path):
+            meta = doc.get("metadata") or {}
+            if isinstance(meta, dict):
+                found[f"{meta.get('namespace') or 'default'}/{meta.get('name')}"] = f"{path}:{line}"
+    return found
+
+
+def check_jobs(
+    scenario: Scenario, where_of: Mapping[str, str] | None = None, fallback: str | None = None
+) -> tuple[list[str], list[str]]:
+    """(problems, warnings): each job as the webhook would judge it, one line each, naming
+    its file and line where known, else ``fallback`` (the scenario file or trace)."""
+    problems: list[str] = []
+    warnings: list[str] = []
+    for spec in scenario.jobs:
+        where = f"{(where_of or {}).get(spec.key, fallback or scenario.name)}: TFJob {spec.key}"
+        try:
+            job = parse_job(spec.manifest)
+        except InvalidJob as err:
+            problems.append(f"{where} is invalid: {err}")
+            continue
+        except ValidationError as err:
+            first = err.errors()[0]
+            field = ".".join(str(p) for p in ("metadata", *first["loc"]))
+            problems.append(f"{where} is invalid: {field}: {first['msg']}")
+            continue
+        name = gang_scheduler(job)
+        if name:
+            warnings.append(
+                f"{where}: warning: pods name schedulerName {name}; gang schedulers are not "
+                "supported yet, so no PodGroup is created (Dragonet admits the gang itself)"
+            )
+    return problems, warnings
+
+
 def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     try:
         policies = _policies(args.policy)
+        if not args.horizon > 0:
+            raise ScenarioError(f"--horizon must be a positive number of days, got {args.horizon}")
+        if args.plot and Path(args.plot).suffix.lower() != ".png":
+            raise ScenarioError(f"--plot {args.plot}: only .png is supported")
         scenario = _scenario(args)
-    except (OSError, ValueError) as e:
-        print(f"dragonet simulate: {e}", file=sys.stderr)
+    except OSError as e:
+        where = f"{e.filename}: {e.strerror}" if e.filename else str(e)
+        print(f"dragonet simulate: {where}", file=sys.stderr)
         return 2
-    from sim.report import LiveView, print_summary
+    except ValueError as e:
+        print(f"dragonet simulate: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
+    if not scenario.jobs:
+        print(f"dragonet simulate: {scenario.name}: no jobs to run", file=sys.stderr)
+        return 2
+    fallback = args.trace or (args.inputs[0] if args.inputs else str(DEFAULT_SCENARIO))
+    problems, warnings = check_jobs(scenario, origins(args), fallback)
+    for line in [*warnings, *problems]:
+        print(f"dragonet simulate: {line}", file=sys.stderr)
+    if problems:
+        return 1
+    from sim.report import LiveView, horizon_note, print_summary
 
     results: list[SimResult] = []
-    with LiveView(err, enabled=not args.json) as live:
+    with LiveView(err, enabled=True, policies=len(policies)) as live:
         for policy in policies:
             config = SimConfig(
                 policy=policy,
@@ -100,6 +214,7 @@ def run(args: argparse.Namespace) -> int:
                 mc_workers=args.mc_workers,
                 view_delay_s=args.view_delay,
                 sync_cost=args.sync_cost,
+                max_time_s=args.horizon * DAY,
             )
             try:
                 results.append(Simulation(scenario, config, on_progress=live.update).run())
@@ -109,6 +224,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         for r in results:
             sys.stdout.write(orjson.dumps(dict(r.summary)).decode() + "\n")
+        for r in results:  # the table's caption says it; say it here too
+            if note := horizon_note(r.summary):
+                print(f"dragonet simulate: {note}", file=sys.stderr)
     else:
         print_summary(results, Console())
     if args.plot:

@@ -121,6 +121,7 @@ class Simulation:
         self.config = config = config or SimConfig()
         self.on_progress = on_progress
         self._app_factory = webhook_app
+        self.stopped_at_horizon = False
         self.now = 0.0
         self._heap: list[tuple[float, int, Callable[[], None]]] = []
         self._seq = itertools.count()
@@ -311,6 +312,8 @@ class Simulation:
             if finished_at is None and self._all_done():
                 finished_at = self.now
             if not self._heap or self._heap[0][0] > self.config.max_time_s:
+                # Work was still due past the horizon: the run is cut, not over.
+                self.stopped_at_horizon = bool(self._heap) and finished_at is None
                 break
             if finished_at is not None and self._heap[0][0] > finished_at + 3600:
                 break  # only far-off resyncs left
@@ -375,8 +378,17 @@ class Simulation:
             if t.since_s != math.inf and self.now > t.since_s:
                 segments.append(Segment(t.since_s, math.inf, t.state, t.open_workers))
             w = (spec.manifest["spec"]["tfReplicaSpecs"].get("Worker") or {}).get("replicas", 0)
+            allocation = tuple((at, _units(held)) for at, held in t.held_history)
             records.append(
-                JobRecord(key, spec.arrival_s, t.started_s, t.finished_s, int(w), tuple(segments))
+                JobRecord(
+                    key,
+                    spec.arrival_s,
+                    t.started_s,
+                    t.finished_s,
+                    int(w),
+                    tuple(segments),
+                    allocation,
+                )
             )
         jcts = [r.jct_s for r in records if r.jct_s is not None]
         finishes = [r.finish_s for r in records if r.finish_s is not None]
@@ -427,6 +439,10 @@ class Simulation:
                 "avg_jct_s": _round(bounds.avg_jct_s),
             },
             "wall_time_s": round(wall_s, 3),
+            # True when jobs were still running or waiting at max_time_s: then makespan
+            # and JCTs cover the finished jobs only.
+            "stopped_at_horizon": self.stopped_at_horizon,
+            "horizon_s": self.config.max_time_s,
         }
         samples = tuple(self.samples)
         return SimResult(self.policy, self.scenario.name, cap, tuple(records), samples, summary)

@@ -202,7 +202,17 @@ def _rows(results: Sequence[SimResult]) -> list[_Row]:
         metric("Avg JCT", "avg_jct_s", format_duration, **times),
         metric("p50 JCT", "p50_jct_s", format_duration, **times),
         metric("p95 JCT", "p95_jct_s", format_duration, **times),
-        metric("Makespan", "makespan_s", format_duration, **times),
+        _Row(
+            "Makespan",
+            [math.inf if s.get("stopped_at_horizon") else _get(s, "makespan_s") for s in sums],
+            [
+                f"cut at {format_duration(_get(s, 'horizon_s'))}"
+                if s.get("stopped_at_horizon")
+                else format_duration(_get(s, "makespan_s"))
+                for s in sums
+            ],
+            **times,
+        ),
         metric("Avg queue", "avg_queue_s", format_duration, **times),
         _Row(
             "Lower bound: makespan / avg JCT",
@@ -266,19 +276,43 @@ def summary_table(results: Sequence[SimResult]) -> Table:
             for i, cell in enumerate(row.cells)
         ]
         table.add_row(Text(row.label, style=row.style or ""), *cells)
+    notes = [horizon_note(r.summary) for r in results]
+    if any(notes):
+        table.caption = "\n".join(n for n in notes if n)
+        table.caption_justify = "left"
+        table.caption_style = "yellow"
     return table
+
+
+def horizon_note(summary: Mapping[str, Any]) -> str:
+    """What a run cut by the simulator's horizon did not show ("" if it was not cut)."""
+    if not summary.get("stopped_at_horizon"):
+        return ""
+    left = (summary.get("jobs") or 0) - (summary.get("jobs_finished") or 0)
+    return (
+        f"{summary.get('policy')}: stopped at the simulator's horizon "
+        f"({format_duration(summary.get('horizon_s'))}) with {left} job(s) unfinished; "
+        "its times cover the finished jobs only"
+    )
 
 
 def print_summary(results: Sequence[SimResult], console: Console | None = None) -> None:
     """Print the comparison table (to stdout unless a console is given)."""
-    (console or Console()).print(summary_table(results))
+    console = console or Console()
+    table = summary_table(results)
+    if not console.is_terminal:  # a file or a pipe: never cut columns to 80 characters
+        narrow = console.width
+        console.width = 1000
+        console.width = max(narrow, console.measure(table).maximum)
+    console.print(table)
 
 
 # --- live view ------------------------------------------------------------------------------
 
 
 class LiveView:
-    """Live progress of the simulation, one bar per policy, on a terminal only.
+    """Live progress of the simulation: one bar per policy on a terminal, else a plain line
+    every ``plain_interval_s`` seconds (and at each policy's start and end) with an estimate.
 
     The simulator calls :meth:`update` after every event, so updates only store the snapshot
     and redraw at most ``refresh_per_second`` times per wall-clock second; the latest snapshot
@@ -291,19 +325,29 @@ class LiveView:
         *,
         enabled: bool = True,
         refresh_per_second: float = 8.0,
+        plain_interval_s: float = 5.0,
+        policies: int = 1,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.console = console or Console(stderr=True)
         self.enabled = enabled and self.console.is_terminal
+        self.plain = enabled and not self.console.is_terminal
         self._interval = 1.0 / refresh_per_second
+        self._plain_interval = plain_interval_s
+        self._policies = max(policies, 1)
         self._clock = clock
         self._bars: rp.Progress | None = None
         self._tasks: dict[str, rp.TaskID] = {}
         self._policy: str | None = None
         self._pending: Progress | None = None
         self._next_draw = -math.inf
+        self._started = clock()
+        self._policy_started = self._started
+        self._done_policies: list[float] = []  # wall seconds each finished policy took
+        self._last_plain: Progress | None = None
 
     def __enter__(self) -> LiveView:
+        self._started = self._policy_started = self._clock()
         if self.enabled:
             self._bars = rp.Progress(
                 rp.TextColumn("[bold]{task.description}"),
@@ -327,6 +371,9 @@ class LiveView:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        if self.plain:
+            self._plain_done()
+            return
         if self._bars is None:
             return
         self._draw_pending()
@@ -335,6 +382,9 @@ class LiveView:
 
     def update(self, p: Progress) -> None:
         """Record a snapshot; redraw if the last redraw is old enough or the policy changed."""
+        if self.plain:
+            self._plain_update(p)
+            return
         if self._bars is None:
             return
         if p.policy != self._policy:
@@ -345,6 +395,65 @@ class LiveView:
             return
         self._pending = p
         self._draw_pending()
+
+    # --- off a terminal: plain lines ---------------------------------------------------
+
+    def _plain_update(self, p: Progress) -> None:
+        now = self._clock()
+        if p.policy != self._policy:
+            self._plain_done()
+            self._policy, self._policy_started = p.policy, now
+            self._last_plain = p
+            self._next_draw = now + self._plain_interval
+            return
+        self._last_plain = p
+        if now >= self._next_draw:
+            self._print_plain(p, now)
+
+    def _plain_done(self) -> None:
+        """The finished policy's last line, with its exact counts."""
+        if self._last_plain is None:
+            return
+        now = self._clock()
+        self._done_policies.append(now - self._policy_started)
+        self._print_plain(self._last_plain, now, "done")
+        self._last_plain = None
+
+    def _print_plain(self, p: Progress, now: float, event: str = "") -> None:
+        elapsed = now - self._started
+        line = (
+            f"simulate: {p.policy} ({len(self._done_policies) + (event != 'done')}/"
+            f"{self._policies}){' done' if event else ''}: {p.jobs_done}/{p.jobs_total} "
+            f"jobs done, {p.jobs_training} training, {p.jobs_waiting} waiting, sim "
+            f"{format_clock(p.sim_time_s)}, {p.sync_calls:,} syncs, "
+            f"{format_duration(elapsed)} elapsed"
+        )
+        left = self._estimate(p, now, finished=event == "done")
+        if left:
+            line += f", about {format_duration(left)} left"
+        self.console.print(line, markup=False, highlight=False, soft_wrap=True)
+        self._next_draw = now + self._plain_interval
+
+    def _estimate(self, p: Progress, now: float, *, finished: bool) -> float | None:
+        """Wall seconds left: this policy's pace over its finished jobs, and the policies
+        still to run at the average time of those done (or of this one's estimate)."""
+        spent = now - self._policy_started
+        remaining_policies = self._policies - len(self._done_policies) - (not finished)
+        if finished:
+            this_total, this_left = spent, 0.0
+        elif p.jobs_done == 0:
+            return None
+        else:
+            this_total = spent * p.jobs_total / p.jobs_done
+            this_left = this_total - spent
+        per_policy = (
+            sum(self._done_policies) / len(self._done_policies)
+            if self._done_policies
+            else this_total
+        )
+        return this_left + max(remaining_policies, 0) * per_policy
+
+    # --- on a terminal: rich bars ------------------------------------------------------
 
     def _draw_pending(self) -> None:
         p, bars = self._pending, self._bars

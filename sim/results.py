@@ -28,6 +28,9 @@ class JobRecord:
     finish_s: float | None  # the chief exited 0 (None: never finished)
     workers_requested: int
     segments: tuple[Segment, ...]
+    # (time, resource -> units its bound pods request) from each change on, until it
+    # finished; empty when unknown.
+    allocation: tuple[tuple[float, Mapping[str, float]], ...] = ()
 
     @property
     def jct_s(self) -> float | None:

@@ -25,7 +25,14 @@ from sim.kube import node_object
 from sim.profiles import DEFAULT_PROFILE, profile
 from sim.spec import JobSpec
 from sim.traces import load_philly, load_pollux
-from webhooks.manifests import ShortNode, load_documents, load_nodes
+from webhooks.manifests import (
+    ManifestError,
+    ShortNode,
+    load_documents,
+    load_jobs,
+    load_nodes,
+    refuse_unsupported,
+)
 
 DEFAULT_STEPS = 1000.0
 
@@ -50,10 +57,11 @@ class _ScenarioFile(BaseModel):
 
 
 def _tfjobs(path: Path) -> list[dict[str, Any]]:
-    docs = [d for d in load_documents(path) if d.get("kind") in ("TFJob",)]
-    if not docs:
-        raise ScenarioError(f"{path}: no TFJob in this file")
-    return docs
+    """The TFJobs of a file; an empty file, or one with another kind, is refused."""
+    try:
+        return [doc for _, doc in load_jobs(path)]
+    except ManifestError as err:
+        raise ScenarioError(str(err)) from None
 
 
 def _spec(manifest: Mapping[str, Any], arrival: float, steps: float, app: str | None) -> JobSpec:
@@ -85,10 +93,15 @@ def load_scenario(path: str | Path) -> Scenario:
         else [n.to_node() for n in data.nodes]
     )
     jobs: list[JobSpec] = []
-    for entry in data.jobs:
-        manifests = (
-            _tfjobs(base / entry.manifest) if isinstance(entry.manifest, str) else [entry.manifest]
-        )
+    for i, entry in enumerate(data.jobs):
+        if isinstance(entry.manifest, str):
+            manifests = _tfjobs(base / entry.manifest)
+        else:
+            try:
+                refuse_unsupported(path, f"jobs.{i}.manifest", entry.manifest)
+            except ManifestError as err:
+                raise ScenarioError(str(err)) from None
+            manifests = [entry.manifest]
         jobs.extend(_spec(m, entry.arrival, entry.steps, entry.profile) for m in manifests)
     return Scenario(data.name or path.stem, tuple(nodes), _checked(jobs, path))
 
@@ -132,8 +145,9 @@ def from_trace(
         specs = load_philly(path, jobs=jobs, start=start, load=load, max_gpus=gpus)
         name = f"{path.stem}[{start}:{start + jobs}]"
     elif header.startswith("name,time,"):
-        specs = load_pollux(path, load=load)
-        name = path.stem
+        specs = load_pollux(path, jobs=jobs, start=start, load=load)
+        whole = start == 0 and len(specs) < jobs  # the file ran out: every job
+        name = path.stem if whole else f"{path.stem}[{start}:{start + len(specs)}]"
     else:
         raise ScenarioError(f"{path}: not a Philly or Pollux trace (header {header!r})")
     if load != 1.0:

@@ -154,14 +154,18 @@ def load_philly(
     ]
 
 
-def load_pollux(path: PathLike, *, load: float = 1.0) -> list[JobSpec]:
-    """Every job of a Pollux workload CSV (``name,time,application,num_replicas,...``).
+def load_pollux(
+    path: PathLike, *, load: float = 1.0, jobs: int | None = None, start: int = 0
+) -> list[JobSpec]:
+    """The jobs of a Pollux workload CSV (``name,time,application,num_replicas,...``):
+    ``jobs`` of them (default all) after the first ``start``, in arrival order, as for
+    Philly, the first one selected arriving at 0 s.
 
     Workers = ``num_replicas`` (the "TunedJobs" size); ``batch_size`` is ignored because
     profiles are per application. The rows carry no duration, so a job's GPU-time is its
     application's ``POLLUX_GPU_HOURS`` and its duration that over its workers.
     """
-    _check_load(load)
+    _check_window(jobs if jobs is not None else 0, start, load, None)
     parsed: list[tuple[float, int, str, str, int]] = []
     names: dict[str, int] = {}
     for line, row in _rows(path, POLLUX_COLUMNS):
@@ -181,6 +185,7 @@ def load_pollux(path: PathLike, *, load: float = 1.0) -> list[JobSpec]:
         replicas = _positive_int(row, "num_replicas", where)
         parsed.append((time, line, name, app, replicas))
     parsed.sort()
+    parsed = parsed[start : None if jobs is None else start + jobs]
     if not parsed:
         return []
     t0 = parsed[0][0]

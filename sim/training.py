@@ -65,6 +65,9 @@ class Training:
     workers_live: int = 0
     open_workers: int = 0
     segments: list[Segment] = field(default_factory=list)
+    # (time, what its bound pods request) at every change, until it finishes: the plot's
+    # per-job allocation, where a scale action is a step.
+    held_history: list[tuple[float, Resources]] = field(default_factory=list)
     warm: dict[str, tuple[str, int, float]] = field(default_factory=dict)  # pod -> uid, restarts, t
     token: int = 0
 
@@ -189,6 +192,8 @@ class Programs:
         if ready and t.started_s is None:
             t.started_s = now
         t.held = Resources.total(pod_request(p["spec"]) for p in pods if _bound_and_holding(p))
+        if (t.held_history[-1][1] if t.held_history else Resources({})) != t.held:
+            t.held_history.append((now, t.held))
         live = [p for p in pods if (p.get("status") or {}).get("phase") not in _DONE]
         blocked = not ready and (
             any(not p["spec"].get("nodeName") for p in live) or len(live) < t.gang
@@ -219,6 +224,7 @@ class Programs:
             return
         t.finished_s = now
         t.rate = 0.0
+        t.held_history.append((now, Resources({})))  # done: what is left is cleanup
         self._set_state(t, None, now)
         if self.on_finish is not None:
             self.on_finish(job)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -87,8 +88,14 @@ def test_render_reports_an_invalid_job(tmp_path: Path, capsys: pytest.CaptureFix
     (tmp_path / "bad.yaml").write_text(yaml.safe_dump(job))
     code = main(["render", str(tmp_path / "bad.yaml"), "--nodes", str(EXAMPLES / "nodes.yaml")])
     _, err = capsys.readouterr()
-    assert code == 0
-    assert "Invalid" in err and "min-instances (7) is greater than max-instances (4)" in err
+    assert code == 1  # a script must not take an invalid job for a rendered one
+    assert "Invalid" in err
+    # The last line names the file and line, and says what the Failed condition says.
+    assert err.splitlines()[-1] == (
+        f"dragonet render: {tmp_path / 'bad.yaml'}:1: TFJob default/job1 is invalid: "
+        "min-instances (7) is greater than max-instances (4)"
+    )
+    assert "Traceback" not in err
 
 
 def test_render_plans_in_the_pool_a_file_describes(
@@ -111,3 +118,208 @@ def test_render_plans_in_the_pool_a_file_describes(
     assert code == 0
     docs = yaml.safe_load(out)
     assert {d["spec"]["nodeName"] for d in docs if d["kind"] == "Pod"} == {"gpu-1"}
+
+
+# --- inputs the command cannot use: one line, the file named, a non-zero status -------------
+
+COMPAT = ROOT / "tests" / "fixtures" / "compat"
+NODES = str(EXAMPLES / "nodes.yaml")
+
+
+def _render(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["render", *args])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def test_render_refuses_an_empty_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("# nothing here\n")
+    code, out, err = _render(capsys, str(empty), "--nodes", NODES)
+    assert code == 2 and out == ""
+    assert _one_line(err) == f"dragonet render: {empty}: no objects in this file (empty?)"
+
+
+@pytest.mark.parametrize("which", ["job", "nodes"])
+def test_render_names_the_line_of_malformed_yaml(
+    which: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("metadata:\n  name: x\nspec: [1, 2\nother: 3\n")
+    job = str(bad) if which == "job" else str(EXAMPLES / "job1.yaml")
+    nodes = str(bad) if which == "nodes" else NODES
+    code, out, err = _render(capsys, job, "--nodes", nodes)
+    assert code == 2 and out == ""
+    line = _one_line(err)
+    assert line.startswith(f"dragonet render: {bad}:4: not valid YAML: "), line
+
+
+def test_render_names_the_field_of_a_bad_nodes_entry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text("nodes:\n  - {name: a, cpu: 4}\n  - {name: b, gpus: 4}\n")
+    code, _, err = _render(capsys, str(EXAMPLES / "job1.yaml"), "--nodes", str(nodes))
+    assert code == 2
+    assert _one_line(err).startswith(f"dragonet render: {nodes}:1: nodes.1.gpus: ")
+
+
+def test_render_refuses_a_legacy_tfjob_and_says_a_converter_is_planned(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    legacy = COMPAT / "legacy-tfjob-v1alpha1.yaml"
+    code, out, err = _render(capsys, str(legacy), "--nodes", NODES)
+    assert code == 2 and out == ""
+    line = _one_line(err)
+    assert line.startswith(f"dragonet render: {legacy}:3: kind 'TfJob'")
+    assert "not supported yet" in line and "a converter is planned" in line
+
+
+def test_render_refuses_an_mxjob(capsys: pytest.CaptureFixture[str]) -> None:
+    mx = COMPAT / "legacy-mxjob-v1alpha1.yaml"
+    code, _, err = _render(capsys, str(mx), "--nodes", NODES)
+    assert code == 2
+    line = _one_line(err)
+    assert line.startswith(f"dragonet render: {mx}:4: kind 'MXJob'")
+    assert "MXJob is not supported yet" in line
+
+
+def test_render_fails_a_kubeshare_job(capsys: pytest.CaptureFixture[str]) -> None:
+    """Fractional GPUs are not there yet: the job must not quietly run with no GPU."""
+    shared = COMPAT / "dragon-job1-kubeshare.yaml"
+    code, out, err = _render(capsys, str(shared), "--nodes", NODES)
+    assert code == 1
+    assert not [d for d in yaml.safe_load_all(out) if d and d["kind"] == "Pod"]
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"dragonet render: {shared}:3: TFJob default/job1 is invalid: ")
+    assert "fractional GPUs (KubeShare) are not supported yet" in last
+
+
+def test_render_warns_about_a_gang_scheduler(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gang = COMPAT / "gang-tfjob.yaml"
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(
+        "nodes:\n  - {name: n1, cpu: 16, memory: 64Gi, gpu: 4, labels: {gpu: 1060g1}}\n"
+    )
+    code, _, err = _render(capsys, str(gang), "--nodes", str(nodes))
+    assert code == 0  # it runs: Dragonet admits the gang itself
+    assert (
+        f"dragonet render: {gang}:3: warning: pods name schedulerName kube-batch; gang "
+        "schedulers are not supported yet, so no PodGroup is created"
+    ) in err
+    assert "no PodGroup is created (Dragonet admits the gang itself)" in err.splitlines()[-1]
+
+
+# --- serve: bad settings ----------------------------------------------------------------------
+
+
+def test_serve_refuses_a_bad_port(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DRAGONET_PORT", "eighty")
+    assert main(["serve"]) == 2
+    assert _one_line(capsys.readouterr().err).startswith("dragonet serve: DRAGONET_PORT: ")
+    monkeypatch.delenv("DRAGONET_PORT")
+    assert main(["serve", "--port", "0"]) == 2
+    assert _one_line(capsys.readouterr().err).startswith("dragonet serve: --port: ")
+
+
+def test_serve_refuses_half_a_tls_setting(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("DRAGONET_TLS_CERT_FILE", "/tmp/cert.pem")
+    assert main(["serve"]) == 2
+    assert _one_line(capsys.readouterr().err) == (
+        "dragonet serve: settings: set both DRAGONET_TLS_CERT_FILE and DRAGONET_TLS_KEY_FILE "
+        "or neither"
+    )
+
+
+# --- help ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", [[], ["serve"], ["render"], ["simulate"]])
+def test_help_documents_every_option_without_backticks(
+    command: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        main([*command, "--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    assert "`" not in text
+    # argparse prints an option's help on its line or the next: none may be bare.
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if stripped.startswith("--") and "  " not in stripped:
+            following = lines[i + 1] if i + 1 < len(lines) else ""
+            assert following.startswith(" " * 10), f"undocumented option: {stripped}"
+    if command:
+        assert "examples:" in text
+    if command == ["serve"]:
+        assert "--port" in text and "8080" in text
+
+
+def test_without_the_simulator_serve_still_parses_and_simulate_says_why(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The image ships policy/ and webhooks/ only: the command must not need sim/."""
+    monkeypatch.setitem(sys.modules, "sim.cli", None)
+    monkeypatch.setenv("DRAGONET_PORT", "0")
+    assert main(["serve"]) == 2  # got as far as checking its settings
+    assert "DRAGONET_PORT" in capsys.readouterr().err
+    assert main(["simulate"]) == 2
+    assert _one_line(capsys.readouterr().err).startswith(
+        "dragonet simulate: the simulator is not installed"
+    )
+
+
+def test_render_names_the_field_of_a_bad_pool_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pool = tmp_path / "pool.yaml"
+    pool.write_text(
+        "apiVersion: dragonet.io/v1alpha1\nkind: TrainingPool\nmetadata: {name: default}\n"
+        "spec: {binding: wrong}\n"
+    )
+    code, _, err = _render(
+        capsys, str(EXAMPLES / "job1.yaml"), "--nodes", NODES, "--pool", str(pool)
+    )
+    assert code == 2
+    assert _one_line(err) == (
+        f"dragonet render: {pool}: spec.binding: Input should be 'affinity' or 'nodeName'"
+    )
+
+
+def test_render_refuses_a_tfjob_without_a_name(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text("apiVersion: kubeflow.org/v1\nkind: TFJob\nmetadata: {}\nspec: {}\n")
+    code, _, err = _render(capsys, str(job), "--nodes", NODES)
+    assert code == 2
+    assert _one_line(err) == f"dragonet render: {job}:1: metadata.name: a TFJob needs a name"
+
+
+def test_a_bug_of_ours_is_one_line_and_status_3(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import webhooks.cli as cli
+
+    def broken(*_: object) -> int:
+        raise KeyError("name")
+
+    monkeypatch.setattr(cli, "render", broken)
+    monkeypatch.delenv("DRAGONET_DEBUG", raising=False)
+    code, _, err = _render(capsys, str(EXAMPLES / "job1.yaml"), "--nodes", NODES)
+    assert code == 3
+    assert _one_line(err).startswith("dragonet render: internal error: KeyError: 'name'")

@@ -8,13 +8,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
+from matplotlib.collections import PolyCollection
+from matplotlib.colors import to_hex
 from PIL import Image
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from sim.plot import figure, plot
+from sim.plot import figure, job_colors, plot, timeline_jobs
 from sim.report import (
     LiveView,
     format_amount,
@@ -245,15 +248,17 @@ def test_format_units() -> None:
 # --- plot ---------------------------------------------------------------------------------
 
 
-def test_plot_writes_a_png_wider_per_policy(tmp_path: Path) -> None:
-    one, two = tmp_path / "one.png", tmp_path / "two.PNG"
+def test_plot_writes_a_png_wider_per_policy_that_fits_a_screen(tmp_path: Path) -> None:
+    one, two, four = tmp_path / "one.png", tmp_path / "two.PNG", tmp_path / "four.png"
     plot([gang()], one)
     plot([deadlock(), gang()], two)
-    assert one.read_bytes()[:8] == PNG_SIGNATURE
-    assert two.read_bytes()[:8] == PNG_SIGNATURE
-    with Image.open(one) as a, Image.open(two) as b:
-        assert b.width > 1.5 * a.width
+    plot([deadlock(), gang(), deadlock(), gang()], four)
+    for path in (one, two, four):
+        assert path.read_bytes()[:8] == PNG_SIGNATURE
+    with Image.open(one) as a, Image.open(two) as b, Image.open(four) as d:
+        assert b.width > 1.4 * a.width  # a column per policy, next to the JCT distribution
         assert a.height > 200
+        assert d.width <= 1700 and d.height <= 900  # a laptop screen at dpi 100
 
 
 @pytest.mark.parametrize("name", ["out.svg", "out.pdf", "out"])
@@ -311,7 +316,9 @@ def test_thousand_jobs_are_one_collection_per_state_without_labels() -> None:
         "p", "s", CAPACITY, jobs, (_sample(0, 1, 1), _sample(1065, 0, 0)), _summary()
     )
     ax = _timeline(result)
-    assert len(ax.collections) == 3
+    polys = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    assert len(polys) == 3  # one per state
+    assert len(ax.collections) == 4  # and one for the finish markers
     assert ax.get_yticklabels() == []
     assert "1000 jobs" in ax.get_ylabel()
 
@@ -323,14 +330,30 @@ def _progress(done: int, policy: str = "dragon") -> Progress:
     return Progress(policy, 3723.0 + done, 1000, done, 4, 7, 10 * done)
 
 
-def test_live_view_is_silent_off_a_terminal() -> None:
+def test_live_view_prints_plain_lines_off_a_terminal() -> None:
+    """Off a terminal (a log, CI): no bars, a plain line every few seconds with an estimate,
+    and one at the end of each policy with its exact counts."""
     out = io.StringIO()
-    console = Console(file=out)
+    console = Console(file=out, width=80)
     assert not console.is_terminal
-    with LiveView(console) as view:
-        for done in range(1001):
+    now = [0.0]
+    with LiveView(console, plain_interval_s=5.0, policies=2, clock=lambda: now[0]) as view:
+        for done in range(1000):
+            now[0] = done * 0.01  # 10 s for the whole policy: a line at 5 s, then done
             view.update(_progress(done))
-    assert out.getvalue() == ""
+        now[0] = 9.999
+        view.update(_progress(1000))
+        now[0] = 10.0
+        view.update(_progress(0, policy="dragonet"))
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 3, lines  # wrapped at 80 columns would make more
+    assert lines[0].startswith("simulate: dragon (1/2): 500/1000 jobs done, 4 training")
+    # Half the jobs in 5 s: 5 s more for this policy, then about 10 s for the other.
+    assert lines[0].endswith("5.0 s elapsed, about 15 s left")
+    assert lines[1].startswith("simulate: dragon (1/2) done: 1000/1000 jobs done")
+    assert lines[1].endswith("10 s elapsed, about 10 s left")
+    assert lines[2].startswith("simulate: dragonet (2/2) done: 0/1000 jobs done")
+    assert "\x1b" not in out.getvalue()  # no colour codes in a log
 
 
 def test_live_view_is_silent_when_disabled() -> None:
@@ -352,3 +375,81 @@ def test_live_view_throttles_but_always_shows_the_final_state() -> None:
     assert "1000/1000" in text  # dragon's last snapshot, drawn when fifo began
     assert "400/1000" in text  # fifo's, drawn on exit
     assert "1:02:03" in text  # simulated time as h:mm:ss
+
+
+# --- the picture: per-job allocation, the horizon, the JCT distribution ----------------------
+
+
+@pytest.fixture(scope="module")
+def elastic_runs() -> list[SimResult]:
+    from sim.engine import SimConfig, Simulation
+    from sim.scenario import load_scenario
+
+    scenario = load_scenario(Path(__file__).resolve().parent.parent / "examples" / "elastic.yaml")
+    return [Simulation(scenario, SimConfig(policy=p)).run() for p in ("dragonet", "gang-fifo")]
+
+
+def test_each_job_has_its_own_colour_and_a_shrink_is_a_step(
+    elastic_runs: list[SimResult],
+) -> None:
+    """elastic.yaml under dragonet: the elastic job grows into idle GPUs and shrinks for
+    another; in the allocation panel its band changes height, in a colour of its own."""
+    fig = figure(elastic_runs)
+    allocation = fig.axes[0]
+    colors = job_colors(elastic_runs)
+    assert len(set(colors.values())) == len(colors) == 3
+    bands = [c for c in allocation.collections if to_hex(c.get_facecolor()[0]) in colors.values()]
+    assert {to_hex(c.get_facecolor()[0]) for c in bands} == set(colors.values())
+    elastic = colors["team-a/resnet-elastic"]
+    (band,) = [c for c in bands if to_hex(c.get_facecolor()[0]) == elastic]
+    heights = {round(h, 6) for h in np.concatenate([p.vertices for p in band.get_paths()])[:, 1]}
+    assert {4.0, 8.0} <= heights  # 4 GPUs, grown to 8 (or shrunk back): a scale step
+    cdf = fig.axes[-1]
+    assert [line.get_label() for line in cdf.get_lines()] == ["dragonet", "gang-fifo"]
+    assert cdf.get_xscale() == "log"
+
+
+def test_a_run_cut_by_the_horizon_is_marked_on_the_picture() -> None:
+    result = gang()
+    cut = SimResult(
+        result.policy,
+        result.scenario,
+        result.capacity,
+        result.jobs,
+        result.samples,
+        {**result.summary, "stopped_at_horizon": True, "jobs": 3, "jobs_finished": 2},
+    )
+    cut = SimResult(
+        cut.policy, cut.scenario, cut.capacity, cut.jobs, cut.samples,
+        {**cut.summary, "horizon_s": 7200.0},
+    )  # fmt: skip
+    fig = figure([cut])
+    title = fig.axes[0].get_title()
+    assert "CUT at the horizon: 1 job(s) unfinished" in title
+    # The red line and the open segments end at the horizon, not at the last sample.
+    (line,) = [ln for ln in fig.axes[0].get_lines() if ln.get_color() == "#c00000"]
+    assert line.get_xdata()[0] == pytest.approx(120.0)  # minutes
+    assert "CUT" not in figure([result]).axes[0].get_title()
+
+
+def test_hundreds_of_jobs_are_sampled_with_the_slowest_kept() -> None:
+    jobs = [
+        JobRecord(f"j{i:04d}", float(i), i + 1.0, i + (5000.0 if i == 7 else 60.0), 1, ())
+        for i in range(1000)
+    ]
+    kept, note = timeline_jobs(jobs, 10_000.0)
+    assert len(kept) <= 300
+    assert "j0007" in {j.key for j in kept}  # the long tail stays visible
+    assert [j.arrival_s for j in kept] == sorted(j.arrival_s for j in kept)
+    assert note.startswith(f"{len(kept)} of 1000 jobs")
+
+
+def test_a_short_job_on_a_long_axis_still_shows_where_it_finished() -> None:
+    """A 2-minute job in a 60-day run is narrower than a pixel: its finish is marked."""
+    short = JobRecord("short", 0.0, 0.0, 120.0, 1, (Segment(0, 120, "training", 1),))
+    long = JobRecord("long", 0.0, 0.0, 60 * 86400.0, 1, (Segment(0, 60 * 86400, "training", 1),))
+    result = SimResult("p", "s", {"cpu": 8.0}, (short, long), (), _summary())
+    ax = _timeline(result)
+    (marks,) = [c for c in ax.collections if c.get_label() == "finished"]
+    offsets = marks.get_offsets()
+    assert [tuple(o) for o in offsets] == [(60.0, 0.0), (120.0 / 86400, 1.0)]  # days, by name

@@ -58,8 +58,6 @@ def example() -> Scenario:
     [
         ("dragon-job1-cpu.yaml", cpu_nodes(2), "affinity"),
         ("dragon-job1-gpu.yaml", gpu_nodes(2), "affinity"),
-        # The KubeShare annotation is not a Dragonet feature: the job runs on its cpu/memory.
-        ("dragon-job1-kubeshare.yaml", cpu_nodes(2), "affinity"),
         # Its pods name schedulerName kube-batch, which the simulator does not run: pinned by
         # affinity they would wait for it forever. Bound by nodeName they need no scheduler.
         ("gang-tfjob.yaml", KUBE_BATCH_NODES, "nodeName"),
@@ -77,6 +75,41 @@ def test_compat_job_runs_to_success(manifest: str, nodes: tuple, binding: str) -
     assert succeeded is not None and succeeded["status"] == "True"
     assert condition(status, "Failed") is None
     assert status["observedGeneration"] == sim.api.get(TFJOBS, spec.key)["metadata"]["generation"]
+
+
+def test_kubeshare_job_fails_instead_of_running_without_a_gpu() -> None:
+    """Fractional GPUs (KubeShare) are not supported yet: the job gets a Failed condition
+    that says so, and no pod (before, it ran on cpu and memory alone, without a word)."""
+    spec = file_job(COMPAT / "dragon-job1-kubeshare.yaml")
+    sim = Simulation(scenario(cpu_nodes(2), [spec]), KEEP)
+    (record,) = sim.run().jobs
+    assert record.start_s is None and record.finish_s is None
+    assert not list(sim.api.list(PODS))
+    failed = condition(status_of(sim, spec.key), "Failed")
+    assert failed is not None and failed["reason"] == "TFJobFailedValidation"
+    assert "fractional GPUs (KubeShare) are not supported yet" in failed["message"]
+
+
+def test_gang_tfjob_status_says_no_pod_group_is_created() -> None:
+    """A job naming kube-batch still runs (bound by nodeName here), and its status says
+    the PodGroup that scheduler expects is not created."""
+    spec = file_job(COMPAT / "gang-tfjob.yaml")
+    config = dataclasses.replace(KEEP, binding="nodeName")
+    messages: set[str] = set()
+
+    def watch(_: object) -> None:
+        job = sim.api.get(TFJOBS, spec.key)
+        scheduling = ((job or {}).get("status") or {}).get("scheduling") or {}
+        if scheduling.get("phase") == "Admitted":
+            messages.add(scheduling["message"])
+
+    sim = Simulation(scenario(KUBE_BATCH_NODES, [spec]), config, on_progress=watch)
+    (record,) = sim.run().jobs
+    assert record.finish_s is not None
+    assert messages == {
+        "its pods name schedulerName kube-batch, but gang schedulers are not supported yet: "
+        "no PodGroup is created (Dragonet admits the gang itself)"
+    }
 
 
 def test_gang_tfjob_pinned_by_affinity_waits_for_its_scheduler() -> None:
@@ -102,7 +135,9 @@ def test_legacy_v1alpha1_tfjob_is_not_a_tfjob() -> None:
     """tensorflow.org/v1alpha1 TfJob is another API: the loader refuses the file, and in a
     cluster Dragonet's controller (kubeflow.org/v1 tfjobs) never picks the object up."""
     legacy = COMPAT / "legacy-tfjob-v1alpha1.yaml"
-    with pytest.raises(ScenarioError, match="no TFJob"):
+    with pytest.raises(
+        ScenarioError, match=r"TfJob is not supported yet \(a converter is planned\)"
+    ):
         from_manifests([legacy], ROOT / "examples" / "nodes.yaml")
 
     sim = Simulation(scenario(cpu_nodes(1), [job("ok", 1, worker_resources={"cpu": "1"})]), KEEP)

@@ -132,6 +132,29 @@ INVALID: list[tuple[str, Edit, str]] = [
         _set("spec.runPolicy", {"managedBy": "dragonet"}),
         "spec.runPolicy.managedBy 'dragonet' is not supported",
     ),
+    (
+        "KubeShare job annotation",
+        _set("metadata.annotations", {"DRAGON_KUBESHARE": "true"}),
+        "metadata.annotations.DRAGON_KUBESHARE: fractional GPUs (KubeShare) are not supported yet",
+    ),
+    (
+        "KubeShare pod annotation",
+        lambda j: (
+            _worker(j)["template"]
+            .setdefault("metadata", {})
+            .update(annotations={"kubeshare/gpu_request": "0.5"})
+        ),
+        "spec.tfReplicaSpecs.Worker.template.metadata.annotations['kubeshare/gpu_request']: "
+        "fractional GPUs (KubeShare) are not supported yet",
+    ),
+    (
+        "KubeShare resource",
+        lambda j: (
+            _container(j)["resources"].setdefault("limits", {}).update({"kubeshare/gpu": "1"})
+        ),
+        "spec.tfReplicaSpecs.Worker.template.spec.containers[0].resources.limits"
+        "['kubeshare/gpu']: fractional GPUs (KubeShare) are not supported yet",
+    ),
 ]
 
 

@@ -1,23 +1,28 @@
-"""``dragonet``: serve the webhook, show what it would create for jobs on a cluster, or
-simulate a cluster running them."""
+"""The ``dragonet`` command: serve the webhook, show what it would create for jobs on a
+cluster, or simulate a cluster running them. Every input it cannot use ends the command
+with one line naming the file and the line or field, and a non-zero status."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 from typing import Any
 
 import orjson
 import yaml
+from pydantic import ValidationError
 
 from policy.model.admission import TYPE_KEY as ADMISSIONS
-from policy.model.jobs import TFJOB
+from policy.model.jobs import gang_scheduler, parse_job
+from policy.model.lifecycle import REASON_INVALID
 from policy.model.pool import POLICIES, PoolSpec, pool_object
 from webhooks.app import create_app, utc_now
 from webhooks.config import Settings
 from webhooks.hooks import object_map
-from webhooks.manifests import load_documents, load_nodes
+from webhooks.manifests import ManifestError, load_documents, load_jobs, load_nodes
 
 
 def serve(settings: Settings) -> None:
@@ -54,22 +59,44 @@ def serve(settings: Settings) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
-def _prepare_jobs(paths: list[str]) -> list[dict[str, Any]]:
+def _prepare_jobs(paths: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
     """Give file-only jobs what the API server would: namespace, uid, creation time
-    (in file order, so the first job listed is the oldest)."""
-    jobs = [doc for p in paths for doc in load_documents(p)]
-    start = utc_now() - timedelta(seconds=len(jobs))
-    for i, job in enumerate(jobs):
-        if job.get("kind") != TFJOB.kind:
-            raise SystemExit(f"dragonet render: {job.get('kind')!r} is not a TFJob")
+    (in file order, so the first job listed is the oldest). Also where each came from."""
+    located = [(f"{p}:{line}", doc) for p in paths for line, doc in load_jobs(p)]
+    start = utc_now() - timedelta(seconds=len(located))
+    for i, (where, job) in enumerate(located):
         meta = job.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            raise ManifestError(f"{where}: metadata: must be a mapping")
         meta.setdefault("namespace", "default")
         meta.setdefault("uid", f"uid-{meta['namespace']}-{meta.get('name')}")
         meta.setdefault("generation", 1)
         meta.setdefault(
             "creationTimestamp", (start + timedelta(seconds=i)).strftime("%Y-%m-%dT%H:%M:%SZ")
         )
-    return jobs
+    return [doc for _, doc in located], [where for where, _ in located]
+
+
+def invalid_reason(status: dict[str, Any]) -> str | None:
+    """The message of the webhook's Failed condition for a spec it could not accept."""
+    for c in status.get("conditions") or []:
+        if c.get("type") == "Failed" and str(c.get("reason", "")).endswith(REASON_INVALID):
+            return str(c.get("message", ""))
+    return None
+
+
+def gang_warning(where: str, job: dict[str, Any]) -> str | None:
+    """One line for a job whose pods name kube-batch or volcano (no PodGroup is made)."""
+    try:
+        name = gang_scheduler(parse_job(job))
+    except ValueError:
+        return None
+    if name is None:
+        return None
+    return (
+        f"{where}: warning: pods name schedulerName {name}; gang schedulers are not "
+        "supported yet, so no PodGroup is created (Dragonet admits the gang itself)"
+    )
 
 
 def _pool(args: argparse.Namespace) -> dict[str, Any]:
@@ -77,7 +104,7 @@ def _pool(args: argparse.Namespace) -> dict[str, Any]:
     if args.pool:
         pools = [d for d in load_documents(args.pool) if d.get("kind") == "TrainingPool"]
         if len(pools) != 1:
-            raise ValueError(f"{args.pool}: expected one TrainingPool")
+            raise ManifestError(f"{args.pool}: expected one TrainingPool, found {len(pools)}")
         pool = pools[0]
     else:
         pool = pool_object()
@@ -107,9 +134,12 @@ def _post(client: Any, path: str, request: dict[str, Any]) -> dict[str, Any]:
 def render(args: argparse.Namespace, settings: Settings) -> int:
     """The pool's sync for a cluster with no pods yet, then each job's sync on the
     Admission it got, as Metacontroller would call them."""
-    jobs = _prepare_jobs(args.jobs)
+    jobs, origins = _prepare_jobs(args.jobs)
     pool = _pool(args)
-    selector = PoolSpec.model_validate(pool["spec"]).nodeSelector
+    try:
+        selector = PoolSpec.model_validate(pool["spec"]).nodeSelector
+    except ValidationError as err:
+        raise ManifestError(f"{args.pool or 'the default pool'}: spec.{_one_line(err)}") from None
     nodes = [
         n for n in load_nodes(args.nodes) if selector.matches(n["metadata"].get("labels") or {})
     ]
@@ -122,7 +152,11 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
         for a in planned["children"]
     }
     documents: list[dict[str, Any]] = list(planned["children"])
-    for job in jobs:
+    invalid: list[str] = []
+    for where, job in zip(origins, jobs, strict=True):
+        warning = gang_warning(where, job)
+        if warning:
+            print(f"dragonet render: {warning}", file=sys.stderr)
         key = f"{job['metadata']['namespace']}/{job['metadata']['name']}"
         own = [admissions[key]] if key in admissions else []
         request = {
@@ -142,49 +176,174 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
         if sched.get("message"):
             line += f" - {sched['message']}"
         print(line, file=sys.stderr)
+        reason = invalid_reason(body["status"])
+        if reason is not None:
+            invalid.append(f"dragonet render: {where}: {reason}")
     if args.output == "json":
         sys.stdout.write(orjson.dumps(documents, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         sys.stdout.write(yaml.safe_dump_all(documents, sort_keys=False))
-    return 0
+    for line in invalid:  # last, so a script's tail shows what failed
+        print(line, file=sys.stderr)
+    return 1 if invalid else 0
+
+
+RENDER_EXAMPLES = """\
+examples:
+  dragonet render examples/job1.yaml --nodes examples/nodes.yaml
+  dragonet render a.yaml b.yaml --nodes nodes.yaml --binding nodeName --output json
+
+exit status: 0 when every job was understood and valid; 1 when the webhook found a job
+invalid (its Failed condition is printed); 2 for a file it could not read or use;
+3 for an internal error (one line; DRAGONET_DEBUG=1 shows the traceback).
+"""
+
+SERVE_EXAMPLES = """\
+settings (environment variables, as the Helm chart sets them):
+  DRAGONET_HOST, DRAGONET_PORT     address and port to listen on (0.0.0.0:8080)
+  DRAGONET_WORKERS, DRAGONET_THREADS   gunicorn processes and threads each (2, 4)
+  DRAGONET_MAX_INFLIGHT, DRAGONET_MAX_REQUEST_BYTES, DRAGONET_REQUEST_TIMEOUT_SECONDS,
+  DRAGONET_SHARED_SECRET[_FILE], DRAGONET_TLS_CERT_FILE, DRAGONET_TLS_KEY_FILE,
+  DRAGONET_CLUSTER_DOMAIN, DRAGONET_LOG_LEVEL   (README, Configuration)
+
+examples:
+  dragonet serve --host 127.0.0.1 --port 9000
+  DRAGONET_WORKERS=4 dragonet serve
+
+Metacontroller calls POST /pools/sync, /pools/customize, /tfjobs/sync, /tfjobs/customize
+and /tfjobs/finalize; GET /healthz and /metrics answer probes and Prometheus.
+"""
+
+
+def _serve_settings(args: argparse.Namespace) -> Settings:
+    """Environment settings, with the command line's host and port over them."""
+    overrides = {k: v for k in ("host", "port", "workers") if (v := getattr(args, k)) is not None}
+    return Settings(**overrides)
+
+
+def _one_line(err: Exception) -> str:
+    """An error as one line: pydantic's first problem with its field, else the message."""
+    if isinstance(err, ValidationError):
+        first = err.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        return f"{field}: {first['msg']}" if field else first["msg"]
+    if isinstance(err, OSError) and err.filename:
+        return f"{err.filename}: {err.strerror}"
+    return " ".join(str(err).split())
+
+
+def _setting_error(err: ValueError, given: Sequence[str] = ()) -> str:
+    """A bad setting named as the user set it: its option, else its environment variable."""
+    if isinstance(err, ValidationError):
+        first = err.errors()[0]
+        if first["loc"]:
+            name = str(first["loc"][0])
+            where = f"--{name}" if name in given else f"DRAGONET_{name.upper()}"
+            return f"{where}: {first['msg']}"
+        return f"settings: {first['msg'].removeprefix('Value error, ')}"
+    return f"settings: {err}"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="dragonet", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("serve", help="serve the Metacontroller webhooks with gunicorn")
+    parser = argparse.ArgumentParser(
+        prog="dragonet",
+        description="Dragonet: gang admission and elastic scaling of TFJobs on Kubernetes. "
+        "Serve the Metacontroller webhooks, show what they would create for jobs on a "
+        "cluster, or simulate a cluster running them.",
+        epilog="run 'dragonet COMMAND --help' for a command's options and examples",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sv = sub.add_parser(
+        "serve",
+        help="serve the Metacontroller webhooks with gunicorn",
+        description="Serve the webhooks Metacontroller calls (gunicorn). Settings come from\n"
+        "DRAGONET_* environment variables; --host, --port and --workers override them.",
+        epilog=SERVE_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sv.add_argument("--host", help="address to listen on (DRAGONET_HOST, default 0.0.0.0)")
+    sv.add_argument("--port", type=int, help="port to listen on (DRAGONET_PORT, default 8080)")
+    sv.add_argument(
+        "--workers", type=int, help="gunicorn worker processes (DRAGONET_WORKERS, default 2)"
+    )
     r = sub.add_parser(
         "render",
         help="print the Admissions, Pods and Services Dragonet would create for jobs",
-        description="Plan the jobs in a pool (the default pool, or --pool) on the nodes of "
-        "a cluster file, then render each job's pods, as Metacontroller's two controllers "
+        description="Plan the jobs in a pool (the default pool, or --pool) on the nodes of a\n"
+        "cluster file, then render each job's pods, as Metacontroller's two controllers\n"
         "would. One line per job on stderr says where it landed or why it waits.",
+        epilog=RENDER_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     r.add_argument("jobs", nargs="+", help="TFJob manifests (YAML), oldest first")
-    r.add_argument("--nodes", required=True, help="cluster file: Node objects or 'nodes:' list")
+    r.add_argument(
+        "--nodes",
+        required=True,
+        help="cluster file: Node objects, or the short form 'nodes: [{name, cpu, memory, "
+        "gpu}]' (examples/nodes.yaml)",
+    )
     r.add_argument("--pool", help="a TrainingPool manifest (default: the default pool)")
     r.add_argument("--policy", choices=POLICIES, help="override the pool's spec.policy")
     r.add_argument(
-        "--binding", choices=["affinity", "nodeName"], help="override the pool's spec.binding"
+        "--binding",
+        choices=["affinity", "nodeName"],
+        help="how pods are bound to their planned node: required node affinity, leaving "
+        "kube-scheduler the final say (the pool's default), or spec.nodeName directly",
     )
     r.add_argument(
-        "--output", choices=["yaml", "json"], default="yaml", help="format of stdout (yaml)"
+        "--output",
+        choices=["yaml", "json"],
+        default="yaml",
+        help="format of the objects on stdout: YAML documents (default) or one JSON list",
     )
-    from sim.cli import add_parser, run
-
-    add_parser(sub)
+    try:  # the image ships the webhook only: serve and render work without the simulator
+        from sim.cli import add_parser, run
+    except ImportError as missing:
+        absent = str(missing)
+        sub.add_parser("simulate", help="(not installed: pip install 'dragonet[sim]')")
+        add_parser = run = None  # type: ignore[assignment]
+    else:
+        add_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "simulate":
-        return run(args)
-    settings = Settings()
+        if run is None:
+            print(f"dragonet simulate: the simulator is not installed ({absent})", file=sys.stderr)
+            return 2
+        return _guarded("simulate", lambda: run(args))
+    try:
+        settings = _serve_settings(args) if args.command == "serve" else Settings()
+    except ValueError as err:
+        given = [k for k in ("host", "port", "workers") if getattr(args, k, None) is not None]
+        print(f"dragonet {args.command}: {_setting_error(err, given)}", file=sys.stderr)
+        return 2
     if args.command == "serve":
         serve(settings)
         return 0
+
+    def checked_render() -> int:
+        try:
+            return render(args, settings)
+        except (OSError, ValueError) as err:
+            print(f"dragonet render: {_one_line(err)}", file=sys.stderr)
+            return 2
+
+    return _guarded("render", checked_render)
+
+
+def _guarded(command: str, work: Callable[[], int]) -> int:
+    """A bug of ours is still one line, and exit status 3, never a traceback (set
+    DRAGONET_DEBUG=1 to see it)."""
     try:
-        return render(args, settings)
-    except (OSError, ValueError) as err:
-        print(f"dragonet render: {err}", file=sys.stderr)
-        return 2
+        return work()
+    except Exception as err:
+        if os.environ.get("DRAGONET_DEBUG"):
+            raise
+        print(
+            f"dragonet {command}: internal error: {type(err).__name__}: {_one_line(err)} "
+            "(please report it; DRAGONET_DEBUG=1 shows where)",
+            file=sys.stderr,
+        )
+        return 3
 
 
 if __name__ == "__main__":

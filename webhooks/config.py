@@ -22,7 +22,7 @@ class Settings(BaseSettings):
     cluster_domain: str = ""
     # Address gunicorn listens on: all interfaces in a pod; 127.0.0.1 for local runs.
     host: str = "0.0.0.0"
-    port: int = 8080
+    port: int = Field(default=8080, ge=1, le=65535)
     workers: int = Field(default=2, ge=1)
     threads: int = Field(default=4, ge=1)
     # Syncs one process works on at once; more get HTTP 429 + Retry-After at once, which

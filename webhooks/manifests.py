@@ -6,11 +6,12 @@ short form ``nodes: [{name, cpu, memory, gpu, pods, labels, taints}]`` for examp
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 
 class ShortNode(BaseModel):
@@ -53,29 +54,100 @@ class ShortNode(BaseModel):
         }
 
 
-def load_documents(path: str | Path) -> list[dict[str, Any]]:
-    """Every object in a YAML file, with ``List`` objects flattened."""
-    out: list[dict[str, Any]] = []
+class ManifestError(ValueError):
+    """A file the CLI cannot use; the message names the file and the line."""
+
+
+def located_documents(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
+    """Every object in a YAML file with the line it starts on, ``List`` items flattened.
+
+    Malformed YAML raises ``ManifestError`` naming the file and line, never a traceback."""
+    out: list[tuple[int, dict[str, Any]]] = []
     with open(path, encoding="utf-8") as fh:
-        for doc in yaml.safe_load_all(fh):
-            if not doc:
-                continue
-            if not isinstance(doc, dict):
-                raise ValueError(f"{path}: every YAML document must be a mapping")
-            if doc.get("kind", "").endswith("List") and "items" in doc:
-                out.extend(doc["items"] or [])
-            else:
-                out.append(doc)
+        loader = yaml.SafeLoader(fh)
+        try:
+            while loader.check_node():
+                node = loader.get_node()
+                line = node.start_mark.line + 1 if node is not None else 0
+                doc = loader.construct_document(node) if node is not None else None
+                if not doc:
+                    continue
+                if not isinstance(doc, dict):
+                    raise ManifestError(f"{path}:{line}: every YAML document must be a mapping")
+                kind = doc.get("kind")
+                if isinstance(kind, str) and kind.endswith("List") and "items" in doc:
+                    out.extend((line, item) for item in doc["items"] or [])
+                else:
+                    out.append((line, doc))
+        except yaml.MarkedYAMLError as err:
+            mark = err.problem_mark or err.context_mark
+            where = f"{path}:{mark.line + 1}" if mark else str(path)
+            raise ManifestError(f"{where}: not valid YAML: {err.problem or err.context}") from None
+        except yaml.YAMLError as err:
+            raise ManifestError(f"{path}: not valid YAML: {err}") from None
+        finally:
+            loader.dispose()
     return out
 
 
+def load_documents(path: str | Path) -> list[dict[str, Any]]:
+    """Every object in a YAML file, with ``List`` objects flattened."""
+    return [doc for _, doc in located_documents(path)]
+
+
+LEGACY_TFJOB = "tensorflow.org"
+
+
+def refuse_unsupported(path: str | Path, line: int | str, doc: Mapping[str, Any]) -> None:
+    """A job manifest Dragonet cannot run yet is refused with what to do, not skipped."""
+    kind, api = doc.get("kind"), str(doc.get("apiVersion", ""))
+    if kind == "TFJob" and api.startswith("kubeflow.org/"):
+        meta = doc.get("metadata")
+        if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
+            raise ManifestError(f"{path}:{line}: metadata.name: a TFJob needs a name")
+        if not isinstance(meta.get("namespace", ""), str):
+            raise ManifestError(f"{path}:{line}: metadata.namespace: must be a string")
+        return
+    where = f"{path}:{line}: kind {kind!r} (apiVersion {api!r})"
+    if kind == "TfJob" or (kind == "TFJob" and api.startswith(LEGACY_TFJOB)):
+        raise ManifestError(
+            f"{where}: the legacy tf-operator TfJob is not supported yet (a converter is "
+            "planned); rewrite it as a kubeflow.org/v1 TFJob with spec.tfReplicaSpecs"
+        )
+    if kind == "MXJob":
+        raise ManifestError(f"{where}: MXJob is not supported yet; Dragonet runs TFJob only")
+    raise ManifestError(f"{where}: not a TFJob (expected apiVersion kubeflow.org/v1, kind TFJob)")
+
+
+def load_jobs(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
+    """The TFJobs of a job file with their lines; an empty file or another kind is refused."""
+    docs = located_documents(path)
+    if not docs:
+        raise ManifestError(f"{path}: no objects in this file (empty?)")
+    for line, doc in docs:
+        refuse_unsupported(path, line, doc)
+    return docs
+
+
 def load_nodes(path: str | Path) -> list[dict[str, Any]]:
+    """The nodes of a cluster file; an empty or unreadable one is refused."""
     nodes: list[dict[str, Any]] = []
-    for doc in load_documents(path):
+    docs = located_documents(path)
+    if not docs:
+        raise ManifestError(f"{path}: no nodes in this file (empty?)")
+    for line, doc in docs:
         if "nodes" in doc and "kind" not in doc:
-            nodes.extend(ShortNode.model_validate(n).to_node() for n in doc["nodes"])
+            for i, short in enumerate(doc["nodes"] or []):
+                try:
+                    nodes.append(ShortNode.model_validate(short).to_node())
+                except ValidationError as err:
+                    first = err.errors()[0]
+                    field = ".".join(str(p) for p in ("nodes", i, *first["loc"]))
+                    raise ManifestError(f"{path}:{line}: {field}: {first['msg']}") from None
         elif doc.get("kind") == "Node":
             nodes.append(doc)
         else:
-            raise ValueError(f"{path}: expected Node objects or a 'nodes:' list")
+            raise ManifestError(f"{path}:{line}: expected Node objects or a 'nodes:' list")
+    if not nodes:
+        raise ManifestError(f"{path}: no nodes in this file")
     return nodes

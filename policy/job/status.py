@@ -14,7 +14,7 @@ from typing import Any
 from policy.job.view import FINISHED, INVALID, SUSPENDED, JobView
 from policy.model import conditions as cond
 from policy.model.admission import ADMITTED, QUEUED, WAITING_FOR_POOL, LastScale
-from policy.model.jobs import Job, JobKind
+from policy.model.jobs import Job, JobKind, gang_scheduler
 from policy.model.lifecycle import REASON_INVALID
 from policy.model.timeutil import format_time, parse_time
 
@@ -194,8 +194,22 @@ def message(v: JobView) -> str:
             "spec.runPolicy.schedulingPolicy.queue)"
         )
     if v.phase == QUEUED:
-        return v.admission.message or "waiting for admission"
-    return v.admission.message or _foreign_scheduler(v)
+        text = v.admission.message or "waiting for admission"
+    else:
+        text = v.admission.message or _foreign_scheduler(v)
+    return "; ".join(t for t in (text, no_pod_group(v.job)) if t)
+
+
+def no_pod_group(job: Job) -> str:
+    """Said on every running or waiting job whose pods name a gang scheduler: the
+    PodGroup that scheduler expects is not created (not supported yet)."""
+    name = gang_scheduler(job)
+    if name is None:
+        return ""
+    return (
+        f"its pods name schedulerName {name}, but gang schedulers are not supported yet: "
+        "no PodGroup is created (Dragonet admits the gang itself)"
+    )
 
 
 def _foreign_scheduler(v: JobView) -> str:

@@ -30,6 +30,17 @@ class InvalidJob(ValueError):
     """The job's spec cannot run; the message is shown to the user in a Failed condition."""
 
 
+# DRAGON's fractional-GPU mode: the job annotation, and the pods' annotations and resources.
+KUBESHARE_ANNOTATION = "DRAGON_KUBESHARE"
+KUBESHARE_PREFIX = "kubeshare/"
+NO_KUBESHARE = (
+    "fractional GPUs (KubeShare) are not supported yet: without them the pods would run "
+    "with no GPU at all; ask for whole GPUs (nvidia.com/gpu) instead"
+)
+# Gang schedulers whose PodGroups Dragonet does not create (it admits gangs itself).
+GANG_SCHEDULERS = ("kube-batch", "volcano")
+
+
 @dataclass(frozen=True)
 class JobKind:
     """What differs between the training-job kinds Dragonet runs."""
@@ -303,6 +314,7 @@ def _replica(kind: JobKind, rtype: str, spec: ReplicaSpecModel) -> Replica:
             f"{where} has no container named {kind.container!r} (found {names}); "
             f"Dragonet injects the cluster spec into that container"
         )
+    _refuse_kubeshare(spec.template, f"spec.{kind.replica_specs_field}.{rtype}.template")
     port = kind.default_port
     for p in main[0].get("ports") or []:
         if p.get("name") == kind.port_name:
@@ -321,6 +333,32 @@ def _replica(kind: JobKind, rtype: str, spec: ReplicaSpecModel) -> Replica:
     )
 
 
+def _refuse_kubeshare(template: Mapping[str, Any], where: str) -> None:
+    """A KubeShare pod asks for its GPU in annotations or ``kubeshare/*`` resources that
+    nothing here schedules: running it would silently give it no GPU."""
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    for key in annotations:
+        if str(key).startswith(KUBESHARE_PREFIX):
+            raise InvalidJob(f"{where}.metadata.annotations[{key!r}]: {NO_KUBESHARE}")
+    for i, c in enumerate((template.get("spec") or {}).get("containers") or []):
+        for part in ("limits", "requests"):
+            for name in (c.get("resources") or {}).get(part) or {}:
+                if str(name).startswith(KUBESHARE_PREFIX):
+                    raise InvalidJob(
+                        f"{where}.spec.containers[{i}].resources.{part}[{name!r}]: {NO_KUBESHARE}"
+                    )
+
+
+def gang_scheduler(job: Job) -> str | None:
+    """The gang scheduler (kube-batch, volcano) a pod template names, if any: Dragonet
+    creates no PodGroup for it, so users must be told."""
+    for r in job.replicas.values():
+        name = (r.template.get("spec") or {}).get("schedulerName")
+        if name in GANG_SCHEDULERS:
+            return str(name)
+    return None
+
+
 def parse_metadata(obj: Mapping[str, Any]) -> MetadataModel:
     """Metadata is part of the request's shape: failing here is a malformed request."""
     return MetadataModel.model_validate(obj.get("metadata"))
@@ -334,6 +372,8 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
             f"metadata.name {meta.name!r} must be a DNS-1035 label (lower-case letters, "
             f"digits and '-', starting with a letter)"
         )
+    if str(meta.annotations.get(KUBESHARE_ANNOTATION, "")).lower() == "true":
+        raise InvalidJob(f"metadata.annotations.{KUBESHARE_ANNOTATION}: {NO_KUBESHARE}")
     raw_spec = obj.get("spec")
     if not isinstance(raw_spec, dict):
         raise InvalidJob("spec is missing")

@@ -1,0 +1,207 @@
+"""``dragonet simulate`` as a script sees it: exit codes, one-line errors, options that work
+for every input they accept, progress off a terminal, a run cut by the horizon said so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from webhooks.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+NODES = str(EXAMPLES / "nodes.yaml")
+COMPAT = ROOT / "tests" / "fixtures" / "compat"
+TRACES = ROOT / "tests" / "fixtures" / "traces"
+
+
+def _simulate(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    code = main(["simulate", *args])
+    out, err = capsys.readouterr()
+    assert "Traceback" not in err
+    return code, out, err
+
+
+def _summaries(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def test_an_invalid_job_stops_the_run_with_its_reason(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Not "Jobs finished 0 / 1": the reason the webhook would give, file and line named."""
+    job = yaml.safe_load((EXAMPLES / "job1.yaml").read_text())
+    job["spec"]["min-instances"] = 7
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("# a comment first\n" + yaml.safe_dump(job))
+    code, out, err = _simulate(capsys, str(bad), "--nodes", NODES)
+    assert code == 1 and out == ""
+    assert err.strip().splitlines() == [
+        f"dragonet simulate: {bad}:2: TFJob default/job1 is invalid: "
+        "min-instances (7) is greater than max-instances (4)"
+    ]
+
+
+def test_a_kubeshare_job_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _simulate(capsys, str(COMPAT / "dragon-job1-kubeshare.yaml"), "--nodes", NODES)
+    assert code == 1
+    assert "fractional GPUs (KubeShare) are not supported yet" in err
+
+
+def test_a_legacy_tfjob_is_refused_with_what_to_do(capsys: pytest.CaptureFixture[str]) -> None:
+    legacy = COMPAT / "legacy-tfjob-v1alpha1.yaml"
+    code, out, err = _simulate(capsys, str(legacy), "--nodes", NODES)
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"dragonet simulate: {legacy}:3: kind 'TfJob'")
+    assert "not supported yet (a converter is planned)" in line
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("", "in this file (empty?)"),
+        ("name: x\njobs: [\n", "not valid YAML"),
+    ],
+)
+def test_an_unusable_scenario_file_is_one_line(
+    content: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(content)
+    as_scenario = _simulate(capsys, str(path))
+    as_jobs = _simulate(capsys, str(path), "--nodes", NODES)
+    as_nodes = _simulate(capsys, str(EXAMPLES / "job1.yaml"), "--nodes", str(path))
+    for code, out, err in (as_jobs, as_nodes):
+        assert code == 2 and out == ""
+        (line,) = err.strip().splitlines()
+        assert line.startswith(f"dragonet simulate: {path}") and message in line
+    code, _, err = as_scenario
+    assert code == 2 and len(err.strip().splitlines()) == 1 and str(path) in err
+
+
+@pytest.mark.parametrize(("trace", "jobs"), [("workload-1.csv", 3), ("philly-excerpt.csv", 3)])
+def test_jobs_keeps_that_many_jobs_for_every_trace_format(
+    trace: str, jobs: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--trace", str(TRACES / trace), "--jobs", str(jobs), "--policy", "dragonet", "--json"]
+    code, out, _ = _simulate(capsys, *argv)
+    assert code == 0
+    (summary,) = _summaries(out)
+    assert summary["jobs"] == jobs
+    assert summary["scenario"] == f"{Path(trace).stem}[0:{jobs}]"
+
+
+def test_start_skips_jobs_of_a_pollux_trace(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["--trace", str(TRACES / "workload-1.csv"), "--start", "158", "--policy", "dragonet"]
+    code, out, _ = _simulate(capsys, *argv, "--json")
+    assert code == 0
+    (summary,) = _summaries(out)
+    assert summary["jobs"] == 2  # the trace's last two of 160
+
+
+def test_a_run_cut_by_the_horizon_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A job that needs longer than the horizon: the JSON, the table and stderr say the run
+    was cut, instead of a makespan that looks real."""
+    argv = [str(EXAMPLES / "job1.yaml"), "--nodes", NODES, "--steps", "1e7", "--horizon", "0.01"]
+    code, out, err = _simulate(capsys, *argv, "--policy", "dragonet", "--json")
+    assert code == 0
+    (summary,) = _summaries(out)
+    assert summary["stopped_at_horizon"] is True
+    assert summary["horizon_s"] == pytest.approx(864.0)
+    assert summary["jobs_finished"] == 0
+    assert "dragonet: stopped at the simulator's horizon (14m 24s) with 1 job(s) unfinished" in err
+
+    code, out, _ = _simulate(capsys, *argv, "--policy", "dragonet")
+    assert code == 0
+    makespan = next(line for line in out.splitlines() if "Makespan" in line)
+    assert "cut at 14m 24s" in makespan
+    assert "stopped at the simulator's horizon (14m 24s)" in out
+
+
+def test_a_finished_run_is_not_marked_cut(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [str(EXAMPLES / "elastic.yaml"), "--policy", "dragonet", "--json"]
+    code, out, err = _simulate(capsys, *argv)
+    assert code == 0
+    (summary,) = _summaries(out)
+    assert summary["stopped_at_horizon"] is False
+    assert "horizon" not in err
+
+
+def test_progress_off_a_terminal_is_plain_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _simulate(capsys, str(EXAMPLES / "elastic.yaml"), "--policy", "dragonet,dragon")
+    assert code == 0
+    lines = [line for line in err.splitlines() if line.startswith("simulate: ")]
+    assert lines[0].startswith("simulate: dragonet (1/2) done: 3/3 jobs done")
+    assert "about" in lines[0] and "left" in lines[0]  # an estimate of the other policy
+    assert lines[-1].startswith("simulate: dragon (2/2) done: 3/3 jobs done")
+    assert "\x1b[" not in err  # no terminal codes in a log
+
+
+def test_the_table_is_not_cut_to_80_columns_off_a_terminal(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, _ = _simulate(capsys, str(EXAMPLES / "elastic.yaml"))
+    assert code == 0
+    header = next(line for line in out.splitlines() if "Metric" in line)
+    for policy in ("dragonet", "dragon", "gang-fifo", "kube-default"):
+        assert f" {policy} " in header
+    assert "…" not in out
+    assert any("8 GPU · 32 CPU · 128 GiB" in line for line in out.splitlines())
+
+
+def test_a_gang_scheduler_job_runs_with_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(
+        "nodes:\n  - {name: n1, cpu: 16, memory: 64Gi, gpu: 4, labels: {gpu: 1060g1}}\n"
+    )
+    gang = COMPAT / "gang-tfjob.yaml"
+    argv = [str(gang), "--nodes", str(nodes), "--policy", "dragonet", "--binding", "nodeName"]
+    code, out, err = _simulate(capsys, *argv, "--json")
+    assert code == 0
+    assert _summaries(out)[0]["jobs_finished"] == 1
+    assert (
+        f"dragonet simulate: {gang}:3: TFJob kubeflow/tfjob-gang-scheduling: warning: pods name "
+        "schedulerName kube-batch; gang schedulers are not supported yet, so no PodGroup is "
+        "created (Dragonet admits the gang itself)"
+    ) in err.splitlines()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--horizon", "0"], "--horizon must be a positive number of days"),
+        (["--plot", "run.svg"], "--plot run.svg: only .png is supported"),
+        (["--trace", str(TRACES / "workload-1.csv"), "--jobs", "-1"], "must not be negative"),
+    ],
+)
+def test_bad_options_are_refused_before_running(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = _simulate(capsys, str(EXAMPLES / "elastic.yaml"), *args)
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert message in line
+
+
+def test_an_invalid_job_inside_a_scenario_file_names_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(
+        "name: bad\nnodes: [{name: n1, cpu: 16, memory: 64Gi}]\njobs:\n  - manifest:\n"
+        "      {apiVersion: kubeflow.org/v1, kind: TFJob, metadata: {name: Bad_Name},\n"
+        "       spec: {tfReplicaSpecs: {}}}\n"
+    )
+    code, out, err = _simulate(capsys, str(path))
+    assert code == 1 and out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"dragonet simulate: {path}: TFJob default/Bad_Name is invalid: ")
+    assert "metadata.name 'Bad_Name' must be a DNS-1035 label" in line
