@@ -529,7 +529,7 @@ def _check_elastic(kind: JobKind, spec: JobSpecModel) -> None:
     ]
     if given:
         raise InvalidJob(
-            f"{' and '.join(given)}: a {kind.kind} is not elastic (ps-lite fixes the number "
+            f"{' and '.join(given)}: {kind.kind}s are not elastic (ps-lite fixes the number "
             f"of workers when the job starts), so it runs Worker.replicas workers; remove "
             f"{'them' if len(given) > 1 else 'it'}"
         )
