@@ -512,7 +512,7 @@ def _check_mode(kind: JobKind, spec: JobSpecModel, replicas: Mapping[str, Replic
     for t in kind.singletons:
         if t in replicas and replicas[t].replicas != 1:
             raise InvalidJob(
-                f"{where}.{t}.replicas is {replicas[t].replicas}; a {kind.kind} has exactly one {t}"
+                f"{where}.{t}.replicas is {replicas[t].replicas}; the job needs exactly one {t}"
             )
 
 
