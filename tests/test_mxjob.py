@@ -13,9 +13,12 @@ import copy
 from typing import Any
 
 import pytest
+import yaml
 
 from tests import metacontroller as mc
 from tests.conftest import Hook, condition, observe, pods_of, services_of, with_status
+from tests.kube_schema import validate_custom, validate_k8s
+from tests.test_crd import _schema_at, _structural_violations
 from tests.test_lifecycle import Run
 
 NODES = [mc.node("n-1", cpu="32", memory="128Gi")]
@@ -420,3 +423,55 @@ def test_observed_pods_round_trip(hook: Hook) -> None:
     again = hook.sync(mc.world(parent, NODES, pods=pods, services=svcs))
     assert set(pods_of(again)) == set(pods_of(body))
     assert again["status"]["replicaStatuses"]["Scheduler"]["active"] == 1
+
+
+# --- the CRD ------------------------------------------------------------------------------
+
+MX_CRD = mc.ROOT / "crd" / "mxjobs.kubeflow.org.yaml"
+
+
+def _mx_crd() -> dict[str, Any]:
+    return yaml.safe_load(MX_CRD.read_text())
+
+
+def test_the_crd_is_structural_with_status_and_printer_columns() -> None:
+    crd = _mx_crd()
+    validate_k8s(crd)
+    assert crd["metadata"]["name"] == "mxjobs.kubeflow.org"
+    assert crd["spec"]["names"]["plural"] == "mxjobs"
+    assert crd["spec"]["scope"] == "Namespaced"
+    [v1] = crd["spec"]["versions"]
+    assert v1["name"] == "v1" and v1["storage"] and v1["subresources"] == {"status": {}}
+    schema = v1["schema"]["openAPIV3Schema"]
+    assert _structural_violations(schema, "openAPIV3Schema", root=True) == []
+    for column in v1["additionalPrinterColumns"]:
+        if not column["jsonPath"].startswith(".metadata."):
+            assert _schema_at(schema, column["jsonPath"])["type"] == column["type"], column
+    names = [c["name"] for c in v1["additionalPrinterColumns"]]
+    assert names[0] == "State" and names[-1] == "Age"
+
+
+def test_the_crd_accepts_mxjobs_and_refuses_what_is_beyond_the_bounds() -> None:
+    job = mc.tfjob(mxjob())
+    validate_custom(job)
+    # The TFJob CRD's bounds (policy/model/bounds.py).
+    too_many = copy.deepcopy(job)
+    too_many["spec"]["mxReplicaSpecs"]["Worker"]["replicas"] = 1025
+    deadline = copy.deepcopy(job)
+    deadline["spec"]["runPolicy"] = {"activeDeadlineSeconds": 3153600001}
+    mode = copy.deepcopy(job)
+    mode["spec"]["jobMode"] = "MXServe"
+    for bad in (too_many, deadline, mode):
+        with pytest.raises(AssertionError):
+            validate_custom(bad)
+    # Kept (not pruned), so that the webhook can refuse them out loud.
+    elastic = copy.deepcopy(job)
+    elastic["spec"]["max-instances"] = 4
+    validate_custom(elastic)
+
+
+def test_the_webhook_and_the_crd_agree_on_the_bounds(hook: Hook) -> None:
+    job = mxjob()
+    job["spec"]["mxReplicaSpecs"]["Worker"]["replicas"] = 1025
+    body = hook.job_sync(mc.job_request(mc.world(mc.tfjob(job), NODES), None))
+    assert "spec.mxReplicaSpecs.Worker.replicas" in condition(body, "Failed")["message"]
