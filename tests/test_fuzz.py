@@ -238,6 +238,14 @@ def test_a_job_sync_does_not_fail_on_a_pod_it_cannot_read() -> None:
     assert names == {f"running-{p}" for p in ("ps-0", *(f"worker-{i}" for i in range(4)))}
 
 
+def test_an_admission_nested_too_deep_is_written_anew_and_counted() -> None:
+    """Found by the long run: the metrics of the pool's answer read the old Admission."""
+    request = copy.deepcopy(BASES["/pools/sync"])
+    admissions = request["children"]["Admission.dragonet.io/v1alpha1"]
+    admissions["default/tfjob-running"]["metadata"] = Deep(2000)
+    assert _admissions(_pool_answer(request)) == _admissions(_pool_answer(BASES["/pools/sync"]))
+
+
 @pytest.mark.parametrize("path", ["/tfjobs/sync", "/tfjobs/finalize"])
 def test_a_non_object_status_is_the_same_answer_for_sync_and_finalize(path: str) -> None:
     request = copy.deepcopy(BASES[path])

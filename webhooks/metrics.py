@@ -23,6 +23,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.mmap_dict import MmapedDict
 from prometheus_client.multiprocess import MultiProcessCollector
 
+from policy.memo import Undecodable
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 
 MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
@@ -117,7 +118,10 @@ class Metrics:
                 continue
             meta = child.get("metadata") or {}
             old = before.get(f"{meta.get('namespace')}/{meta.get('name')}")
-            old_spec = old.get("spec") if isinstance(old, Mapping) else None
+            try:
+                old_spec = old.get("spec") if isinstance(old, Mapping) else None
+            except Undecodable:  # the pool left it out as unreadable: count it as new
+                old_spec = None
             if isinstance(old_spec, Mapping) and old_spec.get("lastScale") == scale:
                 continue
             direction = "down" if scale.get("to", 0) < scale.get("from", 0) else "up"

@@ -40,6 +40,7 @@ from webhooks.deadline import RequestTimeout, TimeLimit
 from webhooks.metrics import CONTENT_TYPE, Metrics
 
 access = logging.getLogger("dragonet.access")
+log = logging.getLogger("dragonet.webhooks")
 OPEN = frozenset({"static", "healthz", "metrics"})  # endpoints that are not hooks
 
 
@@ -134,7 +135,10 @@ def install(app: Flask, settings: Settings, time_limit: TimeLimit | None = None)
             metrics.response_bytes.labels(hook).observe(size)
         answer = g.pop("dragonet_pool_answer", None)
         if answer is not None and code == 200:
-            metrics.pool_answer(g.dragonet_log.get("pool", ""), *answer)
+            try:
+                metrics.pool_answer(g.dragonet_log.get("pool", ""), *answer)
+            except Exception:  # counting must never cost the pool its answer
+                log.exception("could not count a pool's answer")
         extra: dict[str, Any] = {
             "status": code,
             "latency_ms": round(seconds * 1000, 1),
