@@ -50,9 +50,9 @@ class _ScenarioFile(BaseModel):
 
 
 def _tfjobs(path: Path) -> list[dict[str, Any]]:
-    docs = [d for d in load_documents(path) if d.get("kind") in ("TFJob",)]
+    docs = [d for d in load_documents(path) if d.get("kind") in ("TFJob", "MXJob")]
     if not docs:
-        raise ScenarioError(f"{path}: no TFJob in this file")
+        raise ScenarioError(f"{path}: no TFJob or MXJob in this file")
     return docs
 
 

@@ -1,0 +1,96 @@
+"""MXJobs in the simulator: the real webhook and Metacontroller's MXJob controller (read from
+metacontroller/mxjob-controller.yaml) run them to Succeeded, alone and in one queue with
+TFJobs."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from sim.engine import SimConfig, Simulation
+from sim.spec import JobSpec
+from tests.simkit import QUICK, CapacityProbe, condition, cpu_nodes, job, scenario
+
+MXJOBS = "MXJob.kubeflow.org/v1"
+TFJOBS = "TFJob.kubeflow.org/v1"
+KEEP = SimConfig(delete_finished_after_s=None)
+
+
+def mx_spec(name: str, workers: int, *, arrival: float = 0.0, cpu: str = "2") -> JobSpec:
+    container = {
+        "name": "mxnet",
+        "image": "mxjob/mxnet:cpu",
+        "resources": {"requests": {"cpu": cpu, "memory": "2Gi"}},
+    }
+
+    def replica(n: int) -> dict[str, Any]:
+        return {"replicas": n, "template": {"spec": {"containers": [dict(container)]}}}
+
+    manifest = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "MXJob",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "jobMode": "MXTrain",
+            "mxReplicaSpecs": {
+                "Scheduler": replica(1),
+                "Server": replica(1),
+                "Worker": replica(workers),
+            },
+        },
+    }
+    return JobSpec(manifest, arrival, 100.0, QUICK)
+
+
+def _tf(name: str, arrival: float) -> JobSpec:
+    two = {"cpu": "2", "memory": "2Gi"}
+    return job(name, 3, arrival=arrival, ps=1, worker_resources=two, ps_resources=two)
+
+
+def _status(sim: Simulation, tkey: str, key: str) -> dict[str, Any]:
+    obj = sim.api.get(tkey, key)
+    assert obj is not None, key
+    return obj.get("status") or {}
+
+
+def test_an_mxjob_runs_to_succeeded() -> None:
+    spec = mx_spec("mx", workers=2)
+    sim = Simulation(scenario(cpu_nodes(1), [spec]), KEEP)
+    (record,) = sim.run().jobs
+    assert record.start_s is not None and record.finish_s is not None
+    status = _status(sim, MXJOBS, spec.key)
+    assert condition(status, "Succeeded")["status"] == "True"
+    assert condition(status, "Succeeded")["reason"] == "MXJobSucceeded"
+    assert condition(status, "Failed") is None
+    assert status["replicaStatuses"]["Worker"]["succeeded"] == 2
+
+
+def test_mxjobs_and_tfjobs_share_one_queue_and_all_succeed() -> None:
+    """Two 16-cpu nodes; each job needs 8 cpu (MXJob: 4 pods x 2; TFJob: 1 PS + 3 workers x
+    2): they queue together, each runs as one gang, nobody overcommits a node."""
+    jobs = [
+        mx_spec("mx-a", workers=2, arrival=0.0),
+        _tf("tf-b", arrival=1.0),
+        mx_spec("mx-c", workers=2, arrival=2.0),
+        _tf("tf-d", arrival=3.0),
+        mx_spec("mx-e", workers=2, arrival=4.0),
+    ]
+    sim = Simulation(scenario(cpu_nodes(2), jobs), KEEP)
+    probe = CapacityProbe(sim)
+    result = sim.run()
+    assert all(r.finish_s is not None for r in result.jobs)
+    assert probe.overcommits == []
+    for spec in jobs:
+        tkey = MXJOBS if spec.manifest["kind"] == "MXJob" else TFJOBS
+        status = _status(sim, tkey, spec.key)
+        assert condition(status, "Succeeded")["status"] == "True", spec.key
+    # One queue: the fifth job (an MXJob) waited for room the others gave back.
+    last = next(r for r in result.jobs if r.key == "default/mx-e")
+    assert last.start_s > 4.0 + 10
+
+
+def test_an_mxjob_runs_with_metacontrollers_races() -> None:
+    config = dataclasses.replace(KEEP, mc_workers=5, view_delay_s=2.0)
+    jobs = [mx_spec("mx-a", workers=2), _tf("tf-b", arrival=1.0)]
+    sim = Simulation(scenario(cpu_nodes(1), jobs), config)
+    assert all(r.finish_s is not None for r in sim.run().jobs)
