@@ -475,3 +475,14 @@ def test_the_webhook_and_the_crd_agree_on_the_bounds(hook: Hook) -> None:
     job["spec"]["mxReplicaSpecs"]["Worker"]["replicas"] = 1025
     body = hook.job_sync(mc.job_request(mc.world(mc.tfjob(job), NODES), None))
     assert "spec.mxReplicaSpecs.Worker.replicas" in condition(body, "Failed")["message"]
+
+
+def test_the_example_mxjobs_validate_against_the_crd_and_run(hook: Hook) -> None:
+    paths = sorted((mc.ROOT / "examples" / "mxjobs").glob("*.yaml"))
+    assert paths
+    for path in paths:
+        job = mc.tfjob(yaml.safe_load(path.read_text()))
+        validate_custom(job)
+        body = hook.sync(mc.world(job, [*NODES, mc.node("g-1", gpu=4)]))
+        assert condition(body, "Failed") is None, path
+        assert len(pods_of(body)) == 4, path

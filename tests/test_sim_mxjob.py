@@ -5,9 +5,11 @@ TFJobs."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 from sim.engine import SimConfig, Simulation
+from sim.scenario import load_scenario
 from sim.spec import JobSpec
 from tests.simkit import QUICK, CapacityProbe, condition, cpu_nodes, job, scenario
 
@@ -94,3 +96,17 @@ def test_an_mxjob_runs_with_metacontrollers_races() -> None:
     jobs = [mx_spec("mx-a", workers=2), _tf("tf-b", arrival=1.0)]
     sim = Simulation(scenario(cpu_nodes(1), jobs), config)
     assert all(r.finish_s is not None for r in sim.run().jobs)
+
+
+def test_the_mixed_example_runs_every_job_to_succeeded() -> None:
+    """examples/mixed.yaml: the MXJob runs beside the TFJob resnet in the GPUs it leaves
+    free, before bert (which needs more) although bert is in the same queue."""
+    example = load_scenario(Path(__file__).parents[1] / "examples" / "mixed.yaml")
+    sim = Simulation(example, KEEP)
+    records = {r.key: r for r in sim.run().jobs}
+    assert all(r.finish_s is not None for r in records.values())
+    linear, bert = records["team-m/linear"], records["team-b/bert"]
+    assert linear.start_s < records["team-a/resnet"].finish_s <= bert.start_s
+    for spec in example.jobs:
+        tkey = MXJOBS if spec.manifest["kind"] == "MXJob" else TFJOBS
+        assert condition(_status(sim, tkey, spec.key), "Succeeded")["status"] == "True"
