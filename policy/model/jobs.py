@@ -498,9 +498,9 @@ def _check_mode(kind: JobKind, spec: JobSpecModel, replicas: Mapping[str, Replic
     needs = modes[mode]
     foreign = [t for t in replicas if t not in needs]
     if foreign:
-        owner = next(m for m, types in kind.modes if foreign[0] in types)
+        owner = next((m for m, types in kind.modes if foreign[0] in types), None)
         raise InvalidJob(
-            f"{where}.{foreign[0]} belongs to {kind.mode_field} {owner}, not {mode} "
+            f"{where}.{foreign[0]} belongs to {kind.mode_field} {owner or 'none'}, not {mode} "
             f"({mode} has {', '.join(needs)})"
         )
     missing = [t for t in needs if t not in replicas]
