@@ -388,7 +388,8 @@ class Simulation:
         makespan = max(finishes) if finishes else None
         span = makespan or self.now or 1.0
         cap = {k: v for k, v in _units(self.capacity).items() if k != "pods"}
-        controllers = self.mc.controllers.values()
+        # The controllers that were called (a scenario without MXJobs reports no MXJob one).
+        controllers = [c for c in self.mc.controllers.values() if c.sync_calls]
         lat = sorted(x * 1000 for c in controllers for x in c.latencies_s)
         bounds = lower_bounds([self._bound_job(s) for s in self.scenario.jobs], cap)
         summary = {
