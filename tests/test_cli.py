@@ -111,3 +111,29 @@ def test_render_plans_in_the_pool_a_file_describes(
     assert code == 0
     docs = yaml.safe_load(out)
     assert {d["spec"]["nodeName"] for d in docs if d["kind"] == "Pod"} == {"gpu-1"}
+
+
+def test_render_plans_tfjobs_and_mxjobs_in_one_queue(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text("nodes:\n  - {name: g-1, cpu: 32, memory: 128Gi, gpu: 2}\n")
+    mx = EXAMPLES / "mxjobs" / "linear.yaml"
+    code = main(["render", str(EXAMPLES / "job1.yaml"), str(mx), "--nodes", str(nodes)])
+    out, err = capsys.readouterr()
+    assert code == 0
+    docs = list(yaml.safe_load_all(out))
+    for doc in docs:
+        (validate_custom if doc["kind"] == "Admission" else validate_k8s)(doc)
+    admissions = {d["metadata"]["name"] for d in docs if d["kind"] == "Admission"}
+    assert admissions == {"tfjob-job1", "mxjob-linear"}
+    pods = {d["metadata"]["name"] for d in docs if d["kind"] == "Pod"}
+    assert {"linear-scheduler-0", "linear-server-0", "linear-worker-1"} <= pods
+    assert "team-m/linear: Admitted - 4 pods on g-1" in err
+
+
+def test_render_refuses_another_kind(tmp_path: Path) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: p}\n")
+    with pytest.raises(SystemExit, match="'PyTorchJob' is not a TFJob or MXJob"):
+        main(["render", str(job), "--nodes", str(EXAMPLES / "nodes.yaml")])

@@ -328,7 +328,7 @@ def test_an_mxjob_too_large_waits_and_a_younger_tfjob_backfills(hook: Hook) -> N
     assert phases == {"mxjob-mx": "Queued", "tfjob-tf": "Admitted"}
     assert pods_of(hook.render(mx)) == {}
     message = hook.render(mx)["status"]["scheduling"]["message"]
-    assert "1 scheduler and 2 servers plus 3 workers" in message
+    assert "1 scheduler and 2 servers plus 3 workers at once" in message
 
 
 # --- lifecycle ----------------------------------------------------------------------------

@@ -12,8 +12,8 @@ import orjson
 import yaml
 
 from policy.model.admission import TYPE_KEY as ADMISSIONS
-from policy.model.jobs import TFJOB
 from policy.model.pool import POLICIES, PoolSpec, pool_object
+from policy.pool.observe import KINDS, job_type_key
 from webhooks.app import create_app, utc_now
 from webhooks.config import Settings
 from webhooks.hooks import object_map
@@ -60,8 +60,9 @@ def _prepare_jobs(paths: list[str]) -> list[dict[str, Any]]:
     jobs = [doc for p in paths for doc in load_documents(p)]
     start = utc_now() - timedelta(seconds=len(jobs))
     for i, job in enumerate(jobs):
-        if job.get("kind") != TFJOB.kind:
-            raise SystemExit(f"dragonet render: {job.get('kind')!r} is not a TFJob")
+        if job.get("kind") not in {k.kind for k in KINDS}:
+            names = " or ".join(k.kind for k in KINDS)
+            raise SystemExit(f"dragonet render: {job.get('kind')!r} is not a {names}")
         meta = job.setdefault("metadata", {})
         meta.setdefault("namespace", "default")
         meta.setdefault("uid", f"uid-{meta['namespace']}-{meta.get('name')}")
@@ -114,17 +115,19 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
         n for n in load_nodes(args.nodes) if selector.matches(n["metadata"].get("labels") or {})
     ]
     client = create_app(settings).test_client()
-    related = object_map([*nodes, *jobs], ["Node.v1", "Pod.v1", "TFJob.kubeflow.org/v1"])
+    related = object_map([*nodes, *jobs], ["Node.v1", "Pod.v1", *map(job_type_key, KINDS)])
     request = {"controller": {}, "parent": pool, "children": {}, "related": related}
     planned = _post(client, "/pools/sync", request)
-    admissions = {
-        f"{a['metadata']['namespace']}/{a['spec']['job']['name']}": _stored(a)
+    admissions = {  # by kind too: a TFJob and an MXJob may share a name
+        f"{a['spec']['job']['kind']}/{a['metadata']['namespace']}/{a['spec']['job']['name']}": (
+            _stored(a)
+        )
         for a in planned["children"]
     }
     documents: list[dict[str, Any]] = list(planned["children"])
     for job in jobs:
         key = f"{job['metadata']['namespace']}/{job['metadata']['name']}"
-        own = [admissions[key]] if key in admissions else []
+        own = [admissions[f"{job['kind']}/{key}"]] if f"{job['kind']}/{key}" in admissions else []
         request = {
             "controller": {},
             "parent": job,
@@ -132,7 +135,7 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
             "related": object_map(own, [ADMISSIONS]),
             "finalizing": False,
         }
-        body = _post(client, "/tfjobs/sync", request)
+        body = _post(client, f"/{job['kind'].lower()}s/sync", request)
         documents.extend(body["children"])
         sched = body["status"].get("scheduling", {})
         pods = sum(1 for c in body["children"] if c["kind"] == "Pod")
@@ -160,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
         "a cluster file, then render each job's pods, as Metacontroller's two controllers "
         "would. One line per job on stderr says where it landed or why it waits.",
     )
-    r.add_argument("jobs", nargs="+", help="TFJob manifests (YAML), oldest first")
+    r.add_argument("jobs", nargs="+", help="TFJob and MXJob manifests (YAML), oldest first")
     r.add_argument("--nodes", required=True, help="cluster file: Node objects or 'nodes:' list")
     r.add_argument("--pool", help="a TrainingPool manifest (default: the default pool)")
     r.add_argument("--policy", choices=POLICIES, help="override the pool's spec.policy")
