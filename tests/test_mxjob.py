@@ -16,7 +16,15 @@ import pytest
 import yaml
 
 from tests import metacontroller as mc
-from tests.conftest import Hook, condition, observe, pods_of, services_of, with_status
+from tests.conftest import (
+    Hook,
+    condition,
+    load_fixture,
+    observe,
+    pods_of,
+    services_of,
+    with_status,
+)
 from tests.kube_schema import validate_custom, validate_k8s
 from tests.test_crd import _schema_at, _structural_violations
 from tests.test_lifecycle import Run
@@ -486,3 +494,62 @@ def test_the_example_mxjobs_validate_against_the_crd_and_run(hook: Hook) -> None
         body = hook.sync(mc.world(job, [*NODES, mc.node("g-1", gpu=4)]))
         assert condition(body, "Failed") is None, path
         assert len(pods_of(body)) == 4, path
+
+
+# --- committed fixtures: Metacontroller's exact request shape (tests/make_fixtures.py) -----
+
+
+def test_fixture_pool_admits_the_older_mxjob_whole_and_queues_the_tfjob_whole(
+    hook: Hook,
+) -> None:
+    request = load_fixture("pool-sync-mxjob-and-tfjob.json")
+    pool = hook.pool_sync(request)
+    by_name = {a["metadata"]["name"]: a["spec"] for a in pool["children"]}
+    assert set(by_name) == {"mxjob-mx", "tfjob-job1"}
+    mx, tf = by_name["mxjob-mx"], by_name["tfjob-job1"]
+    assert mx["phase"] == "Admitted" and tf["phase"] == "Queued"
+    assert mx["job"] == {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "MXJob",
+        "name": "mx",
+        "uid": request["related"]["MXJob.kubeflow.org/v1"]["default/mx"]["metadata"]["uid"],
+    }
+    assert sorted((p["type"], p["index"], p["node"]) for p in mx["pods"]) == sorted(
+        [("Scheduler", 0, "only-1"), ("Server", 0, "only-1"), ("Server", 1, "only-1")]
+        + [("Worker", i, "only-1") for i in range(3)]
+    )
+    assert tf["pods"] == []
+    assert "default/mx" in tf["message"]  # the job ahead that claims the room
+    assert len(pods_of(hook.plan_then_render(request, "default/mx"))) == 6
+    assert pods_of(hook.render(request["related"]["TFJob.kubeflow.org/v1"]["default/job1"])) == {}
+
+
+def test_fixture_job_sync_renders_kubeflows_env_for_each_pod(hook: Hook) -> None:
+    # Written out from mxnet.go's genClusterSpec / genLabelsSpec / SetPodEnv (v1.7.0).
+    body = hook.job_sync(load_fixture("job-sync-mxjob-admitted.json"))
+    pods = pods_of(body)
+    assert len(pods) == 6 and len(services_of(body)) == 6
+    worker = _env(pods["mx-worker-1"])
+    assert worker == [
+        {
+            "name": "MX_CONFIG",
+            "value": '{"cluster":{"scheduler":[{"url":"mx-scheduler-0","port":9091}],'
+            '"server":[{"url":"mx-server-0","port":9091},{"url":"mx-server-1","port":9091}],'
+            '"worker":[{"url":"mx-worker-0","port":9091},{"url":"mx-worker-1","port":9091},'
+            '{"url":"mx-worker-2","port":9091}]},'
+            '"labels":{"scheduler":"","server":"","worker":""},'
+            '"task":{"type":"worker","index":1}}',
+        },
+        {"name": "DMLC_PS_ROOT_PORT", "value": "9091"},
+        {"name": "DMLC_PS_ROOT_URI", "value": "mx-scheduler-0"},
+        {"name": "DMLC_NUM_SERVER", "value": "2"},
+        {"name": "DMLC_NUM_WORKER", "value": "3"},
+        {"name": "DMLC_ROLE", "value": "worker"},
+        {"name": "DMLC_USE_KUBERNETES", "value": "1"},
+        {"name": "DMLC_WORKER_ID", "value": "1"},
+    ]
+    scheduler = _env(pods["mx-scheduler-0"])
+    assert scheduler[0]["value"].endswith('"task":{"type":"scheduler","index":0}}')
+    assert [e["name"] for e in scheduler][-1] == "DMLC_USE_KUBERNETES"  # no worker id
+    assert {e["name"]: e["value"] for e in scheduler}["DMLC_ROLE"] == "scheduler"
+    assert body["status"]["scheduling"]["nodes"] == ["only-1"]
