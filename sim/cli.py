@@ -34,6 +34,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--jobs", type=int, default=1000, help="trace rows to replay (Philly)")
     s.add_argument("--start", type=int, default=0, help="trace rows to skip (Philly)")
     s.add_argument("--load", type=float, default=1.0, help="arrival-rate factor (2 = twice)")
+    s.add_argument(
+        "--mx-share",
+        type=float,
+        default=0.0,
+        help="share of the trace's jobs replayed as MXJobs of the same shape (0.5 = half)",
+    )
     s.add_argument("--steps", type=float, default=1000, help="steps per job for plain manifests")
     s.add_argument(
         "--policy",
@@ -68,7 +74,12 @@ def _policies(raw: str) -> list[str]:
 def _scenario(args: argparse.Namespace):
     if args.trace:
         return from_trace(
-            args.trace, jobs=args.jobs, start=args.start, load=args.load, nodes_path=args.nodes
+            args.trace,
+            jobs=args.jobs,
+            start=args.start,
+            load=args.load,
+            nodes_path=args.nodes,
+            mx_share=args.mx_share,
         )
     inputs = args.inputs or [str(DEFAULT_SCENARIO)]
     if len(inputs) == 1 and not args.nodes:

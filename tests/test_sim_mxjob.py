@@ -110,3 +110,30 @@ def test_the_mixed_example_runs_every_job_to_succeeded() -> None:
     for spec in example.jobs:
         tkey = MXJOBS if spec.manifest["kind"] == "MXJob" else TFJOBS
         assert condition(_status(sim, tkey, spec.key), "Succeeded")["status"] == "True"
+
+
+def test_a_trace_replays_as_a_mix_of_tfjobs_and_mxjobs_to_succeeded() -> None:
+    from policy.model.jobs import MXJOB, parse_job
+    from sim.scenario import from_trace
+    from tests.kube_schema import validate_custom
+
+    trace = Path(__file__).parent / "fixtures" / "traces" / "philly-excerpt.csv"
+    mixed = from_trace(trace, jobs=8, mx_share=0.5)
+    plain = from_trace(trace, jobs=8)
+    kinds = [s.manifest["kind"] for s in mixed.jobs]
+    assert kinds == ["TFJob", "MXJob"] * 4  # every second job, spread evenly
+    for mx, tf in zip(mixed.jobs, plain.jobs, strict=True):
+        if mx.manifest["kind"] != "MXJob":
+            assert mx == tf
+            continue
+        validate_custom(mx.manifest)
+        job = parse_job({**mx.manifest, "metadata": {**mx.manifest["metadata"], "uid": "u"}}, MXJOB)
+        tf_specs = tf.manifest["spec"]["tfReplicaSpecs"]
+        assert job.replicas["Worker"].replicas == tf_specs["Worker"]["replicas"]
+        assert job.replicas["Server"].replicas == tf_specs["PS"]["replicas"]
+        assert (mx.arrival_s, mx.steps) == (tf.arrival_s, tf.steps)
+    sim = Simulation(mixed, KEEP)
+    assert all(r.finish_s is not None for r in sim.run().jobs)
+    for spec in mixed.jobs:
+        tkey = MXJOBS if spec.manifest["kind"] == "MXJob" else TFJOBS
+        assert condition(_status(sim, tkey, spec.key), "Succeeded")["status"] == "True"
