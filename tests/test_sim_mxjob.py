@@ -137,3 +137,16 @@ def test_a_trace_replays_as_a_mix_of_tfjobs_and_mxjobs_to_succeeded() -> None:
     for spec in mixed.jobs:
         tkey = MXJOBS if spec.manifest["kind"] == "MXJob" else TFJOBS
         assert condition(_status(sim, tkey, spec.key), "Succeeded")["status"] == "True"
+
+
+def test_an_mx_share_outside_0_to_1_is_refused() -> None:
+    import pytest
+
+    from sim.scenario import ScenarioError, from_trace
+
+    trace = Path(__file__).parent / "fixtures" / "traces" / "philly-excerpt.csv"
+    with pytest.raises(ScenarioError, match=r"between 0 and 1, not 1\.5"):
+        from_trace(trace, jobs=4, mx_share=1.5)
+    assert [s.manifest["kind"] for s in from_trace(trace, jobs=3, mx_share=1.0).jobs] == [
+        "MXJob"
+    ] * 3
