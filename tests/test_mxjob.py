@@ -17,6 +17,7 @@ import yaml
 
 from tests import metacontroller as mc
 from tests.conftest import (
+    Clock,
     Hook,
     condition,
     load_fixture,
@@ -553,3 +554,22 @@ def test_fixture_job_sync_renders_kubeflows_env_for_each_pod(hook: Hook) -> None
     assert [e["name"] for e in scheduler][-1] == "DMLC_USE_KUBERNETES"  # no worker id
     assert {e["name"]: e["value"] for e in scheduler}["DMLC_ROLE"] == "scheduler"
     assert body["status"]["scheduling"]["nodes"] == ["only-1"]
+
+
+def test_the_deadline_and_the_backoff_limit_fail_an_mxjob_and_remove_every_pod(
+    hook: Hook, clock: Clock
+) -> None:
+    run = Run(hook, mxjob(runPolicy={"activeDeadlineSeconds": 600, "cleanPodPolicy": "None"}))
+    assert run.sync()["resyncAfterSeconds"] == 600
+    clock.advance(600)
+    body = run.sync()
+    assert condition(body, "Failed")["reason"] == "MXJobDeadlineExceeded"
+    assert body["children"] == []
+
+    backoff = Run(Hook(clock=clock), _policy(mxjob("mb", backoffLimit=2), "OnFailure"))
+    backoff.set_pod("mb-server-0", phase="Running", restarts=1)
+    assert condition(backoff.sync(), "Failed") is None
+    backoff.set_pod("mb-worker-2", phase="Running", restarts=1)
+    body = backoff.sync()
+    assert condition(body, "Failed")["reason"] == "MXJobBackoffLimitExceeded"
+    assert body["children"] == []
