@@ -67,6 +67,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--start", type=int, default=0, help="trace jobs to skip first (Philly and Pollux)"
     )
     s.add_argument("--load", type=float, default=1.0, help="arrival-rate factor (2 = twice)")
+    s.add_argument(
+        "--mx-share",
+        type=float,
+        default=0.0,
+        help="share of the trace's jobs replayed as MXJobs of the same shape (0.5 = half)",
+    )
     s.add_argument("--steps", type=float, default=1000, help="steps per job for plain manifests")
     s.add_argument(
         "--policy",
@@ -124,7 +130,12 @@ def _policies(raw: str) -> list[str]:
 def _scenario(args: argparse.Namespace):
     if args.trace:
         return from_trace(
-            args.trace, jobs=args.jobs, start=args.start, load=args.load, nodes_path=args.nodes
+            args.trace,
+            jobs=args.jobs,
+            start=args.start,
+            load=args.load,
+            nodes_path=args.nodes,
+            mx_share=args.mx_share,
         )
     inputs = args.inputs or [str(DEFAULT_SCENARIO)]
     if len(inputs) == 1 and not args.nodes:

@@ -34,14 +34,18 @@ from sim.kube import Kube
 from sim.metacontroller import Controller, HotLoop, Metacontroller, SyncCost, View
 from sim.results import JobRecord, Progress, Sample, Segment, SimResult
 from sim.spec import JobSpec
-from sim.training import Programs, Training
+from sim.training import Programs, Training, replica_specs
 from sim.webhook import WebhookClient
 from webhooks.app import create_app
 from webhooks.config import Settings
 
 MANIFESTS = Path(__file__).resolve().parent.parent / "metacontroller"
 # The CompositeControllers Metacontroller hosts, in the order its workers are served.
-CONTROLLERS = (MANIFESTS / "pool-controller.yaml", MANIFESTS / "tfjob-controller.yaml")
+CONTROLLERS = (
+    MANIFESTS / "pool-controller.yaml",
+    MANIFESTS / "tfjob-controller.yaml",
+    MANIFESTS / "mxjob-controller.yaml",
+)
 POOLS, JOBS = "dragonet-pools", "dragonet-tfjobs"
 TFJOBS = "TFJob.kubeflow.org/v1"
 AppFactory = Callable[[Callable[[], datetime]], Flask]  # (clock) -> a webhook app
@@ -238,7 +242,8 @@ class Simulation:
     def _finished(self, job: str) -> None:
         after = self.config.delete_finished_after_s
         if after is not None:
-            self.schedule(after, lambda: self.api.delete(TFJOBS, job))
+            kind = next(s.manifest["kind"] for s in self.scenario.jobs if s.key == job)
+            self.schedule(after, lambda: self.api.delete(f"{kind}.kubeflow.org/v1", job))
 
     def _restart_webhook(self) -> None:
         self.webhook.app = self._new_app()
@@ -343,7 +348,7 @@ class Simulation:
     def _bound_job(self, spec: JobSpec) -> BoundJob:
         """The job alone on an ideal cluster, at its best size: no policy can beat it."""
         t = self.programs.jobs.get(spec.key) or Training.of(spec, spec.arrival_s)
-        replicas = spec.manifest["spec"]["tfReplicaSpecs"]
+        replicas = replica_specs(spec.manifest)
         worker = replicas.get("Worker") or {}
         w = int(worker.get("replicas", 0) or 0)
         top = int(spec.manifest["spec"].get("max-instances", w) or w)
@@ -377,7 +382,7 @@ class Simulation:
             segments = list(t.segments)
             if t.since_s != math.inf and self.now > t.since_s:
                 segments.append(Segment(t.since_s, math.inf, t.state, t.open_workers))
-            w = (spec.manifest["spec"]["tfReplicaSpecs"].get("Worker") or {}).get("replicas", 0)
+            w = (replica_specs(spec.manifest).get("Worker") or {}).get("replicas", 0)
             allocation = tuple((at, _units(held)) for at, held in t.held_history)
             records.append(
                 JobRecord(
@@ -395,7 +400,8 @@ class Simulation:
         makespan = max(finishes) if finishes else None
         span = makespan or self.now or 1.0
         cap = {k: v for k, v in _units(self.capacity).items() if k != "pods"}
-        controllers = self.mc.controllers.values()
+        # The controllers that were called (a scenario without MXJobs reports no MXJob one).
+        controllers = [c for c in self.mc.controllers.values() if c.sync_calls]
         lat = sorted(x * 1000 for c in controllers for x in c.latencies_s)
         bounds = lower_bounds([self._bound_job(s) for s in self.scenario.jobs], cap)
         summary = {

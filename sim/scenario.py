@@ -14,7 +14,9 @@ A scenario file (YAML)::
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sim.engine import Scenario
 from sim.kube import node_object
 from sim.profiles import DEFAULT_PROFILE, profile
-from sim.spec import JobSpec
+from sim.spec import JobSpec, as_mxjob
 from sim.traces import load_philly, load_pollux
 from webhooks.manifests import (
     ManifestError,
@@ -57,7 +59,7 @@ class _ScenarioFile(BaseModel):
 
 
 def _tfjobs(path: Path) -> list[dict[str, Any]]:
-    """The TFJobs of a file; an empty file, or one with another kind, is refused."""
+    """The TFJobs and MXJobs of a file; an empty file, or one with another kind, is refused."""
     try:
         return [doc for _, doc in load_jobs(path)]
     except ManifestError as err:
@@ -135,8 +137,10 @@ def from_trace(
     start: int = 0,
     load: float = 1.0,
     nodes_path: str | Path | None = None,
+    mx_share: float = 0.0,
 ) -> Scenario:
-    """A Philly CSV (``timestamp,duration,num_gpus,...``) or a Pollux workload CSV."""
+    """A Philly CSV (``timestamp,duration,num_gpus,...``) or a Pollux workload CSV;
+    ``mx_share`` of its jobs (every 1/share-th, deterministically) replayed as MXJobs."""
     path = Path(path)
     nodes = tuple(load_nodes(nodes_path)) if nodes_path else gpu_cluster()
     gpus = sum(int(n["status"]["allocatable"].get("nvidia.com/gpu", 0)) for n in nodes)
@@ -152,7 +156,23 @@ def from_trace(
         raise ScenarioError(f"{path}: not a Philly or Pollux trace (header {header!r})")
     if load != 1.0:
         name += f" x{load:g} load"
+    if mx_share:
+        specs = mix_mxjobs(specs, mx_share)
+        name += f", {mx_share:.0%} MXJobs"
     return Scenario(name, nodes, _checked(specs, path))
+
+
+def mix_mxjobs(specs: list[JobSpec], share: float) -> list[JobSpec]:
+    """Every job whose position crosses a multiple of ``1/share`` becomes the MXJob of the
+    same shape (``sim.spec.as_mxjob``): exactly ``share`` of them, spread evenly."""
+    if not 0.0 <= share <= 1.0:
+        raise ScenarioError(f"the MXJob share must lie between 0 and 1, not {share}")
+    return [
+        replace(s, manifest=as_mxjob(s.manifest))
+        if math.floor((i + 1) * share) > math.floor(i * share)
+        else s
+        for i, s in enumerate(specs)
+    ]
 
 
 def _checked(jobs: list[JobSpec], where: object) -> tuple[JobSpec, ...]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 IMAGE = "tensorflow/tensorflow:1.15.5"
+MX_IMAGE = "mxjob/mxnet:gpu"
 
 
 @dataclass(frozen=True)
@@ -119,4 +120,36 @@ def tfjob_manifest(
         "kind": "TFJob",
         "metadata": {"name": name, "namespace": namespace},
         "spec": spec,
+    }
+
+
+def as_mxjob(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The MXJob (MXTrain) with a TFJob's shape: its parameter servers become servers, the
+    same workers, plus a scheduler sized like a server. MXJobs are not elastic: the workers
+    are ``Worker.replicas``, whatever ``min-instances``/``max-instances`` the TFJob had."""
+    tf = manifest["spec"]["tfReplicaSpecs"]
+    worker, ps = tf["Worker"], tf.get("PS")
+
+    def mx(replica: Mapping[str, Any], n: int) -> dict[str, Any]:
+        (container,) = replica["template"]["spec"]["containers"]
+        resources = container["resources"]["requests"]
+        main = {**_container(resources), "name": "mxnet", "image": MX_IMAGE}
+        main["ports"] = [{"name": "mxjob-port", "containerPort": 9091}]
+        return {
+            "replicas": n,
+            "restartPolicy": replica.get("restartPolicy", "OnFailure"),
+            "template": {"spec": {"containers": [main]}},
+        }
+
+    servers = ps or worker
+    specs = {
+        "Scheduler": mx(servers, 1),
+        "Server": mx(servers, ps["replicas"] if ps else 1),
+        "Worker": mx(worker, worker["replicas"]),
+    }
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "MXJob",
+        "metadata": dict(manifest["metadata"]),
+        "spec": {"jobMode": "MXTrain", "mxReplicaSpecs": specs},
     }

@@ -6,12 +6,16 @@ for a job without DRAGON's bounds). Its speed comes from :class:`TrainingProfile
 worker contributes once it has restored the checkpoint (``restore_s`` after it started),
 faster next to a parameter server than across the network. When the global steps are
 done, the chief and the workers exit 0; parameter servers run until they are deleted.
+
+An MXJob trains the same way: its servers are its parameter servers, and its scheduler
+must run too (ps-lite's root); when the steps are done its workers and scheduler exit 0.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from policy.model.cluster import L_JOB, L_OPERATOR, L_TYPE, OPERATOR_NAME
 from policy.model.jobs import pod_request
@@ -22,6 +26,8 @@ from sim.spec import JobSpec
 
 PODS = "Pod.v1"
 CHIEFS = ("chief", "master")
+PS_ROLES = ("ps", "server")  # a TFJob's parameter servers, an MXJob's servers
+ROOT = "scheduler"  # an MXJob's ps-lite scheduler: needed to train, exits with the workers
 _DONE = ("Succeeded", "Failed")
 
 
@@ -54,6 +60,7 @@ class Training:
     chief: bool
     min_workers: int
     gang: int  # pods the job needs to train (PS + chief + min workers)
+    root: bool = False  # an MXJob's scheduler
     progress: float = 0.0
     rate: float = 0.0
     updated_s: float = 0.0
@@ -73,16 +80,22 @@ class Training:
 
     @classmethod
     def of(cls, spec: JobSpec, now: float) -> Training:
-        replicas = spec.manifest["spec"]["tfReplicaSpecs"]
-        ps = int((replicas.get("PS") or {}).get("replicas", 0) or 0)
+        replicas = replica_specs(spec.manifest)
+        ps = sum(int((replicas.get(t) or {}).get("replicas", 0) or 0) for t in ("PS", "Server"))
         chief = any(t in replicas for t in ("Chief", "Master"))
+        root = "Scheduler" in replicas
         worker = replicas.get("Worker") or {}
         bounds = {**spec.manifest["spec"], **worker}
         w = int(worker.get("replicas", 0) or 0)
         min_workers = int(bounds.get("min-instances", w) or 0) if w else 0
-        return cls(
-            spec, ps, chief, min_workers, ps + chief + min_workers, updated_s=now, since_s=now
-        )
+        gang = ps + chief + root + min_workers
+        return cls(spec, ps, chief, min_workers, gang, root=root, updated_s=now, since_s=now)
+
+
+def replica_specs(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A TFJob's ``tfReplicaSpecs`` or an MXJob's ``mxReplicaSpecs``."""
+    spec = manifest["spec"]
+    return spec.get("tfReplicaSpecs") or spec.get("mxReplicaSpecs") or {}
 
 
 @dataclass
@@ -165,12 +178,18 @@ class Programs:
         t.progress += t.rate * (now - t.updated_s)
         t.updated_s = now
         pods = [p for k in sorted(self.pods_of.get(job, ())) if (p := self.api.get(PODS, k))]
-        ps_nodes = {p["spec"]["nodeName"] for p in pods if _role(p) == "ps" and _running(p)}
-        ps_up = sum(1 for p in pods if _role(p) == "ps" and _running(p))
+        ps_nodes = {p["spec"]["nodeName"] for p in pods if _role(p) in PS_ROLES and _running(p)}
+        ps_up = sum(1 for p in pods if _role(p) in PS_ROLES and _running(p))
         chief_up = any(_role(p) in CHIEFS and _running(p) for p in pods)
+        root_up = any(_role(p) == ROOT and _running(p) for p in pods)
         workers = [p for p in pods if _role(p) in ("worker", *CHIEFS) and _running(p)]
         n_workers = sum(1 for p in workers if _role(p) == "worker")
-        ready = ps_up >= t.ps and (chief_up or not t.chief) and n_workers >= t.min_workers
+        ready = (
+            ps_up >= t.ps
+            and (chief_up or not t.chief)
+            and (root_up or not t.root)
+            and n_workers >= t.min_workers
+        )
         local = remote = 0
         next_warm = None
         for p in workers:
@@ -230,7 +249,7 @@ class Programs:
             self.on_finish(job)
         for key in sorted(self.pods_of.get(job, ())):
             pod = self.api.get(PODS, key)
-            if pod is not None and _role(pod) in ("worker", *CHIEFS) and _running(pod):
+            if pod is not None and _role(pod) in ("worker", ROOT, *CHIEFS) and _running(pod):
                 self.exit_pod(key, 0)
 
     def _set_state(self, t: Training, state: State | None, now: float) -> None:

@@ -12,9 +12,9 @@ import pytest
 from tests import metacontroller as mc
 from tests.kube_schema import (
     validate_custom,
+    validate_job_status,
     validate_k8s,
     validate_pool_status,
-    validate_tfjob_status,
 )
 from webhooks.app import create_app
 from webhooks.config import Settings
@@ -76,19 +76,20 @@ class Hook:
         return body
 
     def job_sync(self, request: dict[str, Any]) -> dict[str, Any]:
-        response = self.post("/tfjobs/sync", request)
+        kind = request["parent"].get("kind", "TFJob")
+        response = self.post(f"/{kind.lower()}s/sync", request)
         assert response.status_code == 200, response.get_data(as_text=True)
         body = response.get_json()
         for child in body["children"]:
             validate_k8s(child)
             # Metacontroller aborts the whole sync if a child's labels miss the selector's.
             assert "training.kubeflow.org/job-name" in child["metadata"]["labels"]
-        validate_tfjob_status(body["status"])
+        validate_job_status(kind, body["status"])
         return body
 
     def admission(self, job: dict[str, Any]) -> dict[str, Any] | None:
-        meta = job["metadata"]
-        return self.admissions.get(f"{meta['namespace']}/tfjob-{meta['name']}")
+        meta, kind = job["metadata"], job.get("kind", "TFJob").lower()
+        return self.admissions.get(f"{meta['namespace']}/{kind}-{meta['name']}")
 
     def render(self, job: dict[str, Any]) -> dict[str, Any]:
         """The job's sync on its stored Admission, before it has pods."""
@@ -97,7 +98,12 @@ class Hook:
     def plan_then_render(self, pool_request: dict[str, Any], job: str) -> dict[str, Any]:
         """A pool sync request (a fixture), then the sync of one of its jobs ("ns/name")."""
         self.pool_sync(pool_request)
-        return self.render(pool_request["related"]["TFJob.kubeflow.org/v1"][job])
+        related = pool_request["related"]
+        jobs = {
+            **related.get("TFJob.kubeflow.org/v1", {}),
+            **related.get("MXJob.kubeflow.org/v1", {}),
+        }
+        return self.render(jobs[job])
 
     def sync(self, w: mc.World) -> dict[str, Any]:
         """What Metacontroller does after a change: the pool plans, then the job renders

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from policy.job.render import render_pod
 from tests import metacontroller as mc
 
 OLD = "2026-11-21T09:00:00Z"  # an hour before the tests' clock: the queued job starves
@@ -121,15 +122,44 @@ def _world() -> tuple[mc.World, list[dict[str, Any]]]:
 
 
 def _pod_child(job: dict[str, Any], rtype: str, index: int, node: str) -> dict[str, Any]:
-    from policy.job.render import render_pod
     from policy.model.jobs import parse_job
 
     return render_pod(parse_job(job), rtype, index, node, node, "affinity", "", 1)
 
 
+def _mx_world() -> tuple[mc.World, dict[str, Any]]:
+    """An MXJob running with all its pods on n-1, and its Admission."""
+    from policy.model.jobs import MXJOB, parse_job
+
+    container = {"name": "mxnet", "image": "mx:1", "resources": {"requests": {"cpu": "1"}}}
+    spec = {
+        t: {"replicas": n, "template": {"spec": {"containers": [dict(container)]}}}
+        for t, n in (("Scheduler", 1), ("Server", 1), ("Worker", 2))
+    }
+    manifest = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "MXJob",
+        "metadata": {"name": "mx"},
+        "spec": {"jobMode": "MXTrain", "mxReplicaSpecs": spec},
+    }
+    job = mc.tfjob(manifest, created=OLD)
+    placed = [("Scheduler", 0, "n-1"), ("Server", 0, "n-1"), ("Worker", 0, "n-1")]
+    placed.append(("Worker", 1, "n-1"))
+    parsed = parse_job(job, MXJOB)
+    pods = [
+        mc.observed_pod(job, render_pod(parsed, t, i, node, node, "affinity", "", 1))
+        for t, i, node in placed
+    ]
+    return mc.world(job, [mc.node("n-1")], pods=pods), mc.admission(job, placed, workers=2)
+
+
 def bases() -> dict[str, dict[str, Any]]:
     """One real request per hook (name -> (path, body))."""
     w, admissions = _world()
+    mx, mx_admission = _mx_world()
+    w.jobs.append(mx.parent)  # one queue: the pool plans the MXJob too
+    w.pods.extend(mx.pods)
+    admissions.append(mx_admission)
     job_sync = mc.job_request(w, admissions[0])
     finalizing = copy.deepcopy(
         mc.job_request(mc.world(w.parent, w.nodes, pods=w.pods, finalizing=True), None)
@@ -141,6 +171,7 @@ def bases() -> dict[str, dict[str, Any]]:
         "/tfjobs/finalize": finalizing,
         "/pools/customize": {"controller": mc.controller(), "parent": mc.pool()},
         "/tfjobs/customize": {"controller": mc.controller(), "parent": w.parent},
+        "/mxjobs/sync": mc.job_request(mx, mx_admission),
     }
 
 

@@ -94,6 +94,16 @@ def validate_tfjob_status(status: dict[str, Any]) -> None:
     _validate_with(_tfjob_status_validator(), status, what="TFJob status")
 
 
+def validate_job_status(kind: str, status: dict[str, Any]) -> None:
+    """Validate a training job's ``status`` (TFJob, MXJob) against its kind's CRD."""
+    _validate_with(_status_validator(kind), status, what=f"{kind} status")
+
+
+@functools.cache
+def _status_validator(kind: str) -> jsonschema.Draft4Validator:
+    return _validator(_served_version(kind)["schema"]["openAPIV3Schema"]["properties"]["status"])
+
+
 def validate_custom(obj: dict[str, Any]) -> None:
     """Validate an instance of one of our own CRDs in ``crd/`` (TrainingPool, Admission,
     TFJob), chosen by its kind."""
@@ -208,6 +218,7 @@ def _tfjob_status_validator() -> jsonschema.Draft4Validator:
 
 _OWN_CRDS = {
     "TFJob": "tfjobs.kubeflow.org.yaml",
+    "MXJob": "mxjobs.kubeflow.org.yaml",
     "TrainingPool": "trainingpools.dragonet.io.yaml",
     "Admission": "admissions.dragonet.io.yaml",
 }

@@ -3,7 +3,7 @@
 Run ``python -m tests.make_fixtures`` after changing a scenario; the JSON is committed so a
 reader can see the exact wire format each test feeds the webhook: the pool's sync
 (``pool-sync-*``: parent a TrainingPool, related the cluster, children its Admissions) and a
-job's sync (``job-sync-*``: parent a TFJob, related its Admission).
+job's sync (``job-sync-*``: parent a TFJob or an MXJob, related its Admission).
 """
 
 from __future__ import annotations
@@ -15,6 +15,33 @@ from tests import metacontroller as mc
 
 OUT = Path(__file__).parent / "fixtures"
 JOB1 = "dragon-job1-cpu.yaml"  # 1 PS + 4 workers, 4 cpu / 8Gi each (limits only), min 1, max 4
+
+
+def mxjob(name: str, created: str) -> dict:
+    """An MXJob (MXTrain): 1 scheduler, 2 servers, 3 workers, 2 cpu / 4Gi each."""
+
+    def replica(n: int) -> dict:
+        container = {
+            "name": "mxnet",
+            "image": "mxjob/mxnet:cpu",
+            "resources": {"requests": {"cpu": "2", "memory": "4Gi"}},
+        }
+        return {"replicas": n, "template": {"spec": {"containers": [container]}}}
+
+    manifest = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "MXJob",
+        "metadata": {"name": name},
+        "spec": {
+            "jobMode": "MXTrain",
+            "mxReplicaSpecs": {
+                "Scheduler": replica(1),
+                "Server": replica(2),
+                "Worker": replica(3),
+            },
+        },
+    }
+    return mc.tfjob(manifest, created=created)
 
 
 def scenarios() -> dict[str, dict]:
@@ -31,7 +58,18 @@ def scenarios() -> dict[str, dict]:
     # What the pool decides for job1 on big-1 (written out here, not by the code under test).
     slots = [("PS", 0), *(("Worker", i) for i in range(4))]
     admitted = mc.admission(job1, [(t, i, "big-1") for t, i in slots], workers=4)
+    # One 16-cpu node, an MXJob (12 cpu) and job1 (at least 8 cpu: its PS and min-instances
+    # 1 worker): only one fits; the MXJob is older.
+    mx_node = [mc.node("only-1", cpu="16", memory="64Gi")]
+    mx = mxjob("mx", created="2026-11-21T09:00:00Z")
+    job1_later = mc.tfjob(JOB1, created="2026-11-21T09:00:05Z")
+    mx_slots = [("Scheduler", 0), ("Server", 0), ("Server", 1), *(("Worker", i) for i in range(3))]
+    mx_admitted = mc.admission(mx, [(t, i, "only-1") for t, i in mx_slots], workers=3)
     return {
+        "pool-sync-mxjob-and-tfjob.json": mc.pool_request(
+            mc.world(mx, mx_node, jobs=[job1_later, mx])
+        ),
+        "job-sync-mxjob-admitted.json": mc.job_request(mc.world(mx, mx_node), mx_admitted),
         "pool-sync-job1-one-big-node.json": mc.pool_request(mc.world(job1, big)),
         "pool-sync-job1-spill.json": mc.pool_request(mc.world(job1, spill)),
         "pool-sync-job1-cannot-fit.json": mc.pool_request(mc.world(job1, tiny)),

@@ -28,6 +28,7 @@ from policy.model.pool import pool_object
 ROOT = Path(__file__).resolve().parent.parent
 COMPAT = ROOT / "tests" / "fixtures" / "compat"  # the manifests of ../shared/compat
 CONTROLLER_YAML = ROOT / "metacontroller" / "tfjob-controller.yaml"
+MX_CONTROLLER_YAML = ROOT / "metacontroller" / "mxjob-controller.yaml"
 POOL_CONTROLLER_YAML = ROOT / "metacontroller" / "pool-controller.yaml"
 T0 = "2026-11-21T10:00:00Z"
 
@@ -35,7 +36,13 @@ CHILD_TYPES = ["Pod.v1", "Service.v1"]
 ADMISSIONS = "Admission.dragonet.io/v1alpha1"
 POOLS = "TrainingPool.dragonet.io/v1alpha1"
 PRIORITY_CLASSES = "PriorityClass.scheduling.k8s.io/v1"
-POOL_RELATED_TYPES = ["Node.v1", "Pod.v1", "TFJob.kubeflow.org/v1", PRIORITY_CLASSES]
+POOL_RELATED_TYPES = [
+    "Node.v1",
+    "Pod.v1",
+    "TFJob.kubeflow.org/v1",
+    "MXJob.kubeflow.org/v1",
+    PRIORITY_CLASSES,
+]
 
 
 def _uid(*parts: str) -> str:
@@ -121,18 +128,20 @@ def tfjob(
     status: dict[str, Any] | None = None,
     generation: int = 1,
 ) -> dict[str, Any]:
-    """A TFJob as the API server returns it: the user's manifest plus server metadata."""
+    """A TFJob (or MXJob) as the API server returns it: the user's manifest plus server
+    metadata."""
     obj = copy.deepcopy(compat(manifest) if isinstance(manifest, str) else manifest)
+    plural = obj.get("kind", "TFJob").lower() + "s"
     meta = obj.setdefault("metadata", {})
     if name:
         meta["name"] = name
     meta.update(
         namespace=namespace,
-        uid=_uid("tfjob", namespace, meta["name"], created),
+        uid=_uid(plural[:-1], namespace, meta["name"], created),
         resourceVersion="1000",
         generation=generation,
         creationTimestamp=created,
-        finalizers=["metacontroller.io/compositecontroller-dragonet-tfjobs"],
+        finalizers=[f"metacontroller.io/compositecontroller-dragonet-{plural}"],
     )
     if status is not None:
         obj["status"] = status
@@ -159,7 +168,7 @@ def observed_pod(
         ownerReferences=[
             {
                 "apiVersion": "kubeflow.org/v1",
-                "kind": "TFJob",
+                "kind": parent.get("kind", "TFJob"),
                 "name": parent["metadata"]["name"],
                 "uid": parent["metadata"]["uid"],
                 "controller": True,
@@ -331,8 +340,9 @@ def pool_request(
 def job_request(w: World, admission: dict[str, Any] | None) -> dict[str, Any]:
     """The v2 sync request of ``w.parent``: its own pods and services as children, its own
     Admission (if the pool wrote one) as related."""
+    mx = w.parent.get("kind") == "MXJob"
     return {
-        "controller": controller(),
+        "controller": controller(MX_CONTROLLER_YAML if mx else CONTROLLER_YAML),
         "parent": w.parent,
         "children": _group([*w.own(w.pods), *w.own(w.services)], CHILD_TYPES),
         "related": _group([admission] if admission else [], [ADMISSIONS]),
@@ -391,7 +401,7 @@ def admission(
         "apiVersion": "dragonet.io/v1alpha1",
         "kind": "Admission",
         "metadata": {
-            "name": f"tfjob-{meta['name']}",
+            "name": f"{job.get('kind', 'TFJob').lower()}-{meta['name']}",
             "namespace": meta["namespace"],
             "uid": _uid("adm", meta["namespace"], meta["name"]),
             "resourceVersion": str(3000 + generation),
@@ -407,7 +417,7 @@ def admission(
             "pool": pool_name,
             "job": {
                 "apiVersion": "kubeflow.org/v1",
-                "kind": "TFJob",
+                "kind": job.get("kind", "TFJob"),
                 "name": meta["name"],
                 "uid": meta["uid"],
             },

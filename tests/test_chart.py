@@ -25,8 +25,10 @@ CHART = ROOT / "chart"
 PLAIN = {
     "pools": ROOT / "metacontroller" / "pool-controller.yaml",
     "tfjobs": ROOT / "metacontroller" / "tfjob-controller.yaml",
+    "mxjobs": ROOT / "metacontroller" / "mxjob-controller.yaml",
 }
-HOOKS = {"pools": ("customize", "sync"), "tfjobs": ("customize", "sync", "finalize")}
+JOB_HOOKS = ("customize", "sync", "finalize")
+HOOKS = {"pools": ("customize", "sync"), "tfjobs": JOB_HOOKS, "mxjobs": JOB_HOOKS}
 
 # Non-default values touching every knob, as a user's values file would.
 CUSTOM_VALUES: dict[str, Any] = {
@@ -198,9 +200,11 @@ def test_default_render_has_the_expected_objects(default_docs: list[dict[str, An
         ("ClusterRole", "dragonet-tfjobs-view"),
         ("ClusterRole", "dragonet-trainingpools-admin"),
         ("ClusterRole", "dragonet-trainingpools-view"),
+        ("CompositeController", "dragonet-mxjobs"),
         ("CompositeController", "dragonet-pools"),
         ("CompositeController", "dragonet-tfjobs"),
         ("CustomResourceDefinition", "admissions.dragonet.io"),
+        ("CustomResourceDefinition", "mxjobs.kubeflow.org"),
         ("CustomResourceDefinition", "tfjobs.kubeflow.org"),
         ("CustomResourceDefinition", "trainingpools.dragonet.io"),
         ("Deployment", "dragonet-webhook"),
@@ -491,12 +495,13 @@ def test_tfjob_permissions_are_aggregated_into_the_default_roles(
             for v in rule["verbs"]
         }
 
-    assert {"create", "delete", "get", "list", "watch", "patch", "update"} <= verbs(edit, "tfjobs")
-    assert verbs(view, "tfjobs") == {"get", "list", "watch"}
-    assert verbs(view, "tfjobs/status") == {"get", "list", "watch"}
-    # Users must not be able to forge the status Dragonet keeps its scheduling memory in,
-    # nor the pools' decisions: they read Admissions, only Metacontroller writes them.
-    assert not {"update", "patch"} & verbs(edit, "tfjobs/status")
+    for jobs in ("tfjobs", "mxjobs"):
+        assert {"create", "delete", "get", "list", "watch", "patch", "update"} <= verbs(edit, jobs)
+        assert verbs(view, jobs) == {"get", "list", "watch"}
+        assert verbs(view, f"{jobs}/status") == {"get", "list", "watch"}
+        # Users must not be able to forge the status Dragonet keeps its scheduling memory
+        # in, nor the pools' decisions: they read Admissions, only Metacontroller writes them.
+        assert not {"update", "patch"} & verbs(edit, f"{jobs}/status")
     assert verbs(edit, "admissions", "dragonet.io") == {"get", "list", "watch"}
     assert verbs(view, "admissions", "dragonet.io") == {"get", "list", "watch"}
     pools_admin = roles["dragonet-trainingpools-admin"]
@@ -532,7 +537,8 @@ def _controller(docs: list[dict[str, Any]], which: str) -> dict[str, Any]:
 
 def test_plain_controller_manifests_validate() -> None:
     pools, tfjobs = _plain_controller("pools"), _plain_controller("tfjobs")
-    for controller in (pools, tfjobs):
+    mxjobs = _plain_controller("mxjobs")
+    for controller in (pools, tfjobs, mxjobs):
         validate_composite_controller(controller)
         assert controller["spec"]["generateSelector"] is True
     assert pools["metadata"]["name"] == "dragonet-pools"
@@ -548,17 +554,18 @@ def test_plain_controller_manifests_validate() -> None:
             "updateStrategy": {"method": "InPlace"},
         }
     ]
-    assert tfjobs["metadata"]["name"] == "dragonet-tfjobs"
-    assert tfjobs["spec"]["parentResource"] == {
-        "apiVersion": "kubeflow.org/v1",
-        "resource": "tfjobs",
-        "ignoreStatusChanges": True,
-    }
-    assert tfjobs["spec"]["childResources"] == [
-        {"apiVersion": "v1", "resource": r, "updateStrategy": {"method": "OnDelete"}}
-        for r in ("pods", "services")
-    ]
-    for which, controller in (("pools", pools), ("tfjobs", tfjobs)):
+    for plural, jobs in (("tfjobs", tfjobs), ("mxjobs", mxjobs)):
+        assert jobs["metadata"]["name"] == f"dragonet-{plural}"
+        assert jobs["spec"]["parentResource"] == {
+            "apiVersion": "kubeflow.org/v1",
+            "resource": plural,
+            "ignoreStatusChanges": True,
+        }
+        assert jobs["spec"]["childResources"] == [
+            {"apiVersion": "v1", "resource": r, "updateStrategy": {"method": "OnDelete"}}
+            for r in ("pods", "services")
+        ]
+    for which, controller in (("pools", pools), ("tfjobs", tfjobs), ("mxjobs", mxjobs)):
         hooks = controller["spec"]["hooks"]
         assert set(hooks) == set(HOOKS[which])
         for hook in HOOKS[which]:
@@ -568,7 +575,7 @@ def test_plain_controller_manifests_validate() -> None:
             assert hooks[hook] == {"version": "v2", "webhook": {"url": url, "timeout": "10s"}}
 
 
-@pytest.mark.parametrize("which", ["pools", "tfjobs"])
+@pytest.mark.parametrize("which", ["pools", "tfjobs", "mxjobs"])
 def test_chart_controller_equals_the_plain_manifest_for_release_dragonet_in_dragonet(
     default_docs: list[dict[str, Any]], which: str
 ) -> None:
@@ -578,7 +585,7 @@ def test_chart_controller_equals_the_plain_manifest_for_release_dragonet_in_drag
     assert rendered["spec"] == plain["spec"]
 
 
-@pytest.mark.parametrize("which", ["pools", "tfjobs"])
+@pytest.mark.parametrize("which", ["pools", "tfjobs", "mxjobs"])
 def test_chart_controller_differs_from_the_plain_manifest_only_in_name_and_url(
     custom_docs: list[dict[str, Any]], which: str
 ) -> None:

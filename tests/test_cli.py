@@ -182,13 +182,15 @@ def test_render_refuses_a_legacy_tfjob_and_says_a_converter_is_planned(
     assert "not supported yet" in line and "a converter is planned" in line
 
 
-def test_render_refuses_an_mxjob(capsys: pytest.CaptureFixture[str]) -> None:
+def test_render_refuses_a_legacy_mxjob_and_says_a_converter_is_planned(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     mx = COMPAT / "legacy-mxjob-v1alpha1.yaml"
     code, _, err = _render(capsys, str(mx), "--nodes", NODES)
     assert code == 2
     line = _one_line(err)
     assert line.startswith(f"dragonet render: {mx}:4: kind 'MXJob'")
-    assert "MXJob is not supported yet" in line
+    assert "legacy MXNet-operator MXJob is not supported yet" in line
 
 
 def test_render_fails_a_kubeshare_job(capsys: pytest.CaptureFixture[str]) -> None:
@@ -323,3 +325,32 @@ def test_a_bug_of_ours_is_one_line_and_status_3(
     code, _, err = _render(capsys, str(EXAMPLES / "job1.yaml"), "--nodes", NODES)
     assert code == 3
     assert _one_line(err).startswith("dragonet render: internal error: KeyError: 'name'")
+
+
+def test_render_plans_tfjobs_and_mxjobs_in_one_queue(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text("nodes:\n  - {name: g-1, cpu: 32, memory: 128Gi, gpu: 2}\n")
+    mx = EXAMPLES / "mxjobs" / "linear.yaml"
+    code = main(["render", str(EXAMPLES / "job1.yaml"), str(mx), "--nodes", str(nodes)])
+    out, err = capsys.readouterr()
+    assert code == 0
+    docs = list(yaml.safe_load_all(out))
+    for doc in docs:
+        (validate_custom if doc["kind"] == "Admission" else validate_k8s)(doc)
+    admissions = {d["metadata"]["name"] for d in docs if d["kind"] == "Admission"}
+    assert admissions == {"tfjob-job1", "mxjob-linear"}
+    pods = {d["metadata"]["name"] for d in docs if d["kind"] == "Pod"}
+    assert {"linear-scheduler-0", "linear-server-0", "linear-worker-1"} <= pods
+    assert "team-m/linear: Admitted - 4 pods on g-1" in err
+
+
+def test_render_refuses_another_kind(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: p}\n")
+    code, _, err = _render(capsys, str(job), "--nodes", NODES)
+    assert code == 2
+    assert "not a training job (expected apiVersion kubeflow.org/v1, kind TFJob or MXJob)" in (
+        _one_line(err)
+    )

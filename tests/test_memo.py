@@ -17,6 +17,7 @@ POOL_FIXTURES = [
     "pool-sync-job1-one-big-node.json",
     "pool-sync-job1-spill.json",
     "pool-sync-two-jobs.json",
+    "pool-sync-mxjob-and-tfjob.json",
 ]
 
 

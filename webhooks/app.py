@@ -1,10 +1,11 @@
 """The Flask application: Metacontroller's hooks for pools and for each job kind.
 
 ``/pools/{customize,sync}`` serve the CompositeController of TrainingPools (the planner);
-``/tfjobs/{customize,sync,finalize}`` the thin job controller. Routes stay thin: parse,
-call the pure policy with the clock's ``now``, serialise. A request we cannot read is
-answered 400 with a JSON message (Metacontroller logs it and retries); an invalid TFJob is
-a normal 200 answer whose status says what is wrong.
+``/tfjobs/{customize,sync,finalize}`` and ``/mxjobs/...`` the thin job controllers (one
+set of routes per kind in ``KINDS``). Routes stay thin: parse, call the pure policy with
+the clock's ``now``, serialise. A request we cannot read is answered 400 with a JSON
+message (Metacontroller logs it and retries); an invalid job is a normal 200 answer whose
+status says what is wrong.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from werkzeug.exceptions import HTTPException
 from policy.job.sync import JobConfig, finalize, related_rules
 from policy.job.sync import sync as job_sync
 from policy.memo import Memo, Undecodable
-from policy.model.jobs import TFJOB, JobKind
-from policy.pool.observe import MalformedRequest
+from policy.model.jobs import JobKind
+from policy.pool.observe import KINDS, MalformedRequest
 from policy.pool.sync import sync as pool_sync
 from webhooks.config import Settings
 from webhooks.hooks import CustomizeRequest, pool_related_resources
@@ -92,7 +93,7 @@ def _answer(children: list, status: dict, resync: float | None) -> Response:
 
 
 def create_app(
-    settings: Settings | None = None, clock: Clock = utc_now, kinds: Iterable[JobKind] = (TFJOB,)
+    settings: Settings | None = None, clock: Clock = utc_now, kinds: Iterable[JobKind] = KINDS
 ) -> Flask:
     """``clock`` is injectable so a simulator can run the real webhook on simulated time."""
     settings = settings or Settings()

@@ -19,6 +19,7 @@ from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.jobs import gang_scheduler, parse_job
 from policy.model.lifecycle import REASON_INVALID
 from policy.model.pool import POLICIES, PoolSpec, pool_object
+from policy.pool.observe import KINDS, job_type_key
 from webhooks.app import create_app, utc_now
 from webhooks.config import Settings
 from webhooks.hooks import object_map
@@ -87,8 +88,11 @@ def invalid_reason(status: dict[str, Any]) -> str | None:
 
 def gang_warning(where: str, job: dict[str, Any]) -> str | None:
     """One line for a job whose pods name kube-batch or volcano (no PodGroup is made)."""
+    kind = next((k for k in KINDS if k.kind == job.get("kind")), None)
+    if kind is None:
+        return None
     try:
-        name = gang_scheduler(parse_job(job))
+        name = gang_scheduler(parse_job(job, kind))
     except ValueError:
         return None
     if name is None:
@@ -144,11 +148,13 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
         n for n in load_nodes(args.nodes) if selector.matches(n["metadata"].get("labels") or {})
     ]
     client = create_app(settings).test_client()
-    related = object_map([*nodes, *jobs], ["Node.v1", "Pod.v1", "TFJob.kubeflow.org/v1"])
+    related = object_map([*nodes, *jobs], ["Node.v1", "Pod.v1", *map(job_type_key, KINDS)])
     request = {"controller": {}, "parent": pool, "children": {}, "related": related}
     planned = _post(client, "/pools/sync", request)
-    admissions = {
-        f"{a['metadata']['namespace']}/{a['spec']['job']['name']}": _stored(a)
+    admissions = {  # by kind too: a TFJob and an MXJob may share a name
+        f"{a['spec']['job']['kind']}/{a['metadata']['namespace']}/{a['spec']['job']['name']}": (
+            _stored(a)
+        )
         for a in planned["children"]
     }
     documents: list[dict[str, Any]] = list(planned["children"])
@@ -158,7 +164,7 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
         if warning:
             print(f"dragonet render: {warning}", file=sys.stderr)
         key = f"{job['metadata']['namespace']}/{job['metadata']['name']}"
-        own = [admissions[key]] if key in admissions else []
+        own = [admissions[f"{job['kind']}/{key}"]] if f"{job['kind']}/{key}" in admissions else []
         request = {
             "controller": {},
             "parent": job,
@@ -166,7 +172,7 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
             "related": object_map(own, [ADMISSIONS]),
             "finalizing": False,
         }
-        body = _post(client, "/tfjobs/sync", request)
+        body = _post(client, f"/{job['kind'].lower()}s/sync", request)
         documents.extend(body["children"])
         sched = body["status"].get("scheduling", {})
         pods = sum(1 for c in body["children"] if c["kind"] == "Pod")
@@ -275,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         epilog=RENDER_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    r.add_argument("jobs", nargs="+", help="TFJob manifests (YAML), oldest first")
+    r.add_argument("jobs", nargs="+", help="TFJob and MXJob manifests (YAML), oldest first")
     r.add_argument(
         "--nodes",
         required=True,

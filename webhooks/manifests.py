@@ -101,10 +101,10 @@ LEGACY_TFJOB = "tensorflow.org"
 def refuse_unsupported(path: str | Path, line: int | str, doc: Mapping[str, Any]) -> None:
     """A job manifest Dragonet cannot run yet is refused with what to do, not skipped."""
     kind, api = doc.get("kind"), str(doc.get("apiVersion", ""))
-    if kind == "TFJob" and api.startswith("kubeflow.org/"):
+    if kind in ("TFJob", "MXJob") and api == "kubeflow.org/v1":
         meta = doc.get("metadata")
         if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
-            raise ManifestError(f"{path}:{line}: metadata.name: a TFJob needs a name")
+            raise ManifestError(f"{path}:{line}: metadata.name: a {kind} needs a name")
         if not isinstance(meta.get("namespace", ""), str):
             raise ManifestError(f"{path}:{line}: metadata.namespace: must be a string")
         return
@@ -115,12 +115,18 @@ def refuse_unsupported(path: str | Path, line: int | str, doc: Mapping[str, Any]
             "planned); rewrite it as a kubeflow.org/v1 TFJob with spec.tfReplicaSpecs"
         )
     if kind == "MXJob":
-        raise ManifestError(f"{where}: MXJob is not supported yet; Dragonet runs TFJob only")
-    raise ManifestError(f"{where}: not a TFJob (expected apiVersion kubeflow.org/v1, kind TFJob)")
+        raise ManifestError(
+            f"{where}: the legacy MXNet-operator MXJob is not supported yet (a converter is "
+            "planned); rewrite it as a kubeflow.org/v1 MXJob with spec.mxReplicaSpecs"
+        )
+    raise ManifestError(
+        f"{where}: not a training job (expected apiVersion kubeflow.org/v1, kind TFJob or MXJob)"
+    )
 
 
 def load_jobs(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
-    """The TFJobs of a job file with their lines; an empty file or another kind is refused."""
+    """The TFJobs and MXJobs of a job file with their lines; an empty file or another kind
+    is refused."""
     docs = located_documents(path)
     if not docs:
         raise ManifestError(f"{path}: no objects in this file (empty?)")

@@ -1,4 +1,5 @@
-"""Children: the Pods and headless Services of a job, with Kubeflow v1 names and labels.
+"""Children: the Pods and headless Services of a job, with Kubeflow v1 names and labels,
+and the cluster spec in its environment (TF_CONFIG here; MXJob's in ``policy.job.mxnet``).
 
 A pod is a pure function of (job spec, replica type, index, node, the Admission's
 generation), and with ``OnDelete`` an existing pod is never changed in place.
@@ -11,9 +12,10 @@ from typing import Any
 
 import orjson
 
+from policy.job.mxnet import mx_env
 from policy.model.admission import GENERATION_ANNOTATION
 from policy.model.cluster import HOSTNAME, L_INDEX, L_JOB, L_OPERATOR, L_ROLE, L_TYPE, OPERATOR_NAME
-from policy.model.jobs import WORKER, Job, Replica, child_name
+from policy.model.jobs import MXJOB, WORKER, Job, Replica, child_name
 from policy.model.pool import Binding
 
 
@@ -69,6 +71,8 @@ def labels(job: Job, rtype: str, index: int) -> dict[str, str]:
 
 
 def _is_master_role(job: Job, rtype: str, index: int) -> bool:
+    if job.kind.master_role_type:
+        return rtype == job.kind.master_role_type
     chief = job.chief_type
     return rtype == chief if chief else (rtype == WORKER and index == 0)
 
@@ -128,7 +132,9 @@ def render_pod(
     ports = _field(main, "ports", [])
     if not any(p.get("name") == job.kind.port_name for p in ports):
         ports.append({"name": job.kind.port_name, "containerPort": job.kind.default_port})
-    if is_distributed(job):
+    if job.kind == MXJOB:
+        _set_env(spec["containers"], mx_env(job, rtype, index))
+    elif is_distributed(job):
         env = [e for e in main.get("env") or [] if e.get("name") != "TF_CONFIG"]
         env.append({"name": "TF_CONFIG", "value": tf_config(job, rtype, index, domain)})
         main["env"] = env
@@ -139,6 +145,14 @@ def render_pod(
     else:
         _pin(spec, hostname)
     return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+
+
+def _set_env(containers: list[dict[str, Any]], env: list[dict[str, str]]) -> None:
+    """Append ``env`` to every container, as Kubeflow does; an entry of the same name that
+    the template gave is dropped first (it would be overridden anyway)."""
+    names = {e["name"] for e in env}
+    for c in containers:
+        c["env"] = [*(e for e in c.get("env") or [] if e.get("name") not in names), *env]
 
 
 def render_service(job: Job, rtype: str, index: int) -> dict[str, Any]:

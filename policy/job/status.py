@@ -15,7 +15,7 @@ from policy.job.view import FINISHED, INVALID, SUSPENDED, JobView
 from policy.model import conditions as cond
 from policy.model.admission import ADMITTED, QUEUED, WAITING_FOR_POOL, LastScale
 from policy.model.jobs import Job, JobKind, gang_scheduler
-from policy.model.lifecycle import REASON_INVALID
+from policy.model.lifecycle import REASON_INVALID, running_types
 from policy.model.timeutil import format_time, parse_time
 
 LAST_SCALE = "lastScale"
@@ -86,11 +86,11 @@ def conditions(v: JobView, stamp: str, resumed: bool) -> list[dict[str, Any]]:
 
 def _running_since(v: JobView) -> str | None:
     """When the pods that make the job Running (its chief, else its workers) started."""
-    chief = (v.job.chief_type or "Worker").lower()
+    types = {t.lower() for t in running_types(v.job)}
     times = [
         p.started
         for p in v.pods
-        if p.replica_type == chief and p.phase == "Running" and p.live and p.started
+        if p.replica_type in types and p.phase == "Running" and p.live and p.started
     ]
     return _earliest(times)
 
@@ -149,6 +149,8 @@ def scheduling(v: JobView, nodes: list[str]) -> dict[str, Any]:
         },
         "nodes": nodes,
     }
+    if not job.kind.elastic:  # said, so nobody waits for it to grow or shrink
+        section["elastic"] = False
     reason = _reason(v)
     if reason:
         section["reason"] = reason

@@ -1,4 +1,5 @@
-"""Typed TFJob (``kubeflow.org/v1``) with DRAGON's ``max-instances``/``min-instances``.
+"""Typed training jobs (``kubeflow.org/v1`` TFJob and MXJob), with DRAGON's
+``max-instances``/``min-instances`` for the kinds that are elastic.
 
 ``parse_job`` turns the raw object Metacontroller sends into an immutable ``Job``, or
 raises ``InvalidJob`` whose message names exactly what is wrong, in the user's field
@@ -17,7 +18,7 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from policy.model.bounds import MAX_DEADLINE_SECONDS, MAX_REPLICAS
 from policy.model.pool import DEFAULT_POOL, pool_of
@@ -54,6 +55,17 @@ class JobKind:
     container: str
     port_name: str
     default_port: int
+    # DRAGON's min-instances/max-instances: workers may come and go while the job runs.
+    # False (MXJob): the worker count is fixed at start, and the two fields are refused.
+    elastic: bool = True
+    # Types of which all pods succeeding ends the job (any one type suffices), and whose
+    # running pods make it Running. Empty: the TFJob rule (the chief, else worker 0).
+    decisive_types: tuple[str, ...] = ()
+    master_role_type: str | None = None  # its pods get job-role=master (else chief/worker 0)
+    # Job modes (``spec.<mode_field>``; the first is the default) and the types each needs.
+    mode_field: str = ""
+    modes: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    singletons: tuple[str, ...] = ()  # types of which a job has exactly one pod
 
 
 TFJOB = JobKind(
@@ -66,6 +78,32 @@ TFJOB = JobKind(
     container="tensorflow",
     port_name="tfjob-port",
     default_port=2222,
+)
+
+# Kubeflow's MXJob (training-operator v1.7 ``pkg/apis/kubeflow.org/v1/mxnet_types.go``):
+# ps-lite's scheduler, servers and workers (MXTrain), or TVM's auto-tuning (MXTune).
+MXJOB = JobKind(
+    kind="MXJob",
+    api_version="kubeflow.org/v1",
+    replica_specs_field="mxReplicaSpecs",
+    replica_types=("Scheduler", "Server", "Worker", "Tuner", "TunerTracker", "TunerServer"),
+    chief_types=(),
+    required_types=("Scheduler", "Server", "Tuner", "TunerTracker", "TunerServer"),
+    container="mxnet",
+    port_name="mxjob-port",
+    default_port=9091,
+    elastic=False,
+    # Kubeflow ends the job when its Scheduler succeeds (ps-lite's scheduler exits once
+    # every worker and server has finalized); all workers done ends it too, and a tuning
+    # job ends with its Tuner.
+    decisive_types=("Scheduler", "Worker", "Tuner"),
+    master_role_type="Server",  # Kubeflow's IsMasterRole for MXJobs
+    mode_field="jobMode",
+    modes=(
+        ("MXTrain", ("Scheduler", "Server", "Worker")),
+        ("MXTune", ("Tuner", "TunerTracker", "TunerServer")),
+    ),
+    singletons=("Scheduler",),
 )
 
 WORKER = "Worker"
@@ -114,15 +152,19 @@ class RunPolicyModel(_Model):
     managedBy: str | None = None
 
 
-class TFJobSpecModel(RunPolicyModel):
-    """Spec; the run-policy fields at top level are tf-operator v1.0's (DRAGON's) layout."""
+class JobSpecModel(RunPolicyModel):
+    """Spec but for the replica specs; the run-policy fields at top level are tf-operator
+    v1.0's (DRAGON's) and mxnet-operator v1's layout."""
 
-    tfReplicaSpecs: dict[str, ReplicaSpecModel | None]
     max_instances: int | None = Field(default=None, alias="max-instances", ge=1, le=MAX_REPLICAS)
     min_instances: int | None = Field(default=None, alias="min-instances", ge=1, le=MAX_REPLICAS)
     runPolicy: RunPolicyModel | None = None
     successPolicy: Literal["", "AllWorkers"] = ""
     enableDynamicWorker: bool = False
+    jobMode: str | None = None
+
+
+_REPLICA_SPECS = TypeAdapter(dict[str, ReplicaSpecModel | None])
 
 
 class MetadataModel(_Model):
@@ -377,10 +419,21 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
     raw_spec = obj.get("spec")
     if not isinstance(raw_spec, dict):
         raise InvalidJob("spec is missing")
+    problems = []
+    specs_field = kind.replica_specs_field
     try:
-        spec = TFJobSpecModel.model_validate(raw_spec)
+        raw_replicas = raw_spec[specs_field]
+        replica_specs = _REPLICA_SPECS.validate_python(raw_replicas)
+    except KeyError:
+        problems.append(f"spec.{specs_field}: Field required")
     except ValidationError as err:
-        raise InvalidJob(_format_validation_error(err, "spec")) from err
+        problems.append(_format_validation_error(err, f"spec.{specs_field}"))
+    try:
+        spec = JobSpecModel.model_validate(raw_spec)
+    except ValidationError as err:
+        problems.append(_format_validation_error(err, "spec"))
+    if problems:
+        raise InvalidJob("; ".join(problems))
     run = spec.runPolicy or RunPolicyModel()
     owner = run.managedBy or spec.managedBy
     if owner not in (None, "", TRAINING_OPERATOR, MULTIKUEUE):
@@ -391,7 +444,7 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         )
 
     replicas: dict[str, Replica] = {}
-    for key, rspec in spec.tfReplicaSpecs.items():
+    for key, rspec in replica_specs.items():
         rtype = _canonical_type(kind, key)
         if rtype in replicas:
             raise InvalidJob(f"spec.{kind.replica_specs_field} lists {rtype} twice")
@@ -408,6 +461,7 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
     for t in chiefs:
         if replicas[t].replicas > 1:
             raise InvalidJob(f"{t}.replicas is {replicas[t].replicas}; a job has one {t}")
+    _check_mode(kind, spec, replicas)
     if sum(r.replicas for r in replicas.values()) == 0:
         raise InvalidJob("the job asks for 0 replicas in total")
     longest = max(len(f"{meta.name}-{t.lower()}-{max(r.replicas, 1)}") for t, r in replicas.items())
@@ -419,6 +473,7 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
 
     worker = replicas.get(WORKER)
     n = worker.replicas if worker else 0
+    _check_elastic(kind, spec)
     elastic = spec.max_instances is not None or spec.min_instances is not None
     if elastic and worker is None:
         raise InvalidJob("max-instances/min-instances are set but the job has no Worker replicas")
@@ -456,7 +511,7 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         min_workers=min_w,
         max_workers=max_w,
         elastic=elastic,
-        dynamic_workers=spec.enableDynamicWorker,
+        dynamic_workers=spec.enableDynamicWorker and kind.elastic,
         success_policy=spec.successPolicy,
         clean_pod_policy=pick("cleanPodPolicy") or "None",
         active_deadline_seconds=pick("activeDeadlineSeconds"),
@@ -469,6 +524,55 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         status=readable_status(obj.get("status")),
         spec_content=_content(raw_spec),
     )
+
+
+def _check_mode(kind: JobKind, spec: JobSpecModel, replicas: Mapping[str, Replica]) -> None:
+    """A kind with job modes: the mode is known, it has every type it needs and no other."""
+    if not kind.modes:
+        return
+    modes = dict(kind.modes)
+    mode = spec.jobMode or kind.modes[0][0]
+    where = f"spec.{kind.replica_specs_field}"
+    if mode not in modes:
+        raise InvalidJob(f"spec.{kind.mode_field} {mode!r} is not supported: {' or '.join(modes)}")
+    needs = modes[mode]
+    foreign = [t for t in replicas if t not in needs]
+    if foreign:
+        owner = next((m for m, types in kind.modes if foreign[0] in types), None)
+        raise InvalidJob(
+            f"{where}.{foreign[0]} belongs to {kind.mode_field} {owner or 'none'}, not {mode} "
+            f"({mode} has {', '.join(needs)})"
+        )
+    missing = [t for t in needs if t not in replicas]
+    if missing:
+        raise InvalidJob(
+            f"{where} has no {' and no '.join(missing)}: {kind.mode_field} {mode} needs "
+            f"{', '.join(needs)}"
+        )
+    for t in kind.singletons:
+        if t in replicas and replicas[t].replicas != 1:
+            raise InvalidJob(
+                f"{where}.{t}.replicas is {replicas[t].replicas}; the job needs exactly one {t}"
+            )
+
+
+def _check_elastic(kind: JobKind, spec: JobSpecModel) -> None:
+    if kind.elastic:
+        return
+    given = [
+        f"spec.{name}"
+        for name, value in (
+            ("min-instances", spec.min_instances),
+            ("max-instances", spec.max_instances),
+        )
+        if value is not None
+    ]
+    if given:
+        raise InvalidJob(
+            f"{' and '.join(given)}: {kind.kind}s are not elastic (ps-lite fixes the number "
+            f"of workers when the job starts), so it runs Worker.replicas workers; remove "
+            f"{'them' if len(given) > 1 else 'it'}"
+        )
 
 
 def readable_status(raw: Any) -> Mapping[str, Any]:

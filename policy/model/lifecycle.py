@@ -1,7 +1,8 @@
 """How a job stands, from its spec, its observed pods, its recorded status and ``now``.
 
 Kubeflow v1 semantics (reference: tfjob-mxjob-semantics.md §1.3): restart policies and
-exit codes, success by Chief/Master or worker 0 (or all workers), ``activeDeadlineSeconds``,
+exit codes, success by Chief/Master or worker 0 (or all workers; for an MXJob its Scheduler,
+all its workers or its Tuner), ``activeDeadlineSeconds``,
 ``backoffLimit``. The first terminal condition wins and is never revised.
 """
 
@@ -65,6 +66,12 @@ def _succeeded(job: Job, pods: Sequence[Pod]) -> bool:
             and (not need_exit_zero or p.exit_code in (0, None))
         )
 
+    decisive = [t for t in job.kind.decisive_types if job.replicas.get(t)]
+    if decisive:  # any one type of which every pod has succeeded
+        return any(
+            job.replicas[t].replicas > 0 and all(done(t, i) for i in range(job.size(t)))
+            for t in decisive
+        )
     chief = job.chief_type
     if chief:
         return done(chief, 0)
@@ -169,9 +176,16 @@ def assess(job: Job, pods: Sequence[Pod], now: datetime) -> Assessment:
         )
 
     active = {(_type_of(job, p)) for p in pods if p.phase == "Running" and not p.terminating}
-    chief = job.chief_type
-    running = chief in active if chief else WORKER in active
+    running = bool(active.intersection(running_types(job)))
     return Assessment(None, False, tuple(restarts_now), running, deadline)
+
+
+def running_types(job: Job) -> tuple[str, ...]:
+    """The types whose running pods make the job Running: its decisive types, else the
+    chief, else the workers."""
+    if job.kind.decisive_types:
+        return job.kind.decisive_types
+    return (job.chief_type or WORKER,)
 
 
 def _type_of(job: Job, pod: Pod) -> str | None:

@@ -91,7 +91,8 @@ def wait_message(
         shown = ", ".join(ahead[:3]) + (f" and {len(ahead) - 3} more" if len(ahead) > 3 else "")
         return f"jobs ahead in the queue ({shown}) claim the free capacity it needs"
     need = Resources.total(s.request for s in gang)
-    extra = " (min-instances)" if job.worker and job.min_workers else ""
+    # A kind that is not elastic (MXJob) has no min-instances: its gang is all its workers.
+    extra = " (min-instances)" if job.worker and job.min_workers and job.kind.elastic else ""
     wants = f"needs {need.without(PODS).describe() or 'a pod slot'} for its "
     wants += f"{describe_gang(gang)}{extra} at once"
     if fits_when_empty:

@@ -16,7 +16,7 @@ from policy.model import conditions as cond
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.admission import Admission
 from policy.model.cluster import Cluster, Node, Pod
-from policy.model.jobs import TFJOB, InvalidJob, Job, JobKind, child_name, parse_job
+from policy.model.jobs import MXJOB, TFJOB, InvalidJob, Job, JobKind, child_name, parse_job
 from policy.model.pool import DEFAULT_POOL, POOL_KIND, VERSION, PoolSpec
 from policy.model.priority import Priorities
 
@@ -24,7 +24,7 @@ NODES = "Node.v1"
 PODS = "Pod.v1"
 PRIORITY_CLASSES = "PriorityClass.scheduling.k8s.io/v1"
 POOLS = f"{POOL_KIND}.{VERSION}"
-KINDS: tuple[JobKind, ...] = (TFJOB,)
+KINDS: tuple[JobKind, ...] = (TFJOB, MXJOB)  # one queue for all of them
 
 ObjectMap = Mapping[str, Mapping[str, Mapping[str, Any]]]
 T = TypeVar("T")
