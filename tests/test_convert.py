@@ -231,3 +231,62 @@ def test_the_converted_job_runs_to_succeeded(legacy: Path, tkey: str) -> None:
     assert obj is not None
     succeeded = condition(obj.get("status") or {}, "Succeeded")
     assert succeeded is not None and succeeded["status"] == "True"
+
+
+def test_a_kubeflow_v1alpha1_mxjob_keeps_its_ps_root_port_and_says_who_decided() -> None:
+    (doc,) = load_documents(LEGACY_MX)
+    doc["apiVersion"] = "kubeflow.org/v1alpha1"
+    doc["spec"]["cleanupPodPolicy"] = "Running"
+    doc["spec"]["mxImage"] = "mxjob/mxnet:gpu"
+    for item in doc["spec"]["replicaSpecs"]:
+        item["PsRootPort"] = 9092
+    job, notes = convert(doc)
+    for spec in job["spec"]["mxReplicaSpecs"].values():
+        (c,) = spec["template"]["spec"]["containers"]
+        assert c["ports"] == [{"name": "mxjob-port", "containerPort": 9092}]
+    assert job["spec"]["runPolicy"] == {"cleanPodPolicy": "Running"}
+    assert [str(n) for n in notes] == [
+        "spec.mxImage: not carried over: every replica has its own template",
+        "spec.terminationPolicy.chief: not carried over: replica WORKER 0 (the default chief) "
+        "decided success; in v1 the Scheduler decides (or all workers)",
+    ]
+    parse_job(job, MXJOB)
+
+
+def test_a_legacy_tfjob_without_a_master_says_its_default_chief_is_gone() -> None:
+    doc = {
+        "apiVersion": "tensorflow.org/v1alpha1",
+        "kind": "TfJob",
+        "metadata": {"name": "x"},
+        "spec": {"replicaSpecs": [{"tfReplicaType": "WORKER", "template": _tf_template()}]},
+    }
+    _, notes = convert(doc)
+    assert [n.path for n in notes] == ["spec.terminationPolicy.chief"]
+    assert "MASTER 0 (the default chief)" in notes[0].message
+
+
+def _paths(value: Any, at: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+    out = [at]
+    if isinstance(value, dict):
+        for k, v in value.items():
+            out += _paths(v, (*at, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            out += _paths(v, (*at, i))
+    return out
+
+
+@pytest.mark.parametrize("legacy", [LEGACY_TF, LEGACY_MX])
+@pytest.mark.parametrize("junk", [None, "x", 7, True, [1], {"a": [2]}, [[]]])
+def test_a_broken_field_is_a_convert_error_never_a_crash(legacy: Path, junk: Any) -> None:
+    (doc,) = load_documents(legacy)
+    for path in _paths(doc)[1:]:
+        broken = copy.deepcopy(doc)
+        parent = broken
+        for key in path[:-1]:
+            parent = parent[key]
+        parent[path[-1]] = copy.deepcopy(junk)
+        try:
+            convert(broken)
+        except ConvertError as err:
+            assert "\n" not in str(err)

@@ -154,7 +154,7 @@ def _convert(doc: Mapping[str, Any], fl: _Flavour) -> tuple[dict[str, Any], list
         where = f"spec.replicaSpecs[{i}]"
         item = _mapping(item, where)
         rtype = item.get(fl.type_key) or default_type
-        if rtype not in fl.types:
+        if not isinstance(rtype, str) or rtype not in fl.types:
             raise ConvertError(
                 f"{where}.{fl.type_key}: {rtype!r} is not one of {', '.join(fl.types)}"
             )
@@ -243,8 +243,9 @@ def _convert(doc: Mapping[str, Any], fl: _Flavour) -> tuple[dict[str, Any], list
     if fl is _MX and "cleanupPodPolicy" not in spec:
         # The old operator deleted every pod when the job ended; v1's default keeps them.
         new_spec["runPolicy"] = {"cleanPodPolicy": "All"}
-    if fl is _MX and legacy_mx_kubeflow and "terminationPolicy" not in spec:
-        note = _chief({}, fl, replicas, "spec.terminationPolicy")
+    if "terminationPolicy" not in spec and (fl is _TF or legacy_mx_kubeflow):
+        # The old default chief (MASTER 0; WORKER 0 for kubeflow.org's MXJob) decided.
+        note = _chief({}, fl, replicas, "spec.terminationPolicy", given=False)
         if note:
             notes.append(note)
     if "status" in doc:
@@ -275,7 +276,11 @@ def _set_port(pod: dict[str, Any], fl: _Flavour, port: int, where: str) -> None:
     )
     if main is None:
         raise ConvertError(f"{where}.spec.containers: no container named {fl.container!r}")
-    ports = [p for p in main.get("ports") or [] if isinstance(p, Mapping)]
+    ports = main.get("ports") or []
+    if not isinstance(ports, list) or not all(isinstance(p, dict) for p in ports):
+        raise ConvertError(
+            f"{where}.spec.containers: {fl.container}.ports: must be a list of ports"
+        )
     named = next((p for p in ports if p.get("name") == fl.port_name), None)
     if named is not None:
         named["containerPort"] = port
@@ -284,7 +289,9 @@ def _set_port(pod: dict[str, Any], fl: _Flavour, port: int, where: str) -> None:
     main["ports"] = ports
 
 
-def _chief(value: Any, fl: _Flavour, replicas: Mapping[str, Any], path: str) -> Note | None:
+def _chief(
+    value: Any, fl: _Flavour, replicas: Mapping[str, Any], path: str, *, given: bool = True
+) -> Note | None:
     """A note when the legacy chief is not the replica whose success decides a v1 job."""
     chief = _mapping(_mapping(value, path).get("chief"), f"{path}.chief")
     default = "MASTER" if fl is _TF else "WORKER"
@@ -300,7 +307,8 @@ def _chief(value: Any, fl: _Flavour, replicas: Mapping[str, Any], path: str) -> 
         return None
     return Note(
         f"{path}.chief",
-        f"not carried over: replica {rtype} {index} decided success; in v1 {rule}",
+        f"not carried over: replica {rtype} {index}{'' if given else ' (the default chief)'} "
+        f"decided success; in v1 {rule}",
     )
 
 
