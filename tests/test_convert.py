@@ -290,3 +290,29 @@ def test_a_broken_field_is_a_convert_error_never_a_crash(legacy: Path, junk: Any
             convert(broken)
         except ConvertError as err:
             assert "\n" not in str(err)
+
+
+def test_a_template_that_names_its_own_scheduler_keeps_it_and_is_named() -> None:
+    own = _tf_template()
+    own["spec"]["schedulerName"] = "volcano"
+    doc = {
+        "apiVersion": "tensorflow.org/v1alpha1",
+        "kind": "TfJob",
+        "metadata": {"name": "x"},
+        "spec": {
+            "schedulerName": "kube-batch",
+            "replicaSpecs": [
+                {"template": _tf_template()},
+                {"tfReplicaType": "WORKER", "template": own},
+            ],
+        },
+    }
+    job, notes = convert(doc)
+    specs = job["spec"]["tfReplicaSpecs"]
+    assert specs["Master"]["template"]["spec"]["schedulerName"] == "kube-batch"
+    assert specs["Worker"]["template"]["spec"]["schedulerName"] == "volcano"
+    (note,) = notes
+    assert str(note) == (
+        "spec.schedulerName: moved into every replica template's spec.schedulerName "
+        "(kube-batch), except Worker, whose template names its own"
+    )

@@ -148,6 +148,7 @@ def _convert(doc: Mapping[str, Any], fl: _Flavour) -> tuple[dict[str, Any], list
     port_keys = ("tfPort",) if fl is _TF else ("mxPort", "PsRootPort")
     image = spec.get("tfImage") or DEFAULT_TF_IMAGE
     scheduler_name = spec.get("schedulerName")
+    own: list[str] = []  # replicas whose template names another scheduler
     replicas: dict[str, dict[str, Any]] = {}
     generated = False
     for i, item in enumerate(items):
@@ -188,6 +189,8 @@ def _convert(doc: Mapping[str, Any], fl: _Flavour) -> tuple[dict[str, Any], list
         _set_port(pod, fl, port, f"{where}.template")
         if scheduler_name and not pod.get("schedulerName"):
             pod["schedulerName"] = scheduler_name
+        elif scheduler_name and pod.get("schedulerName") != scheduler_name:
+            own.append(name)
         template["spec"] = pod
         replica["template"] = template
         for key in sorted(set(item) - {"replicas", "template", fl.type_key, *port_keys}):
@@ -205,7 +208,15 @@ def _convert(doc: Mapping[str, Any], fl: _Flavour) -> tuple[dict[str, Any], list
         if key == "schedulerName":
             if value:
                 notes.append(
-                    Note(path, f"moved into every replica template's spec.schedulerName ({value})")
+                    Note(
+                        path,
+                        f"moved into every replica template's spec.schedulerName ({value})"
+                        + (
+                            f", except {', '.join(own)}, whose template names its own"
+                            if own
+                            else ""
+                        ),
+                    )
                 )
         elif key == "tfImage" and fl is _TF:
             if not generated:
