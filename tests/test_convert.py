@@ -15,6 +15,7 @@ import yaml
 from policy.model.jobs import MXJOB, TFJOB, parse_job
 from sim.engine import SimConfig, Simulation
 from sim.spec import JobSpec
+from tests.kube_schema import validate_custom, validate_k8s
 from tests.simkit import QUICK, condition, cpu_nodes, scenario
 from webhooks.cli import main
 from webhooks.convert import ConvertError, Note, convert
@@ -55,6 +56,7 @@ def test_the_legacy_tfjob_converts_to_a_v1_tfjob_the_webhook_accepts() -> None:
         assert main_c["ports"] == [{"name": "tfjob-port", "containerPort": 2222}]
     parsed = parse_job(job, TFJOB)
     assert parsed is not None
+    validate_custom(job)
     paths = [n.path for n in notes]
     assert paths == ["spec.replicaSpecs[2].template", "spec.tensorboard"]
     assert "TensorBoard is not supported yet" in str(notes[1])
@@ -73,6 +75,7 @@ def test_the_legacy_mxjob_converts_to_a_v1_mxjob_the_webhook_accepts() -> None:
         assert c["ports"] == [{"name": "mxjob-port", "containerPort": 9000}]  # mxPort's default
     assert job["spec"]["runPolicy"] == {"cleanPodPolicy": "All"}  # the old operator's default
     assert parse_job(job, MXJOB) is not None
+    validate_custom(job)
     assert notes == []
 
 
@@ -213,7 +216,10 @@ def test_the_converted_job_renders(
     code = main(["render", str(new), "--nodes", NODES])
     rendered, err = capsys.readouterr()
     assert code == 0, err
-    pods = [d for d in yaml.safe_load_all(rendered) if d["kind"] == "Pod"]
+    docs = list(yaml.safe_load_all(rendered))
+    for doc in docs:
+        (validate_custom if doc["kind"] == "Admission" else validate_k8s)(doc)
+    pods = [d for d in docs if d["kind"] == "Pod"]
     assert len(pods) == (4 if legacy == LEGACY_TF else 3)
 
 
