@@ -171,7 +171,7 @@ def test_render_names_the_field_of_a_bad_nodes_entry(
     assert _one_line(err).startswith(f"dragonet render: {nodes}:1: nodes.1.gpus: ")
 
 
-def test_render_refuses_a_legacy_tfjob_and_says_a_converter_is_planned(
+def test_render_refuses_a_legacy_tfjob_and_names_the_converter(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     legacy = COMPAT / "legacy-tfjob-v1alpha1.yaml"
@@ -179,10 +179,11 @@ def test_render_refuses_a_legacy_tfjob_and_says_a_converter_is_planned(
     assert code == 2 and out == ""
     line = _one_line(err)
     assert line.startswith(f"dragonet render: {legacy}:3: kind 'TfJob'")
-    assert "not supported yet" in line and "a converter is planned" in line
+    assert "not supported as it is" in line
+    assert f"'dragonet convert {legacy} > new.yaml'" in line
 
 
-def test_render_refuses_a_legacy_mxjob_and_says_a_converter_is_planned(
+def test_render_refuses_a_legacy_mxjob_and_names_the_converter(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     mx = COMPAT / "legacy-mxjob-v1alpha1.yaml"
@@ -190,7 +191,8 @@ def test_render_refuses_a_legacy_mxjob_and_says_a_converter_is_planned(
     assert code == 2
     line = _one_line(err)
     assert line.startswith(f"dragonet render: {mx}:4: kind 'MXJob'")
-    assert "legacy MXNet-operator MXJob is not supported yet" in line
+    assert "legacy MXNet-operator MXJob is not supported as it is" in line
+    assert f"'dragonet convert {mx} > new.yaml'" in line
 
 
 def test_render_fails_a_kubeshare_job(capsys: pytest.CaptureFixture[str]) -> None:

@@ -57,7 +57,9 @@ def test_a_legacy_tfjob_is_refused_with_what_to_do(capsys: pytest.CaptureFixture
     assert code == 2 and out == ""
     (line,) = err.strip().splitlines()
     assert line.startswith(f"dragonet simulate: {legacy}:3: kind 'TfJob'")
-    assert "not supported yet (a converter is planned)" in line
+    assert (
+        f"convert it to a kubeflow.org/v1 TFJob with 'dragonet convert {legacy} > new.yaml'" in line
+    )
 
 
 @pytest.mark.parametrize(

@@ -135,9 +135,7 @@ def test_legacy_v1alpha1_tfjob_is_not_a_tfjob() -> None:
     """tensorflow.org/v1alpha1 TfJob is another API: the loader refuses the file, and in a
     cluster Dragonet's controller (kubeflow.org/v1 tfjobs) never picks the object up."""
     legacy = COMPAT / "legacy-tfjob-v1alpha1.yaml"
-    with pytest.raises(
-        ScenarioError, match=r"TfJob is not supported yet \(a converter is planned\)"
-    ):
+    with pytest.raises(ScenarioError, match=r"TfJob is not supported as it is; convert it"):
         from_manifests([legacy], ROOT / "examples" / "nodes.yaml")
 
     sim = Simulation(scenario(cpu_nodes(1), [job("ok", 1, worker_resources={"cpu": "1"})]), KEEP)

@@ -1,6 +1,7 @@
 """The ``dragonet`` command: serve the webhook, show what it would create for jobs on a
-cluster, or simulate a cluster running them. Every input it cannot use ends the command
-with one line naming the file and the line or field, and a non-zero status."""
+cluster, simulate a cluster running them, or convert legacy job manifests. Every input it
+cannot use ends the command with one line naming the file and the line or field, and a
+non-zero status."""
 
 from __future__ import annotations
 
@@ -22,8 +23,16 @@ from policy.model.pool import POLICIES, PoolSpec, pool_object
 from policy.pool.observe import KINDS, job_type_key
 from webhooks.app import create_app, utc_now
 from webhooks.config import Settings
+from webhooks.convert import ConvertError, convert, dump
 from webhooks.hooks import object_map
-from webhooks.manifests import ManifestError, load_documents, load_jobs, load_nodes
+from webhooks.manifests import (
+    ManifestError,
+    load_documents,
+    load_jobs,
+    load_nodes,
+    located_documents,
+    located_in,
+)
 
 
 def serve(settings: Settings) -> None:
@@ -194,6 +203,53 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
     return 1 if invalid else 0
 
 
+def convert_files(args: argparse.Namespace) -> int:
+    """Every object of every file in its v1 form on stdout; what could not be carried
+    over on stderr, one line per field. Nothing is printed on stdout unless every object
+    converted."""
+    documents: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for path in args.files:
+        name = "<stdin>" if path == "-" else path
+        located = located_in(sys.stdin, name) if path == "-" else located_documents(path)
+        if not located:
+            raise ManifestError(f"{name}: no objects in this file (empty?)")
+        for line, doc in located:
+            try:
+                new, dropped = convert(doc)
+            except ConvertError as err:
+                raise ManifestError(f"{name}:{line}: {err}") from None
+            meta = new.get("metadata") or {}
+            what = f"{new['kind']} {meta.get('name')}"
+            notes.extend(f"dragonet convert: {name}:{line}: {what}: {n}" for n in dropped)
+            documents.append(new)
+    sys.stdout.write(dump(documents))
+    for line in notes:
+        print(line, file=sys.stderr)
+    return 1 if notes and args.strict else 0
+
+
+CONVERT_EXAMPLES = """\
+examples:
+  dragonet convert old-tfjob.yaml > new.yaml
+  dragonet convert a.yaml b.yaml > jobs.yaml
+  kubectl get tfjobs.tensorflow.org -o yaml | dragonet convert - > new.yaml
+
+converts: tensorflow.org/v1alpha1 and kubeflow.org/v1alpha1 TfJob/TFJob (spec.replicaSpecs
+with tfReplicaType MASTER/WORKER/PS) to a kubeflow.org/v1 TFJob (spec.tfReplicaSpecs), and
+fioravanzo.org/v1alpha1 and kubeflow.org/v1alpha1 MXJob (mxReplicaType SCHEDULER/SERVER/
+WORKER) to a kubeflow.org/v1 MXJob (jobMode MXTrain, spec.mxReplicaSpecs). A kubeflow.org/v1
+TFJob or MXJob is printed unchanged, so converting twice is converting once. A PS without
+a template gets the old operator's default parameter server (a tf.train.Server on tfImage).
+
+stderr: one line per field that was not carried over, or was moved, by its path:
+  dragonet convert: old.yaml:3: TFJob example-job: spec.tensorboard: not carried over: ...
+
+exit status: 0 when every object converted (lines on stderr are warnings; with --strict, 1
+when there is any); 2 for a file it could not read or an object it cannot convert (one
+line naming the file and line; nothing on stdout); 3 for an internal error.
+"""
+
 RENDER_EXAMPLES = """\
 examples:
   dragonet render examples/job1.yaml --nodes examples/nodes.yaml
@@ -255,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="dragonet",
         description="Dragonet: gang admission and elastic scaling of TFJobs on Kubernetes. "
         "Serve the Metacontroller webhooks, show what they would create for jobs on a "
-        "cluster, or simulate a cluster running them.",
+        "cluster, simulate a cluster running them, or convert legacy job manifests.",
         epilog="run 'dragonet COMMAND --help' for a command's options and examples",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -302,6 +358,21 @@ def main(argv: list[str] | None = None) -> int:
         default="yaml",
         help="format of the objects on stdout: YAML documents (default) or one JSON list",
     )
+    c = sub.add_parser(
+        "convert",
+        help="convert legacy v1alpha1 TfJob and MXJob manifests to kubeflow.org/v1",
+        description="Print the kubeflow.org/v1 form of legacy tf-operator TfJobs and\n"
+        "MXNet-operator MXJobs, every document of every file in order. What cannot be\n"
+        "carried over is said on stderr, one line per field, never dropped silently.",
+        epilog=CONVERT_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    c.add_argument("files", nargs="+", help="job manifests (YAML); '-' reads stdin")
+    c.add_argument(
+        "--strict",
+        action="store_true",
+        help="exit 1 when any field was not carried over (the output is still printed)",
+    )
     try:  # the image ships the webhook only: serve and render work without the simulator
         from sim.cli import add_parser, run
     except ImportError as missing:
@@ -316,6 +387,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"dragonet simulate: the simulator is not installed ({absent})", file=sys.stderr)
             return 2
         return _guarded("simulate", lambda: run(args))
+    if args.command == "convert":
+
+        def checked_convert() -> int:
+            try:
+                return convert_files(args)
+            except (OSError, ValueError) as err:
+                print(f"dragonet convert: {_one_line(err)}", file=sys.stderr)
+                return 2
+
+        return _guarded("convert", checked_convert)
     try:
         settings = _serve_settings(args) if args.command == "serve" else Settings()
     except ValueError as err:

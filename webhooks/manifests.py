@@ -62,31 +62,36 @@ def located_documents(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
     """Every object in a YAML file with the line it starts on, ``List`` items flattened.
 
     Malformed YAML raises ``ManifestError`` naming the file and line, never a traceback."""
-    out: list[tuple[int, dict[str, Any]]] = []
     with open(path, encoding="utf-8") as fh:
-        loader = yaml.SafeLoader(fh)
-        try:
-            while loader.check_node():
-                node = loader.get_node()
-                line = node.start_mark.line + 1 if node is not None else 0
-                doc = loader.construct_document(node) if node is not None else None
-                if not doc:
-                    continue
-                if not isinstance(doc, dict):
-                    raise ManifestError(f"{path}:{line}: every YAML document must be a mapping")
-                kind = doc.get("kind")
-                if isinstance(kind, str) and kind.endswith("List") and "items" in doc:
-                    out.extend((line, item) for item in doc["items"] or [])
-                else:
-                    out.append((line, doc))
-        except yaml.MarkedYAMLError as err:
-            mark = err.problem_mark or err.context_mark
-            where = f"{path}:{mark.line + 1}" if mark else str(path)
-            raise ManifestError(f"{where}: not valid YAML: {err.problem or err.context}") from None
-        except yaml.YAMLError as err:
-            raise ManifestError(f"{path}: not valid YAML: {err}") from None
-        finally:
-            loader.dispose()
+        return located_in(fh, path)
+
+
+def located_in(fh: Any, path: str | Path) -> list[tuple[int, dict[str, Any]]]:
+    """``located_documents`` of an open stream (stdin), named ``path`` in messages."""
+    out: list[tuple[int, dict[str, Any]]] = []
+    loader = yaml.SafeLoader(fh)
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            line = node.start_mark.line + 1 if node is not None else 0
+            doc = loader.construct_document(node) if node is not None else None
+            if not doc:
+                continue
+            if not isinstance(doc, dict):
+                raise ManifestError(f"{path}:{line}: every YAML document must be a mapping")
+            kind = doc.get("kind")
+            if isinstance(kind, str) and kind.endswith("List") and "items" in doc:
+                out.extend((line, item) for item in doc["items"] or [])
+            else:
+                out.append((line, doc))
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise ManifestError(f"{where}: not valid YAML: {err.problem or err.context}") from None
+    except yaml.YAMLError as err:
+        raise ManifestError(f"{path}: not valid YAML: {err}") from None
+    finally:
+        loader.dispose()
     return out
 
 
@@ -111,13 +116,13 @@ def refuse_unsupported(path: str | Path, line: int | str, doc: Mapping[str, Any]
     where = f"{path}:{line}: kind {kind!r} (apiVersion {api!r})"
     if kind == "TfJob" or (kind == "TFJob" and api.startswith(LEGACY_TFJOB)):
         raise ManifestError(
-            f"{where}: the legacy tf-operator TfJob is not supported yet (a converter is "
-            "planned); rewrite it as a kubeflow.org/v1 TFJob with spec.tfReplicaSpecs"
+            f"{where}: the legacy tf-operator TfJob is not supported as it is; convert it "
+            f"to a kubeflow.org/v1 TFJob with 'dragonet convert {path} > new.yaml'"
         )
     if kind == "MXJob":
         raise ManifestError(
-            f"{where}: the legacy MXNet-operator MXJob is not supported yet (a converter is "
-            "planned); rewrite it as a kubeflow.org/v1 MXJob with spec.mxReplicaSpecs"
+            f"{where}: the legacy MXNet-operator MXJob is not supported as it is; convert it "
+            f"to a kubeflow.org/v1 MXJob with 'dragonet convert {path} > new.yaml'"
         )
     raise ManifestError(
         f"{where}: not a training job (expected apiVersion kubeflow.org/v1, kind TFJob or MXJob)"
