@@ -271,12 +271,21 @@ def _unschedulable(status: Mapping[str, Any]) -> bool:
 
 
 def _pinned_host(spec: Mapping[str, Any]) -> str | None:
-    """The hostname a pod is pinned to by a single-valued required affinity term."""
-    affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
+    """The hostname a pod is pinned to by a single-valued required affinity term, else the
+    one a gang-scheduled pod prefers most (Dragonet's weight-100 preference, render.py)."""
+    node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    preferred = [
+        p.get("preference") or {}
+        for p in node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+        if isinstance(p, Mapping) and p.get("weight") == 100
+    ]
+    return _single_host(required.get("nodeSelectorTerms") or []) or _single_host(preferred)
+
+
+def _single_host(terms: Any) -> str | None:
     hosts = set()
-    for term in affinity.get("nodeSelectorTerms") or []:
+    for term in terms:
         for expr in term.get("matchExpressions") or []:
             values = expr.get("values") or []
             if (
