@@ -8,8 +8,9 @@ pods"); its pending pods are then placed together on a scratch copy of the free 
 on the node it prefers most (Dragonet's preferred affinity) when that node takes it, else
 on the feasible node the kube-scheduler's scoring likes best; they are bound only if the
 group's bound pods plus these reach ``minMember``: all or none. A group that cannot be
-placed gets ``PodScheduled=False/Unschedulable`` on its pending pods (Dragonet's job sync
-then places them again, as for the kube-scheduler). Queues, priorities within the backend,
+placed gets ``PodScheduled=False/Unschedulable`` on its pending pods and is tried again
+whenever room frees (Dragonet keeps such pods and their planned room: their node is only
+preferred, ``policy.model.cluster.Pod.preferred``). Queues, priorities within the backend,
 ``minResources`` and timeouts are the backends' own and not modelled: Dragonet's queue
 decides what runs.
 """

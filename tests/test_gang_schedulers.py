@@ -302,3 +302,34 @@ def test_an_admission_that_names_a_backend_validates_and_one_that_invents_one_do
     admission["spec"]["gang"]["scheduler"] = "yunikorn"
     with pytest.raises(AssertionError, match="yunikorn"):
         validate_custom(admission)
+
+
+def test_pods_waiting_for_their_gang_are_kept_and_the_status_says_what_they_wait_for(
+    hook: Hook,
+) -> None:
+    """Under a gang scheduler "unschedulable" means the gang does not fit yet, and the
+    backend binds it once it does: the pods are not deleted and placed again (as a pod the
+    kube-scheduler cannot put on its required node is), and the pool keeps their room."""
+    request = load_fixture("job-sync-gang-tfjob-volcano.json")
+    first = hook.job_sync(request)
+    job = request["parent"]
+    pods = []
+    for pod in pods_of(first).values():
+        observed = mc.observed_pod(job, pod, bound=False)
+        observed["status"]["conditions"][0].update(
+            reason="Unschedulable", message="0/2 tasks in gang unschedulable"
+        )
+        pods.append(observed)
+    request = copy.deepcopy(request)
+    for p in pods:
+        request["children"]["Pod.v1"][f"kubeflow/{p['metadata']['name']}"] = p
+    body = hook.job_sync(request)
+    assert set(pods_of(body)) == {p["metadata"]["name"] for p in pods}  # none re-placed
+    assert body["status"]["scheduling"]["message"] == (
+        "2 pod(s) wait for volcano to bind them: it binds PodGroup tfjob-gang-scheduling "
+        "all at once when its pods fit together"
+    )
+    w = mc.world(job, GANG_NODES, pods=pods)
+    hook.pool = mc.pool(gangScheduler="volcano")
+    plan = hook.pool_sync(mc.pool_request(w, parent=hook.pool))
+    assert plan["status"]["allocated"]["nvidia.com/gpu"] == "1"  # the worker keeps gpu-1's GPU
