@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from tests.conftest import node_of
-from tests.kube_schema import validate_custom, validate_k8s
+from tests.kube_schema import validate_custom, validate_k8s, validate_pod_group
 from webhooks.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,6 +118,25 @@ def test_render_plans_in_the_pool_a_file_describes(
     assert code == 0
     docs = yaml.safe_load(out)
     assert {d["spec"]["nodeName"] for d in docs if d["kind"] == "Pod"} == {"gpu-1"}
+
+
+def test_render_in_the_example_volcano_pool_writes_a_volcano_pod_group(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pool = EXAMPLES / "volcano-pool.yaml"
+    validate_custom(yaml.safe_load(pool.read_text()))
+    args = ["render", str(EXAMPLES / "job1.yaml"), "--nodes", NODES, "--pool", str(pool)]
+    code = main([*args, "--output", "json"])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    docs = yaml.safe_load(out)
+    (group,) = [d for d in docs if d["kind"] == "PodGroup"]
+    validate_pod_group(group)
+    assert group["apiVersion"] == "scheduling.volcano.sh/v1beta1"
+    assert group["spec"]["queue"] == "default"
+    pods = [d for d in docs if d["kind"] == "Pod"]
+    assert group["spec"]["minMember"] == len(pods)
+    assert {p["spec"]["schedulerName"] for p in pods} == {"volcano"}
 
 
 # --- inputs the command cannot use: one line, the file named, a non-zero status -------------
