@@ -192,6 +192,17 @@ def test_a_gang_scheduler_job_runs_unchanged_in_a_kube_batch_pool(
     assert "warning" not in err
 
 
+def test_a_gang_scheduler_with_node_name_binding_is_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = _simulate(capsys, "--gang-scheduler", "volcano", "--binding", "nodeName")
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        "dragonet simulate: --gang-scheduler volcano: binding nodeName bypasses every "
+        "scheduler, so gangScheduler volcano could never bind the pods: use binding affinity"
+    )
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
