@@ -396,12 +396,6 @@ def _refuse_kubeshare(template: Mapping[str, Any], where: str) -> None:
                     )
 
 
-def gang_scheduler(job: Job) -> str | None:
-    """The gang scheduler (kube-batch, volcano, scheduler-plugins) a pod template names, if
-    any: it asks for that backend's PodGroup, which only a pool using it writes."""
-    return next((n for n in template_schedulers(job) if n in GANG_SCHEDULERS), None)
-
-
 def template_schedulers(job: Job) -> tuple[str, ...]:
     """The schedulerNames the job's pod templates give, in replica order, once each."""
     names = ((r.template.get("spec") or {}).get("schedulerName") for r in job.replicas.values())
