@@ -14,8 +14,9 @@ import orjson
 from pydantic import ValidationError
 from rich.console import Console
 
-from policy.model.jobs import InvalidJob, gang_scheduler, parse_job
-from policy.model.pool import POLICIES
+from policy.model.jobs import InvalidJob, parse_job
+from policy.model.pool import DEFAULT_POOL, GANG_SCHEDULER_CHOICES, POLICIES, PoolSpec
+from policy.pool.gang import note
 from sim.engine import DAY, Scenario, SimConfig, Simulation, SimulationError
 from sim.results import SimResult
 from sim.scenario import ScenarioError, from_manifests, from_trace, load_scenario
@@ -85,6 +86,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="affinity",
         help="how planned pods are bound: node affinity, the kube-scheduler binds (default), "
         "or spec.nodeName directly",
+    )
+    s.add_argument(
+        "--gang-scheduler",
+        choices=GANG_SCHEDULER_CHOICES,
+        default="none",
+        help="the pool's external gang scheduler, which the run then also runs: it binds "
+        "each job's PodGroup all at once (default none; docs/gang-schedulers.md)",
     )
     s.add_argument(
         "--seed",
@@ -161,12 +169,16 @@ def origins(args: argparse.Namespace) -> dict[str, str]:
 
 
 def check_jobs(
-    scenario: Scenario, where_of: Mapping[str, str] | None = None, fallback: str | None = None
+    scenario: Scenario,
+    where_of: Mapping[str, str] | None = None,
+    fallback: str | None = None,
+    pool: PoolSpec | None = None,
 ) -> tuple[list[str], list[str]]:
     """(problems, warnings): each job as the webhook would judge it, one line each, naming
     its file and line where known, else ``fallback`` (the scenario file or trace)."""
     problems: list[str] = []
     warnings: list[str] = []
+    pool = pool or PoolSpec()
     for spec in scenario.jobs:
         where = f"{(where_of or {}).get(spec.key, fallback or scenario.name)}: TFJob {spec.key}"
         try:
@@ -179,12 +191,9 @@ def check_jobs(
             field = ".".join(str(p) for p in ("metadata", *first["loc"]))
             problems.append(f"{where} is invalid: {field}: {first['msg']}")
             continue
-        name = gang_scheduler(job)
-        if name:
-            warnings.append(
-                f"{where}: warning: pods name schedulerName {name}; gang schedulers are not "
-                "supported yet, so no PodGroup is created (Dragonet admits the gang itself)"
-            )
+        said = note(job, DEFAULT_POOL, pool, ())
+        if said:
+            warnings.append(f"{where}: warning: {said}")
     return problems, warnings
 
 
@@ -208,7 +217,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"dragonet simulate: {scenario.name}: no jobs to run", file=sys.stderr)
         return 2
     fallback = args.trace or (args.inputs[0] if args.inputs else str(DEFAULT_SCENARIO))
-    problems, warnings = check_jobs(scenario, origins(args), fallback)
+    try:
+        pool = PoolSpec(gangScheduler=args.gang_scheduler, binding=args.binding)
+    except ValidationError as err:
+        why = str(err.errors()[0]["msg"]).removeprefix("Value error, ")
+        print(f"dragonet simulate: --gang-scheduler {args.gang_scheduler}: {why}", file=sys.stderr)
+        return 2
+    problems, warnings = check_jobs(scenario, origins(args), fallback, pool)
     for line in [*warnings, *problems]:
         print(f"dragonet simulate: {line}", file=sys.stderr)
     if problems:
@@ -221,6 +236,7 @@ def run(args: argparse.Namespace) -> int:
             config = SimConfig(
                 policy=policy,
                 binding=args.binding,
+                gang_scheduler=args.gang_scheduler,
                 seed=args.seed,
                 mc_workers=args.mc_workers,
                 view_delay_s=args.view_delay,

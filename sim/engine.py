@@ -16,7 +16,7 @@ import math
 import random
 import statistics
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -25,8 +25,16 @@ from typing import Any, Literal
 import yaml
 from flask import Flask
 
+from policy.job.podgroup import pod_group_child
 from policy.model.jobs import pod_request
-from policy.model.pool import DEFAULT_POOL, POOL_KIND, PolicyName, pool_object
+from policy.model.pool import (
+    DEFAULT_POOL,
+    POOL_KIND,
+    GangScheduler,
+    PolicyName,
+    PoolSpec,
+    pool_object,
+)
 from policy.model.resources import Resources
 from sim.apiserver import EPOCH, ApiServer, Obj, object_key
 from sim.bounds import BoundJob, lower_bounds
@@ -87,6 +95,9 @@ class SimConfig:
     delete_finished_after_s: float | None = 60.0
     starvation_seconds: float = 30.0
     idle_seconds: float = 60.0
+    # The default pool's external gang scheduler (none, kube-batch, volcano, coscheduling):
+    # the run also runs that scheduler (sim/gang.py).
+    gang_scheduler: GangScheduler = "none"
     # Faults and operations, at simulated times: a fresh webhook process (restart), a node
     # that disappears, a pod evicted, a container that exits with a code.
     webhook_restarts_s: tuple[float, ...] = ()
@@ -107,8 +118,15 @@ class SimConfig:
         return SyncCost(self.job_sync_base_ms, self.job_sync_per_kib_ms)
 
 
-def load_controllers() -> list[dict[str, Any]]:
-    return [yaml.safe_load(path.read_text()) for path in CONTROLLERS]
+def load_controllers(gang_schedulers: Iterable[str] = ()) -> list[dict[str, Any]]:
+    """The plain manifests of ``metacontroller/``; with gang backends, the job controllers
+    also own those backends' PodGroups (metacontroller/README.md, the chart's
+    ``scheduling.gangSchedulers``)."""
+    controllers = [yaml.safe_load(path.read_text()) for path in CONTROLLERS]
+    for c in controllers:
+        if c["spec"]["parentResource"]["resource"] != "trainingpools":
+            c["spec"]["childResources"] += [pod_group_child(b) for b in gang_schedulers]
+    return controllers
 
 
 class Simulation:
@@ -149,10 +167,12 @@ class Simulation:
                     cost=config.cost_of(c),
                     max_syncs_per_second=config.max_syncs_per_parent_second,
                 )
-                for c in load_controllers()
+                for c in load_controllers(self._gang_backends())
             ]
         )
         self.policy = self._pool_policy()
+        if names := self._gang_scheduler_names():
+            self.kube.run_gang_scheduler(names)
         self.log: list[tuple[float, str, str, str]] = []  # (t, event, pod, node)
         self.api.watchers.append(self._record)
         self.capacity = Resources.total(
@@ -183,6 +203,19 @@ class Simulation:
             None,
         )
 
+    def _pool_specs(self) -> list[PoolSpec]:
+        """The spec of every pool the run has (its own ones, or the default pool)."""
+        own = [o for o in self.scenario.objects if o.get("kind") == POOL_KIND]
+        if self._own_pool() is None:
+            own.append(self.default_pool())
+        return [PoolSpec.model_validate(o.get("spec") or {}) for o in own]
+
+    def _gang_backends(self) -> list[str]:
+        return sorted({s.gangScheduler for s in self._pool_specs()} - {"none"})
+
+    def _gang_scheduler_names(self) -> set[str]:
+        return {s.scheduler_name for s in self._pool_specs() if s.gangScheduler != "none"}
+
     def _pool_policy(self) -> str:
         own = self._own_pool()
         if own is None:
@@ -198,6 +231,7 @@ class Simulation:
             binding=c.binding,
             starvationSeconds=c.starvation_seconds,
             idleSeconds=c.idle_seconds,
+            gangScheduler=c.gang_scheduler,
         )
 
     def schedule(self, delay: float, action: Callable[[], None]) -> None:

@@ -18,11 +18,13 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from policy.job.podgroup import TYPE_KEYS as POD_GROUPS
 from policy.model.cluster import Node
 from policy.model.jobs import pod_request
 from policy.model.resources import Resources
 from policy.pool.filters import rejection
 from sim.apiserver import ApiServer, Obj, object_key, stamp
+from sim.gang import GangScheduler, group_of
 
 PODS = "Pod.v1"
 NODES = "Node.v1"
@@ -72,9 +74,22 @@ class Kube:
     rejected: int = 0  # pods a kubelet refused for lack of room
     _batches: dict[str, tuple[float, float]] = field(default_factory=dict)
     _pending_retry: bool = False
+    gang: GangScheduler | None = None  # a gang-backend pool's scheduler (sim/gang.py)
 
     def __post_init__(self) -> None:
         self.api.watchers.append(self._on_change)
+
+    def run_gang_scheduler(self, names: set[str]) -> None:
+        """Also run an external gang scheduler for pods naming one of ``names``."""
+        self.gang = GangScheduler(
+            self.api,
+            names,
+            lambda: self.nodes,
+            self.free,
+            self._score,
+            self._bind,
+            self._mark_unschedulable,
+        )
 
     # --- accounting ------------------------------------------------------------------
 
@@ -97,6 +112,9 @@ class Kube:
             else:
                 self.nodes[new["metadata"]["name"]] = Node.from_object(new)
             self._retry_soon()
+            return
+        if tkey in POD_GROUPS:
+            self._retry_soon()  # a group's minMember may now be met
             return
         if tkey != PODS:
             return
@@ -138,6 +156,10 @@ class Kube:
         pending.sort(key=lambda p: (int(p["metadata"]["resourceVersion"]), object_key(p)))
         for pod in pending:
             self._try_bind(pod)
+        if self.gang is not None:
+            waiting = [p for p in self.api.list(PODS) if self.gang.handles(p)]
+            waiting.sort(key=lambda p: (int(p["metadata"]["resourceVersion"]), object_key(p)))
+            self.gang.schedule(waiting)
 
     def _score(self, node: str, req: Resources) -> tuple[float, str]:
         left = self.free(node) - req
@@ -152,19 +174,22 @@ class Kube:
             for n, node in sorted(self.nodes.items())
             if rejection(node, pod["spec"]) is None and req.fits_in(self.free(n))
         ]
-        key = object_key(pod)
         if not fits:
-            conds = (pod.get("status") or {}).get("conditions") or []
-            if not any(c.get("reason") == "Unschedulable" for c in conds):
-                msg = f"0/{len(self.nodes)} nodes are available"
-                status = {
-                    **(pod.get("status") or {}),
-                    "phase": "Pending",
-                    "conditions": [_condition("PodScheduled", "False", "Unschedulable", msg)],
-                }
-                self.api.patch(PODS, key, status=status)
+            self._mark_unschedulable(pod, f"0/{len(self.nodes)} nodes are available")
             return
-        node = min(fits, key=lambda n: self._score(n, req))
+        self._bind(pod, min(fits, key=lambda n: self._score(n, req)))
+
+    def _mark_unschedulable(self, pod: Obj, message: str) -> None:
+        conds = (pod.get("status") or {}).get("conditions") or []
+        if not any(c.get("reason") == "Unschedulable" for c in conds):
+            status = {
+                **(pod.get("status") or {}),
+                "phase": "Pending",
+                "conditions": [_condition("PodScheduled", "False", "Unschedulable", message)],
+            }
+            self.api.patch(PODS, object_key(pod), status=status)
+
+    def _bind(self, pod: Obj, node: str) -> None:
         spec = {**pod["spec"], "nodeName": node}
         status = {
             **(pod.get("status") or {}),
@@ -184,6 +209,8 @@ class Kube:
             self._start(pod)
         elif self._schedulable(pod):
             self._try_bind(pod)
+        elif self.gang is not None and self.gang.handles(pod) and (group := group_of(pod)):
+            self.gang.try_group(group)
 
     def _start(self, pod: Obj) -> None:
         node = pod["spec"]["nodeName"]

@@ -10,6 +10,8 @@ There is no API server here, so three validators stand in for it:
 * ``validate_composite_controller``: a CompositeController against Metacontroller's own CRD schema,
   vendored in ``tests/schemas/``.
 * ``validate_custom``: an instance of any of our own CRDs (TrainingPool, Admission, TFJob).
+* ``validate_pod_group``: a PodGroup of kube-batch, Volcano or scheduler-plugins against the
+  CRD its project publishes, vendored in ``tests/schemas/``.
 
 The two custom-resource validators use ``jsonschema.Draft4Validator`` and mimic what the API server
 does with a structural schema under ``kubectl``'s default strict field validation:
@@ -114,6 +116,37 @@ def validate_custom(obj: dict[str, Any]) -> None:
     if obj.get("apiVersion") != group_version:
         raise AssertionError(f"{_describe(obj)}: apiVersion must be {group_version}")
     _validate_with(_custom_validator(kind), obj)
+
+
+# The PodGroup CRDs of the gang schedulers, as their projects publish them (tests/schemas/).
+POD_GROUP_CRDS = {
+    "scheduling.incubator.k8s.io/v1alpha1": "podgroups.scheduling.incubator.k8s.io.yaml",
+    "scheduling.volcano.sh/v1beta1": "podgroups.scheduling.volcano.sh.yaml",
+    "scheduling.x-k8s.io/v1alpha1": "podgroups.scheduling.x-k8s.io.yaml",
+}
+
+
+def validate_pod_group(obj: dict[str, Any]) -> None:
+    """Validate a PodGroup against its backend's CRD, chosen by ``apiVersion``."""
+    api_version = obj.get("apiVersion") if isinstance(obj, dict) else None
+    if obj.get("kind") != "PodGroup" or api_version not in POD_GROUP_CRDS:
+        raise AssertionError(f"{_describe(obj)}: not a PodGroup of a known gang scheduler")
+    _validate_with(_pod_group_validator(api_version), obj)
+
+
+@functools.cache
+def _pod_group_validator(api_version: str) -> jsonschema.Draft4Validator:
+    path = Path(__file__).resolve().parent / "schemas" / POD_GROUP_CRDS[api_version]
+    crd = yaml.safe_load(path.read_text())
+    version = api_version.split("/")[1]
+    if crd["apiVersion"] == "apiextensions.k8s.io/v1beta1":  # kube-batch's, one version
+        assert crd["spec"]["version"] == version
+        schema = crd["spec"]["validation"]["openAPIV3Schema"]
+    else:
+        (served,) = [v for v in crd["spec"]["versions"] if v["name"] == version]
+        schema = served["schema"]["openAPIV3Schema"]
+    assert f"{crd['spec']['group']}/{version}" == api_version
+    return _validator(schema)
 
 
 def validate_pool_status(status: dict[str, Any]) -> None:

@@ -8,6 +8,7 @@ job's sync (``job-sync-*``: parent a TFJob or an MXJob, related its Admission).
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -44,6 +45,47 @@ def mxjob(name: str, created: str) -> dict:
     return mc.tfjob(manifest, created=created)
 
 
+# gang-tfjob.yaml's pods select gpu=1060g1 (Kubeflow's kube-batch guide).
+GANG = "gang-tfjob.yaml"
+GANG_SCHEDULER_NAMES = {
+    "kube-batch": "kube-batch",
+    "volcano": "volcano",
+    "coscheduling": "scheduler-plugins-scheduler",
+}
+
+
+def gang_scenarios() -> dict[str, dict]:
+    """A pool that delegates binding to a gang scheduler, and the job sync of its
+    Admission for each backend (the job controller then owns that backend's PodGroups)."""
+    nodes = [mc.node(f"gpu-{i}", cpu="8", gpu=1, labels={"gpu": "1060g1"}) for i in (1, 2)]
+    job = mc.tfjob(GANG, namespace="kubeflow")
+    out = {
+        "pool-sync-gang-tfjob-kube-batch.json": mc.pool_request(
+            mc.world(job, nodes), parent=mc.pool(gangScheduler="kube-batch")
+        )
+    }
+    for backend, name in GANG_SCHEDULER_NAMES.items():
+        # The same job as written for a pool of that backend: it names no scheduler itself
+        # (kube-batch's pool runs the manifest unchanged).
+        own = job if backend == "kube-batch" else _unnamed(job)
+        admitted = mc.admission(
+            own, [("PS", 0, "gpu-1"), ("Worker", 0, "gpu-1")], workers=1, gang=(backend, name)
+        )
+        out[f"job-sync-gang-tfjob-{backend}.json"] = mc.job_request(
+            mc.world(own, nodes), admitted, gang=[backend]
+        )
+    return out
+
+
+def _unnamed(job: dict) -> dict:
+    """``job`` without the schedulerName and group annotation its templates give."""
+    out = copy.deepcopy(job)
+    for replica in out["spec"]["tfReplicaSpecs"].values():
+        del replica["template"]["spec"]["schedulerName"]
+        del replica["template"]["metadata"]
+    return out
+
+
 def scenarios() -> dict[str, dict]:
     big = [mc.node("big-1", cpu="24", memory="64Gi"), mc.node("small-1"), mc.node("small-2")]
     job1 = mc.tfjob(JOB1)
@@ -76,6 +118,7 @@ def scenarios() -> dict[str, dict]:
         # Related maps arrive in no particular order: job-b is listed first.
         "pool-sync-two-jobs.json": mc.pool_request(mc.world(job_a, one, jobs=[job_b, job_a])),
         "job-sync-job1-admitted.json": mc.job_request(mc.world(job1, big), admitted),
+        **gang_scenarios(),
     }
 
 

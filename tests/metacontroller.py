@@ -224,9 +224,16 @@ def observed_pod(
 
 
 def _pinned(spec: dict[str, Any]) -> str | None:
+    """The node a pod lands on: its nodeName, its required hostname, or (bound by a gang
+    scheduler) the hostname it prefers."""
     if spec.get("nodeName"):
         return spec["nodeName"]
-    terms = spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+    affinity = spec["affinity"]["nodeAffinity"]
+    terms = affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {
+        "nodeSelectorTerms": [
+            p["preference"] for p in affinity["preferredDuringSchedulingIgnoredDuringExecution"]
+        ]
+    }
     for term in terms["nodeSelectorTerms"]:
         for expr in term.get("matchExpressions", []):
             if expr["key"] == "kubernetes.io/hostname":
@@ -290,6 +297,7 @@ class World:
     priority_classes: list[dict[str, Any]] = field(default_factory=list)
     pools: list[dict[str, Any]] = field(default_factory=list)  # other TrainingPools
     finalizing: bool = False
+    pod_groups: list[dict[str, Any]] = field(default_factory=list)  # every job's PodGroups
 
     def own(self, objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         uid = self.parent["metadata"]["uid"]
@@ -337,14 +345,42 @@ def pool_request(
     }
 
 
-def job_request(w: World, admission: dict[str, Any] | None) -> dict[str, Any]:
-    """The v2 sync request of ``w.parent``: its own pods and services as children, its own
-    Admission (if the pool wrote one) as related."""
+POD_GROUP_API_VERSIONS = {
+    "kube-batch": "scheduling.incubator.k8s.io/v1alpha1",
+    "volcano": "scheduling.volcano.sh/v1beta1",
+    "coscheduling": "scheduling.x-k8s.io/v1alpha1",
+}
+
+
+def gang_controller(path: Path, backends: Iterable[str]) -> dict[str, Any]:
+    """A job controller that also owns the backends' PodGroups (the chart's
+    ``scheduling.gangSchedulers``; metacontroller/README.md), as Metacontroller passes it."""
+    obj = controller(path)
+    obj["spec"]["childResources"] += [
+        {
+            "apiVersion": POD_GROUP_API_VERSIONS[b],
+            "resource": "podgroups",
+            "updateStrategy": {"method": "InPlace"},
+        }
+        for b in backends
+    ]
+    return obj
+
+
+def job_request(
+    w: World, admission: dict[str, Any] | None, gang: Iterable[str] = ()
+) -> dict[str, Any]:
+    """The v2 sync request of ``w.parent``: its own pods and services (and PodGroups, when
+    its controller owns the ``gang`` backends' ones) as children, its own Admission (if the
+    pool wrote one) as related."""
     mx = w.parent.get("kind") == "MXJob"
+    path = MX_CONTROLLER_YAML if mx else CONTROLLER_YAML
+    backends = list(gang)
+    types = [*CHILD_TYPES, *(f"PodGroup.{POD_GROUP_API_VERSIONS[b]}" for b in backends)]
     return {
-        "controller": controller(MX_CONTROLLER_YAML if mx else CONTROLLER_YAML),
+        "controller": gang_controller(path, backends) if backends else controller(path),
         "parent": w.parent,
-        "children": _group([*w.own(w.pods), *w.own(w.services)], CHILD_TYPES),
+        "children": _group([*w.own(w.pods), *w.own(w.services), *w.own(w.pod_groups)], types),
         "related": _group([admission] if admission else [], [ADMISSIONS]),
         "finalizing": w.finalizing,
     }
@@ -392,6 +428,8 @@ def admission(
     generation: int = 1,
     pool_name: str = "default",
     binding: str = "affinity",
+    gang: tuple[str, str] | None = None,
+    gang_note: str = "",
 ) -> dict[str, Any]:
     """An Admission as the API server stores it, written out by a test: the contract a
     job's sync reads, independent of the pool's code."""
@@ -426,5 +464,7 @@ def admission(
             "binding": binding,
             "workers": workers,
             "pods": entries,
+            **({"gang": {"scheduler": gang[0], "schedulerName": gang[1]}} if gang else {}),
+            **({"gangNote": gang_note} if gang_note else {}),
         },
     }

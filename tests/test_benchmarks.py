@@ -58,3 +58,20 @@ def test_load_benchmark_runs_against_the_real_server_and_survives_a_killed_worke
     assert after > 0, "requests kept being answered after the kill"
     assert "peak of the pod's total" in out
     assert out.count(" worker ") >= 3  # two workers, and the one that replaced the killed one
+
+
+def test_gang_benchmark_compares_every_backend_with_the_kube_scheduler(
+    monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    from benchmarks import gang
+
+    monkeypatch.setattr(sys, "argv", ["gang", "--quick"])
+    gang.main()
+    rows = capsys.readouterr().out.strip().splitlines()
+    assert rows[0].split()[:2] == ["workload", "backend"]
+    table = [r.split() for r in rows[1:]]
+    assert [r[1] for r in table[:4]] == ["none", "kube-batch", "volcano", "coscheduling"]
+    assert len(table) == 12  # three examples, four ways each
+    for row in table:
+        done, total = row[-3], row[-1]
+        assert done == total, row  # every job finished under every backend

@@ -414,6 +414,8 @@ def test_custom_values_reach_the_pod_spec(custom_docs: list[dict[str, Any]]) -> 
         ("auth.enabled=true", "secretName"),
         ("tls.caBundle.inlne=PEM", "inlne"),
         ("networkPolicy.metacontroller.podSelector.matchLabel.app=mc", "matchLabel"),
+        ("scheduling.gangScheduler=yunikorn", "gangScheduler"),
+        ("scheduling.gangSchedulers={slurm}", "gangSchedulers"),
     ],
 )
 def test_invalid_values_are_refused_with_a_message(helm: str, flag: str, message: str) -> None:
@@ -600,6 +602,75 @@ def test_chart_controller_differs_from_the_plain_manifest_only_in_name_and_url(
         webhook["url"] = f"http://dragonet-webhook.dragonet/{which}/{hook}"
     assert rendered["metadata"]["name"] == f"ml-jobs-dragonet-{which}"
     assert rendered["spec"] == _plain_controller(which)["spec"]
+
+
+# --- gang schedulers: the default pool's backend and the PodGroup child resources -------------
+
+
+@pytest.fixture(scope="session")
+def gang_docs(helm: str) -> list[dict[str, Any]]:
+    return _render(
+        helm,
+        "--set",
+        "scheduling.gangScheduler=volcano",
+        "--set",
+        "scheduling.gangSchedulerName=volcano-ml",
+        "--set",
+        "scheduling.gangSchedulers={kube-batch,volcano}",
+    )
+
+
+def test_a_gang_scheduler_reaches_the_default_pool(gang_docs: list[dict[str, Any]]) -> None:
+    from policy.model.pool import PoolSpec
+
+    _validate_all(gang_docs)
+    pool = _one(gang_docs, "TrainingPool")
+    assert pool["spec"]["gangScheduler"] == "volcano"
+    assert PoolSpec.model_validate(pool["spec"]).scheduler_name == "volcano-ml"
+
+
+@pytest.mark.parametrize("which", ["tfjobs", "mxjobs"])
+def test_the_job_controllers_own_each_backends_pod_groups_as_the_simulator_runs_them(
+    gang_docs: list[dict[str, Any]], which: str
+) -> None:
+    """The plain manifest plus one ``podgroups`` child per backend (in place), which is
+    exactly what the simulator runs for those backends (sim.engine.load_controllers)."""
+    from sim.engine import load_controllers
+
+    rendered = _controller(gang_docs, which)
+    (simulated,) = [
+        c
+        for c in load_controllers(["kube-batch", "volcano"])
+        if c["metadata"]["name"] == f"dragonet-{which}"
+    ]
+    assert rendered["spec"] == simulated["spec"]
+    assert rendered["spec"]["childResources"][2:] == [
+        {"apiVersion": v, "resource": "podgroups", "updateStrategy": {"method": "InPlace"}}
+        for v in ("scheduling.incubator.k8s.io/v1alpha1", "scheduling.volcano.sh/v1beta1")
+    ]
+    assert _controller(gang_docs, "pools")["spec"] == _plain_controller("pools")["spec"]
+
+
+def test_users_may_read_the_pod_groups_of_their_jobs(gang_docs: list[dict[str, Any]]) -> None:
+    roles = {d["metadata"]["name"]: d for d in gang_docs if d["kind"] == "ClusterRole"}
+    for name in ("dragonet-tfjobs-edit", "dragonet-tfjobs-view"):
+        groups = {
+            g: set(rule["verbs"])
+            for rule in roles[name]["rules"]
+            if rule["resources"] == ["podgroups"]
+            for g in rule["apiGroups"]
+        }
+        assert groups == {
+            "scheduling.incubator.k8s.io": {"get", "list", "watch"},
+            "scheduling.volcano.sh": {"get", "list", "watch"},
+        }
+
+
+def test_a_gang_scheduler_with_node_name_binding_is_refused(helm: str) -> None:
+    flags = ("--set", "scheduling.gangScheduler=kube-batch", "--set", "scheduling.binding=nodeName")
+    proc = _run(helm, "template", "dragonet", str(CHART), *flags, check=False)
+    assert proc.returncode != 0
+    assert "binding" in proc.stderr and "affinity" in proc.stderr
 
 
 # --- chart metadata and documentation ---------------------------------------------------------

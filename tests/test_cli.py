@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from tests.conftest import node_of
-from tests.kube_schema import validate_custom, validate_k8s
+from tests.kube_schema import validate_custom, validate_k8s, validate_pod_group
 from webhooks.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -120,6 +120,25 @@ def test_render_plans_in_the_pool_a_file_describes(
     assert {d["spec"]["nodeName"] for d in docs if d["kind"] == "Pod"} == {"gpu-1"}
 
 
+def test_render_in_the_example_volcano_pool_writes_a_volcano_pod_group(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    pool = EXAMPLES / "volcano-pool.yaml"
+    validate_custom(yaml.safe_load(pool.read_text()))
+    args = ["render", str(EXAMPLES / "job1.yaml"), "--nodes", NODES, "--pool", str(pool)]
+    code = main([*args, "--output", "json"])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    docs = yaml.safe_load(out)
+    (group,) = [d for d in docs if d["kind"] == "PodGroup"]
+    validate_pod_group(group)
+    assert group["apiVersion"] == "scheduling.volcano.sh/v1beta1"
+    assert group["spec"]["queue"] == "default"
+    pods = [d for d in docs if d["kind"] == "Pod"]
+    assert group["spec"]["minMember"] == len(pods)
+    assert {p["spec"]["schedulerName"] for p in pods} == {"volcano"}
+
+
 # --- inputs the command cannot use: one line, the file named, a non-zero status -------------
 
 COMPAT = ROOT / "tests" / "fixtures" / "compat"
@@ -206,7 +225,7 @@ def test_render_fails_a_kubeshare_job(capsys: pytest.CaptureFixture[str]) -> Non
     assert "fractional GPUs (KubeShare) are not supported yet" in last
 
 
-def test_render_warns_about_a_gang_scheduler(
+def test_render_warns_about_a_gang_scheduler_the_pool_does_not_use(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     gang = COMPAT / "gang-tfjob.yaml"
@@ -214,13 +233,45 @@ def test_render_warns_about_a_gang_scheduler(
     nodes.write_text(
         "nodes:\n  - {name: n1, cpu: 16, memory: 64Gi, gpu: 4, labels: {gpu: 1060g1}}\n"
     )
-    code, _, err = _render(capsys, str(gang), "--nodes", str(nodes))
-    assert code == 0  # it runs: Dragonet admits the gang itself
+    code, out, err = _render(capsys, str(gang), "--nodes", str(nodes))
+    assert code == 0  # it runs as the pool runs jobs: Dragonet admits the gang itself
     assert (
-        f"dragonet render: {gang}:3: warning: pods name schedulerName kube-batch; gang "
-        "schedulers are not supported yet, so no PodGroup is created"
+        f"dragonet render: {gang}:3: warning: its pods name schedulerName kube-batch, but "
+        "TrainingPool 'default' has no gang scheduler (gangScheduler: none), so no PodGroup "
+        "is written for it; no pool uses kube-batch: create one with gangScheduler: kube-batch,"
+        " or remove schedulerName from its templates"
     ) in err
-    assert "no PodGroup is created (Dragonet admits the gang itself)" in err.splitlines()[-1]
+    assert not [d for d in yaml.safe_load_all(out) if d and d["kind"] == "PodGroup"]
+
+
+def test_render_in_a_kube_batch_pool_writes_the_pod_group_without_a_warning(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gang = COMPAT / "gang-tfjob.yaml"
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(
+        "nodes:\n  - {name: n1, cpu: 16, memory: 64Gi, gpu: 4, labels: {gpu: 1060g1}}\n"
+    )
+    args = ("--nodes", str(nodes), "--gang-scheduler", "kube-batch")
+    code, out, err = _render(capsys, str(gang), *args)
+    assert code == 0
+    assert "warning" not in err
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    (group,) = [d for d in docs if d["kind"] == "PodGroup"]
+    assert group["apiVersion"] == "scheduling.incubator.k8s.io/v1alpha1"
+    assert group["spec"] == {"minMember": 2}
+    assert {d["spec"]["schedulerName"] for d in docs if d["kind"] == "Pod"} == {"kube-batch"}
+
+
+def test_render_refuses_a_gang_scheduler_with_node_name_binding_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ("--nodes", NODES, "--gang-scheduler", "volcano", "--binding", "nodeName")
+    code, out, err = _render(capsys, str(ROOT / "examples" / "job1.yaml"), *args)
+    assert code == 2 and out == ""
+    line = _one_line(err)
+    assert line.startswith("dragonet render: the default pool: spec.")
+    assert "binding nodeName bypasses every scheduler" in line
 
 
 # --- serve: bad settings ----------------------------------------------------------------------

@@ -170,10 +170,37 @@ def test_a_gang_scheduler_job_runs_with_a_warning(
     assert code == 0
     assert _summaries(out)[0]["jobs_finished"] == 1
     assert (
-        f"dragonet simulate: {gang}:3: TFJob kubeflow/tfjob-gang-scheduling: warning: pods name "
-        "schedulerName kube-batch; gang schedulers are not supported yet, so no PodGroup is "
-        "created (Dragonet admits the gang itself)"
+        f"dragonet simulate: {gang}:3: TFJob kubeflow/tfjob-gang-scheduling: warning: its pods "
+        "name schedulerName kube-batch, but TrainingPool 'default' has no gang scheduler "
+        "(gangScheduler: none), so no PodGroup is written for it; no pool uses kube-batch: "
+        "create one with gangScheduler: kube-batch, or remove schedulerName from its templates"
     ) in err.splitlines()
+
+
+def test_a_gang_scheduler_job_runs_unchanged_in_a_kube_batch_pool(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(
+        "nodes:\n  - {name: n1, cpu: 16, memory: 64Gi, gpu: 4, labels: {gpu: 1060g1}}\n"
+    )
+    gang = COMPAT / "gang-tfjob.yaml"
+    argv = [str(gang), "--nodes", str(nodes), "--policy", "dragonet"]
+    code, out, err = _simulate(capsys, *argv, "--gang-scheduler", "kube-batch", "--json")
+    assert code == 0
+    assert _summaries(out)[0]["jobs_finished"] == 1
+    assert "warning" not in err
+
+
+def test_a_gang_scheduler_with_node_name_binding_is_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = _simulate(capsys, "--gang-scheduler", "volcano", "--binding", "nodeName")
+    assert code == 2 and out == ""
+    assert err.strip() == (
+        "dragonet simulate: --gang-scheduler volcano: binding nodeName bypasses every "
+        "scheduler, so gangScheduler volcano could never bind the pods: use binding affinity"
+    )
 
 
 @pytest.mark.parametrize(

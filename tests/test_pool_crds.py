@@ -71,6 +71,7 @@ def test_the_crds_defaults_are_the_webhooks_defaults() -> None:
     assert defaults == {k: model[k] for k in defaults}
     assert sorted(defaults) == [
         "binding",
+        "gangScheduler",
         "idleSeconds",
         "policy",
         "starvationSeconds",

@@ -90,9 +90,10 @@ def test_kubeshare_job_fails_instead_of_running_without_a_gpu() -> None:
     assert "fractional GPUs (KubeShare) are not supported yet" in failed["message"]
 
 
-def test_gang_tfjob_status_says_no_pod_group_is_created() -> None:
-    """A job naming kube-batch still runs (bound by nodeName here), and its status says
-    the PodGroup that scheduler expects is not created."""
+def test_gang_tfjob_in_a_pool_without_kube_batch_says_what_to_change() -> None:
+    """A job naming kube-batch in a pool without a gang scheduler still runs (bound by
+    nodeName here), and its status says that no PodGroup is written and what to change
+    (docs/gang-schedulers.md; in a kube-batch pool it runs unchanged: test_gang_schedulers)."""
     spec = file_job(COMPAT / "gang-tfjob.yaml")
     config = dataclasses.replace(KEEP, binding="nodeName")
     messages: set[str] = set()
@@ -107,8 +108,10 @@ def test_gang_tfjob_status_says_no_pod_group_is_created() -> None:
     (record,) = sim.run().jobs
     assert record.finish_s is not None
     assert messages == {
-        "its pods name schedulerName kube-batch, but gang schedulers are not supported yet: "
-        "no PodGroup is created (Dragonet admits the gang itself)"
+        "its pods name schedulerName kube-batch, but TrainingPool 'default' has no gang "
+        "scheduler (gangScheduler: none), so no PodGroup is written for it; no pool uses "
+        "kube-batch: create one with gangScheduler: kube-batch, or remove schedulerName from "
+        "its templates"
     }
 
 

@@ -17,9 +17,8 @@ import yaml
 from pydantic import ValidationError
 
 from policy.model.admission import TYPE_KEY as ADMISSIONS
-from policy.model.jobs import gang_scheduler, parse_job
 from policy.model.lifecycle import REASON_INVALID
-from policy.model.pool import POLICIES, PoolSpec, pool_object
+from policy.model.pool import GANG_SCHEDULER_CHOICES, POLICIES, PoolSpec, pool_object
 from policy.pool.observe import KINDS, job_type_key
 from webhooks.app import create_app, utc_now
 from webhooks.config import Settings
@@ -95,21 +94,11 @@ def invalid_reason(status: dict[str, Any]) -> str | None:
     return None
 
 
-def gang_warning(where: str, job: dict[str, Any]) -> str | None:
-    """One line for a job whose pods name kube-batch or volcano (no PodGroup is made)."""
-    kind = next((k for k in KINDS if k.kind == job.get("kind")), None)
-    if kind is None:
-        return None
-    try:
-        name = gang_scheduler(parse_job(job, kind))
-    except ValueError:
-        return None
-    if name is None:
-        return None
-    return (
-        f"{where}: warning: pods name schedulerName {name}; gang schedulers are not "
-        "supported yet, so no PodGroup is created (Dragonet admits the gang itself)"
-    )
+def gang_warning(where: str, admission: dict[str, Any] | None) -> str | None:
+    """One line for a job whose pods name a gang scheduler the pool does not use: what
+    its Admission's gangNote says (which pools do, or what to change)."""
+    note = ((admission or {}).get("spec") or {}).get("gangNote")
+    return f"{where}: warning: {note}" if note else None
 
 
 def _pool(args: argparse.Namespace) -> dict[str, Any]:
@@ -126,6 +115,8 @@ def _pool(args: argparse.Namespace) -> dict[str, Any]:
         spec["policy"] = args.policy
     if args.binding:
         spec["binding"] = args.binding
+    if args.gang_scheduler:
+        spec["gangScheduler"] = args.gang_scheduler
     meta = {"uid": "uid-pool", "generation": 1, **(pool.get("metadata") or {})}
     return {**pool, "metadata": meta, "spec": spec}
 
@@ -169,11 +160,11 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
     documents: list[dict[str, Any]] = list(planned["children"])
     invalid: list[str] = []
     for where, job in zip(origins, jobs, strict=True):
-        warning = gang_warning(where, job)
-        if warning:
-            print(f"dragonet render: {warning}", file=sys.stderr)
         key = f"{job['metadata']['namespace']}/{job['metadata']['name']}"
         own = [admissions[f"{job['kind']}/{key}"]] if f"{job['kind']}/{key}" in admissions else []
+        warning = gang_warning(where, own[0] if own else None)
+        if warning:
+            print(f"dragonet render: {warning}", file=sys.stderr)
         request = {
             "controller": {},
             "parent": job,
@@ -351,6 +342,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=["affinity", "nodeName"],
         help="how pods are bound to their planned node: required node affinity, leaving "
         "kube-scheduler the final say (the pool's default), or spec.nodeName directly",
+    )
+    r.add_argument(
+        "--gang-scheduler",
+        choices=GANG_SCHEDULER_CHOICES,
+        help="override the pool's spec.gangScheduler: an external gang scheduler binds the "
+        "pods, and each job gets its PodGroup (docs/gang-schedulers.md)",
     )
     r.add_argument(
         "--output",

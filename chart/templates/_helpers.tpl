@@ -71,3 +71,19 @@ app.kubernetes.io/component: webhook
 {{- define "dragonet.scheme" -}}
 {{- ternary "https" "http" .Values.tls.enabled }}
 {{- end }}
+
+{{- /*
+The gang schedulers whose PodGroups the job controllers own: scheduling.gangSchedulers plus
+the default pool's, sorted, as a JSON list.
+*/}}
+{{- define "dragonet.gangSchedulers" -}}
+{{- $all := .Values.scheduling.gangSchedulers | default list }}
+{{- if and .Values.scheduling.createDefaultPool (ne .Values.scheduling.gangScheduler "none") }}
+{{- $all = append $all .Values.scheduling.gangScheduler }}
+{{- end }}
+{{- $all | uniq | sortAlpha | toJson }}
+{{- end }}
+{{- /* The PodGroup apiVersion of each gang scheduler, as a JSON object. */}}
+{{- define "dragonet.podGroupAPIVersions" -}}
+{{- dict "kube-batch" "scheduling.incubator.k8s.io/v1alpha1" "volcano" "scheduling.volcano.sh/v1beta1" "coscheduling" "scheduling.x-k8s.io/v1alpha1" | toJson }}
+{{- end }}

@@ -13,7 +13,8 @@ from typing import Any
 import orjson
 
 from policy.job.mxnet import mx_env
-from policy.model.admission import GENERATION_ANNOTATION
+from policy.job.podgroup import decorate
+from policy.model.admission import GENERATION_ANNOTATION, Gang
 from policy.model.cluster import HOSTNAME, L_INDEX, L_JOB, L_OPERATOR, L_ROLE, L_TYPE, OPERATOR_NAME
 from policy.model.jobs import MXJOB, WORKER, Job, Replica, child_name
 from policy.model.pool import Binding
@@ -96,6 +97,20 @@ def _pin(spec: dict[str, Any], hostname: str) -> None:
     required["nodeSelectorTerms"] = terms
 
 
+# The weight of the planned node among a gang-scheduled pod's preferences: the most a
+# preference may weigh, so the planned node wins wherever it fits.
+PREFERRED_WEIGHT = 100
+
+
+def _prefer(spec: dict[str, Any], hostname: str) -> None:
+    """Prefer the planned node, keeping the user's own preferences and requirements: an
+    external gang scheduler must stay free to bind the gang elsewhere when it must."""
+    node_affinity = _field(_field(spec, "affinity", {}), "nodeAffinity", {})
+    preferred = _field(node_affinity, "preferredDuringSchedulingIgnoredDuringExecution", [])
+    expr = {"key": HOSTNAME, "operator": "In", "values": [hostname]}
+    preferred.append({"weight": PREFERRED_WEIGHT, "preference": {"matchExpressions": [expr]}})
+
+
 def render_pod(
     job: Job,
     rtype: str,
@@ -105,6 +120,7 @@ def render_pod(
     binding: Binding = "affinity",
     domain: str = "",
     admission_generation: int = 0,
+    gang: Gang | None = None,
 ) -> dict[str, Any]:
     replica = job.replicas[rtype]
     # A deep copy (the template is plain JSON: a round trip through orjson is the fast way).
@@ -140,11 +156,16 @@ def render_pod(
         main["env"] = env
     if node is None or hostname is None:
         pass  # placed by the kube-scheduler (the kube-default baseline)
+    elif gang is not None:
+        _prefer(spec, hostname)
     elif binding == "nodeName":
         spec["nodeName"] = node
     else:
         _pin(spec, hostname)
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": metadata, "spec": spec}
+    if gang is not None:
+        decorate(pod, job, rtype, gang)
+    return pod
 
 
 def _set_env(containers: list[dict[str, Any]], env: list[dict[str, str]]) -> None:

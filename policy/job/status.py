@@ -11,10 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from policy.job.podgroup import pod_group_name
 from policy.job.view import FINISHED, INVALID, SUSPENDED, JobView
 from policy.model import conditions as cond
 from policy.model.admission import ADMITTED, QUEUED, WAITING_FOR_POOL, LastScale
-from policy.model.jobs import Job, JobKind, gang_scheduler
+from policy.model.jobs import Job, JobKind
 from policy.model.lifecycle import REASON_INVALID, running_types
 from policy.model.timeutil import format_time, parse_time
 
@@ -199,30 +200,26 @@ def message(v: JobView) -> str:
         text = v.admission.message or "waiting for admission"
     else:
         text = v.admission.message or _foreign_scheduler(v)
-    return "; ".join(t for t in (text, no_pod_group(v.job)) if t)
-
-
-def no_pod_group(job: Job) -> str:
-    """Said on every running or waiting job whose pods name a gang scheduler: the
-    PodGroup that scheduler expects is not created (not supported yet)."""
-    name = gang_scheduler(job)
-    if name is None:
-        return ""
-    return (
-        f"its pods name schedulerName {name}, but gang schedulers are not supported yet: "
-        "no PodGroup is created (Dragonet admits the gang itself)"
-    )
+    return "; ".join(t for t in (text, v.admission.gang_note) if t)
 
 
 def _foreign_scheduler(v: JobView) -> str:
     """Pods pinned by Dragonet still need a scheduler to bind them; one that names a
-    scheduler the cluster may not run (kube-batch, volcano) can wait forever."""
+    scheduler the cluster may not run (kube-batch, volcano) can wait forever. Under the
+    pool's gang scheduler, the pods wait for it to bind their PodGroup."""
     waiting = sorted(
         {p.scheduler for p in v.pods if p.live and not p.bound and p.scheduler}
         - {"default-scheduler"}
     )
     if not waiting:
         return ""
+    gang = v.admission.gang if v.admission is not None else None
+    if gang is not None and waiting == [gang.scheduler_name]:
+        n = sum(1 for p in v.pods if p.live and not p.bound)
+        return (
+            f"{n} pod(s) wait for {gang.scheduler_name} to bind them: it binds PodGroup "
+            f"{pod_group_name(v.job)} all at once when its pods fit together"
+        )
     n = sum(1 for p in v.pods if p.live and not p.bound and p.scheduler in waiting)
     return (
         f"{n} pod(s) wait to be bound by scheduler {', '.join(waiting)} (their template's "

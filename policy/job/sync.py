@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from policy.job.podgroup import render_pod_group
 from policy.job.render import render_pod, render_service
 from policy.job.status import conditions, invalid, replica_statuses, scheduling, times
 from policy.job.view import FINISHED, SUSPENDED, JobView
@@ -159,14 +160,18 @@ def sync(
     for (rtype, index), (node, host) in sorted(placed.items()):
         binding = admission.binding if admission is not None else "affinity"
         generation = admission.generation if admission is not None else 0
+        gang = admission.gang if admission is not None else None
         pod_objs.append(
-            render_pod(job, rtype, index, node, host, binding, config.cluster_domain, generation)
+            render_pod(
+                job, rtype, index, node, host, binding, config.cluster_domain, generation, gang
+            )
         )
     # A restarting pod keeps its Service: its peers' DNS name never disappears.
     named = set(placed) | {_slot_of(job, p) for p in verdict.restarts} - {None}
     if phase == ADMITTED and admission is not None and not stale:
         named |= {s for s in admission.slots if job.holds(*s)}
     services = [render_service(job, rtype, index) for rtype, index in sorted(named)]
+    groups = _pod_group(view)
 
     resumed = cond.is_true(job.status.get("conditions") or [], cond.SUSPENDED) and (
         phase != SUSPENDED
@@ -183,7 +188,17 @@ def sync(
     resync = None
     if verdict.deadline is not None and phase == ADMITTED:
         resync = max(1.0, math.ceil((verdict.deadline - now).total_seconds()))
-    return Decision([*pod_objs, *services], new_status, resync)
+    return Decision([*pod_objs, *services, *groups], new_status, resync)
+
+
+def _pod_group(v: JobView) -> list[dict[str, Any]]:
+    """The gang scheduler's PodGroup while the job may run in a pool that has one (left
+    out once it finishes or is suspended, which deletes it, as Kubeflow does)."""
+    admission = v.admission
+    if admission is None or admission.gang is None or v.phase in (FINISHED, SUSPENDED):
+        return []
+    group = render_pod_group(v.job, admission, admission.gang)
+    return [group] if group is not None else []
 
 
 def _desired(v: JobView) -> dict[tuple[str, int], tuple[str | None, str | None]]:

@@ -69,6 +69,11 @@ class LastScaleModel(_Model):
     reason: str = ""
 
 
+class GangModel(_Model):
+    scheduler: Literal["kube-batch", "volcano", "coscheduling"]
+    schedulerName: str
+
+
 class AdmissionSpec(_Model):
     pool: str
     job: JobRef
@@ -80,6 +85,17 @@ class AdmissionSpec(_Model):
     pods: list[PodEntry] = Field(default_factory=list)
     admittedTime: str | None = None
     lastScale: LastScaleModel | None = None
+    gang: GangModel | None = None
+    gangNote: str = ""
+
+
+@dataclass(frozen=True)
+class Gang:
+    """The pool's external gang scheduler, as the job's sync needs it: which backend's
+    PodGroup to write, and the schedulerName the pods get."""
+
+    scheduler: str  # kube-batch | volcano | coscheduling
+    scheduler_name: str
 
 
 @dataclass(frozen=True)
@@ -143,6 +159,8 @@ class Admission:
     last_scale: LastScale | None = None
     admitted_at: str | None = None  # when the pool admitted the job (written once)
     generation: int = 0  # of the observed object; 0 for one not written yet
+    gang: Gang | None = None  # the pool's gang scheduler, if any
+    gang_note: str = ""  # its pods name a gang scheduler the pool does not use: what to do
 
     @cached_property
     def slots(self) -> Mapping[Slot, Placement]:
@@ -186,6 +204,13 @@ class Admission:
             spec["admittedTime"] = self.admitted_at
         if self.last_scale is not None:
             spec["lastScale"] = self.last_scale.to_json()
+        if self.gang is not None:
+            spec["gang"] = {
+                "scheduler": self.gang.scheduler,
+                "schedulerName": self.gang.scheduler_name,
+            }
+        if self.gang_note:
+            spec["gangNote"] = self.gang_note
         return {
             "apiVersion": VERSION,
             "kind": ADMISSION_KIND,
@@ -227,6 +252,8 @@ class Admission:
             else LastScale(scale.time, scale.from_, scale.to, scale.reason),
             admitted_at=spec.admittedTime,
             generation=generation if type(generation) is int else 0,
+            gang=None if spec.gang is None else Gang(spec.gang.scheduler, spec.gang.schedulerName),
+            gang_note=spec.gangNote,
         )
 
 

@@ -111,6 +111,10 @@ class Pod:
     # Not created yet: an Admission places it and its job's sync has not created it. It
     # holds its node's room like a pod that exists (kube-scheduler's assumed pods).
     assumed: bool = False
+    # Its node is only preferred (a gang scheduler binds it, docs/gang-schedulers.md):
+    # "unschedulable" then means its gang does not fit yet, and the backend binds it when
+    # it does, so it keeps its room and is not placed again.
+    preferred: bool = False
 
     # Derived once (read many times per cycle):
     occupies: bool = field(init=False, compare=False, repr=False)  # holds its node's room
@@ -140,15 +144,17 @@ class Pod:
             self.unschedulable,
             self.admission_generation,
             self.assumed,
+            self.preferred,
         )
 
     def __post_init__(self) -> None:
         terminal = self.phase in TERMINAL_PHASES
         labels = self.labels
         set_ = object.__setattr__
-        set_(self, "occupies", self.node is not None and not terminal and not self.unschedulable)
+        waits = self.unschedulable and not self.preferred  # a gang's pod waits for its gang
+        set_(self, "occupies", self.node is not None and not terminal and not waits)
         set_(self, "live", not terminal and not self.terminating)
-        set_(self, "stuck", self.unschedulable and not self.bound and self.node is not None)
+        set_(self, "stuck", waits and not self.bound and self.node is not None)
         ours = labels.get(L_OPERATOR) == OPERATOR_NAME and L_JOB in labels
         set_(self, "job", f"{self.namespace}/{labels[L_JOB]}" if ours else None)
         set_(self, "replica_type", labels.get(L_TYPE, ""))
@@ -160,7 +166,9 @@ class Pod:
         """``node`` is the bound node, else the hostname its affinity pins it to (see
         ``on_nodes`` for clusters whose hostnames are not their node names)."""
         meta, spec, status = _parts(obj, "Pod")
-        node = _optional_text(spec.get("nodeName"), "spec.nodeName") or _pinned_host(spec)
+        bound_to = _optional_text(spec.get("nodeName"), "spec.nodeName")
+        required = _required_host(spec)
+        node = bound_to or required or _preferred_host(spec)
         exit_code = None
         restarts = 0
         started = status.get("startTime")
@@ -193,6 +201,7 @@ class Pod:
             finished=_text(finished),
             scheduler=_text(spec.get("schedulerName")) or "",
             unschedulable=_unschedulable(status),
+            preferred=node is not None and not bound_to and not required,
             admission_generation=_generation(meta.get("annotations")),
         )
 
@@ -270,13 +279,28 @@ def _unschedulable(status: Mapping[str, Any]) -> bool:
     )
 
 
-def _pinned_host(spec: Mapping[str, Any]) -> str | None:
+def _required_host(spec: Mapping[str, Any]) -> str | None:
     """The hostname a pod is pinned to by a single-valued required affinity term."""
-    affinity = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-        "requiredDuringSchedulingIgnoredDuringExecution"
-    ) or {}
+    node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    required = node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}
+    return _single_host(required.get("nodeSelectorTerms") or [])
+
+
+def _preferred_host(spec: Mapping[str, Any]) -> str | None:
+    """The hostname a gang-scheduled pod prefers most (Dragonet's weight-100 preference,
+    policy/job/render.py): where the pool planned it, until its gang scheduler binds it."""
+    node_affinity = (spec.get("affinity") or {}).get("nodeAffinity") or {}
+    preferred = [
+        p.get("preference") or {}
+        for p in node_affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or []
+        if isinstance(p, Mapping) and p.get("weight") == 100
+    ]
+    return _single_host(preferred)
+
+
+def _single_host(terms: Any) -> str | None:
     hosts = set()
-    for term in affinity.get("nodeSelectorTerms") or []:
+    for term in terms:
         for expr in term.get("matchExpressions") or []:
             values = expr.get("values") or []
             if (

@@ -38,8 +38,9 @@ NO_KUBESHARE = (
     "fractional GPUs (KubeShare) are not supported yet: without them the pods would run "
     "with no GPU at all; ask for whole GPUs (nvidia.com/gpu) instead"
 )
-# Gang schedulers whose PodGroups Dragonet does not create (it admits gangs itself).
-GANG_SCHEDULERS = ("kube-batch", "volcano")
+# The schedulerNames of the gang schedulers a pool may delegate binding to (pool.py): a
+# template naming one asks for that backend's PodGroup.
+GANG_SCHEDULERS = ("kube-batch", "volcano", "scheduler-plugins-scheduler")
 
 
 @dataclass(frozen=True)
@@ -139,7 +140,9 @@ class SchedulingPolicyModel(_Model):
     minAvailable: int | None = None
     queue: str | None = None
     priorityClass: str | None = None
-    scheduleTimeoutSeconds: int | None = None
+    scheduleTimeoutSeconds: int | None = Field(default=None, ge=0, le=2**31 - 1)
+    # The PodGroup's minResources, as given (quantities); else computed from the pods.
+    minResources: dict[str, str | int] | None = None
 
 
 class RunPolicyModel(_Model):
@@ -218,6 +221,8 @@ class Job:
     # runPolicy.schedulingPolicy.priorityClass, else the pods' priorityClassName
     priority_class: str | None = None
     pool: str = DEFAULT_POOL  # runPolicy.schedulingPolicy.queue: the TrainingPool it asks for
+    # runPolicy.schedulingPolicy as given: what an external gang scheduler's PodGroup reads
+    scheduling_policy: SchedulingPolicyModel | None = field(default=None, compare=False)
     spec_content: bytes = field(default=b"", repr=False, compare=False)  # the spec, as JSON
     _types: Mapping[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
     status: Mapping[str, Any] = field(default_factory=dict)
@@ -391,14 +396,10 @@ def _refuse_kubeshare(template: Mapping[str, Any], where: str) -> None:
                     )
 
 
-def gang_scheduler(job: Job) -> str | None:
-    """The gang scheduler (kube-batch, volcano) a pod template names, if any: Dragonet
-    creates no PodGroup for it, so users must be told."""
-    for r in job.replicas.values():
-        name = (r.template.get("spec") or {}).get("schedulerName")
-        if name in GANG_SCHEDULERS:
-            return str(name)
-    return None
+def template_schedulers(job: Job) -> tuple[str, ...]:
+    """The schedulerNames the job's pod templates give, in replica order, once each."""
+    names = ((r.template.get("spec") or {}).get("schedulerName") for r in job.replicas.values())
+    return tuple(dict.fromkeys(n for n in names if isinstance(n, str) and n))
 
 
 def parse_metadata(obj: Mapping[str, Any]) -> MetadataModel:
@@ -494,6 +495,7 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         return value if value is not None else getattr(spec, name)
 
     policy = run.schedulingPolicy or spec.schedulingPolicy
+    _check_min_resources(policy, "spec.runPolicy" if run.schedulingPolicy else "spec")
     named = policy.priorityClass if policy else None
     for r in replicas.values():
         named = named or (r.template.get("spec") or {}).get("priorityClassName")
@@ -521,9 +523,21 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         deleting=meta.deletionTimestamp is not None,
         priority_class=named if isinstance(named, str) and named else None,
         pool=pool_of(raw_spec),
+        scheduling_policy=policy,
         status=readable_status(obj.get("status")),
         spec_content=_content(raw_spec),
     )
+
+
+def _check_min_resources(policy: SchedulingPolicyModel | None, where: str) -> None:
+    """minResources goes into a PodGroup verbatim: each value must be a quantity."""
+    for name, value in ((policy.minResources or {}) if policy else {}).items():
+        try:
+            to_milli(value)
+        except (ValueError, ArithmeticError):
+            raise InvalidJob(
+                f"{where}.schedulingPolicy.minResources[{name!r}]: {value!r} is not a quantity"
+            ) from None
 
 
 def _check_mode(kind: JobKind, spec: JobSpecModel, replicas: Mapping[str, Replica]) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 GROUP = "dragonet.io"
 VERSION = f"{GROUP}/v1alpha1"
@@ -30,6 +30,18 @@ DEFAULT_POOL = "default"  # the pool of a job that names none (Kubeflow's queue 
 PolicyName = Literal["dragonet", "dragon", "gang-fifo", "kube-default"]
 POLICIES: tuple[PolicyName, ...] = ("dragonet", "dragon", "gang-fifo", "kube-default")
 Binding = Literal["affinity", "nodeName"]
+# An external gang scheduler that binds the pool's pods (docs/gang-schedulers.md): Dragonet
+# still queues, admits and places; the backend only binds, all of a PodGroup or none.
+GangScheduler = Literal["none", "kube-batch", "volcano", "coscheduling"]
+GANG_SCHEDULERS: tuple[GangScheduler, ...] = ("kube-batch", "volcano", "coscheduling")
+GANG_SCHEDULER_CHOICES: tuple[GangScheduler, ...] = ("none", *GANG_SCHEDULERS)
+# The pods' schedulerName for each backend, unless the pool names another: what each
+# project's own install calls its scheduler (scheduler-plugins' "as a second scheduler").
+DEFAULT_SCHEDULER_NAMES: Mapping[str, str] = {
+    "kube-batch": "kube-batch",
+    "volcano": "volcano",
+    "coscheduling": "scheduler-plugins-scheduler",
+}
 
 
 class LabelSelector(BaseModel):
@@ -75,6 +87,28 @@ class PoolSpec(BaseModel):
     idleSeconds: float = Field(default=60.0, ge=0)
     # Count every pod on the pool's nodes, not only Dragonet's (costlier hook requests).
     watchAllPods: bool = False
+    # An external gang scheduler binds the pods: each admitted job gets that backend's
+    # PodGroup, its pods the scheduler's name and the group's annotation or label, and the
+    # planned node as preferred (not required) affinity.
+    gangScheduler: GangScheduler = "none"
+    # The pods' schedulerName under the gang scheduler (default: the backend's own name).
+    gangSchedulerName: str | None = Field(default=None, min_length=1, max_length=253)
+
+    @model_validator(mode="after")
+    def _gang_needs_a_scheduler(self) -> PoolSpec:
+        if self.gangScheduler != "none" and self.binding == "nodeName":
+            raise ValueError(
+                f"binding nodeName bypasses every scheduler, so gangScheduler "
+                f"{self.gangScheduler} could never bind the pods: use binding affinity"
+            )
+        return self
+
+    @property
+    def scheduler_name(self) -> str:
+        """The schedulerName the pool's pods get ("" without a gang scheduler)."""
+        if self.gangScheduler == "none":
+            return ""
+        return self.gangSchedulerName or DEFAULT_SCHEDULER_NAMES[self.gangScheduler]
 
 
 def pool_object(name: str = DEFAULT_POOL, **spec: Any) -> dict[str, Any]:

@@ -47,6 +47,9 @@ class PoolSnapshot:
     other_pools: tuple[str, ...] = ()
     # Objects of the request that could not be read, and why: left out of the plan.
     problems: tuple[str, ...] = ()
+    # The other pools' gang schedulers (default pool only; None elsewhere): (name,
+    # gangScheduler, schedulerName), to tell a job which pool writes the PodGroup it asks for.
+    other_gangs: tuple[tuple[str, str, str], ...] | None = None
 
 
 def job_type_key(kind: JobKind) -> str:
@@ -163,6 +166,7 @@ def observe(
         pods[(pod.namespace, pod.name)] = pod.on_nodes(renamed) if renamed else pod
     known = None
     others: tuple[str, ...] = ()
+    gangs: tuple[tuple[str, str, str], ...] | None = None
     if name == DEFAULT_POOL:
         others = tuple(
             sorted(
@@ -173,6 +177,7 @@ def observe(
             )
         )
         known = frozenset((name, *others))
+        gangs = tuple(sorted(_gangs(objects(related, POOLS))))
     jobs, orphans = _jobs(related, name, known, memo, problems)
     by_key = {j.key: j for j in jobs}
     admissions = {
@@ -200,7 +205,22 @@ def observe(
         tuple(orphans),
         others,
         tuple(sorted(problems)),
+        gangs,
     )
+
+
+def _gangs(pools: list[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
+    """Other pools that use a gang scheduler; one whose spec cannot be read uses none."""
+    out = []
+    for obj in pools:
+        name = (obj.get("metadata") or {}).get("name")
+        try:
+            spec = PoolSpec.model_validate(obj.get("spec") or {})
+        except ValueError:
+            continue
+        if isinstance(name, str) and spec.gangScheduler != "none":
+            out.append((name, spec.gangScheduler, spec.scheduler_name))
+    return out
 
 
 # What reading one object of the request may raise: it is then left out of the plan and

@@ -17,7 +17,15 @@ import orjson
 from pydantic import ValidationError
 
 from policy.memo import Memo
-from policy.model.admission import ADMITTED, NO_SUCH_POOL, QUEUED, Admission, LastScale, Placement
+from policy.model.admission import (
+    ADMITTED,
+    NO_SUCH_POOL,
+    QUEUED,
+    Admission,
+    Gang,
+    LastScale,
+    Placement,
+)
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.cluster import Cluster
 from policy.model.jobs import Job
@@ -26,6 +34,7 @@ from policy.model.pool import DEFAULT_POOL
 from policy.model.resources import PODS, Resources, format_quantity
 from policy.model.timeutil import format_time
 from policy.pool.cycle import JobPlan, plan
+from policy.pool.gang import gang_of, note
 from policy.pool.observe import PoolSnapshot, objects, observe
 from policy.pool.rules import rules_for
 from policy.pool.running import last_scale
@@ -69,7 +78,7 @@ def _values(parent: Mapping[str, Any], snap: PoolSnapshot, cluster: Cluster) -> 
     return frozenset(
         (
             ("spec", orjson.dumps(parent.get("spec") or {}, option=orjson.OPT_SORT_KEYS)),
-            ("pools", snap.other_pools),
+            ("pools", snap.other_pools, snap.other_gangs),
             ("priorities", tuple(sorted(snap.priorities.classes.items())), snap.priorities.default),
             *(n.plan_key for n in cluster.nodes),
             *(p.plan_key for p in cluster.pods),
@@ -175,6 +184,8 @@ def _admission(
         scale,
         admitted,
         jp.reason,
+        gang_of(snap.spec),
+        note(job, snap.name, snap.spec, snap.other_gangs),
     )
 
 
@@ -189,6 +200,8 @@ def _for(
     scale: LastScale | None = None,
     admitted: str | None = None,
     reason: str = "",
+    gang: Gang | None = None,
+    gang_note: str = "",
 ) -> Admission:
     return Admission(
         pool=pool,
@@ -205,6 +218,8 @@ def _for(
         last_scale=scale,
         admitted_at=admitted,
         reason=reason,
+        gang=gang,
+        gang_note=gang_note,
     )
 
 
