@@ -45,6 +45,7 @@ CONTROLLERS = (
     MANIFESTS / "pool-controller.yaml",
     MANIFESTS / "tfjob-controller.yaml",
     MANIFESTS / "mxjob-controller.yaml",
+    MANIFESTS / "migration-controller.yaml",
 )
 POOLS, JOBS = "dragonet-pools", "dragonet-tfjobs"
 TFJOBS = "TFJob.kubeflow.org/v1"

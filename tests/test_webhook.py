@@ -165,6 +165,8 @@ def test_a_pools_customize_asks_for_its_nodes_dragonet_pods_all_jobs_and_priorit
                 "resource": "priorityclasses",
                 "labelSelector": {},
             },
+            # Migration requests, in every namespace (docs/migration.md).
+            {"apiVersion": "dragonet.io/v1alpha1", "resource": "migrations", "labelSelector": {}},
         ]
     }
 

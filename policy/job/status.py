@@ -159,6 +159,10 @@ def scheduling(v: JobView, nodes: list[str]) -> dict[str, Any]:
         scale = LastScale.from_json((job.status.get("scheduling") or {}).get(LAST_SCALE))
     if scale is not None:
         section[LAST_SCALE] = scale.to_json()
+    if v.admission is not None and v.admission.moves:  # migration: counts and last moves
+        section["moves"] = [m.to_json() for m in v.admission.moves]
+    if v.admission is not None and v.admission.migrations:  # answers to live requests
+        section["migrations"] = [d.to_json() for d in v.admission.migrations]
     return section
 
 

@@ -337,6 +337,18 @@ def pod_request(pod_spec: Mapping[str, Any]) -> Resources:
     return Resources(total)
 
 
+def pod_limits(pod_spec: Mapping[str, Any]) -> Resources:
+    """The containers' limits (a container without a limit on a resource counts its request
+    there): what a burstable pod may use, DRAGON's per-node "load" (§7.3)."""
+    total: dict[str, int] = {}
+    for c in pod_spec.get("containers") or []:
+        res = c.get("resources") or {}
+        merged = {**(res.get("requests") or {}), **(res.get("limits") or {})}
+        for k, v in merged.items():
+            total[k] = total.get(k, 0) + to_milli(v)
+    return Resources(total)
+
+
 def _replica(kind: JobKind, rtype: str, spec: ReplicaSpecModel) -> Replica:
     where = f"spec.{kind.replica_specs_field}.{rtype}.template"
     try:

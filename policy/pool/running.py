@@ -16,6 +16,7 @@ from policy.model.admission import Admission, LastScale
 from policy.model.cluster import Pod
 from policy.model.jobs import Job
 from policy.model.lifecycle import Assessment
+from policy.model.migration import move_of
 from policy.model.timeutil import parse_time
 
 LAST_SCALE = "lastScale"  # the status key a job's sync copies the Admission's lastScale to
@@ -83,6 +84,19 @@ def _listed(pod: Pod, admission: Admission) -> bool:
     return newer or (pod.replica_type, pod.index) in admission.labelled
 
 
+def _replaced_left_out(workers: tuple[Pod, ...]) -> tuple[Pod, ...]:
+    """One pod per worker index: while a worker moves (make-before-break) its old pod and
+    its replacement (a higher move number in its name) both exist; the replacement counts."""
+    newest: dict[int, Pod] = {}
+    for p in workers:
+        seen = newest.get(p.index)
+        if seen is None or move_of(p.name) > move_of(seen.name):
+            newest[p.index] = p
+    if len(newest) == len(workers):
+        return workers
+    return tuple(p for p in workers if newest[p.index] is p)
+
+
 @dataclass(frozen=True)
 class Running:
     """An admitted job as one cycle sees it: its workers and what is recorded of them."""
@@ -107,7 +121,9 @@ class Running:
         admission: Admission | None,
     ) -> Running:
         target = recorded_target(job, admission)
-        workers = tuple(p for p in pods if p.replica_type == "worker" and not p.terminating)
+        workers = _replaced_left_out(
+            tuple(p for p in pods if p.replica_type == "worker" and not p.terminating)
+        )
         ps_nodes = frozenset(
             p.node for p in pods if p.replica_type != "worker" and p.live and p.node
         )

@@ -1,0 +1,416 @@
+"""Migrate: the pool's answer to Migration requests, and the moves it makes on its own.
+
+The last step of a cycle, so a move takes only room that no repair, admission or growth
+took. A move is make-before-break: the Admission places the worker's slot on the target
+under a new pod name (``{job}-worker-{i}-m{n}``) and names the node it leaves (``from``);
+the job's sync creates the replacement there and deletes the old pod once the replacement
+runs. Same replica index: the same TF_CONFIG entry and Service, so no peer restarts.
+
+Everything is recomputed from the API each cycle: the durable move count per worker slot
+and the answer to each request live in the job's Admission (``moves``, ``migrations``),
+and a replacement's name carries its move number too (an Admission rebuilt from scratch
+still knows it). A decided answer stays decided (``Refused`` and ``Done`` never change);
+asking again is a new request.
+
+Targets: never the source node, never a node without room for the pod's requests (DRAGON
+charged the target without checking), never a node the pod's constraints exclude. The
+``dragon`` score is DRAGON's limits-based load (lowest wins; no move when the source is
+among the best); the ``dragonet`` score is the worker's expected speed: next to its
+parameter servers, then the CPU share its limits would get. A requested move (not
+``Manual``) must make the worker ``minGain`` faster under ``dragonet``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from policy.model.admission import Slot
+from policy.model.cluster import Pod
+from policy.model.jobs import WORKER, Job, child_name
+from policy.model.migration import (
+    ALREADY_MOVING,
+    CHIEF_MOVABLE_ANNOTATION,
+    DONE,
+    IS_CHIEF,
+    MOVE_CAP_REACHED,
+    MOVING,
+    NO_GAIN,
+    NO_ROOM,
+    NOT_A_WORKER,
+    NOT_RUNNING,
+    PENDING,
+    REFUSED,
+    SAME_NODE,
+    STALE,
+    THROTTLED,
+    Decision,
+    MigrationRequest,
+    Moves,
+    move_of,
+    pod_name,
+)
+from policy.model.resources import Resources
+from policy.model.timeutil import format_time, parse_time
+from policy.pool.grow import REMOTE
+from policy.pool.ledger import Ledger
+from policy.pool.rules import MigrationRules
+from policy.pool.running import Running
+
+CONSOLIDATE = "Consolidate"
+MANUAL = "Manual"
+_CPU, _MEM = "cpu", "memory"
+
+
+@dataclass(frozen=True)
+class Move:
+    """A worker slot on its way from ``source`` to ``target`` under pod name ``pod``."""
+
+    source: str
+    target: str
+    pod: str
+
+
+@dataclass(frozen=True)
+class JobMoves:
+    """What a cycle decided about one job's migrations (written into its Admission)."""
+
+    names: Mapping[Slot, str] = field(default_factory=dict)  # pod names not {job}-{t}-{i}
+    moving: Mapping[Slot, Move] = field(default_factory=dict)  # moves in flight (and new)
+    moves: tuple[Moves, ...] = ()  # durable counts, per worker slot
+    decisions: tuple[Decision, ...] = ()  # answers to the job's live requests
+    wake_at: datetime | None = None  # when a throttled request may move
+
+
+@dataclass
+class _Load:
+    """Per node: the CPU and memory the pods on it may use (their limits), and allocatable."""
+
+    used: dict[str, Resources]
+    alloc: Mapping[str, Resources]
+
+    @classmethod
+    def of(cls, ledger: Ledger) -> _Load:
+        used: dict[str, dict[str, int]] = {}
+        for p in ledger.cluster.pods:
+            if p.occupies and p.node in ledger.allocatable:
+                _usage(p).add_to(used.setdefault(p.node, {}))
+        return cls({n: Resources(used.get(n)) for n in ledger.allocatable}, ledger.allocatable)
+
+    def move(self, pod: Pod, source: str, target: str) -> None:
+        u = _usage(pod)
+        self.used[source] = self.used[source] - u
+        self.used[target] = self.used[target] + u
+
+    def dragon(self, node: str) -> float:
+        """DRAGON's score (§7.3): 0.5 cpu limits/allocatable + 0.5 memory; lower is better."""
+        a, u = self.alloc[node], self.used[node]
+        return 0.5 * u[_CPU] / max(a[_CPU], 1) + 0.5 * u[_MEM] / max(a[_MEM], 1)
+
+    def share(self, node: str, extra: Resources | None = None) -> float:
+        """The CPU share a burstable pod gets there: allocatable over what pods may use."""
+        used = self.used[node] + extra if extra is not None else self.used[node]
+        return min(1.0, self.alloc[node][_CPU] / used[_CPU]) if used[_CPU] > 0 else 1.0
+
+
+def _usage(p: Pod) -> Resources:
+    """What a pod may use: its limits, at least its requests (cpu and memory)."""
+    return Resources({k: max(p.limits[k], p.request[k]) for k in (_CPU, _MEM)})
+
+
+def migrate(
+    ledger: Ledger,
+    running: Sequence[Running],
+    requests: Mapping[str, Sequence[MigrationRequest]],
+    rules: MigrationRules | None,
+    now: datetime,
+) -> dict[str, JobMoves]:
+    """Every running job's moves and every job's answers, by job key."""
+    load = _Load.of(ledger)
+    out: dict[str, JobMoves] = {}
+    for r in running:
+        out[r.job.key] = _job_moves(ledger, load, r, requests.get(r.job.key, ()), rules, now)
+    for key, reqs in requests.items():
+        if key not in out:  # queued, finished or unknown: nothing runs to move
+            out[key] = JobMoves(decisions=tuple(_not_running(q) for q in reqs))
+    return out
+
+
+def _not_running(q: MigrationRequest) -> Decision:
+    return Decision(
+        q.name, q.uid, q.pod, REFUSED, NOT_RUNNING, f"{q.pod}'s job is not running", q.node
+    )
+
+
+class _JobState:
+    """One job's slots, pods, counts and moves while its requests are decided."""
+
+    def __init__(self, ledger: Ledger, load: _Load, r: Running, now: datetime) -> None:
+        self.ledger, self.load, self.r, self.now = ledger, load, r, now
+        job = r.job
+        self.by_slot: dict[Slot, list[Pod]] = {}
+        for p in r.pods:
+            slot = job.slot(p.replica_type, p.index)
+            if slot is not None and p.live:
+                self.by_slot.setdefault(slot, []).append(p)
+        self.by_name = {p.name: p for p in r.pods}
+        admission = r.admission
+        self.counts: dict[Slot, Moves] = {}
+        if admission is not None:
+            self.counts = {(m.type, m.index): m for m in admission.moves}
+        for slot, pods in self.by_slot.items():
+            seen = max(move_of(p.name) for p in pods)
+            known = self.counts.get(slot)
+            if seen > (known.count if known else 0):  # an Admission rebuilt: the names know
+                self.counts[slot] = Moves(slot[0], slot[1], seen, "")
+        self.names: dict[Slot, str] = {}
+        self.moving: dict[Slot, Move] = {}
+        self.finished: set[Slot] = set()
+        self._in_flight()
+        for slot, pods in self.by_slot.items():
+            if slot not in self.names:
+                current = max(pods, key=lambda p: move_of(p.name))
+                if current.name != child_name(job, *slot):
+                    self.names[slot] = current.name
+
+    def _in_flight(self) -> None:
+        """Moves the Admission records: still moving, or done once the replacement runs
+        and the old pod is gone."""
+        admission = self.r.admission
+        if admission is None or not admission.admitted:
+            return
+        for p in admission.pods:
+            if not p.pod or not p.source:
+                if p.pod:
+                    self.names[p.slot] = p.pod
+                continue
+            replacement = self.by_name.get(p.pod)
+            others = [q for q in self.by_slot.get(p.slot, ()) if q.name != p.pod]
+            if replacement is not None and (
+                replacement.phase in ("Succeeded", "Failed")
+                or (replacement.phase == "Running" and not replacement.terminating and not others)
+            ):
+                self.names[p.slot] = p.pod
+                self.finished.add(p.slot)
+            elif replacement is None and p.node not in self.ledger.cluster.by_name:
+                continue  # its target left the pool: the move is off, the old pod stays
+            else:
+                self.names[p.slot] = p.pod
+                self.moving[p.slot] = Move(p.source, p.node or p.source, p.pod)
+
+    def base_slot(self, pod: str) -> Slot | None:
+        """The slot a pod name (``{job}-{type}-{index}`` or ``...-m<n>``) belongs to."""
+        pod_obj = self.by_name.get(pod)
+        if pod_obj is not None:
+            return self.r.job.slot(pod_obj.replica_type, pod_obj.index)
+        for slot, name in self.names.items():
+            if name == pod:
+                return slot
+        return None
+
+    def throttled_until(self, slot: Slot, interval) -> datetime | None:
+        m = self.counts.get(slot)
+        last = parse_time(m.time) if m is not None else None
+        if last is not None and self.now < last + interval:
+            return last + interval
+        return None
+
+
+def _job_moves(
+    ledger: Ledger,
+    load: _Load,
+    r: Running,
+    reqs: Sequence[MigrationRequest],
+    rules: MigrationRules | None,
+    now: datetime,
+) -> JobMoves:
+    state = _JobState(ledger, load, r, now)
+    previous = {d.request: d for d in (r.admission.migrations if r.admission else ())}
+    decisions: list[Decision] = []
+    wakes: list[datetime] = []
+    for q in sorted(reqs, key=lambda q: (q.created, q.name)):
+        prev = previous.get(q.name)
+        if prev is not None and prev.uid in ("", q.uid):
+            if prev.phase in (REFUSED, DONE):
+                decisions.append(prev)
+                continue
+            if prev.phase == MOVING:
+                slot = state.base_slot(prev.pod) or state.base_slot(_replacement(prev))
+                done = slot is not None and slot not in state.moving
+                decisions.append(_with_phase(prev, DONE) if done else prev)
+                continue
+        decided, wake = _decide(state, q, rules)
+        decisions.append(decided)
+        if wake is not None:
+            wakes.append(wake)
+    if rules is not None and rules.consolidate:
+        _consolidate(state, rules)
+    return JobMoves(
+        state.names,
+        state.moving,
+        tuple(sorted(state.counts.values(), key=lambda m: (m.type, m.index))),
+        tuple(decisions),
+        min(wakes) if wakes else None,
+    )
+
+
+def _replacement(d: Decision) -> str:
+    return d.pod if not d.move else pod_name(_base(d.pod), d.move)
+
+
+def _base(name: str) -> str:
+    n = move_of(name)
+    return name[: -len(f"-m{n}")] if n else name
+
+
+def _with_phase(d: Decision, phase: str) -> Decision:
+    message = f"{d.pod} moved from {d.source} to {d.target} (move {d.move})"
+    return Decision(d.request, d.uid, d.pod, phase, d.reason, message, d.source, d.target, d.move)  # type: ignore[arg-type]
+
+
+def _refuse(q: MigrationRequest, reason: str, message: str) -> Decision:
+    return Decision(q.name, q.uid, q.pod, REFUSED, reason, message, q.node)
+
+
+def _decide(
+    state: _JobState, q: MigrationRequest, rules: MigrationRules | None
+) -> tuple[Decision, datetime | None]:
+    job = state.r.job
+    if rules is None:
+        return _refuse(q, "MigrationDisabled", "the pool's spec.migration.enabled is false"), None
+    pod = state.by_name.get(q.pod)
+    if pod is None or pod.assumed:
+        return _refuse(q, STALE, f"pod {q.pod} does not exist (any more)"), None
+    if pod.node != q.node:
+        where = f"on {pod.node}" if pod.node else "not on any node"
+        message = f"{q.pod} is {where}, not on {q.node}: asked on a stale view"
+        return _refuse(q, STALE, message), None
+    slot = job.slot(pod.replica_type, pod.index)
+    if slot is None or slot[0] != WORKER:
+        what = slot[0] if slot else pod.replica_type
+        return _refuse(q, NOT_A_WORKER, f"{q.pod} is a {what}: only workers move"), None
+    if slot in state.moving or slot in state.finished:
+        return _refuse(q, ALREADY_MOVING, f"worker {slot[1]} is being moved already"), None
+    if pod.phase != "Running" or pod.terminating:
+        return _refuse(q, NOT_RUNNING, f"{q.pod} is {pod.phase}, not Running"), None
+    if _is_chief(job, slot):
+        return _refuse(
+            q,
+            IS_CHIEF,
+            f"worker 0 is {job.name}'s chief; give the job a Chief replica, or annotate it "
+            f"{CHIEF_MOVABLE_ANNOTATION}=true if it survives losing worker 0",
+        ), None
+    count = state.counts.get(slot)
+    if count is not None and count.count >= rules.max_moves:
+        return _refuse(
+            q, MOVE_CAP_REACHED, f"worker {slot[1]} has moved {count.count} times (the cap)"
+        ), None
+    until = state.throttled_until(slot, rules.min_interval)
+    if until is not None:
+        message = f"worker {slot[1]} moved less than {rules.min_interval.seconds} s ago"
+        return Decision(q.name, q.uid, q.pod, PENDING, THROTTLED, message, q.node), until
+    target, why = _target(state, pod, slot, rules, q.reason == MANUAL)
+    if target is None:
+        return _refuse(q, why[0], why[1]), None
+    move = _start(state, pod, slot, target, q.reason)
+    message = f"moving {q.pod} from {pod.node} to {target} as {move.pod}"
+    n = state.counts[slot].count
+    return Decision(q.name, q.uid, q.pod, MOVING, why[0], message, pod.node, target, n), None
+
+
+def _is_chief(job: Job, slot: Slot) -> bool:
+    movable = str(job.annotations.get(CHIEF_MOVABLE_ANNOTATION, "")).lower() == "true"
+    return job.chief_type is None and slot == (WORKER, 0) and not movable
+
+
+def _target(
+    state: _JobState, pod: Pod, slot: Slot, rules: MigrationRules, manual: bool
+) -> tuple[str | None, tuple[str, str]]:
+    """The best node with room, or None and (reason, message)."""
+    ledger, load, job = state.ledger, state.load, state.r.job
+    source = pod.node or ""
+    eligible = ledger.eligible(job)[slot[0]]
+    roomy = sorted(
+        n
+        for n in eligible
+        if n != source and n in ledger.free and pod.request.fits_in(ledger.free[n])
+    )
+    if not roomy:
+        return None, (NO_ROOM, f"no other node has room for {pod.name}'s requests")
+    usage = _usage(pod)
+    if rules.score == "dragon":
+        load.used[source] = load.used[source] - usage  # the pod as if gone (DRAGON's scratch)
+        try:
+            here = load.dragon(source)
+            best = min(roomy, key=lambda n: (load.dragon(n), n))
+            if load.dragon(best) >= here:
+                return None, (SAME_NODE, f"{source} is already among the least loaded nodes")
+        finally:
+            load.used[source] = load.used[source] + usage
+        return best, ("Planned", "")
+    ps = state.r.ps_nodes
+
+    def speed(n: str, extra: Resources | None) -> float:
+        near = 1.0 if not ps or n in ps else REMOTE
+        return near * load.share(n, extra)
+
+    here = speed(source, None)
+    best = max(roomy, key=lambda n: (speed(n, usage), n in ps, -load.dragon(n), _neg(n)))
+    gain = speed(best, usage) / here - 1.0 if here > 0 else float("inf")
+    if gain <= 0 and not manual:
+        return None, (SAME_NODE, f"no node would run {pod.name} faster than {source}")
+    if gain < rules.min_gain and not manual:
+        return None, (
+            NO_GAIN,
+            f"the best node, {best}, would make {pod.name} only {gain:.0%} faster "
+            f"(the pool moves for at least {rules.min_gain:.0%})",
+        )
+    return best, ("Planned", "")
+
+
+def _neg(name: str) -> tuple[int, ...]:
+    """Sorts names in reverse, so ``max`` prefers the first name on ties."""
+    return tuple(-ord(c) for c in name)
+
+
+def _start(state: _JobState, pod: Pod, slot: Slot, target: str, reason: str) -> Move:
+    """Claim the target's room and record the move (its count, time and the new name)."""
+    ledger = state.ledger
+    free = dict(ledger.free)
+    free[target] = free[target] - pod.request
+    ledger.take(state.r.job.key, free)
+    source = pod.node or ""
+    state.load.move(pod, source, target)
+    before = state.counts.get(slot)
+    n = (before.count if before else 0) + 1
+    state.counts[slot] = Moves(slot[0], slot[1], n, format_time(state.now), source, target, reason)
+    move = Move(source, target, pod_name(child_name(state.r.job, *slot), n))
+    state.moving[slot] = move
+    state.names[slot] = move.pod
+    return move
+
+
+def _consolidate(state: _JobState, rules: MigrationRules) -> None:
+    """Move one lonely running worker onto its parameter servers' node when room is there
+    and the move pays (``minGain``). At most one per job per cycle."""
+    r = state.r
+    if not r.ps_nodes:
+        return
+    for slot, pods in sorted(state.by_slot.items()):
+        if slot[0] != WORKER or slot in state.moving or slot in state.finished:
+            continue
+        if _is_chief(r.job, slot) or len(pods) != 1:
+            continue
+        pod = pods[0]
+        if pod.phase != "Running" or pod.node in r.ps_nodes or pod.node is None:
+            continue
+        count = state.counts.get(slot)
+        if count is not None and count.count >= rules.max_moves:
+            continue
+        if state.throttled_until(slot, rules.min_interval) is not None:
+            continue
+        target, _ = _target(state, pod, slot, rules, manual=False)
+        if target is not None and target in r.ps_nodes:
+            _start(state, pod, slot, target, CONSOLIDATE)
+            return
