@@ -158,6 +158,8 @@ class JobSpecModel(RunPolicyModel):
 
     max_instances: int | None = Field(default=None, alias="max-instances", ge=1, le=MAX_REPLICAS)
     min_instances: int | None = Field(default=None, alias="min-instances", ge=1, le=MAX_REPLICAS)
+    # container-migration's (DRAGON's fork, PR #18): try the whole job on this node first.
+    node_preference: str | None = Field(default=None, alias="node-preference", max_length=253)
     runPolicy: RunPolicyModel | None = None
     successPolicy: Literal["", "AllWorkers"] = ""
     enableDynamicWorker: bool = False
@@ -218,6 +220,8 @@ class Job:
     # runPolicy.schedulingPolicy.priorityClass, else the pods' priorityClassName
     priority_class: str | None = None
     pool: str = DEFAULT_POOL  # runPolicy.schedulingPolicy.queue: the TrainingPool it asks for
+    # spec.node-preference (container-migration): the whole gang there if it fits, at admission
+    node_preference: str | None = None
     spec_content: bytes = field(default=b"", repr=False, compare=False)  # the spec, as JSON
     _types: Mapping[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
     status: Mapping[str, Any] = field(default_factory=dict)
@@ -533,6 +537,7 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         deleting=meta.deletionTimestamp is not None,
         priority_class=named if isinstance(named, str) and named else None,
         pool=pool_of(raw_spec),
+        node_preference=spec.node_preference or None,
         status=readable_status(obj.get("status")),
         spec_content=_content(raw_spec),
     )

@@ -52,10 +52,11 @@ def _place(
     min_workers: int,
     free: Free,
     eligible: Eligible,
+    preferred: str | None = None,
 ) -> Assignment | None:
     if ledger.rules.placement == "binpacked":  # static size: every worker, each pod alone
         return place_binpacked([*required, *workers], free, ledger.allocatable, eligible)
-    return place_gang(required, workers, min_workers, free, ledger.allocatable, eligible)
+    return place_gang(required, workers, min_workers, free, ledger.allocatable, eligible, preferred)
 
 
 def _gang(job: Job) -> tuple[list[Slot], list[Slot]]:
@@ -74,7 +75,9 @@ def admit(ledger: Ledger, job: Job) -> Admitted | Waits:
     if key in ledger.failed:
         return _waits(ledger, job, key, eligible)
     required, workers = _gang(job)
-    gang = _place(ledger, required, workers, job.min_workers, ledger.free, eligible)
+    gang = _place(
+        ledger, required, workers, job.min_workers, ledger.free, eligible, job.node_preference
+    )
     if gang is not None:
         ledger.take(job.key, gang.free)
         ledger.acted = True

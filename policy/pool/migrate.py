@@ -87,36 +87,58 @@ class JobMoves:
 class _Load:
     """Per node: the CPU and memory the pods on it may use (their limits), and allocatable."""
 
-    used: dict[str, Resources]
+    limits: dict[str, Resources]  # DRAGON's load: every pod at its limits
+    busy: dict[str, Resources]  # what computes: workers at their limits, servers requests
     alloc: Mapping[str, Resources]
 
     @classmethod
     def of(cls, ledger: Ledger) -> _Load:
-        used: dict[str, dict[str, int]] = {}
+        limits: dict[str, dict[str, int]] = {}
+        busy: dict[str, dict[str, int]] = {}
         for p in ledger.cluster.pods:
             if p.occupies and p.node in ledger.allocatable:
-                _usage(p).add_to(used.setdefault(p.node, {}))
-        return cls({n: Resources(used.get(n)) for n in ledger.allocatable}, ledger.allocatable)
+                _limits(p).add_to(limits.setdefault(p.node, {}))
+                _busy(p).add_to(busy.setdefault(p.node, {}))
+        nodes = ledger.allocatable
+        return cls(
+            {n: Resources(limits.get(n)) for n in nodes},
+            {n: Resources(busy.get(n)) for n in nodes},
+            nodes,
+        )
 
     def move(self, pod: Pod, source: str, target: str) -> None:
-        u = _usage(pod)
-        self.used[source] = self.used[source] - u
-        self.used[target] = self.used[target] + u
+        for used, u in ((self.limits, _limits(pod)), (self.busy, _busy(pod))):
+            used[source] = used[source] - u
+            used[target] = used[target] + u
 
     def dragon(self, node: str) -> float:
         """DRAGON's score (§7.3): 0.5 cpu limits/allocatable + 0.5 memory; lower is better."""
-        a, u = self.alloc[node], self.used[node]
+        a, u = self.alloc[node], self.limits[node]
         return 0.5 * u[_CPU] / max(a[_CPU], 1) + 0.5 * u[_MEM] / max(a[_MEM], 1)
 
     def share(self, node: str, extra: Resources | None = None) -> float:
-        """The CPU share a burstable pod gets there: allocatable over what pods may use."""
-        used = self.used[node] + extra if extra is not None else self.used[node]
+        """The CPU share a computing pod gets there: allocatable cpu over what the pods
+        there compute with (workers up to their limits; parameter servers, which mostly
+        wait on the network, at their requests)."""
+        used = self.busy[node] + extra if extra is not None else self.busy[node]
         return min(1.0, self.alloc[node][_CPU] / used[_CPU]) if used[_CPU] > 0 else 1.0
 
 
-def _usage(p: Pod) -> Resources:
+def _limits(p: Pod) -> Resources:
     """What a pod may use: its limits, at least its requests (cpu and memory)."""
     return Resources({k: max(p.limits[k], p.request[k]) for k in (_CPU, _MEM)})
+
+
+_SERVERS = ("ps", "server", "scheduler")
+
+
+def _busy(p: Pod) -> Resources:
+    """What a pod computes with: a worker (or chief) its limits, a server its requests."""
+    return (
+        Resources({k: p.request[k] for k in (_CPU, _MEM)})
+        if p.replica_type in _SERVERS
+        else _limits(p)
+    )
 
 
 def migrate(
@@ -338,16 +360,16 @@ def _target(
     )
     if not roomy:
         return None, (NO_ROOM, f"no other node has room for {pod.name}'s requests")
-    usage = _usage(pod)
+    usage = _limits(pod)
     if rules.score == "dragon":
-        load.used[source] = load.used[source] - usage  # the pod as if gone (DRAGON's scratch)
+        load.limits[source] = load.limits[source] - usage  # as if gone (DRAGON's scratch)
         try:
             here = load.dragon(source)
             best = min(roomy, key=lambda n: (load.dragon(n), n))
             if load.dragon(best) >= here:
                 return None, (SAME_NODE, f"{source} is already among the least loaded nodes")
         finally:
-            load.used[source] = load.used[source] + usage
+            load.limits[source] = load.limits[source] + usage
         return best, ("Planned", "")
     ps = state.r.ps_nodes
 
@@ -356,8 +378,9 @@ def _target(
         return near * load.share(n, extra)
 
     here = speed(source, None)
-    best = max(roomy, key=lambda n: (speed(n, usage), n in ps, -load.dragon(n), _neg(n)))
-    gain = speed(best, usage) / here - 1.0 if here > 0 else float("inf")
+    busy = _busy(pod)
+    best = max(roomy, key=lambda n: (speed(n, busy), n in ps, -load.dragon(n), _neg(n)))
+    gain = speed(best, busy) / here - 1.0 if here > 0 else float("inf")
     if gain <= 0 and not manual:
         return None, (SAME_NODE, f"no node would run {pod.name} faster than {source}")
     if gain < rules.min_gain and not manual:
