@@ -156,7 +156,7 @@ def run_trace(jobs: int, consolidate: bool) -> dict[str, Any]:
     from benchmarks.elastic import PHILLY
     from sim.scenario import from_trace
 
-    scenario = from_trace(PHILLY, limit=jobs, start=72_500)
+    scenario = from_trace(PHILLY, jobs=jobs, start=72_500)
     config = SimConfig(policy="dragonet", migration={"consolidate": consolidate})
     s = Simulation(scenario, config).run().summary
     return {

@@ -16,7 +16,7 @@ from typing import Any
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.admission import Admission
 from policy.model.cluster import L_JOB
-from policy.model.migration import PENDING, MigrationRequest
+from policy.model.migration import DONE, MOVING, PENDING, REFUSED, MigrationRequest
 from policy.model.pool import VERSION, admission_name
 from policy.pool.observe import KINDS, MalformedRequest
 
@@ -86,6 +86,11 @@ def sync(parent: Mapping[str, Any], related: Mapping[str, Any]) -> dict[str, Any
         for d in admission.migrations:
             if d.request == name and d.uid in ("", request.uid):
                 return d.status()
+    kept = parent.get("status")
+    if isinstance(kept, Mapping) and kept.get("phase") in (MOVING, DONE, REFUSED):
+        # The answer is no longer in an Admission (the job finished or went away): an
+        # answer never changes, so the request keeps the one it was given.
+        return {k: kept[k] for k in ("phase", "target", "reason", "message") if k in kept}
     who = f"job {job}" if job else f"the job of pod {request.pod}"
     return {
         "phase": PENDING,
