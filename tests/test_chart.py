@@ -348,6 +348,7 @@ def test_each_value_given_with_set_reaches_its_variable(
             "nodeSelector",
             {"matchLabels": {"pool": "gpu"}},
         ),
+        ("scheduling.migration.consolidate=true", "migration", {"consolidate": True}),
     ],
 )
 def test_each_scheduling_value_given_with_set_reaches_the_default_pool(

@@ -456,3 +456,14 @@ def test_a_moved_workers_restore_time_is_charged() -> None:
 def test_the_monitor_config_defaults_are_dragons() -> None:
     c = MonitorConfig()
     assert (c.threshold, c.throttle_s, c.retry_s) == (1.0, 3.0, 60.0)
+
+
+def test_the_example_request_validates_against_the_crd() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    example = Path(__file__).resolve().parent.parent / "examples" / "migration.yaml"
+    request = yaml.safe_load(example.read_text())
+    validate_custom(request)
+    assert request["metadata"]["name"] == request["spec"]["pod"]
