@@ -467,3 +467,33 @@ def test_the_example_request_validates_against_the_crd() -> None:
     request = yaml.safe_load(example.read_text())
     validate_custom(request)
     assert request["metadata"]["name"] == request["spec"]["pod"]
+
+
+def test_a_move_the_kube_scheduler_cannot_place_is_called_off_and_the_old_pod_stays() -> None:
+    """The pool sees only Dragonet's pods (watchAllPods false): another tenant's pod fills
+    cpu-2 unseen, the replacement pinned there is Unschedulable, and the move is called off:
+    the old pod keeps running, the replacement goes, the request says why."""
+    sim, watch, _ = simulate([job("a", steps=400)], nodes("16", "4"))
+    foreign = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "someone-else", "namespace": "default"},
+        "spec": {
+            "nodeSelector": {"kubernetes.io/hostname": "cpu-2"},
+            "containers": [
+                {"name": "app", "image": "busybox", "resources": {"requests": {"cpu": "3"}}}
+            ],
+        },
+    }
+    at(sim, 50, lambda: sim.api.create(foreign))
+    ask(sim, 60, "a", 1)
+    result = sim.run()
+    last = watch.last("default/a-worker-1")
+    assert (last["phase"], last["reason"]) == ("Refused", "NoRoom"), watch.statuses
+    assert "cpu-2 had no room" in last["message"]
+    assert watch.first("delete", "default/a-worker-1") is None or (
+        watch.first("delete", "default/a-worker-1") >= (result.jobs[0].finish_s or 0)
+    )
+    assert watch.first("create", "default/a-worker-1-m1") is not None
+    assert watch.first("running", "default/a-worker-1-m1") is None
+    assert result.summary["jobs_finished"] == 1

@@ -56,7 +56,7 @@ from policy.model.timeutil import format_time, parse_time
 from policy.pool.grow import REMOTE
 from policy.pool.ledger import Ledger
 from policy.pool.rules import MigrationRules
-from policy.pool.running import Running
+from policy.pool.running import Running, current_pod
 
 CONSOLIDATE = "Consolidate"
 MANUAL = "Manual"
@@ -189,10 +189,11 @@ class _JobState:
         self.names: dict[Slot, str] = {}
         self.moving: dict[Slot, Move] = {}
         self.finished: set[Slot] = set()
+        self.called_off: dict[Slot, str] = {}  # moves given up, and why
         self._in_flight()
         for slot, pods in self.by_slot.items():
             if slot not in self.names:
-                current = max(pods, key=lambda p: move_of(p.name))
+                current = current_pod(job, slot, pods, admission)
                 if current.name != child_name(job, *slot):
                     self.names[slot] = current.name
 
@@ -216,7 +217,12 @@ class _JobState:
                 self.names[p.slot] = p.pod
                 self.finished.add(p.slot)
             elif replacement is None and p.node not in self.ledger.cluster.by_name:
-                continue  # its target left the pool: the move is off, the old pod stays
+                # Its target left the pool: the move is off, the old pod stays.
+                self.called_off[p.slot] = f"{p.node} left the pool before {p.pod} started"
+            elif replacement is not None and replacement.stuck and others:
+                # The kube-scheduler found no room for it (a plan from a stale view): the
+                # old pod stays, the replacement goes (the job's sync omits a stuck pod).
+                self.called_off[p.slot] = f"{p.node} had no room for {p.pod} after all"
             else:
                 self.names[p.slot] = p.pod
                 self.moving[p.slot] = Move(p.source, p.node or p.source, p.pod)
@@ -258,9 +264,7 @@ def _job_moves(
                 decisions.append(prev)
                 continue
             if prev.phase == MOVING:
-                slot = state.base_slot(prev.pod) or state.base_slot(_replacement(prev))
-                done = slot is not None and slot not in state.moving
-                decisions.append(_with_phase(prev, DONE) if done else prev)
+                decisions.append(_progress(state, prev))
                 continue
         decided, wake = _decide(state, q, rules)
         decisions.append(decided)
@@ -275,6 +279,21 @@ def _job_moves(
         tuple(decisions),
         min(wakes) if wakes else None,
     )
+
+
+def _progress(state: _JobState, d: Decision) -> Decision:
+    """A Moving answer, a cycle later: still moving, done, or called off."""
+    replacement = _replacement(d)
+    slot = state.base_slot(d.pod) or state.base_slot(replacement)
+    if slot is not None and slot in state.moving:
+        return d
+    if slot is not None and slot in state.called_off:
+        why = state.called_off[slot]
+        return Decision(d.request, d.uid, d.pod, REFUSED, NO_ROOM, why, d.source, None, d.move)
+    if slot is not None and state.names.get(slot) == replacement:
+        return _with_phase(d, DONE)
+    message = f"{d.pod}'s worker was removed from the job while it moved"
+    return Decision(d.request, d.uid, d.pod, REFUSED, NOT_RUNNING, message, d.source, None, d.move)
 
 
 def _replacement(d: Decision) -> str:
