@@ -235,3 +235,18 @@ def test_the_migration_controller_reports_the_pools_answer(hook: Hook) -> None:
 def test_a_malformed_migration_hook_request_is_a_400(hook: Hook) -> None:
     response = hook.post("/migrations/customize", {"controller": {}, "parent": {"metadata": 3}})
     assert response.status_code == 400 and "error" in response.get_json()
+
+
+def test_an_unreadable_request_is_named_in_the_pools_status_and_plans_go_on(
+    hook: Hook,
+) -> None:
+    w, pods = _world_with_pods(hook)
+    worker = next(p for p in pods if p["metadata"]["name"] == "job1-worker-3")
+    good = _stored(request_object(worker, "Manual", "kubectl"), "mig-5")
+    broken = _stored(request_object(worker, "Manual", "kubectl"), "mig-6")
+    broken["metadata"]["name"] = "broken"
+    broken["spec"] = {"pod": 7}
+    body = hook.pool_sync(_pool_request(w, hook.admissions.values(), [good, broken], hook))
+    assert any("Migration default/broken is left out" in p for p in body["status"]["problems"])
+    (answer,) = hook.admission(w.parent)["spec"]["migrations"]
+    assert (answer["request"], answer["phase"]) == ("job1-worker-3", "Moving")
