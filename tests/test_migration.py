@@ -497,3 +497,23 @@ def test_a_move_the_kube_scheduler_cannot_place_is_called_off_and_the_old_pod_st
     assert watch.first("create", "default/a-worker-1-m1") is not None
     assert watch.first("running", "default/a-worker-1-m1") is None
     assert result.summary["jobs_finished"] == 1
+
+
+def test_moves_under_a_lagging_view_and_two_metacontroller_workers_stay_single_and_fit() -> None:
+    """speed-d (nine workers piled on one node) with the monitor, a 2 s informer lag and
+    two Metacontroller workers: each move is made once, no node ever holds more than it
+    can, and every job finishes."""
+    from dataclasses import replace
+
+    from benchmarks.migration import SYSTEMS, speed_scenario
+    from tests.simkit import CapacityProbe
+
+    sim = Simulation(
+        speed_scenario("d"), replace(SYSTEMS["dragonet"], view_delay_s=2.0, mc_workers=2)
+    )
+    watch, probe = Watch(sim), CapacityProbe(sim)
+    result = sim.run()
+    replacements = {k for k in watch.created if move_of(k)}
+    assert result.summary["migrations"] == len(replacements) > 0
+    assert probe.overcommits == []
+    assert result.summary["jobs_finished"] == 3 and result.summary["sync_errors"] == 0
