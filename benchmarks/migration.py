@@ -20,9 +20,10 @@ moved worker restores for ``restore_s`` before it counts again. Each runs under:
 The jobs carry ``dragonet.io/chief-movable: "true"``: container-migration's preemptible
 jobs run their chief inside the parameter-server pod, so every worker may move.
 
-**Trace** (Philly, GPU jobs, not CPU-bound): ``dragonet`` with the planner's
-consolidation off and on (``spec.migration.consolidate``), to see whether moving lonely
-workers onto their parameter servers' node pays for the restore.
+**The planner's own moves** (``spec.migration.consolidate``, ``defragment``), each against
+``dragonet`` without them: on a Philly slice (GPU jobs, not CPU-bound), and on
+``scattered``, a small scenario built for defragmentation (a 4-GPU worker waits while four
+one-GPU jobs leave 3 GPUs free on each of four nodes).
 
 Prints average JCT per system side by side, and the ratio to ``dragon`` in the same run.
 Not a test: the exit code is 0 whatever the numbers.
@@ -42,7 +43,7 @@ from policy.model.migration import CHIEF_MOVABLE_ANNOTATION
 from sim.engine import Scenario, SimConfig, Simulation
 from sim.kube import node_object
 from sim.monitor import MonitorConfig
-from sim.spec import JobSpec, TrainingProfile
+from sim.spec import JobSpec, TrainingProfile, tfjob_manifest
 
 NODES = ("node-1", "node-2", "node-3")
 # CPU-bound training: 0.5 s per step alone on 4 cores; a restarted worker reconnects to
@@ -155,18 +156,60 @@ def run_speed(letter: str, system: str) -> dict[str, Any]:
     }
 
 
-def run_trace(jobs: int, consolidate: bool) -> dict[str, Any]:
+# The planner's own moves, each measured against Dragonet without them.
+PLANNER: Mapping[str, Mapping[str, Any]] = {
+    "dragonet": {},
+    "dragonet+consolidate": {"consolidate": True},
+    "dragonet+defragment": {"defragment": True},
+}
+
+
+def run_trace(jobs: int, system: str) -> dict[str, Any]:
     from benchmarks.elastic import PHILLY
     from sim.scenario import from_trace
 
     scenario = from_trace(PHILLY, jobs=jobs, start=72_500)
-    config = SimConfig(policy="dragonet", migration={"consolidate": consolidate})
+    config = SimConfig(policy="dragonet", migration=dict(PLANNER[system]))
     s = Simulation(scenario, config).run().summary
     return {
         "scenario": f"philly-{jobs}",
-        "system": "dragonet+consolidate" if consolidate else "dragonet",
+        "system": system,
         "avg_jct_s": s["avg_jct_s"],
         "makespan_s": s["makespan_s"],
+        "migrations": s.get("migrations", 0),
+    }
+
+
+def frag_scenario() -> Scenario:
+    """Scattered room: four long one-GPU jobs, one per 4-GPU node (each node keeps 3 GPUs
+    free), then a job whose worker needs a whole node's 4 GPUs. No shrink can help (the
+    small jobs are not elastic); moving one small worker can."""
+    nodes = tuple(
+        node_object(f"gpu-{i}", {"cpu": "32", "memory": "128Gi", "nvidia.com/gpu": "4"})
+        for i in range(1, 5)
+    )
+    small = {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"}
+    jobs = []
+    for i in range(1, 5):
+        m = tfjob_manifest(f"small-{i}", workers=1, ps=1, worker_resources=small)
+        m["spec"]["node-preference"] = f"gpu-{i}"
+        m["metadata"]["annotations"] = {CHIEF_MOVABLE_ANNOTATION: "true"}
+        jobs.append(JobSpec(m, float(i), 3000.0, TrainingProfile()))
+    big = {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "4"}
+    jobs.append(JobSpec(tfjob_manifest("big", workers=1, ps=1, worker_resources=big), 60.0, 600.0))
+    return Scenario("scattered", nodes, tuple(jobs))
+
+
+def run_frag(system: str) -> dict[str, Any]:
+    config = SimConfig(policy="dragonet", migration=dict(PLANNER[system]))
+    result = Simulation(frag_scenario(), config).run()
+    s = result.summary
+    return {
+        "scenario": "scattered",
+        "system": system,
+        "avg_jct_s": s["avg_jct_s"],
+        "makespan_s": s["makespan_s"],
+        "jcts": {r.key: r.jct_s for r in result.jobs},
         "migrations": s.get("migrations", 0),
     }
 
@@ -214,16 +257,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     with ProcessPoolExecutor(max_workers=max(1, args.jobs_parallel)) as pool:
         speed = [pool.submit(run_speed, x, s) for x in letters for s in SYSTEMS]
         trace = (
-            []
-            if args.no_trace
-            else [pool.submit(run_trace, args.trace_jobs, c) for c in (False, True)]
+            [] if args.no_trace else [pool.submit(run_trace, args.trace_jobs, p) for p in PLANNER]
         )
+        frag = [pool.submit(run_frag, p) for p in PLANNER]
         speed_rows = [f.result() for f in speed]
-        trace_rows = [f.result() for f in trace]
+        trace_rows = [f.result() for f in frag] + [f.result() for f in trace]
     print(_table(speed_rows, list(SYSTEMS), args.markdown))
     if trace_rows:
         print()
-        print(_table(trace_rows, ["dragonet", "dragonet+consolidate"], args.markdown))
+        print(_table(trace_rows, list(PLANNER), args.markdown))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"speed": speed_rows, "trace": trace_rows}, f, indent=2)

@@ -517,3 +517,31 @@ def test_moves_under_a_lagging_view_and_two_metacontroller_workers_stay_single_a
     assert result.summary["migrations"] == len(replacements) > 0
     assert probe.overcommits == []
     assert result.summary["jobs_finished"] == 3 and result.summary["sync_errors"] == 0
+
+
+def test_defragmenting_moves_one_worker_so_a_gang_that_fits_nowhere_starts() -> None:
+    """Four one-GPU jobs leave 3 GPUs free on each of four 4-GPU nodes; a job whose worker
+    needs 4 GPUs fits nowhere (12 GPUs free in all), and no shrink helps. With
+    ``defragment`` the pool moves one small worker off one node and the big job starts
+    there; without, it waits for a small job to finish."""
+    from benchmarks.migration import frag_scenario
+    from tests.simkit import CapacityProbe
+
+    def run(defragment: bool) -> tuple[Simulation, Watch, Any]:
+        config = SimConfig(policy="dragonet", migration={"defragment": defragment})
+        sim = Simulation(frag_scenario(), config)
+        watch, probe = Watch(sim), CapacityProbe(sim)
+        result = sim.run()
+        assert probe.overcommits == []
+        return sim, watch, result
+
+    _, plain_watch, plain = run(False)
+    _, watch, moved = run(True)
+    small_done = min(r.finish_s or 0 for r in plain.jobs if r.key != "default/big")
+    big = {r.key: r for r in moved.jobs}["default/big"]
+    plain_big = {r.key: r for r in plain.jobs}["default/big"]
+    assert plain_big.start_s is not None and plain_big.start_s >= small_done
+    assert big.start_s is not None and big.start_s < 120 < small_done
+    assert moved.summary["migrations"] == 1
+    assert [k for k in watch.created if move_of(k)] == ["default/small-1-worker-0-m1"]
+    assert not any(move_of(k) for k in plain_watch.created)

@@ -29,7 +29,7 @@ MOVING = "Moving"  # a replacement is being started on status.target
 DONE = "Done"  # the replacement runs; the old pod is gone or going
 REFUSED = "Refused"  # not moved: status.reason says why
 Phase = Literal["Pending", "Moving", "Done", "Refused"]
-Reason = Literal["Converged", "Overloaded", "Manual", "Consolidate", "Defragment"]
+Reason = Literal["Converged", "Overloaded", "Manual"]  # why a request asks (the CRD enum)
 
 # Why a request is refused or waits (status.reason).
 NO_ROOM = "NoRoom"  # no other node has room for the pod's requests

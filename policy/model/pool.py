@@ -81,6 +81,10 @@ class MigrationSettings(BaseModel):
     # The planner moves a lonely worker onto its parameter servers' node when room frees
     # there (off until measured: benchmarks/README.md).
     consolidate: bool = False
+    # The planner moves running workers (at most two) off one node so that the first
+    # waiting gang, which fits in the pool's free room but on no placement, fits there
+    # (off until measured: benchmarks/README.md).
+    defragment: bool = False
 
 
 class PoolSpec(BaseModel):

@@ -63,6 +63,13 @@ def _gang(job: Job) -> tuple[list[Slot], list[Slot]]:
     return required_slots(job), slots(job.worker, job.worker.replicas if job.worker else 0)
 
 
+def gang_fits(ledger: Ledger, job: Job, free: Free) -> bool:
+    """Whether the job's whole gang would be placed in ``free`` (nothing is taken)."""
+    required, workers = _gang(job)
+    eligible = ledger.eligible(job)
+    return _place(ledger, required, workers, job.min_workers, free, eligible) is not None
+
+
 def admit(ledger: Ledger, job: Job) -> Admitted | Waits:
     """Admit a queued job's whole gang, or explain why it waits."""
     if ledger.rules.placement == "none":  # no admission: everything, unplaced

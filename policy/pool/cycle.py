@@ -31,6 +31,7 @@ from policy.model.admission import (
     NO_SHRINK_HELPS,
     PODS_WAITING_FOR_ROOM,
     QUEUED,
+    WAITING_FOR_CAPACITY,
     Admission,
 )
 from policy.model.cluster import Cluster, Pod
@@ -57,6 +58,8 @@ from policy.pool.shrink import Reserved, make_room
 
 FINISHED = "Finished"
 SUSPENDED = "Suspended"
+# Why a queued job waits when room elsewhere in the pool could take it (defragmentation).
+_ROOM_WOULD_HELP = (WAITING_FOR_CAPACITY, NO_SHRINK_HELPS)
 
 
 def _nothing() -> str:
@@ -154,8 +157,11 @@ def plan(
     # 3. Repair admitted jobs.
     repairs = {r.job.key: repair(ledger, r) for r in running}
     # 4. Admit queued jobs in order, making room for the first one that waits.
+    waits: Job | None = None
     for jp in _admit_queue(ledger, queued, running, priorities, rules, now):
         result[jp.job.key] = jp
+        if waits is None and jp.phase == QUEUED and jp.reason in _ROOM_WOULD_HELP:
+            waits = jp.job
     # 5. Top up lost workers; 6. grow into idle capacity.
     topped = {
         r.job.key: place_for(ledger, r, repairs[r.job.key].top_up)
@@ -165,7 +171,7 @@ def plan(
     allowed, wake = _growth_allowed(rules, ledger, running, now)
     grown = grow(ledger, running) if allowed else {}
     # 7. Migrate: answer Migration requests, and move workers where it pays.
-    moved = migrate(ledger, running, requests or {}, rules.migration, now)
+    moved = migrate(ledger, running, requests or {}, rules.migration, now, waits)
     for r in running:
         key = r.job.key
         jp = _running_plan(

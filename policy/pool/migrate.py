@@ -53,6 +53,7 @@ from policy.model.migration import (
 )
 from policy.model.resources import Resources
 from policy.model.timeutil import format_time, parse_time
+from policy.pool.admit import gang_fits
 from policy.pool.grow import REMOTE
 from policy.pool.ledger import Ledger
 from policy.pool.rules import MigrationRules
@@ -147,12 +148,25 @@ def migrate(
     requests: Mapping[str, Sequence[MigrationRequest]],
     rules: MigrationRules | None,
     now: datetime,
+    waiting: Job | None = None,
 ) -> dict[str, JobMoves]:
-    """Every running job's moves and every job's answers, by job key."""
+    """Every running job's moves and every job's answers, by job key. ``waiting``: the
+    first queued gang that found no room in this cycle (defragmentation's beneficiary)."""
     load = _Load.of(ledger)
-    out: dict[str, JobMoves] = {}
+    states: list[tuple[_JobState, list[Decision], list[datetime]]] = []
     for r in running:
-        out[r.job.key] = _job_moves(ledger, load, r, requests.get(r.job.key, ()), rules, now)
+        states.append(_job_moves(ledger, load, r, requests.get(r.job.key, ()), rules, now))
+    if rules is not None and rules.defragment and waiting is not None:
+        _defragment(ledger, [st for st, _, _ in states], waiting, rules)
+    out: dict[str, JobMoves] = {}
+    for state, decisions, wakes in states:
+        out[state.r.job.key] = JobMoves(
+            state.names,
+            state.moving,
+            tuple(sorted(state.counts.values(), key=lambda m: (m.type, m.index))),
+            tuple(decisions),
+            min(wakes) if wakes else None,
+        )
     for key, reqs in requests.items():
         if key not in out:  # queued, finished or unknown: nothing runs to move
             out[key] = JobMoves(decisions=tuple(_not_running(q) for q in reqs))
@@ -252,7 +266,7 @@ def _job_moves(
     reqs: Sequence[MigrationRequest],
     rules: MigrationRules | None,
     now: datetime,
-) -> JobMoves:
+) -> tuple[_JobState, list[Decision], list[datetime]]:
     state = _JobState(ledger, load, r, now)
     previous = {d.request: d for d in (r.admission.migrations if r.admission else ())}
     decisions: list[Decision] = []
@@ -272,13 +286,7 @@ def _job_moves(
             wakes.append(wake)
     if rules is not None and rules.consolidate:
         _consolidate(state, rules)
-    return JobMoves(
-        state.names,
-        state.moving,
-        tuple(sorted(state.counts.values(), key=lambda m: (m.type, m.index))),
-        tuple(decisions),
-        min(wakes) if wakes else None,
-    )
+    return state, decisions, wakes
 
 
 def _progress(state: _JobState, d: Decision) -> Decision:
@@ -456,3 +464,71 @@ def _consolidate(state: _JobState, rules: MigrationRules) -> None:
         if target is not None and target in r.ps_nodes:
             _start(state, pod, slot, target, CONSOLIDATE)
             return
+
+
+DEFRAGMENT = "Defragment"
+_MOST_MOVES = 2  # a defragmentation moves at most this many workers
+
+
+def _movable(state: _JobState, slot: Slot, pods: Sequence[Pod], rules: MigrationRules) -> bool:
+    if slot[0] != WORKER or slot in state.moving or slot in state.finished or len(pods) != 1:
+        return False
+    pod = pods[0]
+    count = state.counts.get(slot)
+    return (
+        pod.phase == "Running"
+        and not pod.terminating
+        and pod.node is not None
+        and not _is_chief(state.r.job, slot)
+        and (count is None or count.count < rules.max_moves)
+        and state.throttled_until(slot, rules.min_interval) is None
+    )
+
+
+def _defragment(
+    ledger: Ledger, states: Sequence[_JobState], waiting: Job, rules: MigrationRules
+) -> None:
+    """Move at most two running workers off one node so that ``waiting``, whose gang fits
+    in the pool's free room but on no placement of it, fits (volcano#3948,
+    KAI-Scheduler#1311). Nothing while any move is in flight (one defragmentation at a
+    time), nor when the gang would not fit even then. Workers go to the node with room
+    that keeps them fastest (their parameter servers' node first); the freed node is the
+    first, by name, that needs the fewest moves."""
+    if any(st.moving for st in states) or gang_fits(ledger, waiting, ledger.free):
+        return
+    candidates: dict[str, list[tuple[_JobState, Slot, Pod]]] = {}
+    for st in states:
+        for slot, pods in sorted(st.by_slot.items()):
+            if _movable(st, slot, pods, rules):
+                candidates.setdefault(pods[0].node or "", []).append((st, slot, pods[0]))
+    best: list[tuple[_JobState, Slot, Pod, str]] | None = None
+    for node in sorted(candidates):
+        plan = _clear(ledger, candidates[node], node, waiting)
+        if plan is not None and (best is None or len(plan) < len(best)):
+            best = plan
+    for st, slot, pod, target in best or ():
+        _start(st, pod, slot, target, DEFRAGMENT)
+
+
+def _clear(
+    ledger: Ledger, movable: Sequence[tuple[_JobState, Slot, Pod]], node: str, waiting: Job
+) -> list[tuple[_JobState, Slot, Pod, str]] | None:
+    """The fewest moves (at most two, largest requests first) off ``node`` after which the
+    waiting gang fits, or None."""
+    free = dict(ledger.free)
+    moves: list[tuple[_JobState, Slot, Pod, str]] = []
+    order = sorted(movable, key=lambda m: (-sum(m[2].request.values()), m[2].name))
+    for st, slot, pod in order[:_MOST_MOVES]:
+        eligible = ledger.eligible(st.r.job)[WORKER]
+        roomy = [
+            n for n in sorted(eligible) if n != node and n in free and pod.request.fits_in(free[n])
+        ]
+        if not roomy:
+            continue
+        target = min(roomy, key=lambda n: (n not in st.r.ps_nodes, n))
+        free[target] = free[target] - pod.request
+        free[node] = free[node] + pod.request
+        moves.append((st, slot, pod, target))
+        if gang_fits(ledger, waiting, free):
+            return moves
+    return None

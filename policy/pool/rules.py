@@ -46,6 +46,7 @@ class MigrationRules:
     min_interval: timedelta = timedelta(seconds=3)
     min_gain: float = 0.2
     consolidate: bool = False
+    defragment: bool = False
 
 
 def migration_rules(spec: PoolSpec) -> MigrationRules | None:
@@ -59,6 +60,7 @@ def migration_rules(spec: PoolSpec) -> MigrationRules | None:
         timedelta(seconds=m.minIntervalSeconds),
         m.minGain,
         m.consolidate,
+        m.defragment,
     )
 
 
