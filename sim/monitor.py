@@ -10,8 +10,9 @@ monitor decides with two functions behind a small interface:
   Converged: ``monitor.convergence.ConvergenceTracker`` has this shape;
 * ``Overloaded`` (``(node_load, loads, threshold) -> bool``): ``monitor.imbalance.overloaded``.
 
-Until the lead points :class:`Monitor` at those, :class:`SlopeTracker` and :func:`overloaded`
-stand in. A decision becomes a ``Migration`` in the API server (``policy.model.migration.
+Until :class:`Monitor` is pointed at those (``Monitor(..., tracker=ConvergenceTracker,
+is_overloaded=monitor.imbalance.overloaded)``; a category may be a string or an enum whose
+value is one), :class:`SlopeTracker` and :func:`overloaded` stand in. A decision becomes a ``Migration`` in the API server (``policy.model.migration.
 request_object``), at most one per pod per ``throttle_s``; a ``Refused`` one is deleted
 after ``retry_s`` so the monitor may ask again. The monitor never decides where a pod goes:
 the pool does.
@@ -148,7 +149,8 @@ class Monitor:
         key = object_key(pod)
         tracker = self.trackers.setdefault(key, self.tracker())
         tracker.feed(now, accuracy(done / max(t.spec.steps, 1.0)))
-        if self.config.converged and tracker.category == CONVERGED:
+        category = tracker.category
+        if self.config.converged and str(getattr(category, "value", category)) == CONVERGED:
             return "Converged"
         node = pod["spec"].get("nodeName")
         if (

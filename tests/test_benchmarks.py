@@ -58,3 +58,15 @@ def test_load_benchmark_runs_against_the_real_server_and_survives_a_killed_worke
     assert after > 0, "requests kept being answered after the kill"
     assert "peak of the pod's total" in out
     assert out.count(" worker ") >= 3  # two workers, and the one that replaced the killed one
+
+
+def test_migration_benchmark_prints_every_system_side_by_side(capsys) -> None:
+    from benchmarks import migration
+
+    assert migration.main(["--scenarios", "a,c", "--no-trace", "--jobs-parallel", "1"]) == 0
+    speed, planner = capsys.readouterr().out.strip().split("\n\n")
+    header, *rows = speed.splitlines()
+    assert header.split()[:5] == ["scenario", "dragon", "avg", "JCT", "dragon+mig"]
+    assert [r.split()[0] for r in rows] == ["speed-a", "speed-c"]
+    assert planner.splitlines()[1].split()[0] == "scattered"
+    assert migration.main(["--scenarios", "z", "--no-trace"]) == 2
