@@ -12,9 +12,10 @@ monitor decides with two functions behind a small interface:
 
 Until :class:`Monitor` is pointed at those (``Monitor(..., tracker=ConvergenceTracker,
 is_overloaded=monitor.imbalance.overloaded)``; a category may be a string or an enum whose
-value is one), :class:`SlopeTracker` and :func:`overloaded` stand in. A decision becomes a ``Migration`` in the API server (``policy.model.migration.
-request_object``), at most one per pod per ``throttle_s``; a ``Refused`` one is deleted
-after ``retry_s`` so the monitor may ask again. The monitor never decides where a pod goes:
+value is one), :class:`SlopeTracker` and :func:`overloaded` stand in. A decision becomes
+a ``Migration`` in the API server (``policy.model.migration.request_object``), at most
+one per pod per ``throttle_s``; a ``Refused`` one is deleted after ``retry_s`` so the
+monitor may ask again. The monitor never decides where a pod goes:
 the pool does.
 """
 
