@@ -545,3 +545,25 @@ def test_defragmenting_moves_one_worker_so_a_gang_that_fits_nowhere_starts() -> 
     assert moved.summary["migrations"] == 1
     assert [k for k in watch.created if move_of(k)] == ["default/small-1-worker-0-m1"]
     assert not any(move_of(k) for k in plain_watch.created)
+
+
+def test_an_mxjob_worker_moves_the_same_way() -> None:
+    from sim.spec import as_mxjob
+
+    spec = job("m", 2, steps=300)
+    mx = JobSpec(as_mxjob(spec.manifest), 0.0, 300.0, SLOW)
+    sim, watch, spy = simulate([mx], nodes("16", "16"))
+    ask(sim, 60, "m", 1)
+    result = sim.run()
+    assert result.summary["jobs_finished"] == 1 and result.summary["migrations"] == 1
+    assert watch.phases("default/m-worker-1")[-1] == "Done"
+    replacements = [
+        c
+        for call in spy.of("/mxjobs/sync")
+        for c in call.answer["children"]
+        if c["metadata"]["name"] == "m-worker-1-m1"
+    ]
+    assert replacements
+    validate_k8s(replacements[0])
+    env = {e["name"] for e in replacements[0]["spec"]["containers"][0]["env"]}
+    assert "DMLC_ROLE" in env or "MX_CONFIG" in env
