@@ -567,3 +567,13 @@ def test_an_mxjob_worker_moves_the_same_way() -> None:
     validate_k8s(replacements[0])
     env = {e["name"] for e in replacements[0]["spec"]["containers"][0]["env"]}
     assert "DMLC_ROLE" in env or "MX_CONFIG" in env
+
+
+def test_a_pool_with_migration_disabled_refuses_saying_so() -> None:
+    sim, watch, _ = simulate([job("a", steps=200)], nodes("16", "16"), migration={"enabled": False})
+    ask(sim, 40, "a", 1)
+    sim.run()
+    last = watch.last("default/a-worker-1")
+    assert (last["phase"], last["reason"]) == ("Refused", "MigrationDisabled")
+    assert "spec.migration.enabled" in last["message"]
+    assert not any(move_of(k) for k in watch.created)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from policy.model.admission import Slot
 from policy.model.cluster import Pod
@@ -32,6 +32,7 @@ from policy.model.jobs import WORKER, Job, child_name
 from policy.model.migration import (
     ALREADY_MOVING,
     CHIEF_MOVABLE_ANNOTATION,
+    DISABLED,
     DONE,
     IS_CHIEF,
     MOVE_CAP_REACHED,
@@ -41,6 +42,7 @@ from policy.model.migration import (
     NOT_A_WORKER,
     NOT_RUNNING,
     PENDING,
+    PLANNED,
     REFUSED,
     SAME_NODE,
     STALE,
@@ -251,7 +253,7 @@ class _JobState:
                 return slot
         return None
 
-    def throttled_until(self, slot: Slot, interval) -> datetime | None:
+    def throttled_until(self, slot: Slot, interval: timedelta) -> datetime | None:
         m = self.counts.get(slot)
         last = parse_time(m.time) if m is not None else None
         if last is not None and self.now < last + interval:
@@ -327,7 +329,7 @@ def _decide(
 ) -> tuple[Decision, datetime | None]:
     job = state.r.job
     if rules is None:
-        return _refuse(q, "MigrationDisabled", "the pool's spec.migration.enabled is false"), None
+        return _refuse(q, DISABLED, "the pool's spec.migration.enabled is false"), None
     pod = state.by_name.get(q.pod)
     if pod is None or pod.assumed:
         return _refuse(q, STALE, f"pod {q.pod} does not exist (any more)"), None
@@ -397,7 +399,7 @@ def _target(
                 return None, (SAME_NODE, f"{source} is already among the least loaded nodes")
         finally:
             load.limits[source] = load.limits[source] + usage
-        return best, ("Planned", "")
+        return best, (PLANNED, "")
     ps = state.r.ps_nodes
 
     def speed(n: str, extra: Resources | None) -> float:
@@ -416,7 +418,7 @@ def _target(
             f"the best node, {best}, would make {pod.name} only {gain:.0%} faster "
             f"(the pool moves for at least {rules.min_gain:.0%})",
         )
-    return best, ("Planned", "")
+    return best, (PLANNED, "")
 
 
 def _neg(name: str) -> tuple[int, ...]:
