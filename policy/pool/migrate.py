@@ -37,14 +37,12 @@ from policy.model.migration import (
     IS_CHIEF,
     MOVE_CAP_REACHED,
     MOVING,
-    NO_GAIN,
     NO_ROOM,
     NOT_A_WORKER,
     NOT_RUNNING,
     PENDING,
     PLANNED,
     REFUSED,
-    SAME_NODE,
     STALE,
     THROTTLED,
     Decision,
@@ -53,17 +51,15 @@ from policy.model.migration import (
     move_of,
     pod_name,
 )
-from policy.model.resources import Resources
 from policy.model.timeutil import format_time, parse_time
 from policy.pool.admit import gang_fits
-from policy.pool.grow import REMOTE
 from policy.pool.ledger import Ledger
+from policy.pool.move_score import NodeLoad, Refusal
 from policy.pool.rules import MigrationRules
 from policy.pool.running import Running, current_pod
 
 CONSOLIDATE = "Consolidate"
 MANUAL = "Manual"
-_CPU, _MEM = "cpu", "memory"
 
 
 @dataclass(frozen=True)
@@ -86,64 +82,6 @@ class JobMoves:
     wake_at: datetime | None = None  # when a throttled request may move
 
 
-@dataclass
-class _Load:
-    """Per node: the CPU and memory the pods on it may use (their limits), and allocatable."""
-
-    limits: dict[str, Resources]  # DRAGON's load: every pod at its limits
-    busy: dict[str, Resources]  # what computes: workers at their limits, servers requests
-    alloc: Mapping[str, Resources]
-
-    @classmethod
-    def of(cls, ledger: Ledger) -> _Load:
-        limits: dict[str, dict[str, int]] = {}
-        busy: dict[str, dict[str, int]] = {}
-        for p in ledger.cluster.pods:
-            if p.occupies and p.node in ledger.allocatable:
-                _limits(p).add_to(limits.setdefault(p.node, {}))
-                _busy(p).add_to(busy.setdefault(p.node, {}))
-        nodes = ledger.allocatable
-        return cls(
-            {n: Resources(limits.get(n)) for n in nodes},
-            {n: Resources(busy.get(n)) for n in nodes},
-            nodes,
-        )
-
-    def move(self, pod: Pod, source: str, target: str) -> None:
-        for used, u in ((self.limits, _limits(pod)), (self.busy, _busy(pod))):
-            used[source] = used[source] - u
-            used[target] = used[target] + u
-
-    def dragon(self, node: str) -> float:
-        """DRAGON's score (§7.3): 0.5 cpu limits/allocatable + 0.5 memory; lower is better."""
-        a, u = self.alloc[node], self.limits[node]
-        return 0.5 * u[_CPU] / max(a[_CPU], 1) + 0.5 * u[_MEM] / max(a[_MEM], 1)
-
-    def share(self, node: str, extra: Resources | None = None) -> float:
-        """The CPU share a computing pod gets there: allocatable cpu over what the pods
-        there compute with (workers up to their limits; parameter servers, which mostly
-        wait on the network, at their requests)."""
-        used = self.busy[node] + extra if extra is not None else self.busy[node]
-        return min(1.0, self.alloc[node][_CPU] / used[_CPU]) if used[_CPU] > 0 else 1.0
-
-
-def _limits(p: Pod) -> Resources:
-    """What a pod may use: its limits, at least its requests (cpu and memory)."""
-    return Resources({k: max(p.limits[k], p.request[k]) for k in (_CPU, _MEM)})
-
-
-_SERVERS = ("ps", "server", "scheduler")
-
-
-def _busy(p: Pod) -> Resources:
-    """What a pod computes with: a worker (or chief) its limits, a server its requests."""
-    return (
-        Resources({k: p.request[k] for k in (_CPU, _MEM)})
-        if p.replica_type in _SERVERS
-        else _limits(p)
-    )
-
-
 def migrate(
     ledger: Ledger,
     running: Sequence[Running],
@@ -154,7 +92,7 @@ def migrate(
 ) -> dict[str, JobMoves]:
     """Every running job's moves and every job's answers, by job key. ``waiting``: the
     first queued gang that found no room in this cycle (defragmentation's beneficiary)."""
-    load = _Load.of(ledger)
+    load = NodeLoad.of(ledger.cluster.pods, ledger.allocatable)
     states: list[tuple[_JobState, list[Decision], list[datetime]]] = []
     for r in running:
         states.append(_job_moves(ledger, load, r, requests.get(r.job.key, ()), rules, now))
@@ -184,7 +122,7 @@ def _not_running(q: MigrationRequest) -> Decision:
 class _JobState:
     """One job's slots, pods, counts and moves while its requests are decided."""
 
-    def __init__(self, ledger: Ledger, load: _Load, r: Running, now: datetime) -> None:
+    def __init__(self, ledger: Ledger, load: NodeLoad, r: Running, now: datetime) -> None:
         self.ledger, self.load, self.r, self.now = ledger, load, r, now
         job = r.job
         self.by_slot: dict[Slot, list[Pod]] = {}
@@ -263,7 +201,7 @@ class _JobState:
 
 def _job_moves(
     ledger: Ledger,
-    load: _Load,
+    load: NodeLoad,
     r: Running,
     reqs: Sequence[MigrationRequest],
     rules: MigrationRules | None,
@@ -378,10 +316,11 @@ def _is_chief(job: Job, slot: Slot) -> bool:
 def _target(
     state: _JobState, pod: Pod, slot: Slot, rules: MigrationRules, manual: bool
 ) -> tuple[str | None, tuple[str, str]]:
-    """The best node with room, or None and (reason, message)."""
-    ledger, load, job = state.ledger, state.load, state.r.job
+    """The best node with room for the pod, by the pool's score, or None and (reason,
+    message). Never the source; never a node the pod's constraints exclude."""
+    ledger = state.ledger
     source = pod.node or ""
-    eligible = ledger.eligible(job)[slot[0]]
+    eligible = ledger.eligible(state.r.job)[slot[0]]
     roomy = sorted(
         n
         for n in eligible
@@ -389,41 +328,10 @@ def _target(
     )
     if not roomy:
         return None, (NO_ROOM, f"no other node has room for {pod.name}'s requests")
-    usage = _limits(pod)
-    if rules.score == "dragon":
-        load.limits[source] = load.limits[source] - usage  # as if gone (DRAGON's scratch)
-        try:
-            here = load.dragon(source)
-            best = min(roomy, key=lambda n: (load.dragon(n), n))
-            if load.dragon(best) >= here:
-                return None, (SAME_NODE, f"{source} is already among the least loaded nodes")
-        finally:
-            load.limits[source] = load.limits[source] + usage
-        return best, (PLANNED, "")
-    ps = state.r.ps_nodes
-
-    def speed(n: str, extra: Resources | None) -> float:
-        near = 1.0 if not ps or n in ps else REMOTE
-        return near * load.share(n, extra)
-
-    here = speed(source, None)
-    busy = _busy(pod)
-    best = max(roomy, key=lambda n: (speed(n, busy), n in ps, -load.dragon(n), _neg(n)))
-    gain = speed(best, busy) / here - 1.0 if here > 0 else float("inf")
-    if gain <= 0 and not manual:
-        return None, (SAME_NODE, f"no node would run {pod.name} faster than {source}")
-    if gain < rules.min_gain and not manual:
-        return None, (
-            NO_GAIN,
-            f"the best node, {best}, would make {pod.name} only {gain:.0%} faster "
-            f"(the pool moves for at least {rules.min_gain:.0%})",
-        )
-    return best, (PLANNED, "")
-
-
-def _neg(name: str) -> tuple[int, ...]:
-    """Sorts names in reverse, so ``max`` prefers the first name on ties."""
-    return tuple(-ord(c) for c in name)
+    chosen = rules.target(state.load, pod, roomy, state.r.ps_nodes, rules.min_gain, manual)
+    if isinstance(chosen, Refusal):
+        return None, (chosen.reason, chosen.message)
+    return chosen, (PLANNED, "")
 
 
 def _start(state: _JobState, pod: Pod, slot: Slot, target: str, reason: str) -> Move:

@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Literal
 
 from policy.model.pool import MigrationScore, MigrationSettings, PoolSpec
+from policy.pool.move_score import TARGETS, TargetChooser
 
 # How a queued job's pods are placed: "gang" (whole job, locality first), "binpacked"
 # (whole job, each pod on the fullest node alone: Volcano's binpack) or "none" (every pod
@@ -42,6 +43,7 @@ class MigrationRules:
     """How the pool answers Migration requests (``spec.migration``, chosen once)."""
 
     score: MigrationScore
+    target: TargetChooser  # the score's function (policy.pool.move_score)
     max_moves: int = 3
     min_interval: timedelta = timedelta(seconds=3)
     min_gain: float = 0.2
@@ -56,6 +58,7 @@ def migration_rules(spec: PoolSpec) -> MigrationRules | None:
     score = m.score or ("dragon" if spec.policy == "dragon" else "dragonet")
     return MigrationRules(
         score,
+        TARGETS[score],
         m.maxMoves,
         timedelta(seconds=m.minIntervalSeconds),
         m.minGain,
