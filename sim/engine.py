@@ -40,6 +40,7 @@ from sim.apiserver import EPOCH, ApiServer, Obj, object_key
 from sim.bounds import BoundJob, lower_bounds
 from sim.kube import Kube
 from sim.metacontroller import Controller, HotLoop, Metacontroller, SyncCost, View
+from sim.monitor import Monitor, MonitorConfig
 from sim.results import JobRecord, Progress, Sample, Segment, SimResult
 from sim.spec import JobSpec
 from sim.training import Programs, Training, replica_specs
@@ -53,6 +54,7 @@ CONTROLLERS = (
     MANIFESTS / "pool-controller.yaml",
     MANIFESTS / "tfjob-controller.yaml",
     MANIFESTS / "mxjob-controller.yaml",
+    MANIFESTS / "migration-controller.yaml",
 )
 POOLS, JOBS = "dragonet-pools", "dragonet-tfjobs"
 TFJOBS = "TFJob.kubeflow.org/v1"
@@ -108,6 +110,10 @@ class SimConfig:
     # One parent synced more often within one simulated second: its status or children
     # never settle (a hot loop), and the run stops.
     max_syncs_per_parent_second: int = 200
+    # The Container Monitor and its reporting training tasks (sim/monitor.py; None: none),
+    # and the default pool's spec.migration (docs/migration.md; None: the CRD's defaults).
+    monitor: MonitorConfig | None = None
+    migration: Mapping[str, Any] | None = None
 
     def cost_of(self, controller: Mapping[str, Any]) -> SyncCost | None:
         """The cost model of a CompositeController's hooks (None: measured wall time)."""
@@ -152,6 +158,11 @@ class Simulation:
         self.kube = Kube(self.api, self.schedule, self.rng, config.start_delay_s, config.grace_s)
         self.programs = Programs(self.api, self.schedule, self.kube.exit)
         self.programs.on_finish = self._finished
+        self.monitor = (
+            Monitor(self.api, self.schedule, self.programs, config.monitor)
+            if config.monitor is not None
+            else None
+        )
         self.view = View(self.api, self.schedule, config.view_delay_s)
         self.settings = Settings()
         self.webhook = WebhookClient(self._new_app())
@@ -232,6 +243,7 @@ class Simulation:
             starvationSeconds=c.starvation_seconds,
             idleSeconds=c.idle_seconds,
             gangScheduler=c.gang_scheduler,
+            **({"migration": dict(c.migration)} if c.migration is not None else {}),
         )
 
     def schedule(self, delay: float, action: Callable[[], None]) -> None:
@@ -258,6 +270,8 @@ class Simulation:
             self.api.create(self.default_pool())
         for spec in self.scenario.jobs:
             self.schedule(spec.arrival_s, lambda s=spec: self._arrive(s))
+        if self.monitor is not None:
+            self.monitor.start()
         for t in self.config.webhook_restarts_s:
             self.schedule(t, self._restart_webhook)
         for t, node in self.config.node_losses:
@@ -464,6 +478,14 @@ class Simulation:
             },
             "scale_actions": self.programs.scale_actions,
             "pod_restarts": self.programs.restarts,
+            **(
+                {
+                    "migrations": self.programs.migrations,
+                    "migration_requests": self.monitor.requests if self.monitor else 0,
+                }
+                if self.monitor is not None or self.programs.migrations
+                else {}
+            ),
             "kubelet_rejections": self.kube.rejected,
             "sync_calls": self.mc.sync_calls,
             "sync_calls_by_controller": {c.name: c.sync_calls for c in controllers},

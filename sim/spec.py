@@ -31,9 +31,20 @@ class TrainingProfile:
     remote_factor: float = 0.65
     contention: float = 0.05
     restore_s: float = 30.0
+    # CPU-bound training (container-migration's speed scenarios): a worker runs at the CPU
+    # share of its node, allocatable cpu over what the running pods there may use (workers
+    # their cpu limits, parameter servers their requests), at most 1.
+    cpu_bound: bool = False
 
     def efficiency(self, workers: int, ps: int) -> float:
         return 1.0 / (1.0 + self.contention * max(workers - 1, 0) / max(ps, 1))
+
+    def rate_of(self, shares: list[tuple[bool, float]], ps: int) -> float:
+        """Global steps per second of workers given as (next to a PS, CPU share)."""
+        if not shares:
+            return 0.0
+        total = sum((1.0 if near else self.remote_factor) * share for near, share in shares)
+        return self.efficiency(len(shares), ps) * total / self.step_time_s
 
     def rate(self, local: int, remote: int, ps: int) -> float:
         """Global steps per second with ``local`` workers on a PS node and ``remote`` not."""

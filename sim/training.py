@@ -4,7 +4,9 @@ A parameter-server job trains only while its gang runs: every parameter server a
 chief (if any) Running, and at least ``min-instances`` workers (all of ``Worker.replicas``
 for a job without DRAGON's bounds). Its speed comes from :class:`TrainingProfile`: each
 worker contributes once it has restored the checkpoint (``restore_s`` after it started),
-faster next to a parameter server than across the network. When the global steps are
+faster next to a parameter server than across the network, and (a CPU-bound profile) at
+the CPU share of its node. A moved worker is a new pod: it restores before it contributes,
+so every migration costs ``restore_s`` of that worker. When the global steps are
 done, the chief and the workers exit 0; parameter servers run until they are deleted.
 
 An MXJob trains the same way: its servers are its parameter servers, and its scheduler
@@ -17,14 +19,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from policy.model.cluster import L_JOB, L_OPERATOR, L_TYPE, OPERATOR_NAME
-from policy.model.jobs import pod_request
+from policy.model.cluster import L_INDEX, L_JOB, L_OPERATOR, L_TYPE, OPERATOR_NAME
+from policy.model.jobs import pod_limits, pod_request
+from policy.model.migration import move_of
 from policy.model.resources import Resources
 from sim.apiserver import ApiServer, Obj, object_key
 from sim.results import Segment, State
 from sim.spec import JobSpec
 
 PODS = "Pod.v1"
+NODES = "Node.v1"
 CHIEFS = ("chief", "master")
 PS_ROLES = ("ps", "server")  # a TFJob's parameter servers, an MXJob's servers
 ROOT = "scheduler"  # an MXJob's ps-lite scheduler: needed to train, exits with the workers
@@ -110,6 +114,7 @@ class Programs:
     pods_of: dict[str, set[str]] = field(default_factory=dict)
     scale_actions: int = 0
     restarts: int = 0
+    migrations: int = 0  # replacement pods of moved workers
     _names_seen: set[str] = field(default_factory=set)
     _shrunk: set[str] = field(default_factory=set)  # workers deleted by a shrink
     _dirty: set[str] = field(default_factory=set)
@@ -135,6 +140,8 @@ class Programs:
             self.pods_of.setdefault(job, set()).add(key)
             if key in self._names_seen and key not in self._shrunk:
                 self.restarts += 1  # the same pod again: a restart, not a scale action
+            elif move_of(pod["metadata"]["name"]):
+                self.migrations += 1  # a moved worker's replacement
             elif growing:
                 self.scale_actions += 1  # a new worker, or one a shrink took, grown back
             self._shrunk.discard(key)
@@ -155,13 +162,32 @@ class Programs:
                 and (old.get("status") or {}).get("phase") in ("Pending", "Running")
                 and (new.get("status") or {}).get("phase") not in _DONE
                 and not _unschedulable(old)
+                and not self._replaced(job, new)
             ):
                 self.scale_actions += 1
                 self._shrunk.add(key)
         self._dirty.add(job)
+        if t.spec.profile.cpu_bound:  # a pod on a node slows or frees the others there
+            self._dirty.update(k for k, o in self.jobs.items() if o.finished_s is None)
         if not self._flush_pending:
             self._flush_pending = True
             self.schedule(0.0, self._flush)
+
+    def _replaced(self, job: str, pod: Obj) -> bool:
+        """Another live pod holds the same replica index: a migration, not a shrink."""
+        labels = pod["metadata"].get("labels") or {}
+        for key in self.pods_of.get(job, ()):
+            other = self.api.get(PODS, key)
+            if other is None or other["metadata"]["name"] == pod["metadata"]["name"]:
+                continue
+            o = other["metadata"].get("labels") or {}
+            if (
+                o.get(L_TYPE) == labels.get(L_TYPE)
+                and o.get(L_INDEX) == labels.get(L_INDEX)
+                and not other["metadata"].get("deletionTimestamp")
+            ):
+                return True
+        return False
 
     def _flush(self) -> None:
         self._flush_pending = False
@@ -191,6 +217,8 @@ class Programs:
             and n_workers >= t.min_workers
         )
         local = remote = 0
+        shares: list[tuple[bool, float]] = []
+        cpu_share = self._cpu_shares() if t.spec.profile.cpu_bound else {}
         next_warm = None
         for p in workers:
             key = object_key(p)
@@ -202,11 +230,18 @@ class Programs:
             if seen[2] > now:
                 next_warm = seen[2] if next_warm is None else min(next_warm, seen[2])
                 continue
-            if not t.ps or p["spec"]["nodeName"] in ps_nodes:
+            near = not t.ps or p["spec"]["nodeName"] in ps_nodes
+            if near:
                 local += 1
             else:
                 remote += 1
-        t.rate = t.spec.profile.rate(local, remote, max(t.ps, 1)) if ready else 0.0
+            shares.append((near, cpu_share.get(p["spec"]["nodeName"], 1.0)))
+        if not ready:
+            t.rate = 0.0
+        elif t.spec.profile.cpu_bound:
+            t.rate = t.spec.profile.rate_of(shares, max(t.ps, 1))
+        else:
+            t.rate = t.spec.profile.rate(local, remote, max(t.ps, 1))
         t.workers_live = n_workers
         if ready and t.started_s is None:
             t.started_s = now
@@ -226,6 +261,30 @@ class Programs:
             self.schedule(left, lambda: self._maybe_finish(job, token))
         if next_warm is not None:
             self.schedule(next_warm - now, lambda: self._rewarm(job, token))
+
+    def _cpu_shares(self) -> dict[str, float]:
+        """Per node: allocatable cpu over what its running training pods may use (workers
+        and chiefs their cpu limits, parameter servers and schedulers their requests)."""
+        used: dict[str, int] = {}
+        for pod in self.api.list(PODS):
+            if not _running(pod) or job_of(pod) is None:
+                continue
+            role = _role(pod)
+            use = pod_limits(pod["spec"]) if role in ("worker", *CHIEFS) else None
+            cpu = (use or pod_request(pod["spec"]))["cpu"]
+            node = pod["spec"]["nodeName"]
+            used[node] = used.get(node, 0) + cpu
+        out = {}
+        for node in self.api.list(NODES):
+            name = node["metadata"]["name"]
+            alloc = Resources.parse(node["status"].get("allocatable"))["cpu"]
+            out[name] = min(1.0, alloc / used[name]) if used.get(name) else 1.0
+        return out
+
+    def progress_now(self, job: str, now: float) -> float:
+        """Global steps done by ``now`` (between updates, at the current rate)."""
+        t = self.jobs[job]
+        return min(t.spec.steps, t.progress + t.rate * max(now - t.updated_s, 0.0))
 
     def _rewarm(self, job: str, token: int) -> None:
         if self.jobs[job].token == token:

@@ -254,6 +254,7 @@ _OWN_CRDS = {
     "MXJob": "mxjobs.kubeflow.org.yaml",
     "TrainingPool": "trainingpools.dragonet.io.yaml",
     "Admission": "admissions.dragonet.io.yaml",
+    "Migration": "migrations.dragonet.io.yaml",
 }
 
 

@@ -75,3 +75,15 @@ def test_gang_benchmark_compares_every_backend_with_the_kube_scheduler(
     for row in table:
         done, total = row[-3], row[-1]
         assert done == total, row  # every job finished under every backend
+
+
+def test_migration_benchmark_prints_every_system_side_by_side(capsys) -> None:
+    from benchmarks import migration
+
+    assert migration.main(["--scenarios", "a,c", "--no-trace", "--jobs-parallel", "1"]) == 0
+    speed, planner = capsys.readouterr().out.strip().split("\n\n")
+    header, *rows = speed.splitlines()
+    assert header.split()[:5] == ["scenario", "dragon", "avg", "JCT", "dragon+mig"]
+    assert [r.split()[0] for r in rows] == ["speed-a", "speed-c"]
+    assert planner.splitlines()[1].split()[0] == "scattered"
+    assert migration.main(["--scenarios", "z", "--no-trace"]) == 2

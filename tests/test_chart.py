@@ -26,9 +26,15 @@ PLAIN = {
     "pools": ROOT / "metacontroller" / "pool-controller.yaml",
     "tfjobs": ROOT / "metacontroller" / "tfjob-controller.yaml",
     "mxjobs": ROOT / "metacontroller" / "mxjob-controller.yaml",
+    "migrations": ROOT / "metacontroller" / "migration-controller.yaml",
 }
 JOB_HOOKS = ("customize", "sync", "finalize")
-HOOKS = {"pools": ("customize", "sync"), "tfjobs": JOB_HOOKS, "mxjobs": JOB_HOOKS}
+HOOKS = {
+    "pools": ("customize", "sync"),
+    "tfjobs": JOB_HOOKS,
+    "mxjobs": JOB_HOOKS,
+    "migrations": ("customize", "sync"),
+}
 
 # Non-default values touching every knob, as a user's values file would.
 CUSTOM_VALUES: dict[str, Any] = {
@@ -200,10 +206,12 @@ def test_default_render_has_the_expected_objects(default_docs: list[dict[str, An
         ("ClusterRole", "dragonet-tfjobs-view"),
         ("ClusterRole", "dragonet-trainingpools-admin"),
         ("ClusterRole", "dragonet-trainingpools-view"),
+        ("CompositeController", "dragonet-migrations"),
         ("CompositeController", "dragonet-mxjobs"),
         ("CompositeController", "dragonet-pools"),
         ("CompositeController", "dragonet-tfjobs"),
         ("CustomResourceDefinition", "admissions.dragonet.io"),
+        ("CustomResourceDefinition", "migrations.dragonet.io"),
         ("CustomResourceDefinition", "mxjobs.kubeflow.org"),
         ("CustomResourceDefinition", "tfjobs.kubeflow.org"),
         ("CustomResourceDefinition", "trainingpools.dragonet.io"),
@@ -346,6 +354,7 @@ def test_each_value_given_with_set_reaches_its_variable(
             "nodeSelector",
             {"matchLabels": {"pool": "gpu"}},
         ),
+        ("scheduling.migration.consolidate=true", "migration", {"consolidate": True}),
     ],
 )
 def test_each_scheduling_value_given_with_set_reaches_the_default_pool(
@@ -539,10 +548,17 @@ def _controller(docs: list[dict[str, Any]], which: str) -> dict[str, Any]:
 
 def test_plain_controller_manifests_validate() -> None:
     pools, tfjobs = _plain_controller("pools"), _plain_controller("tfjobs")
-    mxjobs = _plain_controller("mxjobs")
-    for controller in (pools, tfjobs, mxjobs):
+    mxjobs, migrations = _plain_controller("mxjobs"), _plain_controller("migrations")
+    for controller in (pools, tfjobs, mxjobs, migrations):
         validate_composite_controller(controller)
         assert controller["spec"]["generateSelector"] is True
+    # A Migration's controller writes its status only: no children, its own status ignored.
+    assert migrations["spec"]["parentResource"] == {
+        "apiVersion": "dragonet.io/v1alpha1",
+        "resource": "migrations",
+        "ignoreStatusChanges": True,
+    }
+    assert migrations["spec"]["childResources"] == []
     assert pools["metadata"]["name"] == "dragonet-pools"
     assert pools["spec"]["parentResource"] == {
         "apiVersion": "dragonet.io/v1alpha1",
@@ -577,7 +593,7 @@ def test_plain_controller_manifests_validate() -> None:
             assert hooks[hook] == {"version": "v2", "webhook": {"url": url, "timeout": "10s"}}
 
 
-@pytest.mark.parametrize("which", ["pools", "tfjobs", "mxjobs"])
+@pytest.mark.parametrize("which", ["pools", "tfjobs", "mxjobs", "migrations"])
 def test_chart_controller_equals_the_plain_manifest_for_release_dragonet_in_dragonet(
     default_docs: list[dict[str, Any]], which: str
 ) -> None:
@@ -587,7 +603,7 @@ def test_chart_controller_equals_the_plain_manifest_for_release_dragonet_in_drag
     assert rendered["spec"] == plain["spec"]
 
 
-@pytest.mark.parametrize("which", ["pools", "tfjobs", "mxjobs"])
+@pytest.mark.parametrize("which", ["pools", "tfjobs", "mxjobs", "migrations"])
 def test_chart_controller_differs_from_the_plain_manifest_only_in_name_and_url(
     custom_docs: list[dict[str, Any]], which: str
 ) -> None:
@@ -754,7 +770,7 @@ def test_with_tls_and_a_secret_metacontroller_calls_https_with_the_ca_and_the_to
     assert host == "ml-jobs-dragonet-webhook.training"
     [port] = service["spec"]["ports"]
     assert (port["name"], port["port"], port["targetPort"]) == ("https", 443, "https")
-    for which in ("pools", "tfjobs"):
+    for which in ("pools", "tfjobs", "migrations"):
         spec = copy.deepcopy(_controller(secured_docs, which)["spec"])
         # Matched by host: Metacontroller applies it to every hook URL of that host.
         assert spec.pop("endpointConfigs") == [

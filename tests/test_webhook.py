@@ -113,9 +113,38 @@ def _paths(value: Any, prefix: tuple = ()) -> list[tuple]:
 _JOB = mc.tfjob("dragon-job1-cpu.yaml", status={"enqueueTime": mc.T0})
 _WORLD = mc.world(_JOB, [mc.node("n-1", cpu="24", memory="64Gi")])
 _ADMITTED = mc.admission(_JOB, [("PS", 0, "n-1"), ("Worker", 0, "n-1")], workers=1)
+_MIGRATION = {
+    "apiVersion": "dragonet.io/v1alpha1",
+    "kind": "Migration",
+    "metadata": {
+        "name": "job1-worker-0",
+        "namespace": "default",
+        "uid": "mig-0",
+        "creationTimestamp": mc.T0,
+        "labels": {"training.kubeflow.org/job-name": "job1"},
+    },
+    "spec": {"pod": "job1-worker-0", "node": "n-1", "reason": "Manual"},
+}
+_ANSWERED = copy.deepcopy(_ADMITTED)
+_ANSWERED["spec"]["migrations"] = [
+    {"request": "job1-worker-0", "uid": "mig-0", "phase": "Refused", "reason": "IsChief"}
+]
+_ANSWERED["spec"]["moves"] = [{"type": "Worker", "index": 0, "count": 1, "time": mc.T0}]
 BASES = {
-    "/pools/sync": mc.pool_request(_WORLD, [_ADMITTED]),
-    "/tfjobs/sync": mc.job_request(_WORLD, _ADMITTED),
+    "/pools/sync": {
+        **mc.pool_request(_WORLD, [_ANSWERED]),
+        "related": {
+            **mc.pool_request(_WORLD, [_ANSWERED])["related"],
+            "Migration.dragonet.io/v1alpha1": {"default/job1-worker-0": _MIGRATION},
+        },
+    },
+    "/tfjobs/sync": mc.job_request(_WORLD, _ANSWERED),
+    "/migrations/sync": {
+        "controller": {},
+        "parent": _MIGRATION,
+        "children": {},
+        "related": {"Admission.dragonet.io/v1alpha1": {"default/tfjob-job1": _ANSWERED}},
+    },
 }
 
 
@@ -165,6 +194,8 @@ def test_a_pools_customize_asks_for_its_nodes_dragonet_pods_all_jobs_and_priorit
                 "resource": "priorityclasses",
                 "labelSelector": {},
             },
+            # Migration requests, in every namespace (docs/migration.md).
+            {"apiVersion": "dragonet.io/v1alpha1", "resource": "migrations", "labelSelector": {}},
         ]
     }
 

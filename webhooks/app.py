@@ -21,6 +21,8 @@ from flask import Flask, Response, request
 from pydantic import BaseModel, ValidationError
 from werkzeug.exceptions import HTTPException
 
+from policy.job.migration import related_rules as migration_related
+from policy.job.migration import sync as migration_sync
 from policy.job.sync import JobConfig, finalize, related_rules
 from policy.job.sync import sync as job_sync
 from policy.memo import Memo, Undecodable
@@ -144,6 +146,16 @@ def create_app(
 
     for kind in kinds:
         _job_routes(app, kind, job_config, now, memo)
+
+    @app.post("/migrations/customize")
+    def migration_customize() -> Response:
+        req = _parse(CustomizeRequest)
+        return _json({"relatedResources": migration_related(req.parent)})
+
+    @app.post("/migrations/sync")
+    def migration_sync_hook() -> Response:
+        req = _read()
+        return _answer([], migration_sync(req.parent, req.related), None)
 
     @app.errorhandler(BadRequest)
     @app.errorhandler(MalformedRequest)

@@ -64,6 +64,8 @@ def pool_related_resources(parent: Mapping[str, Any]) -> list[dict[str, Any]]:
             for k in KINDS
         ),
         {"apiVersion": "scheduling.k8s.io/v1", "resource": "priorityclasses", "labelSelector": {}},
+        # Requests to move a worker (docs/migration.md), in every namespace.
+        {"apiVersion": f"{GROUP}/v1alpha1", "resource": "migrations", "labelSelector": {}},
     ]
     if meta.get("name") == DEFAULT_POOL:
         # Not itself: its own status changes would wake it (ignoreStatusChanges covers the

@@ -17,6 +17,7 @@ from policy.job.podgroup import decorate
 from policy.model.admission import GENERATION_ANNOTATION, Gang
 from policy.model.cluster import HOSTNAME, L_INDEX, L_JOB, L_OPERATOR, L_ROLE, L_TYPE, OPERATOR_NAME
 from policy.model.jobs import MXJOB, WORKER, Job, Replica, child_name
+from policy.model.migration import MOVE_ANNOTATION, move_of
 from policy.model.pool import Binding
 
 
@@ -121,7 +122,10 @@ def render_pod(
     domain: str = "",
     admission_generation: int = 0,
     gang: Gang | None = None,
+    name: str | None = None,
 ) -> dict[str, Any]:
+    """``name``: a moved worker's replacement (``...-m<n>``, policy.model.migration); it
+    keeps the replica index labels, so its Service and TF_CONFIG entry stay the same."""
     replica = job.replicas[rtype]
     # A deep copy (the template is plain JSON: a round trip through orjson is the fast way).
     template = orjson.loads(orjson.dumps(dict(replica.template)))
@@ -131,13 +135,15 @@ def render_pod(
     if _is_master_role(job, rtype, index):
         pod_labels[L_ROLE] = "master"
     metadata: dict[str, Any] = {
-        "name": child_name(job, rtype, index),
+        "name": name or child_name(job, rtype, index),
         "namespace": job.namespace,
         "labels": pod_labels,
     }
     annotations = dict(meta.get("annotations") or {})
     if admission_generation:
         annotations[GENERATION_ANNOTATION] = str(admission_generation)
+    if name and (move := move_of(name)):
+        annotations[MOVE_ANNOTATION] = str(move)
     if annotations:
         metadata["annotations"] = annotations
 

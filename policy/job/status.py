@@ -17,6 +17,7 @@ from policy.model import conditions as cond
 from policy.model.admission import ADMITTED, QUEUED, WAITING_FOR_POOL, LastScale
 from policy.model.jobs import Job, JobKind
 from policy.model.lifecycle import REASON_INVALID, running_types
+from policy.model.migration import Moves
 from policy.model.timeutil import format_time, parse_time
 
 LAST_SCALE = "lastScale"
@@ -160,7 +161,24 @@ def scheduling(v: JobView, nodes: list[str]) -> dict[str, Any]:
         scale = LastScale.from_json((job.status.get("scheduling") or {}).get(LAST_SCALE))
     if scale is not None:
         section[LAST_SCALE] = scale.to_json()
+    moves = _moves(v)
+    if moves:  # migration: counts and last moves
+        section["moves"] = moves
+    if v.admission is not None and v.admission.migrations:  # answers to live requests
+        section["migrations"] = [d.to_json() for d in v.admission.migrations]
     return section
+
+
+def _moves(v: JobView) -> list[dict[str, Any]]:
+    """The Admission's move counts; once it is gone (the job finished), the ones the
+    status kept."""
+    if v.admission is not None and v.admission.moves:
+        return [m.to_json() for m in v.admission.moves]
+    kept = (v.job.status.get("scheduling") or {}).get("moves")
+    try:
+        return [Moves.from_json(m).to_json() for m in kept] if isinstance(kept, list) else []
+    except (KeyError, TypeError, ValueError):
+        return []  # a status someone broke reads as never written
 
 
 def _reason(v: JobView) -> str:

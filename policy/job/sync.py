@@ -157,17 +157,27 @@ def sync(
 
     placed = _desired(view)
     pod_objs = []
-    for (rtype, index), (node, host) in sorted(placed.items()):
+    for name, (rtype, index, node, host) in sorted(placed.items()):
         binding = admission.binding if admission is not None else "affinity"
         generation = admission.generation if admission is not None else 0
         gang = admission.gang if admission is not None else None
         pod_objs.append(
             render_pod(
-                job, rtype, index, node, host, binding, config.cluster_domain, generation, gang
+                job,
+                rtype,
+                index,
+                node,
+                host,
+                binding,
+                config.cluster_domain,
+                generation,
+                gang=gang,
+                name=name,
             )
         )
     # A restarting pod keeps its Service: its peers' DNS name never disappears.
-    named = set(placed) | {_slot_of(job, p) for p in verdict.restarts} - {None}
+    named = {(t, i) for t, i, _, _ in placed.values()}
+    named |= {_slot_of(job, p) for p in verdict.restarts} - {None}
     if phase == ADMITTED and admission is not None and not stale:
         named |= {s for s in admission.slots if job.holds(*s)}
     services = [render_service(job, rtype, index) for rtype, index in sorted(named)]
@@ -178,7 +188,7 @@ def sync(
     )
     outcome = verdict.outcome
     succeeded = outcome is not None and outcome.type == cond.SUCCEEDED
-    nodes = sorted({n for n, _ in placed.values() if n})
+    nodes = sorted({n for _, _, n, _ in placed.values() if n})
     new_status: dict[str, Any] = {
         **times(view, stamp, resumed),
         "conditions": conditions(view, stamp, resumed),
@@ -201,35 +211,48 @@ def _pod_group(v: JobView) -> list[dict[str, Any]]:
     return [group] if group is not None else []
 
 
-def _desired(v: JobView) -> dict[tuple[str, int], tuple[str | None, str | None]]:
-    """Every pod the job should have now: (type, index) -> (node, hostname).
+Desired = dict[str, tuple[str, int, str | None, str | None]]
+
+
+def _desired(v: JobView) -> Desired:
+    """Every pod the job should have now: name -> (type, index, node, hostname).
 
     Existing pods are facts and stay where they are. Only a fresh Admission may add pods
-    (where it places them) or take them away (the ones it no longer lists)."""
+    (where it places them) or take them away (the ones it no longer lists). A worker the
+    Admission moves (a new pod name and ``from``) is make-before-break: its replacement is
+    created on the target, and its old pod is kept until the replacement runs."""
     job = v.job
     if v.phase == SUSPENDED:
         return {}
     if v.phase == FINISHED:
-        return {s: (p.node, p.node) for s, p in _finished_kept(v).items()}
+        return {p.name: (*s, p.node, p.node) for s, p in _finished_kept(v).items()}
     omitted = {p.name for p in v.assessment.restarts} | {p.name for p in v.pods if p.stuck}
     existing = {
-        slot: p
+        p.name: (slot, p)
         for p in v.pods
         if not p.terminating and p.name not in omitted and (slot := _slot_of(job, p))
     }
     admission = v.admission
     if v.phase != ADMITTED or admission is None or v.stale:
-        return {s: (p.node, _host(admission, s, p.node)) for s, p in existing.items()}
-    by_name = {p.name: p for p in v.pods}
-    out: dict[tuple[str, int], tuple[str | None, str | None]] = {}
+        return {n: (*s, p.node, _host(admission, s, p.node)) for n, (s, p) in existing.items()}
+    out: Desired = {}
     for slot, placement in admission.slots.items():
         if not job.holds(*slot):
             continue  # planned on another spec of the job
-        pod = by_name.get(child_name(job, *slot))
-        if pod is None:
-            out[slot] = (placement.node, placement.host)
-        elif slot in existing:
-            out[slot] = (pod.node, _host(admission, slot, pod.node))
+        name = placement.pod or child_name(job, *slot)
+        if placement.pod is None and placement.source is None and name not in existing:
+            # An Admission that does not name a moved worker's pod: the pod is the fact.
+            name = next((n for n, (s, _) in existing.items() if s == slot), name)
+        pod = existing[name][1] if name in existing else None
+        if name not in {p.name for p in v.pods}:
+            out[name] = (*slot, placement.node, placement.host)
+        elif pod is not None:
+            out[name] = (*slot, pod.node, _host(admission, slot, pod.node))
+        if placement.source is None or (pod is not None and pod.phase == "Running"):
+            continue  # no move, or the replacement runs: the old pod goes
+        for n, (s, old) in existing.items():
+            if s == slot and n != name:
+                out[n] = (*slot, old.node, old.node)  # runs until its replacement does
     return out
 
 

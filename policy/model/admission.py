@@ -16,6 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from policy.model.bounds import MAX_REPLICAS
+from policy.model.migration import Decision, Moves
 from policy.model.pool import ADMISSION_KIND, GROUP, VERSION, Binding, admission_name
 
 QUEUED = "Queued"
@@ -53,6 +54,32 @@ class PodEntry(_Model):
     index: int = Field(ge=0, lt=MAX_REPLICAS)
     node: str | None = None
     hostname: str | None = None
+    # The pod's name when it is not ``{job}-{type}-{index}`` (a migrated worker's
+    # replacement, ``...-m<n>``), and the node it is moving from (make-before-break).
+    pod: str | None = None
+    from_: str | None = Field(default=None, alias="from")
+
+
+class MovesModel(_Model):
+    type: str
+    index: int = Field(ge=0, lt=MAX_REPLICAS)
+    count: int = Field(ge=0)
+    time: str = ""
+    from_: str = Field(default="", alias="from")
+    to: str = ""
+    reason: str = ""
+
+
+class DecisionModel(_Model):
+    request: str
+    uid: str = ""
+    pod: str = ""
+    phase: Literal["Pending", "Moving", "Done", "Refused"]
+    reason: str = ""
+    message: str = ""
+    from_: str | None = Field(default=None, alias="from")
+    to: str | None = None
+    move: int = Field(default=0, ge=0)
 
 
 class JobRef(_Model):
@@ -85,6 +112,8 @@ class AdmissionSpec(_Model):
     pods: list[PodEntry] = Field(default_factory=list)
     admittedTime: str | None = None
     lastScale: LastScaleModel | None = None
+    moves: list[MovesModel] = Field(default_factory=list)
+    migrations: list[DecisionModel] = Field(default_factory=list)
     gang: GangModel | None = None
     gangNote: str = ""
 
@@ -106,6 +135,8 @@ class Placement:
     index: int
     node: str | None
     hostname: str | None = None  # the node's kubernetes.io/hostname, when not its name
+    pod: str | None = None  # the pod's name, when not {job}-{type}-{index} (a moved worker)
+    source: str | None = None  # the node it moves from: its old pod runs until it is up
 
     @property
     def slot(self) -> Slot:
@@ -161,6 +192,8 @@ class Admission:
     generation: int = 0  # of the observed object; 0 for one not written yet
     gang: Gang | None = None  # the pool's gang scheduler, if any
     gang_note: str = ""  # its pods name a gang scheduler the pool does not use: what to do
+    moves: tuple[Moves, ...] = ()  # durable move counts, per worker slot (migration)
+    migrations: tuple[Decision, ...] = ()  # the pool's answers to live Migration requests
 
     @cached_property
     def slots(self) -> Mapping[Slot, Placement]:
@@ -211,6 +244,10 @@ class Admission:
             }
         if self.gang_note:
             spec["gangNote"] = self.gang_note
+        if self.moves:
+            spec["moves"] = [m.to_json() for m in self.moves]
+        if self.migrations:
+            spec["migrations"] = [d.to_json() for d in self.migrations]
         return {
             "apiVersion": VERSION,
             "kind": ADMISSION_KIND,
@@ -246,7 +283,9 @@ class Admission:
             message=spec.message,
             binding=spec.binding,
             workers=spec.workers,
-            pods=tuple(Placement(p.type, p.index, p.node, p.hostname) for p in spec.pods),
+            pods=tuple(
+                Placement(p.type, p.index, p.node, p.hostname, p.pod, p.from_) for p in spec.pods
+            ),
             last_scale=None
             if scale is None
             else LastScale(scale.time, scale.from_, scale.to, scale.reason),
@@ -254,6 +293,10 @@ class Admission:
             generation=generation if type(generation) is int else 0,
             gang=None if spec.gang is None else Gang(spec.gang.scheduler, spec.gang.schedulerName),
             gang_note=spec.gangNote,
+            moves=tuple(Moves.from_json(m.model_dump(by_alias=True)) for m in spec.moves),
+            migrations=tuple(
+                Decision.from_json(d.model_dump(by_alias=True)) for d in spec.migrations
+            ),
         )
 
 
@@ -263,4 +306,8 @@ def _entry(p: Placement) -> dict[str, Any]:
         out["node"] = p.node
     if p.hostname and p.hostname != p.node:
         out["hostname"] = p.hostname
+    if p.pod:
+        out["pod"] = p.pod
+    if p.source:
+        out["from"] = p.source
     return out

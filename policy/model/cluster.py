@@ -14,7 +14,7 @@ from types import MappingProxyType
 from typing import Any
 
 from policy.model.admission import GENERATION_ANNOTATION
-from policy.model.jobs import pod_request
+from policy.model.jobs import pod_limits, pod_request
 from policy.model.resources import Resources
 
 HOSTNAME = "kubernetes.io/hostname"
@@ -115,6 +115,8 @@ class Pod:
     # "unschedulable" then means its gang does not fit yet, and the backend binds it when
     # it does, so it keeps its room and is not placed again.
     preferred: bool = False
+    # What it may use (limits; a request where no limit is set): migration's load score.
+    limits: Resources = field(default_factory=lambda: Resources({}))
 
     # Derived once (read many times per cycle):
     occupies: bool = field(init=False, compare=False, repr=False)  # holds its node's room
@@ -203,6 +205,7 @@ class Pod:
             unschedulable=_unschedulable(status),
             preferred=node is not None and not bound_to and not required,
             admission_generation=_generation(meta.get("annotations")),
+            limits=pod_limits(spec),
         )
 
     def on_nodes(self, node_of_host: Mapping[str, str]) -> Pod:
@@ -213,14 +216,22 @@ class Pod:
 
     @classmethod
     def assume(
-        cls, namespace: str, job: str, slot: tuple[str, int], node: str | None, request: Resources
+        cls,
+        namespace: str,
+        job: str,
+        slot: tuple[str, int],
+        node: str | None,
+        request: Resources,
+        name: str | None = None,
+        limits: Resources | None = None,
     ) -> Pod:
-        """A pod an Admission places that its job has not created yet."""
+        """A pod an Admission places that its job has not created yet (``name``: a moved
+        worker's replacement, when not ``{job}-{type}-{index}``)."""
         rtype, index = slot
         labels = {L_OPERATOR: OPERATOR_NAME, L_JOB: job, L_TYPE: rtype.lower(), L_INDEX: str(index)}
         return cls(
             namespace=namespace,
-            name=f"{job}-{rtype.lower()}-{index}",
+            name=name or f"{job}-{rtype.lower()}-{index}",
             labels=MappingProxyType(labels),
             node=node,
             phase="Pending",
@@ -229,6 +240,7 @@ class Pod:
             exit_code=None,
             restarts=0,
             assumed=True,
+            limits=limits if limits is not None else request,
         )
 
 

@@ -161,6 +161,8 @@ class JobSpecModel(RunPolicyModel):
 
     max_instances: int | None = Field(default=None, alias="max-instances", ge=1, le=MAX_REPLICAS)
     min_instances: int | None = Field(default=None, alias="min-instances", ge=1, le=MAX_REPLICAS)
+    # container-migration's (DRAGON's fork, PR #18): try the whole job on this node first.
+    node_preference: str | None = Field(default=None, alias="node-preference", max_length=253)
     runPolicy: RunPolicyModel | None = None
     successPolicy: Literal["", "AllWorkers"] = ""
     enableDynamicWorker: bool = False
@@ -223,6 +225,8 @@ class Job:
     pool: str = DEFAULT_POOL  # runPolicy.schedulingPolicy.queue: the TrainingPool it asks for
     # runPolicy.schedulingPolicy as given: what an external gang scheduler's PodGroup reads
     scheduling_policy: SchedulingPolicyModel | None = field(default=None, compare=False)
+    # spec.node-preference (container-migration): the whole gang there if it fits, at admission
+    node_preference: str | None = None
     spec_content: bytes = field(default=b"", repr=False, compare=False)  # the spec, as JSON
     _types: Mapping[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
     status: Mapping[str, Any] = field(default_factory=dict)
@@ -339,6 +343,18 @@ def pod_request(pod_spec: Mapping[str, Any]) -> Resources:
     for k, v in (pod_spec.get("overhead") or {}).items():
         total[k] = total.get(k, 0) + to_milli(v)
     total[PODS] = total.get(PODS, 0) + to_milli(1)
+    return Resources(total)
+
+
+def pod_limits(pod_spec: Mapping[str, Any]) -> Resources:
+    """The containers' limits (a container without a limit on a resource counts its request
+    there): what a burstable pod may use, DRAGON's per-node "load" (§7.3)."""
+    total: dict[str, int] = {}
+    for c in pod_spec.get("containers") or []:
+        res = c.get("resources") or {}
+        merged = {**(res.get("requests") or {}), **(res.get("limits") or {})}
+        for k, v in merged.items():
+            total[k] = total.get(k, 0) + to_milli(v)
     return Resources(total)
 
 
@@ -524,6 +540,7 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         priority_class=named if isinstance(named, str) and named else None,
         pool=pool_of(raw_spec),
         scheduling_policy=policy,
+        node_preference=spec.node_preference or None,
         status=readable_status(obj.get("status")),
         spec_content=_content(raw_spec),
     )

@@ -71,6 +71,34 @@ class LabelSelector(BaseModel):
         return True
 
 
+# How a migration's target is chosen (docs/migration.md): "dragon" is DRAGON's limits-based
+# load score (lowest wins, no move when the source is among the best), without its bugs;
+# "dragonet" is the worker's expected speed (its parameter servers' node, then CPU share).
+MigrationScore = Literal["dragon", "dragonet"]
+
+
+class MigrationSettings(BaseModel):
+    """``TrainingPool.spec.migration``: how the pool answers Migration requests, and whether
+    it moves workers on its own."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    enabled: bool = True  # answer Migration requests (false: refuse each, saying so)
+    score: MigrationScore | None = None  # None: the pool policy's (dragon -> dragon)
+    maxMoves: int = Field(default=3, ge=0, le=100)  # per worker, durable
+    minIntervalSeconds: float = Field(default=3.0, ge=0)  # per worker, between moves
+    # (dragonet score) a requested move must make the worker this much faster, relatively
+    # (a restore costs time); a Manual request skips this test.
+    minGain: float = Field(default=0.2, ge=0)
+    # The planner moves a lonely worker onto its parameter servers' node when room frees
+    # there (off until measured: benchmarks/README.md).
+    consolidate: bool = False
+    # The planner moves running workers (at most two) off one node so that the first
+    # waiting gang, which fits in the pool's free room but on no placement, fits there
+    # (off until measured: benchmarks/README.md).
+    defragment: bool = False
+
+
 class PoolSpec(BaseModel):
     """``TrainingPool.spec``; absent fields take the CRD's defaults."""
 
@@ -87,6 +115,7 @@ class PoolSpec(BaseModel):
     idleSeconds: float = Field(default=60.0, ge=0)
     # Count every pod on the pool's nodes, not only Dragonet's (costlier hook requests).
     watchAllPods: bool = False
+    migration: MigrationSettings = Field(default_factory=MigrationSettings)
     # An external gang scheduler binds the pods: each admitted job gets that backend's
     # PodGroup, its pods the scheduler's name and the group's annotation or label, and the
     # planned node as preferred (not required) affinity.

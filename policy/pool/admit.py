@@ -52,14 +52,22 @@ def _place(
     min_workers: int,
     free: Free,
     eligible: Eligible,
+    preferred: str | None = None,
 ) -> Assignment | None:
     if ledger.rules.placement == "binpacked":  # static size: every worker, each pod alone
         return place_binpacked([*required, *workers], free, ledger.allocatable, eligible)
-    return place_gang(required, workers, min_workers, free, ledger.allocatable, eligible)
+    return place_gang(required, workers, min_workers, free, ledger.allocatable, eligible, preferred)
 
 
 def _gang(job: Job) -> tuple[list[Slot], list[Slot]]:
     return required_slots(job), slots(job.worker, job.worker.replicas if job.worker else 0)
+
+
+def gang_fits(ledger: Ledger, job: Job, free: Free) -> bool:
+    """Whether the job's whole gang would be placed in ``free`` (nothing is taken)."""
+    required, workers = _gang(job)
+    eligible = ledger.eligible(job)
+    return _place(ledger, required, workers, job.min_workers, free, eligible) is not None
 
 
 def admit(ledger: Ledger, job: Job) -> Admitted | Waits:
@@ -74,7 +82,9 @@ def admit(ledger: Ledger, job: Job) -> Admitted | Waits:
     if key in ledger.failed:
         return _waits(ledger, job, key, eligible)
     required, workers = _gang(job)
-    gang = _place(ledger, required, workers, job.min_workers, ledger.free, eligible)
+    gang = _place(
+        ledger, required, workers, job.min_workers, ledger.free, eligible, job.node_preference
+    )
     if gang is not None:
         ledger.take(job.key, gang.free)
         ledger.acted = True

@@ -31,11 +31,13 @@ from policy.model.admission import (
     NO_SHRINK_HELPS,
     PODS_WAITING_FOR_ROOM,
     QUEUED,
+    WAITING_FOR_CAPACITY,
     Admission,
 )
 from policy.model.cluster import Cluster, Pod
 from policy.model.jobs import Job
 from policy.model.lifecycle import Assessment, assess
+from policy.model.migration import Decision, MigrationRequest, Moves
 from policy.model.priority import Priorities
 from policy.model.timeutil import parse_time
 from policy.pool.admit import Admitted, admit
@@ -47,6 +49,7 @@ from policy.pool.explain import (
 )
 from policy.pool.grow import grow
 from policy.pool.ledger import Ledger, Scale
+from policy.pool.migrate import JobMoves, Move, migrate
 from policy.pool.queue import NEVER, enqueue_time, priority, queue_key
 from policy.pool.repair import Placed, Repair, new_pods, place_for, repair
 from policy.pool.rules import Rules
@@ -55,6 +58,8 @@ from policy.pool.shrink import Reserved, make_room
 
 FINISHED = "Finished"
 SUSPENDED = "Suspended"
+# Why a queued job waits when room elsewhere in the pool could take it (defragmentation).
+_ROOM_WOULD_HELP = (WAITING_FOR_CAPACITY, NO_SHRINK_HELPS)
 
 
 def _nothing() -> str:
@@ -79,6 +84,12 @@ class JobPlan:
     scale: Scale | None = None  # the target changes now
     wake_at: datetime | None = None  # when a time rule may change this job's plan
     reason: str = ""  # why it waits (a code from policy.pool.explain); "" if nothing
+    # Migration (policy.pool.migrate): pod names that are not {job}-{type}-{index}, slots
+    # moving make-before-break, durable move counts, answers to Migration requests.
+    names: Mapping[tuple[str, int], str] = field(default_factory=dict)
+    moving: Mapping[tuple[str, int], Move] = field(default_factory=dict)
+    moves: tuple[Moves, ...] = ()
+    migrations: tuple[Decision, ...] = ()
 
     @property
     def message(self) -> str:
@@ -104,6 +115,7 @@ def plan(
     rules: Rules,
     priorities: Priorities = Priorities(),  # noqa: B008 - immutable
     admissions: Mapping[str, Admission] | None = None,
+    requests: Mapping[str, Sequence[MigrationRequest]] | None = None,
 ) -> Plan:
     admissions = admissions or {}
     by_job: dict[str, list[Pod]] = {}
@@ -145,8 +157,11 @@ def plan(
     # 3. Repair admitted jobs.
     repairs = {r.job.key: repair(ledger, r) for r in running}
     # 4. Admit queued jobs in order, making room for the first one that waits.
+    waits: Job | None = None
     for jp in _admit_queue(ledger, queued, running, priorities, rules, now):
         result[jp.job.key] = jp
+        if waits is None and jp.phase == QUEUED and jp.reason in _ROOM_WOULD_HELP:
+            waits = jp.job
     # 5. Top up lost workers; 6. grow into idle capacity.
     topped = {
         r.job.key: place_for(ledger, r, repairs[r.job.key].top_up)
@@ -155,12 +170,45 @@ def plan(
     }
     allowed, wake = _growth_allowed(rules, ledger, running, now)
     grown = grow(ledger, running) if allowed else {}
+    # 7. Migrate: answer Migration requests, and move workers where it pays.
+    moved = migrate(ledger, running, requests or {}, rules.migration, now, waits)
     for r in running:
         key = r.job.key
-        result[key] = _running_plan(
+        jp = _running_plan(
             r, ledger, repairs[key], topped.get(key, {}), grown.get(key, {}), wake, now
         )
+        result[key] = _with_moves(jp, moved.get(key), now)
+    for key, m in moved.items():
+        if key in result and key not in {r.job.key for r in running}:
+            result[key] = replace(result[key], migrations=m.decisions)
     return Plan(jobs=MappingProxyType(result))
+
+
+def _with_moves(jp: JobPlan, m: JobMoves | None, now: datetime) -> JobPlan:
+    """The plan with its migrations: a moving slot is placed on its target, under its new
+    name; the old pod runs until the replacement does (the job's sync sees ``from``)."""
+    if m is None:
+        return jp
+    placements = dict(jp.placements)
+    create = dict(jp.create)
+    for slot, move in m.moving.items():
+        if slot in placements:  # (a shrink that takes the worker wins over its move)
+            placements[slot] = move.target
+    for slot in m.moving:
+        create.pop(slot, None)
+    wake = jp.wake_at
+    if m.wake_at is not None and m.wake_at > now:
+        wake = m.wake_at if wake is None else min(wake, m.wake_at)
+    return replace(
+        jp,
+        placements=MappingProxyType(placements),
+        create=MappingProxyType(create),
+        names=MappingProxyType(dict(m.names)),
+        moving=MappingProxyType(dict(m.moving)),
+        moves=m.moves,
+        migrations=m.decisions,
+        wake_at=wake,
+    )
 
 
 def _own(job: Job, pods: Sequence[Pod]) -> tuple[tuple[Pod, ...], list[Pod]]:

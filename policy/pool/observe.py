@@ -15,8 +15,19 @@ from policy.memo import Memo, content_key
 from policy.model import conditions as cond
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.admission import Admission
-from policy.model.cluster import Cluster, Node, Pod
-from policy.model.jobs import MXJOB, TFJOB, InvalidJob, Job, JobKind, child_name, parse_job
+from policy.model.cluster import L_JOB, Cluster, Node, Pod
+from policy.model.jobs import (
+    MXJOB,
+    TFJOB,
+    InvalidJob,
+    Job,
+    JobKind,
+    child_name,
+    parse_job,
+    pod_limits,
+)
+from policy.model.migration import TYPE_KEY as MIGRATIONS
+from policy.model.migration import MigrationRequest
 from policy.model.pool import DEFAULT_POOL, POOL_KIND, VERSION, PoolSpec
 from policy.model.priority import Priorities
 
@@ -50,6 +61,8 @@ class PoolSnapshot:
     # The other pools' gang schedulers (default pool only; None elsewhere): (name,
     # gangScheduler, schedulerName), to tell a job which pool writes the PodGroup it asks for.
     other_gangs: tuple[tuple[str, str, str], ...] | None = None
+    # Migration requests, by the key of the job whose pod they ask to move.
+    requests: Mapping[str, tuple[MigrationRequest, ...]] = field(default_factory=dict)
 
 
 def job_type_key(kind: JobKind) -> str:
@@ -128,12 +141,16 @@ def _assumed(
     out = []
     for p in admission.pods:
         replica = job.replicas.get(p.type)
-        if replica is None or (job.namespace, child_name(job, p.type, p.index)) in existing:
+        name = p.pod or child_name(job, p.type, p.index)
+        if replica is None or (job.namespace, name) in existing:
             continue
         node = nodes.get(p.node) if p.node is not None else None
         if p.node is not None and (node is None or node.unschedulable_reason):
             continue  # its node left the pool or takes no new pods: placed again
-        out.append(Pod.assume(job.namespace, job.name, p.slot, p.node, replica.request))
+        limits = pod_limits(replica.template.get("spec") or {})
+        out.append(
+            Pod.assume(job.namespace, job.name, p.slot, p.node, replica.request, p.pod, limits)
+        )
     return out
 
 
@@ -195,6 +212,7 @@ def observe(
     ]
     cluster = Cluster.observe(nodes, [*pods.values(), *assumed])
     priorities = Priorities.observe(objects(related, PRIORITY_CLASSES))
+    requests = _requests(related, pods, by_key, problems)
     return PoolSnapshot(
         name,
         spec,
@@ -206,6 +224,7 @@ def observe(
         others,
         tuple(sorted(problems)),
         gangs,
+        requests,
     )
 
 
@@ -221,6 +240,33 @@ def _gangs(pools: list[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
         if isinstance(name, str) and spec.gangScheduler != "none":
             out.append((name, spec.gangScheduler, spec.scheduler_name))
     return out
+
+
+def _requests(
+    related: ObjectMap,
+    pods: Mapping[tuple[str, str], Pod],
+    jobs: Mapping[str, Job],
+    problems: list[str],
+) -> dict[str, tuple[MigrationRequest, ...]]:
+    """Migration requests for the pool's jobs, by job key: the job its labels name (as the
+    Container Monitor copies them from the pod), else the job of the pod it names."""
+    out: dict[str, list[MigrationRequest]] = {}
+    for key, obj in items(related, MIGRATIONS):
+        try:
+            if not isinstance(obj, Mapping):
+                raise TypeError("not an object")
+            q = MigrationRequest.from_object(obj)
+        except UNREADABLE as err:
+            problems.append(f"Migration {key} is left out: {_why(err)}")
+            continue
+        labels = (obj.get("metadata") or {}).get("labels") or {}
+        named = labels.get(L_JOB) if isinstance(labels, Mapping) else None
+        pod = pods.get((q.namespace, q.pod))
+        job = f"{q.namespace}/{named}" if isinstance(named, str) and named else None
+        job = job or (pod.job if pod is not None else None)
+        if job in jobs:
+            out.setdefault(job, []).append(q)
+    return {k: tuple(v) for k, v in out.items()}
 
 
 # What reading one object of the request may raise: it is then left out of the plan and

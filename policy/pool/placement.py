@@ -97,9 +97,11 @@ def place_gang(
     free: Free,
     allocatable: Mapping[str, Resources],
     eligible: Eligible,
+    preferred: str | None = None,
 ) -> Assignment | None:
     """All of ``required`` plus at least ``min_workers`` of ``workers`` (as many as fit),
-    or None: a gang is never placed partially."""
+    or None: a gang is never placed partially. ``preferred`` (a job's ``node-preference``)
+    takes the whole job when it holds it."""
     everything = [*required, *workers]
     if not _may_fit(required, workers[:min_workers], free, eligible):
         return None
@@ -110,7 +112,9 @@ def place_gang(
     anywhere = frozenset.intersection(*(eligible.get(t, frozenset()) for t in types))
     whole = [n for n in sorted(anywhere) if total.fits_in(free[n])]
     if whole:
-        best = min(whole, key=lambda n: (tightness(free[n], allocatable[n], total), n))
+        best = min(
+            whole, key=lambda n: (n != preferred, tightness(free[n], allocatable[n], total), n)
+        )
         left = dict(free)
         left[best] = free[best] - total
         return Assignment(nodes={s: best for s in everything}, free=left)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Literal
 
-from policy.model.pool import PoolSpec
+from policy.model.pool import MigrationScore, MigrationSettings, PoolSpec
+from policy.pool.move_score import TARGETS, TargetChooser
 
 # How a queued job's pods are placed: "gang" (whole job, locality first), "binpacked"
 # (whole job, each pod on the fullest node alone: Volcano's binpack) or "none" (every pod
@@ -34,9 +35,43 @@ class Rules:
     # Growth needs the idle wait (DRAGON) or happens as soon as nobody waiting can use the room.
     grow_when_idle_only: bool = True
     order: Order = "oldest"
+    migration: MigrationRules | None = None  # None: Migration requests are refused
+
+
+@dataclass(frozen=True)
+class MigrationRules:
+    """How the pool answers Migration requests (``spec.migration``, chosen once)."""
+
+    score: MigrationScore
+    target: TargetChooser  # the score's function (policy.pool.move_score)
+    max_moves: int = 3
+    min_interval: timedelta = timedelta(seconds=3)
+    min_gain: float = 0.2
+    consolidate: bool = False
+    defragment: bool = False
+
+
+def migration_rules(spec: PoolSpec) -> MigrationRules | None:
+    m: MigrationSettings = spec.migration
+    if not m.enabled:
+        return None
+    score = m.score or ("dragon" if spec.policy == "dragon" else "dragonet")
+    return MigrationRules(
+        score,
+        TARGETS[score],
+        m.maxMoves,
+        timedelta(seconds=m.minIntervalSeconds),
+        m.minGain,
+        m.consolidate,
+        m.defragment,
+    )
 
 
 def rules_for(spec: PoolSpec) -> Rules:
+    return replace(_rules_for(spec), migration=migration_rules(spec))
+
+
+def _rules_for(spec: PoolSpec) -> Rules:
     starvation = timedelta(seconds=spec.starvationSeconds)
     idle = timedelta(seconds=spec.idleSeconds)
     if spec.policy == "dragon":

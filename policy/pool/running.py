@@ -12,10 +12,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from policy.model.admission import Admission, LastScale
+from policy.model.admission import Admission, LastScale, Slot
 from policy.model.cluster import Pod
-from policy.model.jobs import Job
+from policy.model.jobs import WORKER, Job, child_name
 from policy.model.lifecycle import Assessment
+from policy.model.migration import move_of
 from policy.model.timeutil import parse_time
 
 LAST_SCALE = "lastScale"  # the status key a job's sync copies the Admission's lastScale to
@@ -83,6 +84,33 @@ def _listed(pod: Pod, admission: Admission) -> bool:
     return newer or (pod.replica_type, pod.index) in admission.labelled
 
 
+def current_pod(job: Job, slot: Slot, pods: Sequence[Pod], admission: Admission | None) -> Pod:
+    """The pod that is a slot's worker among its live pods, while a worker moves
+    (make-before-break: its old pod and its replacement both exist): the one the Admission
+    names (a leftover replacement of a move called off is not), else the newest move (an
+    Admission rebuilt from scratch), never one the kube-scheduler could not place."""
+    placement = admission.slots.get(slot) if admission is not None else None
+    listed = (placement.pod if placement is not None else None) or child_name(job, *slot)
+    named = next((p for p in pods if p.name == listed and not p.stuck), None)
+    if named is not None:
+        return named
+    placeable = [p for p in pods if not p.stuck] or list(pods)
+    return max(placeable, key=lambda p: move_of(p.name))
+
+
+def _one_per_index(
+    job: Job, workers: tuple[Pod, ...], admission: Admission | None
+) -> tuple[Pod, ...]:
+    """One pod per worker index (``current_pod``): a moving worker counts once."""
+    by_index: dict[int, list[Pod]] = {}
+    for p in workers:
+        by_index.setdefault(p.index, []).append(p)
+    if len(by_index) == len(workers):
+        return workers
+    kept = {current_pod(job, (WORKER, i), pods, admission).name for i, pods in by_index.items()}
+    return tuple(p for p in workers if p.name in kept)
+
+
 @dataclass(frozen=True)
 class Running:
     """An admitted job as one cycle sees it: its workers and what is recorded of them."""
@@ -107,7 +135,11 @@ class Running:
         admission: Admission | None,
     ) -> Running:
         target = recorded_target(job, admission)
-        workers = tuple(p for p in pods if p.replica_type == "worker" and not p.terminating)
+        workers = _one_per_index(
+            job,
+            tuple(p for p in pods if p.replica_type == "worker" and not p.terminating),
+            admission,
+        )
         ps_nodes = frozenset(
             p.node for p in pods if p.replica_type != "worker" and p.live and p.node
         )

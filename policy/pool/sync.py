@@ -30,6 +30,7 @@ from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.cluster import Cluster
 from policy.model.jobs import Job
 from policy.model.lifecycle import resuming
+from policy.model.migration import Decision, Moves
 from policy.model.pool import DEFAULT_POOL
 from policy.model.resources import PODS, Resources, format_quantity
 from policy.model.timeutil import format_time
@@ -91,6 +92,7 @@ def _values(parent: Mapping[str, Any], snap: PoolSnapshot, cluster: Cluster) -> 
             *(j.plan_key for j, _ in snap.orphans),
             ("problems", snap.problems),
             *snap.admissions.values(),
+            *(("migration", q) for reqs in snap.requests.values() for q in reqs),
         )
     )
 
@@ -113,7 +115,9 @@ def sync(
     if isinstance(last, _Answered) and last.key == key and _still_valid(last, now):
         return PoolDecision(last.children, last.status, _resync(last.wake, now))
     rules = rules_for(snap.spec)
-    result = plan(snap.jobs, snap.cluster, now, rules, snap.priorities, snap.admissions)
+    result = plan(
+        snap.jobs, snap.cluster, now, rules, snap.priorities, snap.admissions, snap.requests
+    )
     stamp = format_time(now)
     hostnames = {n.name: n.hostname for n in snap.cluster.nodes if n.hostname != n.name}
     admissions = [
@@ -154,7 +158,14 @@ def _admission(
         scale = last_scale(job, previous)
     order = job.kind.replica_types.index
     pods = tuple(
-        Placement(t, i, node, hostnames.get(node) if node else None)
+        Placement(
+            t,
+            i,
+            node,
+            hostnames.get(node) if node else None,
+            jp.names.get((t, i)),
+            move.source if (move := jp.moving.get((t, i))) is not None else None,
+        )
         for (t, i), node in sorted(jp.placements.items(), key=lambda s: (order(s[0][0]), s[0][1]))
     )
     if (
@@ -186,6 +197,8 @@ def _admission(
         jp.reason,
         gang_of(snap.spec),
         note(job, snap.name, snap.spec, snap.other_gangs),
+        jp.moves or (previous.moves if previous is not None else ()),
+        jp.migrations,
     )
 
 
@@ -202,6 +215,8 @@ def _for(
     reason: str = "",
     gang: Gang | None = None,
     gang_note: str = "",
+    moves: tuple[Moves, ...] = (),
+    migrations: tuple[Decision, ...] = (),
 ) -> Admission:
     return Admission(
         pool=pool,
@@ -220,6 +235,8 @@ def _for(
         reason=reason,
         gang=gang,
         gang_note=gang_note,
+        moves=moves,
+        migrations=migrations,
     )
 
 
