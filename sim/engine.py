@@ -30,6 +30,7 @@ from policy.model.pool import DEFAULT_POOL, POOL_KIND, PolicyName, pool_object
 from policy.model.resources import Resources
 from sim.apiserver import EPOCH, ApiServer, Obj, object_key
 from sim.bounds import BoundJob, lower_bounds
+from sim.deployments import Deployments
 from sim.kube import Kube
 from sim.metacontroller import Controller, HotLoop, Metacontroller, SyncCost, View
 from sim.results import JobRecord, Progress, Sample, Segment, SimResult
@@ -133,6 +134,7 @@ class Simulation:
         self.api = ApiServer(clock=lambda: self.now)
         self.kube = Kube(self.api, self.schedule, self.rng, config.start_delay_s, config.grace_s)
         self.programs = Programs(self.api, self.schedule, self.kube.exit)
+        self.deployments = Deployments(self.api, self.schedule)  # TFJobs' TensorBoards
         self.programs.on_finish = self._finished
         self.view = View(self.api, self.schedule, config.view_delay_s)
         self.settings = Settings()

@@ -15,10 +15,12 @@ from policy.memo import Memo, content_key
 from policy.model import conditions as cond
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.admission import Admission
-from policy.model.cluster import Cluster, Node, Pod
+from policy.model.cluster import L_JOB, Cluster, Node, Pod
 from policy.model.jobs import MXJOB, TFJOB, InvalidJob, Job, JobKind, child_name, parse_job
 from policy.model.pool import DEFAULT_POOL, POOL_KIND, VERSION, PoolSpec
 from policy.model.priority import Priorities
+from policy.model.tensorboard import LABEL as TB
+from policy.model.tensorboard import SLOT as TENSORBOARD
 
 NODES = "Node.v1"
 PODS = "Pod.v1"
@@ -119,18 +121,28 @@ def _jobs(
 
 
 def _assumed(
-    job: Job, admission: Admission, existing: set[tuple[str, str]], nodes: Mapping
+    job: Job,
+    admission: Admission,
+    existing: set[tuple[str, str]],
+    nodes: Mapping,
+    boarded: frozenset[tuple[str, str]] = frozenset(),
 ) -> list[Pod]:
     """Pods the Admission places that the job has not created: they hold their room."""
     out = []
     for p in admission.pods:
-        replica = job.replicas.get(p.type)
-        if replica is None or (job.namespace, child_name(job, p.type, p.index)) in existing:
-            continue
+        if p.slot == TENSORBOARD and job.tensorboard_request is not None:
+            request = job.tensorboard_request  # its pod's name is the Deployment's choice
+            if (job.namespace, job.name) in boarded:
+                continue
+        else:
+            replica = job.replicas.get(p.type)
+            if replica is None or (job.namespace, child_name(job, p.type, p.index)) in existing:
+                continue
+            request = replica.request
         node = nodes.get(p.node) if p.node is not None else None
         if p.node is not None and (node is None or node.unschedulable_reason):
             continue  # its node left the pool or takes no new pods: placed again
-        out.append(Pod.assume(job.namespace, job.name, p.slot, p.node, replica.request))
+        out.append(Pod.assume(job.namespace, job.name, p.slot, p.node, request))
     return out
 
 
@@ -181,12 +193,15 @@ def observe(
         if k in by_key and a.job_uid in ("", by_key[k].uid) and a.job_kind == by_key[k].kind.kind
     }
     existing = set(pods)
+    boarded = frozenset(  # (namespace, job) whose TensorBoard pod exists
+        (p.namespace, p.labels[L_JOB]) for p in pods.values() if p.job and p.replica_type == TB
+    )
     by_name = {n.name: n for n in nodes}
     assumed = [
         pod
         for key, adm in admissions.items()
         if adm.admitted and _may_run(by_key[key])
-        for pod in _assumed(by_key[key], adm, existing, by_name)
+        for pod in _assumed(by_key[key], adm, existing, by_name, boarded)
     ]
     cluster = Cluster.observe(nodes, [*pods.values(), *assumed])
     priorities = Priorities.observe(objects(related, PRIORITY_CLASSES))

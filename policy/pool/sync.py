@@ -143,7 +143,11 @@ def _admission(
         scale = jp.scale.recorded(stamp)
     else:
         scale = last_scale(job, previous)
-    order = job.kind.replica_types.index
+    types = job.kind.replica_types
+
+    def order(t: str) -> int:  # a TensorBoard comes after every replica type
+        return types.index(t) if t in types else len(types)
+
     pods = tuple(
         Placement(t, i, node, hostnames.get(node) if node else None)
         for (t, i), node in sorted(jp.placements.items(), key=lambda s: (order(s[0][0]), s[0][1]))

@@ -1,0 +1,58 @@
+"""TensorBoards: one pod per TFJob that asks for one, counted and placed like any pod.
+
+A TensorBoard is no part of a job's gang: the job is admitted on its replicas alone, and
+its TensorBoard takes room that is free once admissions, repairs and top-ups have taken
+theirs (before growth into idle capacity). One that does not fit waits, and never shrinks
+anyone or holds a gang back. An existing TensorBoard pod is a fact: it stays on its node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from policy.model.cluster import Pod
+from policy.model.jobs import Job
+from policy.model.tensorboard import LABEL
+from policy.pool.filters import rejection
+from policy.pool.ledger import Ledger
+
+
+def is_tensorboard(pod: Pod) -> bool:
+    return pod.replica_type == LABEL
+
+
+def placed_at(ledger: Ledger, job: Job, boards: Sequence[Pod], near: Sequence[str | None]):
+    """Where the job's TensorBoard is or goes: ``(True, node)`` for a pod that exists (or
+    an Admission placed), ``(True, node)`` for one placed now, ``(False, None)`` while it
+    waits for room (or for its old pod to go). ``near``: the nodes of the job's pods, PS
+    first; the first that fits takes it, else the first node by name."""
+    tb = job.tensorboard
+    request = job.tensorboard_request
+    if tb is None or request is None:
+        return False, None
+    live = [p for p in boards if not p.terminating]
+    if live:
+        return True, live[0].node
+    if boards:
+        return False, None  # the old pod is on its way out: its room is not free yet
+    if ledger.rules.placement == "none":
+        return True, None  # the kube-scheduler places it
+    spec = tb.pod_spec()
+    nodes = ledger.cluster.by_name
+    order = [*dict.fromkeys(n for n in near if n in nodes), *sorted(nodes)]
+    for name in dict.fromkeys(order):
+        free = ledger.free.get(name)
+        if free is None or rejection(nodes[name], spec) is not None:
+            continue
+        if request.fits_in(free):
+            ledger.take(job.key, {**ledger.free, name: free - request})
+            return True, name
+    return False, None
+
+
+def near_nodes(placements: Mapping[tuple[str, int], str | None]) -> list[str | None]:
+    """The job's nodes, its parameter servers' and chief's first (TensorBoard reads what
+    they write, often on a node-local or shared volume)."""
+    first = [n for (t, _), n in sorted(placements.items()) if t != "Worker"]
+    rest = [n for (t, _), n in sorted(placements.items()) if t == "Worker"]
+    return [*first, *rest]
