@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -517,3 +518,11 @@ def tensorboard_pod(
         "spec": spec,
         "status": {"phase": phase, "startTime": T0},
     }
+
+
+def with_tensorboard(job: dict[str, Any], **board: Any) -> dict[str, Any]:
+    """The job asking for a TensorBoard (annotation ``dragonet.io/tensorboard``)."""
+    out = copy.deepcopy(job)
+    annotations = out["metadata"].setdefault("annotations", {})
+    annotations["dragonet.io/tensorboard"] = json.dumps({"logDir": "/logs", **board})
+    return out
