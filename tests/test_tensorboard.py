@@ -217,6 +217,8 @@ WHERE = "metadata.annotations['dragonet.io/tensorboard']: "
             "resources: unreadable quantity",
         ),
         ('{"logDir": "/l", "resources": {"request": {}}}', "resources.request: Extra inputs"),
+        ("logDir: /l\nvolumes: &v [{name: a}]\nvolumeMounts: *v", "aliases (*name) are not"),
+        ("[" * 5000, "nested too deeply"),
     ],
 )
 def test_an_invalid_tensorboard_fails_the_job_naming_the_field(
@@ -490,3 +492,27 @@ def test_two_tensorboards_placed_in_one_plan_never_share_room_that_holds_one(hoo
     assert {a["spec"]["phase"] for a in admissions.values()} == {"Admitted"}
     assert _entries(admissions["job-a"])[("TensorBoard", 0)] == "n-1"
     assert ("TensorBoard", 0) not in _entries(admissions["job-b"])
+
+
+def test_the_example_renders_its_tensorboard_beside_the_job(
+    tmp_path: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import yaml
+
+    from tests.kube_schema import validate_custom, validate_k8s
+    from webhooks.cli import main
+
+    example = mc.ROOT / "examples" / "tfjobs" / "mnist-tensorboard.yaml"
+    nodes = mc.ROOT / "examples" / "nodes.yaml"
+    assert main(["render", str(example), "--nodes", str(nodes)]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    for doc in docs:
+        (validate_custom if doc["kind"] == "Admission" else validate_k8s)(doc)
+    (deployment,) = [d for d in docs if d["kind"] == "Deployment"]
+    (admission,) = [d for d in docs if d["kind"] == "Admission"]
+    board = _entries(admission)[("TensorBoard", 0)]
+    assert node_of(deployment["spec"]["template"]) == board == _entries(admission)[("PS", 0)]
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["containers"][0]["volumeMounts"] == [
+        {"name": "logs", "mountPath": "/logs", "readOnly": True}
+    ]

@@ -22,7 +22,7 @@ from typing import Any
 
 from policy.job.render import _pin
 from policy.job.view import FINISHED, SUSPENDED, JobView
-from policy.model.admission import GENERATION_ANNOTATION
+from policy.model.admission import ADMITTED, GENERATION_ANNOTATION
 from policy.model.cluster import HOSTNAME, L_INDEX, L_JOB, L_OPERATOR, L_TYPE, OPERATOR_NAME
 from policy.model.jobs import Job
 from policy.model.pool import Binding
@@ -63,12 +63,14 @@ def board(v: JobView, observed: Mapping[str, Any] | None, domain: str = "") -> B
     if observed is not None:
         deployment = _as_answered(observed)
         return Board([deployment, render_service(job)], {**section, **_observed(observed)})
+    if v.phase == FINISHED:  # it never started, and a finished job is placed nothing
+        return Board([], {**section, "phase": "Removed", "message": "not running: the job ended"})
     placement = v.admission.slots.get(SLOT) if v.admission is not None else None
-    if v.phase == FINISHED or v.phase != "Admitted" or v.stale or placement is None:
+    if v.phase != ADMITTED or v.stale or placement is None:
         waiting = (
             "waiting for room in the pool for the TensorBoard pod (it never holds the "
             "job back; it starts once a node has room for its requests)"
-            if v.phase == "Admitted"
+            if v.phase == ADMITTED
             else "starts once the job is admitted"
         )
         return Board([], {**section, "phase": "Pending", "message": waiting})

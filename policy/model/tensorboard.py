@@ -106,9 +106,11 @@ class TensorBoard:
 def parse(raw: str) -> TensorBoard:
     """Raises ValueError with the offending field's path (relative to the annotation)."""
     try:
-        value = yaml.safe_load(raw)
+        value = yaml.load(raw, Loader=_Loader)  # a SafeLoader without aliases
     except yaml.YAMLError as err:
         raise ValueError(f"is neither JSON nor YAML ({_first_line(err)})") from err
+    except RecursionError as err:
+        raise ValueError("is nested too deeply") from err
     if not isinstance(value, Mapping):
         raise ValueError('must be an object such as {"logDir": "/logs"}')
     try:
@@ -142,6 +144,19 @@ def parse(raw: str) -> TensorBoard:
         option=orjson.OPT_SORT_KEYS,
     )
     return TensorBoard(m.logDir, m.image, m.serviceType, content)
+
+
+class _Loader(yaml.SafeLoader):
+    """YAML without aliases: an alias bomb (a few bytes that expand to millions of nodes
+    once copied) must cost the webhook nothing."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, "aliases (*name) are not allowed", event.start_mark
+            )
+        return super().compose_node(parent, index)
 
 
 def _first_line(err: Exception) -> str:
