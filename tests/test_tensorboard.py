@@ -131,14 +131,61 @@ def _running(hook: Hook, job: dict, admission: dict) -> tuple[list, dict]:
 def test_an_existing_tensorboard_stays_as_it_is_and_shows_ready(hook: Hook) -> None:
     job = mc.with_tensorboard(mc.tfjob(JOB))
     pods, deployment = _running(hook, job, mc.admission(job, [*ALL, BOARD], workers=4))
-    # An Admission that (stale, or re-planned) names another node moves nothing.
-    moved = mc.admission(job, [*ALL, ("TensorBoard", 0, "n-2")], workers=4, generation=2)
-    body = _sync(hook, job, moved, pods=pods, deployments=[deployment])
+    again = mc.admission(job, [*ALL, BOARD], workers=3, generation=2)  # a shrink, say
+    body = _sync(hook, job, again, pods=pods, deployments=[deployment])
     answered = _deployment(body)
     assert answered is not None
     assert answered["spec"] == deployment["spec"]
     assert body["status"]["tensorboard"]["phase"] == "Ready"
     assert body["status"]["tensorboard"]["node"] == "n-1"
+
+
+def test_a_tensorboard_the_pool_placed_anew_moves_there(hook: Hook) -> None:
+    """Its pod ended or got stuck (a lost node), so the pool placed it on n-2: the
+    Deployment is deleted (the Service stays), then created again on n-2."""
+    job = mc.with_tensorboard(mc.tfjob(JOB))
+    pods, deployment = _running(hook, job, mc.admission(job, [*ALL, BOARD], workers=4))
+    moved = mc.admission(job, [*ALL, ("TensorBoard", 0, "n-2")], workers=4, generation=2)
+    body = _sync(hook, job, moved, pods=pods, deployments=[deployment])
+    assert _deployment(body) is None
+    assert "job1-tensorboard" in _kinds(body, "Service")
+    assert body["status"]["tensorboard"]["message"] == "moving to n-2"
+    body = _sync(hook, job, moved, pods=pods)
+    deployment = _deployment(body)
+    assert deployment is not None and node_of(deployment["spec"]["template"]) == "n-2"
+
+
+def test_a_stale_admission_never_moves_a_tensorboard(hook: Hook) -> None:
+    """The Deployment was made from generation 3; the job reads generation 2, which
+    places the TensorBoard elsewhere: its view lags, so nothing moves."""
+    job = mc.with_tensorboard(mc.tfjob(JOB))
+    admitted = mc.admission(job, [*ALL, BOARD], workers=4, generation=3)
+    pods, deployment = _running(hook, job, admitted)
+    old = mc.admission(job, [*ALL, ("TensorBoard", 0, "n-2")], workers=4, generation=2)
+    body = _sync(hook, job, old, pods=pods, deployments=[deployment])
+    answered = _deployment(body)
+    assert answered is not None and answered["spec"] == deployment["spec"]
+
+
+def test_the_pool_places_a_stuck_tensorboard_anew(hook: Hook) -> None:
+    """job1 runs on n-1 and n-2; its TensorBoard pod is pinned to n-1, which was cordoned
+    before it could start: the kube-scheduler found no room. The pool places it again."""
+    job = mc.with_tensorboard(mc.tfjob(JOB))
+    body = _sync(hook, job, mc.admission(job, [*ALL, BOARD], workers=4))
+    pods, _ = observe(job, body)
+    deployment = _deployment(body)
+    assert deployment is not None
+    board = mc.tensorboard_pod(deployment, phase="Pending")
+    del board["spec"]["nodeName"]
+    board["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    ]
+    nodes = [mc.node("n-1", cpu="64", memory="256Gi", unschedulable=True), NODES[1]]
+    w = mc.world(job, nodes, pods=[*pods, board])
+    stored = mc.admission(job, [*ALL, BOARD], workers=4)
+    body = hook.pool_sync(mc.pool_request(w, [stored]))
+    (admission,) = body["children"]
+    assert _entries(admission)[("TensorBoard", 0)] == "n-2"
 
 
 @pytest.mark.parametrize(("policy", "kept"), [("None", True), ("Running", True), ("All", False)])
@@ -516,3 +563,26 @@ def test_the_example_renders_its_tensorboard_beside_the_job(
     assert pod["containers"][0]["volumeMounts"] == [
         {"name": "logs", "mountPath": "/logs", "readOnly": True}
     ]
+
+
+def test_a_tensorboard_on_a_lost_node_comes_back_on_another() -> None:
+    """cpu-1 holds the job and its TensorBoard and is lost mid-training: the Deployment's
+    new pod, pinned to the lost node, cannot be scheduled; the pool places it anew and the
+    job moves it, while its training pods are repaired."""
+    from sim.engine import SimConfig, Simulation
+    from tests.simkit import cpu_nodes, scenario
+
+    spec = _sim_job("lost", "1", "1")
+    config = SimConfig(delete_finished_after_s=None, node_losses=((20.0, "cpu-1"),))
+    sim = Simulation(scenario(cpu_nodes(2), [spec]), config)
+    (record,) = sim.run().jobs
+    assert record.finish_s is not None
+    board = sim.api.get("TFJob.kubeflow.org/v1", spec.key)["status"]["tensorboard"]
+    assert board["phase"] == "Ready" and board["node"] == "cpu-2"
+    running = [
+        p["spec"].get("nodeName")
+        for p in sim.api.list("Pod.v1")
+        if p["metadata"]["labels"].get("training.kubeflow.org/replica-type") == "tensorboard"
+        and p["status"].get("phase") == "Running"
+    ]
+    assert running == ["cpu-2"]

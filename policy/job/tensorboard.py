@@ -5,8 +5,9 @@ this module renders it there with the Admission's binding, and says in the job's
 where to reach it. Rules:
 
 * An existing Deployment is a fact: it is answered as it is (the controller updates
-  Deployments ``OnDelete``), so its pod never moves; deleting it applies a changed
-  annotation, and the pool places the new pod.
+  Deployments ``OnDelete``); deleting it applies a changed annotation, and the pool places
+  the new pod. It moves only when a fresh Admission places it elsewhere, which the pool
+  does only for a TensorBoard whose pod ended or is stuck (a lost or cordoned node).
 * Kept while the job exists, as the original operator did (logs are read after training),
   also once the job finished, unless ``cleanPodPolicy`` is ``All`` (or the job's outcome
   deletes everything): then it goes with the job's pods. Removed while the job is
@@ -60,12 +61,18 @@ def board(v: JobView, observed: Mapping[str, Any] | None, domain: str = "") -> B
     if v.phase == SUSPENDED or (v.phase == FINISHED and not _kept_after(v)):
         why = "suspended" if v.phase == SUSPENDED else "finished (cleanPodPolicy All)"
         return Board([], {**section, "phase": "Removed", "message": f"removed: the job is {why}"})
+    placement = v.admission.slots.get(SLOT) if v.admission is not None else None
     if observed is not None:
+        seen = _observed(observed)
+        if _moved(v, observed, seen.get("node"), placement):
+            # Its pod ended or is stuck where it cannot run, and the pool placed it anew:
+            # the Deployment goes (the Service stays), and comes back on the new node.
+            message = f"moving to {placement.node}" if placement else "moving"
+            return Board([render_service(job)], {**section, "phase": "Pending", "message": message})
         deployment = _as_answered(observed)
-        return Board([deployment, render_service(job)], {**section, **_observed(observed)})
+        return Board([deployment, render_service(job)], {**section, **seen})
     if v.phase == FINISHED:  # it never started, and a finished job is placed nothing
         return Board([], {**section, "phase": "Removed", "message": "not running: the job ended"})
-    placement = v.admission.slots.get(SLOT) if v.admission is not None else None
     if v.phase != ADMITTED or v.stale or placement is None:
         waiting = (
             "waiting for room in the pool for the TensorBoard pod (it never holds the "
@@ -81,6 +88,18 @@ def board(v: JobView, observed: Mapping[str, Any] | None, domain: str = "") -> B
     if placement.node:
         section["node"] = placement.node
     return Board([deployment, render_service(job)], section)
+
+
+def _moved(v: JobView, observed: Mapping[str, Any], node: Any, placement: Any) -> bool:
+    """A fresh Admission places the TensorBoard on another node than its Deployment's
+    (a Deployment created from a newer Admission than the one read: our view is stale)."""
+    if v.phase != ADMITTED or v.stale or v.admission is None or placement is None:
+        return False
+    if placement.node is None or node is None or placement.host == node:
+        return False
+    raw = ((observed.get("metadata") or {}).get("annotations") or {}).get(GENERATION_ANNOTATION)
+    made_from = int(raw) if isinstance(raw, str) and raw.isdigit() else 0
+    return made_from <= v.admission.generation
 
 
 def _kept_after(v: JobView) -> bool:

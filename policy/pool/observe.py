@@ -193,8 +193,10 @@ def observe(
         if k in by_key and a.job_uid in ("", by_key[k].uid) and a.job_kind == by_key[k].kind.kind
     }
     existing = set(pods)
-    boarded = frozenset(  # (namespace, job) whose TensorBoard pod exists
-        (p.namespace, p.labels[L_JOB]) for p in pods.values() if p.job and p.replica_type == TB
+    boarded = frozenset(  # (namespace, job) whose TensorBoard pod exists and may run
+        (p.namespace, p.labels[L_JOB])
+        for p in pods.values()
+        if p.job and p.replica_type == TB and p.live and not p.stuck
     )
     by_name = {n.name: n for n in nodes}
     assumed = [

@@ -22,19 +22,21 @@ def is_tensorboard(pod: Pod) -> bool:
 
 
 def placed_at(ledger: Ledger, job: Job, boards: Sequence[Pod], near: Sequence[str | None]):
-    """Where the job's TensorBoard is or goes: ``(True, node)`` for a pod that exists (or
-    an Admission placed), ``(True, node)`` for one placed now, ``(False, None)`` while it
-    waits for room (or for its old pod to go). ``near``: the nodes of the job's pods, PS
+    """Where the job's TensorBoard is or goes: ``(True, node)`` for a pod that runs (or
+    that an Admission placed), or one placed now; ``(False, None)`` while it waits for
+    room (or for its old pod to go). ``near``: the nodes of the job's pods, PS
     first; the first that fits takes it, else the first node by name."""
     tb = job.tensorboard
     request = job.tensorboard_request
     if tb is None or request is None:
         return False, None
-    live = [p for p in boards if not p.terminating]
+    live = [p for p in boards if p.live and not p.stuck]
     if live:
         return True, live[0].node
-    if boards:
+    if any(p.terminating for p in boards):
         return False, None  # the old pod is on its way out: its room is not free yet
+    # None yet, or one that ended or is stuck on a node that cannot take it (a lost node,
+    # a stale plan): placed (again) where there is room; the job's sync moves it there.
     if ledger.rules.placement == "none":
         return True, None  # the kube-scheduler places it
     spec = tb.pod_spec()
