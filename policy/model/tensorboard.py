@@ -106,11 +106,22 @@ class TensorBoard:
 def parse(raw: str) -> TensorBoard:
     """Raises ValueError with the offending field's path (relative to the annotation)."""
     try:
-        value = yaml.load(raw, Loader=_Loader)  # a SafeLoader without aliases
+        value = orjson.loads(raw)  # the usual form (what convert writes): fast
+    except orjson.JSONDecodeError:
+        value = _yaml(raw)
+    return _validated(value)
+
+
+def _yaml(raw: str) -> Any:
+    try:
+        return yaml.load(raw, Loader=_Loader)  # a SafeLoader without aliases
     except yaml.YAMLError as err:
         raise ValueError(f"is neither JSON nor YAML ({_first_line(err)})") from err
     except RecursionError as err:
         raise ValueError("is nested too deeply") from err
+
+
+def _validated(value: Any) -> TensorBoard:
     if not isinstance(value, Mapping):
         raise ValueError('must be an object such as {"logDir": "/logs"}')
     try:

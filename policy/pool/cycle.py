@@ -35,7 +35,7 @@ from policy.model.admission import (
     Admission,
 )
 from policy.model.cluster import Cluster, Pod
-from policy.model.jobs import Job
+from policy.model.jobs import WORKER, Job
 from policy.model.lifecycle import Assessment, assess
 from policy.model.priority import Priorities
 from policy.model.tensorboard import SLOT as TENSORBOARD
@@ -184,19 +184,20 @@ def _place_tensorboards(
 ) -> dict[str, str | None]:
     """Where each admitted job's TensorBoard is or goes (running jobs first, then the jobs
     admitted in this cycle, in queue order); a job whose TensorBoard waits is left out."""
-    wanted: list[tuple[Job, Mapping[tuple[str, int], str | None]]] = []
+    wanted: list[tuple[Job, list[str | None]]] = []
     for r in running:
         if r.job.tensorboard is not None:
-            kept = _typed(r.job, {(p.replica_type, p.index): p.node for p in r.pods if p.live})
-            wanted.append((r.job, {**kept, **repairs[r.job.key].placed}))
+            kept = [(p.replica_type != "worker", p.node) for p in r.pods if p.live]
+            placed = [(t != WORKER, n) for (t, _), n in repairs[r.job.key].placed.items()]
+            wanted.append((r.job, near_nodes([*kept, *placed])))
     wanted += [
-        (jp.job, jp.placements)
+        (jp.job, near_nodes([(t != WORKER, n) for (t, _), n in jp.placements.items()]))
         for jp in admitted.values()
         if jp.phase == ADMITTED and jp.job.tensorboard is not None
     ]
     out: dict[str, str | None] = {}
-    for job, placements in wanted:
-        ok, node = placed_at(ledger, job, boards.get(job.key, ()), near_nodes(placements))
+    for job, near in wanted:
+        ok, node = placed_at(ledger, job, boards.get(job.key, ()), near)
         if ok:
             out[job.key] = node
     return out

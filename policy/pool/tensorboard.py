@@ -8,12 +8,11 @@ anyone or holds a gang back. An existing TensorBoard pod is a fact: it stays on 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 from policy.model.cluster import Pod
 from policy.model.jobs import Job
 from policy.model.tensorboard import LABEL
-from policy.pool.filters import rejection
 from policy.pool.ledger import Ledger
 
 
@@ -39,22 +38,26 @@ def placed_at(ledger: Ledger, job: Job, boards: Sequence[Pod], near: Sequence[st
     # a stale plan): placed (again) where there is room; the job's sync moves it there.
     if ledger.rules.placement == "none":
         return True, None  # the kube-scheduler places it
-    spec = tb.pod_spec()
-    nodes = ledger.cluster.by_name
-    order = [*dict.fromkeys(n for n in near if n in nodes), *sorted(nodes)]
-    for name in dict.fromkeys(order):
+    shape = ("tensorboard", request)
+    if shape in ledger.failed:
+        return False, None  # free room only shrinks within a cycle: no need to look again
+    eligible = ledger.eligible_for(_SPEC)
+    for name in dict.fromkeys([*(n for n in near if n in eligible), *sorted(eligible)]):
         free = ledger.free.get(name)
-        if free is None or rejection(nodes[name], spec) is not None:
-            continue
-        if request.fits_in(free):
+        if free is not None and request.fits_in(free):
             ledger.take(job.key, {**ledger.free, name: free - request})
             return True, name
+    ledger.failed.add(shape)
     return False, None
 
 
-def near_nodes(placements: Mapping[tuple[str, int], str | None]) -> list[str | None]:
-    """The job's nodes, its parameter servers' and chief's first (TensorBoard reads what
-    they write, often on a node-local or shared volume)."""
-    first = [n for (t, _), n in sorted(placements.items()) if t != "Worker"]
-    rest = [n for (t, _), n in sorted(placements.items()) if t == "Worker"]
-    return [*first, *rest]
+# What the filter phase reads of a TensorBoard pod: it names no nodeSelector, affinity or
+# tolerations, so only cordons, readiness and taints keep it off a node.
+_SPEC: dict = {}
+
+
+def near_nodes(pods: Sequence[tuple[bool, str | None]]) -> list[str | None]:
+    """The nodes of the job's pods, ``(not a worker, node)``: its parameter servers' and
+    chief's first (TensorBoard reads what they write, often on a node-local or shared
+    volume), then its workers'."""
+    return [n for first, n in pods if first] + [n for first, n in pods if not first]
