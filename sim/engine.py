@@ -38,6 +38,7 @@ from policy.model.pool import (
 from policy.model.resources import Resources
 from sim.apiserver import EPOCH, ApiServer, Obj, object_key
 from sim.bounds import BoundJob, lower_bounds
+from sim.deployments import Deployments
 from sim.kube import Kube
 from sim.metacontroller import Controller, HotLoop, Metacontroller, SyncCost, View
 from sim.monitor import Monitor, MonitorConfig
@@ -157,6 +158,7 @@ class Simulation:
         self.api = ApiServer(clock=lambda: self.now)
         self.kube = Kube(self.api, self.schedule, self.rng, config.start_delay_s, config.grace_s)
         self.programs = Programs(self.api, self.schedule, self.kube.exit)
+        self.deployments = Deployments(self.api, self.schedule)  # TFJobs' TensorBoards
         self.programs.on_finish = self._finished
         self.monitor = (
             Monitor(self.api, self.schedule, self.programs, config.monitor)

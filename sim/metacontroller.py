@@ -60,6 +60,7 @@ RESOURCES: dict[str, tuple[str, bool]] = {
     "pods": ("Pod", True),
     "services": ("Service", True),
     "configmaps": ("ConfigMap", True),
+    "deployments": ("Deployment", True),
     "nodes": ("Node", False),
     "namespaces": ("Namespace", False),
     "priorityclasses": ("PriorityClass", False),

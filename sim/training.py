@@ -33,6 +33,7 @@ CHIEFS = ("chief", "master")
 PS_ROLES = ("ps", "server")  # a TFJob's parameter servers, an MXJob's servers
 ROOT = "scheduler"  # an MXJob's ps-lite scheduler: needed to train, exits with the workers
 _DONE = ("Succeeded", "Failed")
+TENSORBOARD = "tensorboard"
 
 
 def job_of(pod: Obj) -> str | None:
@@ -131,8 +132,8 @@ class Programs:
             return
         pod = new if new is not None else old
         job = job_of(pod)
-        if job is None or job not in self.jobs:
-            return
+        if job is None or job not in self.jobs or _role(pod) == TENSORBOARD:
+            return  # a TensorBoard is no part of training (its room shows in the cluster's)
         key = object_key(pod)
         t = self.jobs[job]
         growing = t.started_s is not None and t.finished_s is None and _role(pod) == "worker"

@@ -107,7 +107,14 @@ def scenarios() -> dict[str, dict]:
     job1_later = mc.tfjob(JOB1, created="2026-11-21T09:00:05Z")
     mx_slots = [("Scheduler", 0), ("Server", 0), ("Server", 1), *(("Worker", i) for i in range(3))]
     mx_admitted = mc.admission(mx, [(t, i, "only-1") for t, i in mx_slots], workers=3)
+    # job1 with a TensorBoard: the pool places it beside the PS on big-1 (20 of 24 cpu are
+    # the gang's); the job renders it where its Admission says.
+    boarded = mc.with_tensorboard(job1)
+    board = ("TensorBoard", 0, "big-1")
+    tb_admitted = mc.admission(boarded, [*((t, i, "big-1") for t, i in slots), board], workers=4)
     return {
+        "pool-sync-job1-tensorboard.json": mc.pool_request(mc.world(boarded, big)),
+        "job-sync-job1-tensorboard.json": mc.job_request(mc.world(boarded, big), tb_admitted),
         "pool-sync-mxjob-and-tfjob.json": mc.pool_request(
             mc.world(mx, mx_node, jobs=[job1_later, mx])
         ),

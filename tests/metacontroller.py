@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,8 @@ POOL_CONTROLLER_YAML = ROOT / "metacontroller" / "pool-controller.yaml"
 T0 = "2026-11-21T10:00:00Z"
 
 CHILD_TYPES = ["Pod.v1", "Service.v1"]
+DEPLOYMENTS = "Deployment.apps/v1"  # a TFJob's TensorBoard (its controller's third child type)
+TF_CHILD_TYPES = [*CHILD_TYPES, DEPLOYMENTS]
 ADMISSIONS = "Admission.dragonet.io/v1alpha1"
 POOLS = "TrainingPool.dragonet.io/v1alpha1"
 PRIORITY_CLASSES = "PriorityClass.scheduling.k8s.io/v1"
@@ -298,6 +301,7 @@ class World:
     pools: list[dict[str, Any]] = field(default_factory=list)  # other TrainingPools
     finalizing: bool = False
     pod_groups: list[dict[str, Any]] = field(default_factory=list)  # every job's PodGroups
+    deployments: list[dict[str, Any]] = field(default_factory=list)  # TensorBoards
 
     def own(self, objs: list[dict[str, Any]]) -> list[dict[str, Any]]:
         uid = self.parent["metadata"]["uid"]
@@ -376,11 +380,20 @@ def job_request(
     mx = w.parent.get("kind") == "MXJob"
     path = MX_CONTROLLER_YAML if mx else CONTROLLER_YAML
     backends = list(gang)
-    types = [*CHILD_TYPES, *(f"PodGroup.{POD_GROUP_API_VERSIONS[b]}" for b in backends)]
+    base = CHILD_TYPES if mx else TF_CHILD_TYPES
+    types = [*base, *(f"PodGroup.{POD_GROUP_API_VERSIONS[b]}" for b in backends)]
     return {
         "controller": gang_controller(path, backends) if backends else controller(path),
         "parent": w.parent,
-        "children": _group([*w.own(w.pods), *w.own(w.services), *w.own(w.pod_groups)], types),
+        "children": _group(
+            [
+                *w.own(w.pods),
+                *w.own(w.services),
+                *([] if mx else w.own(w.deployments)),
+                *w.own(w.pod_groups),
+            ],
+            types,
+        ),
         "related": _group([admission] if admission else [], [ADMISSIONS]),
         "finalizing": w.finalizing,
     }
@@ -468,3 +481,94 @@ def admission(
             **({"gangNote": gang_note} if gang_note else {}),
         },
     }
+
+
+def observed_deployment(
+    parent: dict[str, Any], child: dict[str, Any], ready: bool = True
+) -> dict[str, Any]:
+    """A TensorBoard Deployment we asked for, as the API server stores it later (owned by
+    the job, defaulted, with the Deployment controller's status)."""
+    obj = copy.deepcopy(child)
+    meta = obj["metadata"]
+    meta["labels"]["controller-uid"] = parent["metadata"]["uid"]
+    meta.update(
+        uid=_uid("deploy", meta["namespace"], meta["name"]),
+        resourceVersion="2100",
+        generation=1,
+        creationTimestamp=T0,
+        ownerReferences=[
+            {
+                "apiVersion": "kubeflow.org/v1",
+                "kind": "TFJob",
+                "name": parent["metadata"]["name"],
+                "uid": parent["metadata"]["uid"],
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    )
+    obj["spec"].setdefault("revisionHistoryLimit", 10)
+    obj["spec"].setdefault("progressDeadlineSeconds", 600)
+    n = 1 if ready else 0
+    obj["status"] = {
+        "observedGeneration": 1,
+        "replicas": 1,
+        "updatedReplicas": 1,
+        "readyReplicas": n,
+        "availableReplicas": n,
+    }
+    if not ready:
+        del obj["status"]["readyReplicas"]
+        del obj["status"]["availableReplicas"]
+    return obj
+
+
+def tensorboard_pod(
+    deployment: dict[str, Any], phase: str = "Running", terminating: bool = False
+) -> dict[str, Any]:
+    """The pod a TensorBoard Deployment made (through its ReplicaSet), as the pool sees it
+    among the related Pods: the template's labels, a generated name, bound."""
+    template = copy.deepcopy(deployment["spec"]["template"])
+    meta = template["metadata"]
+    name = f"{deployment['metadata']['name']}-7d9f8b6c4d-x2k9p"
+    ns = deployment["metadata"]["namespace"]
+    meta["labels"]["pod-template-hash"] = "7d9f8b6c4d"
+    meta.update(
+        name=name,
+        namespace=ns,
+        uid=_uid("pod", ns, name),
+        resourceVersion="2200",
+        creationTimestamp=T0,
+        ownerReferences=[
+            {
+                "apiVersion": "apps/v1",
+                "kind": "ReplicaSet",
+                "name": f"{deployment['metadata']['name']}-7d9f8b6c4d",
+                "uid": _uid("rs", ns, name),
+                "controller": True,
+                "blockOwnerDeletion": True,
+            }
+        ],
+    )
+    if terminating:
+        meta["deletionTimestamp"] = T0
+    spec = template["spec"]
+    host = _pinned(spec)
+    if host and "nodeName" not in spec:
+        spec["nodeName"] = host
+    spec.setdefault("schedulerName", "default-scheduler")
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": meta,
+        "spec": spec,
+        "status": {"phase": phase, "startTime": T0},
+    }
+
+
+def with_tensorboard(job: dict[str, Any], **board: Any) -> dict[str, Any]:
+    """The job asking for a TensorBoard (annotation ``dragonet.io/tensorboard``)."""
+    out = copy.deepcopy(job)
+    annotations = out["metadata"].setdefault("annotations", {})
+    annotations["dragonet.io/tensorboard"] = json.dumps({"logDir": "/logs", **board})
+    return out

@@ -579,10 +579,19 @@ def test_plain_controller_manifests_validate() -> None:
             "resource": plural,
             "ignoreStatusChanges": True,
         }
-        assert jobs["spec"]["childResources"] == [
+        children = [
             {"apiVersion": "v1", "resource": r, "updateStrategy": {"method": "OnDelete"}}
             for r in ("pods", "services")
         ]
+        if plural == "tfjobs":  # TensorBoards, of TFJobs only
+            children.append(
+                {
+                    "apiVersion": "apps/v1",
+                    "resource": "deployments",
+                    "updateStrategy": {"method": "OnDelete"},
+                }
+            )
+        assert jobs["spec"]["childResources"] == children
     for which, controller in (("pools", pools), ("tfjobs", tfjobs), ("mxjobs", mxjobs)):
         hooks = controller["spec"]["hooks"]
         assert set(hooks) == set(HOOKS[which])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import io
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -58,9 +59,12 @@ def test_the_legacy_tfjob_converts_to_a_v1_tfjob_the_webhook_accepts() -> None:
     assert parsed is not None
     validate_custom(job)
     paths = [n.path for n in notes]
-    assert paths == ["spec.replicaSpecs[2].template", "spec.tensorboard"]
-    assert "TensorBoard is not supported yet" in str(notes[1])
+    assert paths == ["spec.replicaSpecs[2].template"]  # spec.tensorboard is carried over
     assert "default parameter server" in str(notes[0])
+    assert "tensorboard" not in job["spec"]
+    board = json.loads(job["metadata"]["annotations"]["dragonet.io/tensorboard"])
+    assert board == {"logDir": "/tmp/tensorflow"}
+    assert parsed.tensorboard is not None and parsed.tensorboard.log_dir == "/tmp/tensorflow"
 
 
 def test_the_legacy_mxjob_converts_to_a_v1_mxjob_the_webhook_accepts() -> None:
@@ -143,15 +147,12 @@ def test_the_cli_converts_several_files_and_documents(
     docs = list(yaml.safe_load_all(out))
     assert [d["kind"] for d in docs] == ["TFJob", "MXJob", "TFJob"]
     assert {d["apiVersion"] for d in docs} == {"kubeflow.org/v1"}
-    first, second = err.strip().splitlines()
+    (first,) = err.strip().splitlines()  # spec.tensorboard is carried over: no line
     assert first.startswith(
         f"dragonet convert: {both}:3: TFJob example-job: spec.replicaSpecs[2].template: "
         "none given: generated the old operator's default parameter server"
     )
-    assert second == (
-        f"dragonet convert: {both}:3: TFJob example-job: spec.tensorboard: not carried over: "
-        "TensorBoard is not supported yet (run it as its own Deployment beside the job)"
-    )
+    assert "dragonet.io/tensorboard" in docs[0]["metadata"]["annotations"]
 
 
 def test_the_cli_reads_stdin_and_its_output_converts_to_itself(
@@ -169,7 +170,8 @@ def test_strict_fails_when_a_field_was_not_carried_over(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     code, out, err = _run(capsys, "--strict", str(LEGACY_TF))
-    assert code == 1 and out and "spec.tensorboard" in err
+    assert code == 1 and out and "spec.replicaSpecs[2].template" in err
+    assert "spec.tensorboard" not in err
     code, _, err = _run(capsys, "--strict", str(LEGACY_MX))
     assert code == 0 and err == ""
 
@@ -322,3 +324,55 @@ def test_a_template_that_names_its_own_scheduler_keeps_it_and_is_named() -> None
         "spec.schedulerName: moved into every replica template's spec.schedulerName "
         "(kube-batch), except Worker, whose template names its own"
     )
+
+
+def test_a_legacy_tensorboard_with_volumes_becomes_the_annotation_and_converts_once() -> None:
+    (doc,) = load_documents(LEGACY_TF)
+    doc["metadata"]["annotations"] = {"team": "vision"}
+    doc["spec"]["tensorboard"] = {
+        "logDir": "/logs/run-1",
+        "serviceType": "LoadBalancer",
+        "volumes": [{"name": "logs", "persistentVolumeClaim": {"claimName": "tf-logs"}}],
+        "volumeMounts": [{"name": "logs", "mountPath": "/logs"}],
+    }
+    job, notes = convert(doc)
+    assert [n.path for n in notes] == ["spec.replicaSpecs[2].template"]
+    annotations = job["metadata"]["annotations"]
+    assert annotations["team"] == "vision"
+    assert json.loads(annotations["dragonet.io/tensorboard"]) == doc["spec"]["tensorboard"]
+    parsed = parse_job(job, TFJOB).tensorboard
+    assert parsed is not None and parsed.service_type == "LoadBalancer"
+    assert convert(copy.deepcopy(job)) == (job, [])
+    # The legacy form with our annotation already written (a re-run on a half-edited file).
+    doc["metadata"]["annotations"] = dict(annotations)
+    again, _ = convert(doc)
+    assert again == job
+
+
+@pytest.mark.parametrize(
+    ("board", "message"),
+    [
+        ({}, "spec.tensorboard: logDir: Field required"),
+        ({"logDir": "/l", "serviceType": "External"}, "spec.tensorboard: serviceType:"),
+        (
+            {"logDir": "/l", "volumeMounts": [{"name": "x", "mountPath": "/x"}]},
+            "spec.tensorboard: volumeMounts[0].name 'x' names no volume",
+        ),
+        ("logs", "spec.tensorboard: must be a mapping"),
+    ],
+)
+def test_a_tensorboard_the_webhook_would_refuse_is_a_convert_error(
+    board: Any, message: str
+) -> None:
+    (doc,) = load_documents(LEGACY_TF)
+    doc["spec"]["tensorboard"] = board
+    with pytest.raises(ConvertError) as err:
+        convert(doc)
+    assert str(err.value).startswith(message)
+
+
+def test_an_annotation_that_disagrees_with_the_legacy_tensorboard_is_named() -> None:
+    (doc,) = load_documents(LEGACY_TF)
+    doc["metadata"]["annotations"] = {"dragonet.io/tensorboard": '{"logDir":"/other"}'}
+    with pytest.raises(ConvertError, match="both ask for a TensorBoard"):
+        convert(doc)

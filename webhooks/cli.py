@@ -168,7 +168,7 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
         request = {
             "controller": {},
             "parent": job,
-            "children": object_map([], ["Pod.v1", "Service.v1"]),
+            "children": object_map([], _child_types(job)),
             "related": object_map(own, [ADMISSIONS]),
             "finalizing": False,
         }
@@ -179,6 +179,9 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
         line = f"# {key}: {sched.get('phase')}"
         if pods:
             line += f" - {pods} pods on {', '.join(sched.get('nodes') or [])}"
+        board = body["status"].get("tensorboard") or {}
+        if board.get("node"):
+            line += f" - TensorBoard on {board['node']}"
         if sched.get("message"):
             line += f" - {sched['message']}"
         print(line, file=sys.stderr)
@@ -218,6 +221,12 @@ def convert_files(args: argparse.Namespace) -> int:
     for line in notes:
         print(line, file=sys.stderr)
     return 1 if notes and args.strict else 0
+
+
+def _child_types(job: dict[str, Any]) -> list[str]:
+    """The child types of the job's controller, as Metacontroller lists them."""
+    tf = job.get("kind") == "TFJob"
+    return ["Pod.v1", "Service.v1", *(["Deployment.apps/v1"] if tf else [])]
 
 
 CONVERT_EXAMPLES = """\

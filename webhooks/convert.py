@@ -10,16 +10,23 @@ somewhere else. A ``kubeflow.org/v1`` TFJob or MXJob comes back unchanged, with 
 * ``fioravanzo.org/v1alpha1`` / ``kubeflow.org/v1alpha1`` ``MXJob`` (``mxReplicaType``,
   ``mxPort`` / ``PsRootPort``) becomes an ``MXJob`` with ``jobMode: MXTrain`` and
   ``spec.mxReplicaSpecs``.
+
+A legacy TfJob's ``spec.tensorboard`` becomes the annotation ``dragonet.io/tensorboard``
+(``policy.model.tensorboard``), checked as the webhook reads it.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import yaml
+
+from policy.model.tensorboard import ANNOTATION as TENSORBOARD_ANNOTATION
+from policy.model.tensorboard import parse as parse_tensorboard
 
 V1 = "kubeflow.org/v1"
 LEGACY_TF_APIS = ("tensorflow.org/v1alpha1", "kubeflow.org/v1alpha1")
@@ -135,6 +142,25 @@ def _metadata(doc: Mapping[str, Any], notes: list[Note]) -> dict[str, Any]:
     return meta
 
 
+def _tensorboard(value: Any, meta: dict[str, Any], path: str) -> None:
+    """The old ``spec.tensorboard`` becomes Dragonet's annotation (a v1 TFJob has no such
+    field, and Kubeflow's CRD would prune it), checked as the webhook will read it."""
+    board = _mapping(value, path)
+    text = json.dumps(board, separators=(",", ":"), sort_keys=True)
+    try:
+        parse_tensorboard(text)
+    except ValueError as err:
+        raise ConvertError(f"{path}: {err}") from err
+    annotations = _mapping(meta.get("annotations"), "metadata.annotations")
+    given = annotations.get(TENSORBOARD_ANNOTATION)
+    if given is not None and given != text:
+        raise ConvertError(
+            f"metadata.annotations[{TENSORBOARD_ANNOTATION!r}] and {path} both ask for a "
+            "TensorBoard, differently: keep one"
+        )
+    meta["annotations"] = {**annotations, TENSORBOARD_ANNOTATION: text}
+
+
 def _convert(doc: Mapping[str, Any], fl: _Flavour) -> tuple[dict[str, Any], list[Note]]:
     notes: list[Note] = []
     meta = _metadata(doc, notes)
@@ -241,14 +267,8 @@ def _convert(doc: Mapping[str, Any], fl: _Flavour) -> tuple[dict[str, Any], list
                     path, "not carried over: v1 names pods {job}-{type}-{index}, with no runtime id"
                 )
             )
-        elif key == "tensorboard":
-            notes.append(
-                Note(
-                    path,
-                    "not carried over: TensorBoard is not supported yet "
-                    "(run it as its own Deployment beside the job)",
-                )
-            )
+        elif key == "tensorboard" and fl is _TF:
+            _tensorboard(value, meta, path)
         else:
             notes.append(Note(path, "not carried over: unknown to the legacy form"))
     if fl is _MX and "cleanupPodPolicy" not in spec:

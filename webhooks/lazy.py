@@ -101,8 +101,11 @@ def _request(top: dict[str, Any], children: ObjectMap, related: ObjectMap) -> Sy
         raise Unreadable("not a Metacontroller SyncRequest: parent: Field required")
     if not _is_object(parent):
         raise _not_a_map("parent")
-    finalizing = orjson.loads(bytes(top["finalizing"])) if "finalizing" in top else False
-    if not isinstance(finalizing, bool):
+    # Read as a literal, not parsed: a value nested deeper than the parser recurses (only
+    # such bodies get here) is simply not a boolean, a 400 like any other.
+    raw = bytes(top["finalizing"]).strip() if "finalizing" in top else b"false"
+    finalizing = raw == b"true"
+    if raw not in (b"true", b"false"):
         raise Unreadable(
             "not a Metacontroller SyncRequest: finalizing: Input should be a valid boolean"
         )

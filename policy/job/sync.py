@@ -16,6 +16,7 @@ from typing import Any
 from policy.job.podgroup import render_pod_group
 from policy.job.render import render_pod, render_service
 from policy.job.status import conditions, invalid, replica_statuses, scheduling, times
+from policy.job.tensorboard import DEPLOYMENTS, board, name_of
 from policy.job.view import FINISHED, SUSPENDED, JobView
 from policy.memo import Memo, content_key
 from policy.model import conditions as cond
@@ -195,10 +196,21 @@ def sync(
         "replicaStatuses": replica_statuses(view, succeeded),
         "scheduling": scheduling(view, nodes),
     }
+    tensorboard = board(view, _deployment(children, job), config.cluster_domain)
+    if tensorboard.status is not None:
+        new_status["tensorboard"] = tensorboard.status
     resync = None
     if verdict.deadline is not None and phase == ADMITTED:
         resync = max(1.0, math.ceil((verdict.deadline - now).total_seconds()))
-    return Decision([*pod_objs, *services, *groups], new_status, resync)
+    return Decision([*pod_objs, *services, *groups, *tensorboard.children], new_status, resync)
+
+
+def _deployment(children: Mapping[str, Any], job: Job) -> Mapping[str, Any] | None:
+    """The job's TensorBoard Deployment, if it exists and is not on its way out."""
+    obj = (children.get(DEPLOYMENTS) or {}).get(f"{job.namespace}/{name_of(job)}")
+    if not isinstance(obj, Mapping) or not isinstance(obj.get("metadata"), Mapping):
+        return None
+    return None if obj["metadata"].get("deletionTimestamp") else obj
 
 
 def _pod_group(v: JobView) -> list[dict[str, Any]]:
@@ -283,5 +295,5 @@ def finalize(parent: Mapping[str, Any], children: Mapping[str, Any]) -> tuple[De
     """On deletion: remove every child; finalized once none is left."""
     _metadata(parent)
     status = readable_status(parent.get("status"))
-    remaining = len(objects(children, PODS)) + len(objects(children, SERVICES))
+    remaining = sum(len(objects(children, t)) for t in (PODS, SERVICES, DEPLOYMENTS))
     return Decision(children=[], status=dict(status)), remaining == 0

@@ -24,6 +24,10 @@ from policy.model.bounds import MAX_DEADLINE_SECONDS, MAX_REPLICAS
 from policy.model.pool import DEFAULT_POOL, pool_of
 from policy.model.resources import PODS, Resources, to_milli
 from policy.model.templates import PodTemplate
+from policy.model.tensorboard import ANNOTATION as TENSORBOARD_ANNOTATION
+from policy.model.tensorboard import LABEL as TENSORBOARD_LABEL
+from policy.model.tensorboard import TensorBoard
+from policy.model.tensorboard import parse as parse_tensorboard
 from policy.model.timeutil import format_time, parse_time
 
 
@@ -230,6 +234,9 @@ class Job:
     spec_content: bytes = field(default=b"", repr=False, compare=False)  # the spec, as JSON
     _types: Mapping[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
     status: Mapping[str, Any] = field(default_factory=dict)
+    # Its TensorBoard (annotation ``dragonet.io/tensorboard``), and what its pod requests.
+    tensorboard: TensorBoard | None = None
+    tensorboard_request: Resources | None = None
 
     @property
     def key(self) -> str:
@@ -254,7 +261,7 @@ class Job:
         )
         memory = orjson.dumps([enqueued, bool(status.get("startRunTime"))])
         identity = (self.namespace, self.name, self.uid, self.created, self.deleting)
-        return (identity, self.spec_content, conds, memory)
+        return (identity, self.spec_content, conds, memory, self.tensorboard)
 
     @cached_property
     def gang_shape(self) -> tuple:
@@ -510,6 +517,7 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         value = getattr(run, name)
         return value if value is not None else getattr(spec, name)
 
+    tensorboard, tb_request = _tensorboard(kind, meta.name, meta.annotations)
     policy = run.schedulingPolicy or spec.schedulingPolicy
     _check_min_resources(policy, "spec.runPolicy" if run.schedulingPolicy else "spec")
     named = policy.priorityClass if policy else None
@@ -543,6 +551,8 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         node_preference=spec.node_preference or None,
         status=readable_status(obj.get("status")),
         spec_content=_content(raw_spec),
+        tensorboard=tensorboard,
+        tensorboard_request=tb_request,
     )
 
 
@@ -555,6 +565,32 @@ def _check_min_resources(policy: SchedulingPolicyModel | None, where: str) -> No
             raise InvalidJob(
                 f"{where}.schedulingPolicy.minResources[{name!r}]: {value!r} is not a quantity"
             ) from None
+
+
+def _tensorboard(
+    kind: JobKind, name: str, annotations: Mapping[str, str]
+) -> tuple[TensorBoard | None, Resources | None]:
+    """The job's TensorBoard, if it asks for one; refused out loud where it cannot run."""
+    raw = annotations.get(TENSORBOARD_ANNOTATION)
+    if raw is None:
+        return None, None
+    where = f"metadata.annotations[{TENSORBOARD_ANNOTATION!r}]"
+    if kind != TFJOB:
+        raise InvalidJob(f"{where}: TensorBoard is supported on TFJobs only, not {kind.kind}s")
+    try:
+        tb = parse_tensorboard(raw)
+    except ValueError as err:
+        raise InvalidJob(f"{where}: {err}") from err
+    try:
+        request = pod_request(tb.pod_spec())
+    except (TypeError, ValueError, ArithmeticError, AttributeError) as err:
+        raise InvalidJob(f"{where}: resources: unreadable quantity: {err}") from err
+    if len(f"{name}-{TENSORBOARD_LABEL}") > 63:
+        raise InvalidJob(
+            f"metadata.name {name!r} is too long for a TensorBoard: its Deployment and "
+            f"Service '<name>-{TENSORBOARD_LABEL}' must stay within 63 characters"
+        )
+    return tb, request
 
 
 def _check_mode(kind: JobKind, spec: JobSpecModel, replicas: Mapping[str, Replica]) -> None:

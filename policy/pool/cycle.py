@@ -9,7 +9,8 @@ Kube-scheduler's phases, over whole gangs, run once per pool event (DESIGN §2):
 4. *Admit* queued jobs in order as whole gangs; a job that does not fit is skipped
    (backfill). For the first job that waits, *make room*: shrink running jobs (elastic
    policies), and keep the room it waits for from younger jobs.
-5. *Top up* admitted jobs below their worker target (lost workers).
+5. *Top up* admitted jobs below their worker target (lost workers), then place the
+   *TensorBoards* of admitted jobs into what is left (``policy.pool.tensorboard``).
 6. *Grow* running jobs into capacity nobody waiting can use (elastic policies).
 
 New pods go only into capacity that is free in the observed state, where pods an Admission
@@ -35,10 +36,11 @@ from policy.model.admission import (
     Admission,
 )
 from policy.model.cluster import Cluster, Pod
-from policy.model.jobs import Job
+from policy.model.jobs import WORKER, Job
 from policy.model.lifecycle import Assessment, assess
 from policy.model.migration import Decision, MigrationRequest, Moves
 from policy.model.priority import Priorities
+from policy.model.tensorboard import SLOT as TENSORBOARD
 from policy.model.timeutil import parse_time
 from policy.pool.admit import Admitted, admit
 from policy.pool.explain import (
@@ -55,6 +57,7 @@ from policy.pool.repair import Placed, Repair, new_pods, place_for, repair
 from policy.pool.rules import Rules
 from policy.pool.running import Running, idle_since, last_scale
 from policy.pool.shrink import Reserved, make_room
+from policy.pool.tensorboard import is_tensorboard, near_nodes, placed_at
 
 FINISHED = "Finished"
 SUSPENDED = "Suspended"
@@ -128,10 +131,15 @@ def plan(
     running: list[Running] = []
     queued: list[_Queued] = []
     strays: list[tuple[str, Pod]] = []
+    boards: dict[str, list[Pod]] = {}  # TensorBoard pods, by job: no part of its gang
     for job in sorted(jobs, key=lambda j: queue_key(j, now, priorities)):
         if job.managed_elsewhere or job.deleting:
             continue  # not ours, or going away: it claims nothing
-        pods, stray = _own(job, by_job.get(job.key, ()))
+        mine = by_job.get(job.key, ())
+        boards[job.key] = [p for p in mine if is_tensorboard(p)]
+        if job.tensorboard is None:  # asked for no more: its sync deletes it
+            strays += ((job.key, p) for p in boards[job.key] if not p.terminating)
+        pods, stray = _own(job, [p for p in mine if not is_tensorboard(p)])
         strays += ((job.key, p) for p in stray if not p.terminating)
         verdict = assess(job, pods, now)
         admission = admissions.get(job.key)
@@ -168,6 +176,7 @@ def plan(
         for r in running
         if r.job.key not in ledger.victims
     }
+    boarded = _place_tensorboards(ledger, running, repairs, result, boards)
     allowed, wake = _growth_allowed(rules, ledger, running, now)
     grown = grow(ledger, running) if allowed else {}
     # 7. Migrate: answer Migration requests, and move workers where it pays.
@@ -181,6 +190,9 @@ def plan(
     for key, m in moved.items():
         if key in result and key not in {r.job.key for r in running}:
             result[key] = replace(result[key], migrations=m.decisions)
+    for key, node in boarded.items():
+        jp = result[key]
+        result[key] = replace(jp, placements=MappingProxyType({**jp.placements, TENSORBOARD: node}))
     return Plan(jobs=MappingProxyType(result))
 
 
@@ -209,6 +221,34 @@ def _with_moves(jp: JobPlan, m: JobMoves | None, now: datetime) -> JobPlan:
         migrations=m.decisions,
         wake_at=wake,
     )
+
+
+def _place_tensorboards(
+    ledger: Ledger,
+    running: Sequence[Running],
+    repairs: Mapping[str, Repair],
+    admitted: Mapping[str, JobPlan],
+    boards: Mapping[str, Sequence[Pod]],
+) -> dict[str, str | None]:
+    """Where each admitted job's TensorBoard is or goes (running jobs first, then the jobs
+    admitted in this cycle, in queue order); a job whose TensorBoard waits is left out."""
+    wanted: list[tuple[Job, list[str | None]]] = []
+    for r in running:
+        if r.job.tensorboard is not None:
+            kept = [(p.replica_type != "worker", p.node) for p in r.pods if p.live]
+            placed = [(t != WORKER, n) for (t, _), n in repairs[r.job.key].placed.items()]
+            wanted.append((r.job, near_nodes([*kept, *placed])))
+    wanted += [
+        (jp.job, near_nodes([(t != WORKER, n) for (t, _), n in jp.placements.items()]))
+        for jp in admitted.values()
+        if jp.phase == ADMITTED and jp.job.tensorboard is not None
+    ]
+    out: dict[str, str | None] = {}
+    for job, near in wanted:
+        ok, node = placed_at(ledger, job, boards.get(job.key, ()), near)
+        if ok:
+            out[job.key] = node
+    return out
 
 
 def _own(job: Job, pods: Sequence[Pod]) -> tuple[tuple[Pod, ...], list[Pod]]:

@@ -109,6 +109,15 @@ class Ledger:
         self._eligible_by_job[job.key] = out
         return out
 
+    def eligible_for(self, spec: Mapping) -> frozenset[str]:
+        """Nodes that may take a pod of this spec (pods of equal constraints share the work)."""
+        key = _constraints(spec)
+        if key not in self._eligible:
+            self._eligible[key] = frozenset(
+                n.name for n in self.cluster.nodes if rejection(n, spec) is None
+            )
+        return self._eligible[key]
+
     def future(self, extra: Sequence[Pod] = ()) -> dict[str, Resources]:
         """Free capacity once everything releasing (and ``extra``) is gone."""
         future = dict(self.free)

@@ -30,6 +30,8 @@ from policy.model.migration import TYPE_KEY as MIGRATIONS
 from policy.model.migration import MigrationRequest
 from policy.model.pool import DEFAULT_POOL, POOL_KIND, VERSION, PoolSpec
 from policy.model.priority import Priorities
+from policy.model.tensorboard import LABEL as TB
+from policy.model.tensorboard import SLOT as TENSORBOARD
 
 NODES = "Node.v1"
 PODS = "Pod.v1"
@@ -135,22 +137,30 @@ def _jobs(
 
 
 def _assumed(
-    job: Job, admission: Admission, existing: set[tuple[str, str]], nodes: Mapping
+    job: Job,
+    admission: Admission,
+    existing: set[tuple[str, str]],
+    nodes: Mapping,
+    boarded: frozenset[tuple[str, str]] = frozenset(),
 ) -> list[Pod]:
     """Pods the Admission places that the job has not created: they hold their room."""
     out = []
     for p in admission.pods:
-        replica = job.replicas.get(p.type)
-        name = p.pod or child_name(job, p.type, p.index)
-        if replica is None or (job.namespace, name) in existing:
-            continue
+        if p.slot == TENSORBOARD and job.tensorboard_request is not None:
+            if (job.namespace, job.name) in boarded:
+                continue
+            request, name, limits = job.tensorboard_request, None, None
+        else:
+            replica = job.replicas.get(p.type)
+            name = p.pod or child_name(job, p.type, p.index)
+            if replica is None or (job.namespace, name) in existing:
+                continue
+            request, name = replica.request, p.pod
+            limits = pod_limits(replica.template.get("spec") or {})
         node = nodes.get(p.node) if p.node is not None else None
         if p.node is not None and (node is None or node.unschedulable_reason):
             continue  # its node left the pool or takes no new pods: placed again
-        limits = pod_limits(replica.template.get("spec") or {})
-        out.append(
-            Pod.assume(job.namespace, job.name, p.slot, p.node, replica.request, p.pod, limits)
-        )
+        out.append(Pod.assume(job.namespace, job.name, p.slot, p.node, request, name, limits))
     return out
 
 
@@ -203,12 +213,17 @@ def observe(
         if k in by_key and a.job_uid in ("", by_key[k].uid) and a.job_kind == by_key[k].kind.kind
     }
     existing = set(pods)
+    boarded = frozenset(  # (namespace, job) whose TensorBoard pod exists and may run
+        (p.namespace, p.labels[L_JOB])
+        for p in pods.values()
+        if p.job and p.replica_type == TB and p.live and not p.stuck
+    )
     by_name = {n.name: n for n in nodes}
     assumed = [
         pod
         for key, adm in admissions.items()
         if adm.admitted and _may_run(by_key[key])
-        for pod in _assumed(by_key[key], adm, existing, by_name)
+        for pod in _assumed(by_key[key], adm, existing, by_name, boarded)
     ]
     cluster = Cluster.observe(nodes, [*pods.values(), *assumed])
     priorities = Priorities.observe(objects(related, PRIORITY_CLASSES))

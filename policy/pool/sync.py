@@ -156,7 +156,11 @@ def _admission(
         scale = jp.scale.recorded(stamp)
     else:
         scale = last_scale(job, previous)
-    order = job.kind.replica_types.index
+    types = job.kind.replica_types
+
+    def order(t: str) -> int:  # a TensorBoard comes after every replica type
+        return types.index(t) if t in types else len(types)
+
     pods = tuple(
         Placement(
             t,
