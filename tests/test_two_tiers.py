@@ -145,6 +145,23 @@ def test_a_pools_status_counts_nodes_jobs_and_usage(hook: Hook) -> None:
         },
         "allocated": {"cpu": "0", "ephemeral-storage": "0", "memory": "0", "nvidia.com/gpu": "0"},
         "usage": "0/2 GPU",
+        "nodeAllocation": [
+            {
+                "name": "n-1",
+                "allocatable": {
+                    "cpu": "20",
+                    "ephemeral-storage": "100Gi",
+                    "memory": "64Gi",
+                    "nvidia.com/gpu": "2",
+                },
+                "allocated": {
+                    "cpu": "0",
+                    "ephemeral-storage": "0",
+                    "memory": "0",
+                    "nvidia.com/gpu": "0",
+                },
+            }
+        ],
     }
 
 
