@@ -52,7 +52,7 @@ def _error(status: int, message: str, retry_after: int | None = None) -> Respons
 
 def _first_problem(err: ValidationError) -> str:
     e = err.errors()[0]
-    where = ".".join(str(p) for p in e["loc"]) or "body"
+    where = str(e["loc"][0]) if e["loc"] else "body"
     if e["type"] == "extra_forbidden":
         return f'{where}: unknown field (a report is {{"pod": <name>, "value": <number>}})'
     if e["type"] == "missing":
@@ -65,7 +65,6 @@ def _first_problem(err: ValidationError) -> str:
 def create_app(monitor: Monitor) -> Flask:
     app = Flask("dragonet-monitor")
     settings = monitor.settings
-    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
 
     @app.before_request
     def started() -> None:
@@ -78,7 +77,9 @@ def create_app(monitor: Monitor) -> Flask:
             return _error(413, f"body of {length} bytes is over {settings.max_body_bytes} bytes")
         if request.mimetype != "application/json":
             return _error(415, "a report must be sent as Content-Type: application/json")
-        raw = request.get_data(cache=False)
+        raw = request.stream.read(settings.max_body_bytes + 1)  # a chunked body has no length
+        if len(raw) > settings.max_body_bytes:
+            return _error(413, f"body is over {settings.max_body_bytes} bytes")
         try:
             body = orjson.loads(raw)
         except orjson.JSONDecodeError as err:
