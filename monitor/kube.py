@@ -8,6 +8,7 @@ create, get and delete Migrations.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -21,8 +22,12 @@ WORKER = "worker"  # the lower-case replica-type label of a TFJob's workers
 
 
 class ApiError(Exception):
-    """A call the API answered with an error (or could not be made): logged and counted;
-    the monitor keeps serving."""
+    """A call the API answered with an error (``status``), or could not be made (None):
+    logged and counted; the monitor keeps serving."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class AlreadyExists(ApiError):
@@ -126,8 +131,8 @@ class KubeCluster:
 
         try:
             config.load_incluster_config()
-        except config.ConfigException:
-            config.load_kube_config()
+        except config.ConfigException:  # outside a cluster: $KUBECONFIG, as kubectl reads it
+            config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
         api = client.ApiClient()
         self._core = client.CoreV1Api(api)
         self._custom = client.CustomObjectsApi(api)
@@ -140,9 +145,8 @@ class KubeCluster:
         try:
             return fn(*args, _request_timeout=self._timeout, **kwargs)
         except ApiException as err:
-            if err.status == 409:
-                raise AlreadyExists(str(err.reason)) from err
-            raise ApiError(f"{err.status} {err.reason}") from err
+            kind = AlreadyExists if err.status == 409 else ApiError
+            raise kind(f"{err.status} {err.reason}", err.status) from err
         except Exception as err:  # connection refused, timeout, TLS: the API is not there
             raise ApiError(f"{type(err).__name__}: {err}") from err
 
@@ -165,7 +169,7 @@ class KubeCluster:
                 self._custom.list_cluster_custom_object, "metrics.k8s.io", "v1beta1", "nodes"
             )
         except ApiError as err:
-            if str(err).startswith("404"):
+            if err.status == 404:
                 return None  # no metrics-server: requests alone
             raise
         return list(found.get("items") or [])
@@ -192,7 +196,7 @@ class KubeCluster:
                 name,
             )
         except ApiError as err:
-            if str(err).startswith("404"):
+            if err.status == 404:
                 return None
             raise
 
@@ -209,5 +213,5 @@ class KubeCluster:
                 body=options,
             )
         except ApiError as err:
-            if not str(err).startswith(("404", "409")):
+            if err.status not in (404, 409):  # gone, or replaced by a newer one: leave it
                 raise

@@ -71,3 +71,23 @@ app.kubernetes.io/component: webhook
 {{- define "dragonet.scheme" -}}
 {{- ternary "https" "http" .Values.tls.enabled }}
 {{- end }}
+
+{{/* Name of the Container Monitor's DaemonSet, Service, ServiceAccount and roles. */}}
+{{- define "dragonet.monitorName" -}}
+{{- printf "%s-monitor" (include "dragonet.fullname" .) }}
+{{- end }}
+
+{{/* Selector labels of the monitor pods. */}}
+{{- define "dragonet.monitorSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "dragonet.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: monitor
+{{- end }}
+
+{{- define "dragonet.monitorServiceAccountName" -}}
+{{- if .Values.monitor.serviceAccount.create }}
+{{- default (include "dragonet.monitorName" .) .Values.monitor.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.monitor.serviceAccount.name }}
+{{- end }}
+{{- end }}
