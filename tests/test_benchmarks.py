@@ -58,3 +58,14 @@ def test_load_benchmark_runs_against_the_real_server_and_survives_a_killed_worke
     assert after > 0, "requests kept being answered after the kill"
     assert "peak of the pod's total" in out
     assert out.count(" worker ") >= 3  # two workers, and the one that replaced the killed one
+
+
+def test_monitor_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import monitor
+
+    monitor.main(["--quick"])
+    out = capsys.readouterr().out
+    rows = out.split("\n\n")[0].splitlines()
+    assert rows[1].split()[:4] == ["N", "windowed", "us", "reference"]
+    assert [r.split()[0] for r in rows[2:]] == ["100", "1000"]
+    assert "KiB per tracked pod" in out and "reports/s through the app" in out
