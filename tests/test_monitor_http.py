@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 from flask.testing import FlaskClient
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.app import create_app
@@ -202,3 +204,32 @@ def test_a_bug_is_a_logged_500_json_not_a_dead_server(setup: Setup, caplog) -> N
     assert answer.status_code == 500 and answer.get_json() == {"error": "internal error (logged)"}
     assert "boom" in caplog.text
     assert client.get("/healthz").status_code == 200
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+_REPORTS = st.fixed_dictionaries(
+    {
+        "pod": st.one_of(st.sampled_from(["job1-worker-0", "job1-ps-0", "x"]), _JSON),
+        "value": st.one_of(st.floats(), st.integers(), _JSON),
+    },
+    optional={"namespace": st.one_of(st.just("team-a"), _JSON), "extra": _JSON},
+)
+
+
+@settings(
+    max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(body=st.one_of(_REPORTS, _JSON), raw=st.binary(max_size=64), as_raw=st.booleans())
+def test_no_input_makes_the_monitor_answer_5xx(
+    setup: Setup, body: Any, raw: bytes, as_raw: bool
+) -> None:
+    data = raw if as_raw else json.dumps(body, allow_nan=True)
+    answer = setup.client.post("/monitor", data=data, content_type="application/json")
+    assert answer.status_code in (200, 400, 404, 413), answer.get_json()
+    assert answer.is_json and (answer.status_code == 200) != ("error" in answer.get_json())
