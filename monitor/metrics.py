@@ -32,7 +32,7 @@ class MonitorMetrics:
             "dragonet_monitor_migration_requests",
             "Migration requests by reason (Converged, Overloaded) and result (created, "
             "exists: one is already there, retried: a Refused one was replaced, throttled, "
-            "error).",
+            "gone: the pod no longer exists, error).",
             ["reason", "result"],
             registry=r,
         )

@@ -173,13 +173,7 @@ class Monitor:
                 key, record = next(iter(self._records.items()))
                 if now - record.last_seen < self.settings.forget_seconds:
                     break
-                del self._records[key]
-                self._last_ask.pop(key, None)
-                keys = self._names.get(key[1], [])
-                if key in keys:
-                    keys.remove(key)
-                if not keys:
-                    self._names.pop(key[1], None)
+                self._drop(key)
                 gone += 1
             cutoff = now - self.settings.throttle_seconds
             for key in [k for k, t in self._last_ask.items() if t <= cutoff]:
@@ -189,6 +183,16 @@ class Monitor:
             self.metrics.forgotten.inc(gone)
             self._count_categories()
         return gone
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        """Forget one record (the caller holds the lock)."""
+        self._records.pop(key, None)
+        self._last_ask.pop(key, None)
+        keys = self._names.get(key[1], [])
+        if key in keys:
+            keys.remove(key)
+        if not keys:
+            self._names.pop(key[1], None)
 
     def tracked(self) -> int:
         with self._lock:
@@ -219,9 +223,11 @@ class Monitor:
         return result
 
     def _write(self, move: Move) -> str:
-        pod = move.pod
-        body = migration(pod, move.reason, f"monitor/{self.settings.node_name}")
         try:
+            pod = self._current(move.pod)
+            if pod is None:
+                return "gone"
+            body = migration(pod, move.reason, f"monitor/{self.settings.node_name}")
             try:
                 self.cluster.create_migration(body)
                 log.info("asked to move %s/%s: %s", pod.namespace, pod.name, move.reason)
@@ -239,8 +245,25 @@ class Monitor:
             return "exists"
         except ApiError as err:
             self.metrics.api_errors.labels("migrations").inc()
-            log.warning("cannot request a move of %s/%s: %s", pod.namespace, pod.name, err)
+            who = f"{move.pod.namespace}/{move.pod.name}"
+            log.warning("cannot request a move of %s: %s", who, err)
             return "error"
+
+    def _current(self, pod: PodInfo) -> PodInfo | None:
+        """The pod as it is now: a pod of that name may have been re-created (a restart:
+        a new uid, which the request's owner reference must name, or Kubernetes would
+        collect the request at once) or be gone (its record is then forgotten)."""
+        found = self.cluster.pods_named(pod.name, self.settings.node_name, pod.namespace)
+        key = self._key(pod)
+        with self._lock:
+            record = self._records.get(key)
+            if not found:
+                if record is not None:
+                    self._drop(key)
+                return None
+            if record is not None:
+                record.pod = found[0]
+        return found[0]
 
     def _may_retry(self, existing: Any) -> bool:
         """A Refused request may be replaced once it is ``retry_seconds`` old."""

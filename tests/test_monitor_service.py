@@ -328,3 +328,28 @@ def test_the_request_body_is_built_from_the_pod() -> None:
     body = migration(info, "Overloaded", "monitor/node-7")
     validate_migration(body)
     assert body["spec"]["node"] == "node-7"
+
+
+def test_a_pod_re_created_under_its_name_is_asked_for_by_its_new_uid() -> None:
+    """A restarted pod keeps its name but not its uid; a request owned by the old uid would
+    be garbage-collected at once."""
+    cluster = FakeCluster(pods=[pod("w")], pool=balanced_pool())
+    monitor, ticks = make_monitor(cluster)
+    for _ in range(6):
+        monitor.report("w", None, 0.9)
+        ticks.advance(10)
+    cluster.pods[0]["metadata"]["uid"] = "uid-of-the-new-pod"
+    assert monitor.report("w", None, 0.9).result == "created"
+    (made,) = cluster.created
+    assert made["metadata"]["ownerReferences"][0]["uid"] == "uid-of-the-new-pod"
+
+
+def test_a_pod_gone_by_the_time_of_the_request_is_forgotten() -> None:
+    cluster = FakeCluster(pods=[pod("w")], pool=balanced_pool())
+    monitor, ticks = make_monitor(cluster)
+    for _ in range(6):
+        monitor.report("w", None, 0.9)
+        ticks.advance(10)
+    cluster.pods.clear()
+    assert monitor.report("w", None, 0.9).result == "gone"
+    assert monitor.tracked() == 0 and cluster.created == []
