@@ -1,9 +1,10 @@
-# Image of the Dragonet webhook: ghcr.io/dragonet/dragonet:<appVersion>
+# Image of the Dragonet webhook and its Container Monitor: ghcr.io/dragonet/dragonet:<appVersion>
 #
 #   docker build -t ghcr.io/dragonet/dragonet:0.1.0 .
 #   docker run --rm -p 8080:8080 ghcr.io/dragonet/dragonet:0.1.0     # then GET :8080/healthz
 #
-# Runs `dragonet serve` (gunicorn on $DRAGONET_PORT, 8080) as UID 10001; configuration comes
+# Runs `dragonet serve` (gunicorn on $DRAGONET_PORT, 8080) as UID 10001 (the chart's monitor
+# DaemonSet runs `dragonet-monitor` from the same image, on 8081); configuration comes
 # from DRAGONET_* environment variables (see chart/README.md). The chart runs it with a
 # read-only root filesystem and an in-memory /tmp.
 
@@ -12,6 +13,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY policy/ policy/
 COPY webhooks/ webhooks/
+COPY monitor/ monitor/
 RUN pip install --no-cache-dir --prefix=/install .
 
 FROM python:3.11-slim

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import zlib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -21,6 +22,21 @@ from webhooks.app import create_app
 from webhooks.config import Settings
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def helm() -> str:
+    """The real helm binary (tests/test_chart*.py). These tests never skip: without helm
+    they fail and say how to get it."""
+    path = shutil.which("helm")
+    if path is None:
+        pytest.fail(
+            "helm is not on PATH. Install it with `make helm` (bash scripts/install-helm.sh "
+            ".tools) and run the tests with PATH=$PWD/.tools/bin:$PATH, as `make test` does."
+        )
+    return path
+
+
 NOW = datetime(2026, 11, 21, 10, 1, 0, tzinfo=UTC)  # one minute after mc.T0
 
 

@@ -87,3 +87,14 @@ def test_migration_benchmark_prints_every_system_side_by_side(capsys) -> None:
     assert [r.split()[0] for r in rows] == ["speed-a", "speed-c"]
     assert planner.splitlines()[1].split()[0] == "scattered"
     assert migration.main(["--scenarios", "z", "--no-trace"]) == 2
+
+
+def test_monitor_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import monitor
+
+    monitor.main(["--quick"])
+    out = capsys.readouterr().out
+    rows = out.split("\n\n")[0].splitlines()
+    assert rows[1].split()[:4] == ["N", "windowed", "us", "reference"]
+    assert [r.split()[0] for r in rows[2:]] == ["100", "1000"]
+    assert "KiB per tracked pod" in out and "reports/s through the app" in out

@@ -10,7 +10,6 @@ import copy
 import json
 import os
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -107,17 +106,6 @@ CUSTOM_VALUES: dict[str, Any] = {
         }
     ],
 }
-
-
-@pytest.fixture(scope="session")
-def helm() -> str:
-    path = shutil.which("helm")
-    if path is None:
-        pytest.fail(
-            "helm is not on PATH. Install it with `make helm` (bash scripts/install-helm.sh "
-            ".tools) and run the tests with PATH=$PWD/.tools/bin:$PATH, as `make test` does."
-        )
-    return path
 
 
 def _run(helm: str, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:

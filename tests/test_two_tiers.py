@@ -145,6 +145,23 @@ def test_a_pools_status_counts_nodes_jobs_and_usage(hook: Hook) -> None:
         },
         "allocated": {"cpu": "0", "ephemeral-storage": "0", "memory": "0", "nvidia.com/gpu": "0"},
         "usage": "0/2 GPU",
+        "nodeAllocation": [
+            {
+                "name": "n-1",
+                "allocatable": {
+                    "cpu": "20",
+                    "ephemeral-storage": "100Gi",
+                    "memory": "64Gi",
+                    "nvidia.com/gpu": "2",
+                },
+                "allocated": {
+                    "cpu": "0",
+                    "ephemeral-storage": "0",
+                    "memory": "0",
+                    "nvidia.com/gpu": "0",
+                },
+            }
+        ],
     }
 
 
@@ -159,3 +176,19 @@ def test_an_invalid_pool_spec_keeps_every_admission_and_says_why(hook: Hook) -> 
     assert [a["metadata"]["name"] for a in answer["children"]] == ["tfjob-job1"]
     assert answer["children"][0]["spec"] == next(iter(hook.admissions.values()))["spec"]
     assert "spec.policy is invalid" in answer["status"]["message"]
+
+
+def test_a_pools_status_publishes_each_nodes_allocation_for_the_monitor(hook: Hook) -> None:
+    """The Container Monitor compares nodes by what their pods request (monitor/imbalance.py)."""
+    job = mc.tfjob(JOB)
+    placed = [("PS", 0, "n-2"), ("Worker", 0, "n-2"), ("Worker", 2, "n-1")]
+    pods = _running(job, _sync(hook, job, mc.admission(job, placed, workers=2)))
+    hook.pool_sync(mc.pool_request(mc.world(job, NODES, pods=pods)))
+    rows = {r["name"]: r for r in hook.last_pool["status"]["nodeAllocation"]}
+    assert list(rows) == ["n-1", "n-2"]
+    assert rows["n-1"]["allocatable"]["cpu"] == "64"
+    # Each pod gives limits only (4 cpu, 8Gi), which count as its requests.
+    assert (rows["n-1"]["allocated"]["cpu"], rows["n-1"]["allocated"]["memory"]) == ("4", "8Gi")
+    assert (rows["n-2"]["allocated"]["cpu"], rows["n-2"]["allocated"]["memory"]) == ("8", "16Gi")
+    totals = hook.last_pool["status"]["allocated"]
+    assert (totals["cpu"], totals["memory"]) == ("12", "24Gi")

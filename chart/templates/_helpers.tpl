@@ -87,3 +87,23 @@ the default pool's, sorted, as a JSON list.
 {{- define "dragonet.podGroupAPIVersions" -}}
 {{- dict "kube-batch" "scheduling.incubator.k8s.io/v1alpha1" "volcano" "scheduling.volcano.sh/v1beta1" "coscheduling" "scheduling.x-k8s.io/v1alpha1" | toJson }}
 {{- end }}
+
+{{/* Name of the Container Monitor's DaemonSet, Service, ServiceAccount and roles. */}}
+{{- define "dragonet.monitorName" -}}
+{{- printf "%s-monitor" (include "dragonet.fullname" .) }}
+{{- end }}
+
+{{/* Selector labels of the monitor pods. */}}
+{{- define "dragonet.monitorSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "dragonet.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: monitor
+{{- end }}
+
+{{- define "dragonet.monitorServiceAccountName" -}}
+{{- if .Values.monitor.serviceAccount.create }}
+{{- default (include "dragonet.monitorName" .) .Values.monitor.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.monitor.serviceAccount.name }}
+{{- end }}
+{{- end }}

@@ -273,6 +273,7 @@ def _status(snap: PoolSnapshot, plans: Any) -> dict[str, Any]:
         "capacity": {k: format_quantity(k, capacity[k]) for k in names},
         "allocated": {k: format_quantity(k, allocated[k]) for k in names},
         "usage": _usage(capacity, allocated),
+        "nodeAllocation": _node_allocation(snap),
     }
     said = []
     if snap.orphans:
@@ -284,6 +285,24 @@ def _status(snap: PoolSnapshot, plans: Any) -> dict[str, Any]:
     if said:
         status["message"] = "; ".join(said)
     return status
+
+
+def _node_allocation(snap: PoolSnapshot) -> list[dict[str, Any]]:
+    """Each node's allocatable and what its pods request, the load the Container Monitor
+    (``monitor/``) compares across the pool. It changes only when the totals above do."""
+    rows = []
+    for node in snap.cluster.nodes:
+        free = snap.cluster.free.get(node.name, node.allocatable)
+        used = node.allocatable - free
+        names = sorted(k for k in node.allocatable if k != PODS)
+        rows.append(
+            {
+                "name": node.name,
+                "allocatable": {k: format_quantity(k, node.allocatable[k]) for k in names},
+                "allocated": {k: format_quantity(k, used[k]) for k in names},
+            }
+        )
+    return rows
 
 
 def _usage(capacity: Resources, allocated: Resources) -> str:

@@ -1,0 +1,130 @@
+"""A preemptible TensorFlow 1.x parameter-server training task (container-migration's
+mnist-df-preemptible.py, made to run unchanged under Dragonet's TF_CONFIG).
+
+Every worker is disposable: the model and ``global_step`` live on the parameter server,
+and the **chief runs inside the PS pod** (``python train.py chief`` beside ``python
+train.py ps``), so no worker is the chief. A worker killed and re-created elsewhere (a
+migration) rejoins with the same task index and DNS name and carries on from the PS's
+global step; ``StopAtStepHook`` keeps the total work the same. There is no checkpoint.
+
+The chief's address is derived from TF_CONFIG, the same way in every process: the first
+parameter server's host on ``CHIEF_PORT`` (2223), as job ``chief``. So the operator's
+TF_CONFIG needs no change.
+
+Workers report the accuracy of a fresh evaluation batch (not ``tf.metrics.accuracy``,
+a running mean whose speed always decays, docs/monitor.md) every ``batch_interval`` local
+steps to the Container Monitor on their node, ``POST $MONITOR_URL {"pod", "value"}``, and
+stop reporting near the end (``global_steps - step <= 5 * max_workers``) so that no move
+happens then. A monitor that does not answer never stops training.
+
+Run: ``python train.py ps|chief|worker`` (the role; TF_CONFIG says the index). Needs
+TensorFlow 1.15 (``tensorflow/tensorflow:1.15.5-py3``) and downloads MNIST at start.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import urllib.request
+
+CHIEF_PORT = 2223
+SEED = 10000
+
+
+def cluster_and_task(tf_config: str, role: str) -> tuple[dict[str, list[str]], str, int]:
+    """The cluster with the chief in the PS pod, and this process's job name and index."""
+    config = json.loads(tf_config)
+    cluster = {k: list(v) for k, v in config["cluster"].items()}
+    ps_host = cluster["ps"][0].rsplit(":", 1)[0]
+    cluster["chief"] = [f"{ps_host}:{CHIEF_PORT}"]
+    if role == "chief":
+        return cluster, "chief", 0
+    task = config["task"]
+    if task["type"] != role:
+        raise SystemExit(f"train.py: role {role!r} but TF_CONFIG says {task['type']!r}")
+    return cluster, task["type"], int(task["index"])
+
+
+def should_report(local_step: int, global_step: int, interval: int, last: int, margin: int) -> bool:
+    """Every ``interval`` local steps, and not in the last ``margin`` global steps."""
+    return local_step % interval == 0 and last - global_step > margin
+
+
+def report(url: str, pod: str, value: float, timeout: float = 2.0) -> int | None:
+    """POST the metric to the node's monitor; the HTTP status, or None if it did not answer."""
+    body = json.dumps({"pod": pod, "value": float(value)}).encode()
+    request = urllib.request.Request(
+        url, data=body, headers={"Content-Type": "application/json"}, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return answer.status
+    except urllib.error.HTTPError as err:
+        return err.code
+    except OSError:
+        return None
+
+
+def main(role: str) -> None:
+    import numpy as np
+    import tensorflow as tf
+
+    cluster, job, index = cluster_and_task(os.environ["TF_CONFIG"], role)
+    # The reference's variable names, lower case, so its job YAMLs keep working.
+    last = int(os.environ.get("global_steps", "1000"))  # noqa: SIM112
+    interval = int(os.environ.get("batch_interval", "20"))  # noqa: SIM112
+    margin = 5 * int(os.environ.get("max_workers", "1"))  # noqa: SIM112
+    filters = ["/job:ps", f"/job:{job}/task:{index}"]
+    server = tf.train.Server(
+        tf.train.ClusterSpec(cluster),
+        job_name=job,
+        task_index=index,
+        config=tf.ConfigProto(device_filters=filters),
+    )
+    if job == "ps":
+        server.join()
+        return
+
+    (x_train, y_train), (x_test, y_test) = tf.keras.datasets.mnist.load_data()
+    x_train = x_train.reshape(-1, 784).astype("float32") / 255.0
+    x_test = x_test.reshape(-1, 784).astype("float32") / 255.0
+    tf.set_random_seed(SEED)
+    with tf.device(tf.train.replica_device_setter(cluster=cluster, worker_device=filters[1])):
+        images = tf.placeholder(tf.float32, [None, 784])
+        labels = tf.placeholder(tf.int64, [None])
+        weights = tf.Variable(tf.zeros([784, 10]))
+        bias = tf.Variable(tf.zeros([10]))
+        logits = tf.matmul(images, weights) + bias
+        loss = tf.losses.sparse_softmax_cross_entropy(labels, logits)
+        step = tf.train.get_or_create_global_step()
+        train = tf.train.GradientDescentOptimizer(0.05).minimize(loss, global_step=step)
+        accuracy = tf.reduce_mean(tf.cast(tf.equal(tf.argmax(logits, 1), labels), tf.float32))
+
+    hooks = [tf.train.StopAtStepHook(last_step=last)]
+    url, pod = os.environ.get("MONITOR_URL", ""), os.environ.get("POD_NAME", "")
+    with tf.train.MonitoredTrainingSession(
+        master=server.target, is_chief=(job == "chief"), hooks=hooks
+    ) as session:
+        if job == "chief":  # initializes the model, then waits for the workers to finish
+            while not session.should_stop():
+                time.sleep(5)
+                print("STEP", session.run(step), flush=True)
+            return
+        local = 0
+        while not session.should_stop():
+            rng = np.random.RandomState(SEED + local)
+            batch = rng.randint(0, len(x_train), 16)
+            _, now = session.run([train, step], {images: x_train[batch], labels: y_train[batch]})
+            local += 1
+            if url and pod and should_report(local, now, interval, last, margin):
+                sample = rng.randint(0, len(x_test), 256)
+                value = session.run(accuracy, {images: x_test[sample], labels: y_test[sample]})
+                print("ACC", now, value, report(url, pod, value), flush=True)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in ("ps", "chief", "worker"):
+        raise SystemExit("usage: train.py ps|chief|worker")
+    main(sys.argv[1])

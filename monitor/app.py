@@ -1,0 +1,144 @@
+"""The monitor's HTTP API, on the node's address (port 8081, as the original):
+
+* ``POST /monitor`` ``{"pod": <name>, "value": <number>}`` (optionally ``"namespace"``),
+  what DRAGON's preemptible tasks send. Answered 200 with what was judged (the pod's
+  category, whether the node is overloaded, a request made), or a JSON error: 400 for a
+  body that is not such an object (unknown fields too), 413 over
+  ``DRAGONET_MONITOR_MAX_BODY_BYTES``, 415 for a body that is not ``application/json``,
+  404 for a pod not on this node, 429 when ``max_pods`` are tracked, 503 when the API
+  cannot say which pod it is. Never a 500 for anything a client sends.
+* ``GET /healthz`` (alive), ``GET /readyz`` (the pool's loads are read and fresh),
+  ``GET /metrics`` (Prometheus).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from typing import Annotated, Any
+
+import orjson
+from flask import Flask, Response, g, request
+from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
+from werkzeug.exceptions import HTTPException
+
+from monitor.metrics import CONTENT_TYPE
+from monitor.service import Monitor, ReportError
+
+access = logging.getLogger("dragonet.monitor.access")
+
+# A pod name is a DNS subdomain; a namespace a DNS label.
+_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
+class Report(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pod: Annotated[str, Field(min_length=1, max_length=253, pattern=_SUBDOMAIN)]
+    value: StrictInt | StrictFloat
+    namespace: Annotated[str, Field(min_length=1, max_length=63, pattern=_LABEL)] | None = None
+
+
+def _json(body: Any, status: int, headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(body), status=status, mimetype="application/json", headers=headers)
+
+
+def _error(status: int, message: str, retry_after: int | None = None) -> Response:
+    headers = {"Retry-After": str(retry_after)} if retry_after else None
+    return _json({"error": message}, status, headers)
+
+
+def _first_problem(err: ValidationError) -> str:
+    e = err.errors()[0]
+    where = str(e["loc"][0]) if e["loc"] else "body"
+    if e["type"] == "extra_forbidden":
+        return f'{where}: unknown field (a report is {{"pod": <name>, "value": <number>}})'
+    if e["type"] == "missing":
+        return f"{where}: required"
+    if where == "value":
+        return "value: must be a number"
+    return f"{where}: {e['msg']}"
+
+
+def create_app(monitor: Monitor) -> Flask:
+    app = Flask("dragonet-monitor")
+    settings = monitor.settings
+
+    @app.before_request
+    def started() -> None:
+        g.started = time.perf_counter()
+
+    @app.post("/monitor")
+    def report() -> Response:
+        length = request.content_length
+        if length is not None and length > settings.max_body_bytes:
+            return _error(413, f"body of {length} bytes is over {settings.max_body_bytes} bytes")
+        if request.mimetype != "application/json":
+            return _error(415, "a report must be sent as Content-Type: application/json")
+        raw = request.stream.read(settings.max_body_bytes + 1)  # a chunked body has no length
+        if len(raw) > settings.max_body_bytes:
+            return _error(413, f"body is over {settings.max_body_bytes} bytes")
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as err:
+            return _error(400, f"body is not JSON: {err}")
+        if not isinstance(body, dict):
+            return _error(400, 'body must be a JSON object {"pod": <name>, "value": <number>}')
+        try:
+            given = Report.model_validate(body)
+        except ValidationError as err:
+            return _error(400, _first_problem(err))
+        if not math.isfinite(given.value):
+            return _error(400, "value: must be a finite number")
+        try:
+            outcome = monitor.report(given.pod, given.namespace, float(given.value))
+        except ReportError as err:
+            return _error(err.status, str(err), err.retry_after)
+        return _json(outcome.body(), 200)
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return _json({"status": "ok"}, 200)
+
+    @app.get("/readyz")
+    def readyz() -> Response:
+        problem = monitor.readiness()
+        if problem:
+            return _error(503, problem)
+        return _json({"status": "ready", "tracked": monitor.tracked()}, 200)
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        return Response(monitor.metrics.expose(), content_type=CONTENT_TYPE)
+
+    @app.errorhandler(HTTPException)
+    def http_error(err: HTTPException) -> Response:
+        code = err.code or 500
+        if code == 413:
+            return _error(413, f"body is over {settings.max_body_bytes} bytes")
+        return _error(code, f"{request.method} {request.path}: {err.name}")
+
+    @app.errorhandler(Exception)
+    def bug(err: Exception) -> Response:
+        access.exception("bug while answering %s %s", request.method, request.path)
+        return _error(500, "internal error (logged)")
+
+    @app.after_request
+    def record(response: Response) -> Response:
+        if request.path == "/monitor":
+            monitor.metrics.reports.labels(str(response.status_code)).inc()
+        seconds = time.perf_counter() - g.get("started", time.perf_counter())
+        extra = {"status": response.status_code, "latency_ms": round(seconds * 1000, 1)}
+        if response.status_code != 200 and response.is_json:
+            extra["error"] = (response.get_json(silent=True) or {}).get("error")
+        level = (
+            logging.DEBUG if request.path in ("/healthz", "/readyz", "/metrics") else logging.INFO
+        )
+        access.log(
+            level, "%s %s %d", request.method, request.path, response.status_code, extra=extra
+        )
+        return response
+
+    return app

@@ -1,0 +1,41 @@
+"""The monitor's settings, from the environment, as the chart's DaemonSet sets them:
+``NODE_NAME`` from the downward API, everything else ``DRAGONET_MONITOR_*``."""
+
+from __future__ import annotations
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class MonitorSettings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="DRAGONET_MONITOR_", frozen=True, populate_by_name=True
+    )
+
+    # The node this monitor runs on (the DaemonSet sets it from spec.nodeName).
+    node_name: str = Field(
+        min_length=1, validation_alias=AliasChoices("NODE_NAME", "DRAGONET_MONITOR_NODE_NAME")
+    )
+    # The TrainingPool whose nodes this node is compared with.
+    pool: str = "default"
+    host: str = "0.0.0.0"
+    port: int = Field(default=8081, ge=1, le=65535)
+    threads: int = Field(default=4, ge=1)
+    log_level: str = "info"
+    # A node is overloaded when its load exceeds the pool's mean by this many standard
+    # deviations (the reference's OVERLOAD_THREESHOLD).
+    threshold: float = Field(default=1.0, ge=0)
+    # At most one request per pod per this many seconds.
+    throttle_seconds: float = Field(default=3.0, ge=0)
+    # A Refused request older than this may be deleted and asked again.
+    retry_seconds: float = Field(default=60.0, ge=0)
+    # Pods that have not reported for this long are forgotten.
+    forget_seconds: float = Field(default=120.0, gt=0)
+    # At most this many pods are tracked at once (more get 429).
+    max_pods: int = Field(default=256, ge=1)
+    # How often the pool's loads are read (TrainingPool status, node metrics).
+    refresh_seconds: float = Field(default=30.0, gt=0)
+    # Report bodies larger than this are refused (413).
+    max_body_bytes: int = Field(default=4096, ge=64)
+    # Timeout of each Kubernetes API call.
+    api_timeout_seconds: float = Field(default=5.0, gt=0)

@@ -1,0 +1,217 @@
+"""What the monitor needs of the Kubernetes API, behind one small interface (``Cluster``),
+so the tests use a fake and the service uses the official client (``KubeCluster``).
+
+Every call the real one makes is one the chart's ClusterRole grants, and nothing more:
+list pods (to find a reporting pod on this node), get the pool, list node metrics, and
+create, get and delete Migrations.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from monitor.imbalance import RESOURCES, amount
+from policy.model.cluster import L_JOB, L_OPERATOR, L_TYPE
+
+GROUP, VERSION = "dragonet.io", "v1alpha1"
+MIGRATIONS, POOLS = "migrations", "trainingpools"
+WORKER = "worker"  # the lower-case replica-type label of a TFJob's workers
+
+
+class ApiError(Exception):
+    """A call the API answered with an error (``status``), or could not be made (None):
+    logged and counted; the monitor keeps serving."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class AlreadyExists(ApiError):
+    """409 on create: a request for that pod is already there."""
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    """What the monitor keeps of a reporting pod: who it is (for the request's owner
+    reference and labels), where it runs, and its weight (cpu and memory it requests)."""
+
+    name: str
+    namespace: str
+    uid: str
+    node: str
+    labels: Mapping[str, str] = field(default_factory=dict)
+    requests: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def is_worker(self) -> bool:
+        return self.labels.get(L_TYPE) == WORKER
+
+    @property
+    def job(self) -> str | None:
+        return self.labels.get(L_JOB)
+
+    @classmethod
+    def from_pod(cls, pod: Mapping[str, Any]) -> PodInfo:
+        """From a Pod as the API serves it (a dict); a pod's weight is the sum over its
+        containers of requests, or limits where a container gives only limits."""
+        meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+        totals = dict.fromkeys(RESOURCES, 0.0)
+        for c in spec.get("containers") or []:
+            res = c.get("resources") or {}
+            requests, limits = res.get("requests") or {}, res.get("limits") or {}
+            for r in RESOURCES:
+                given = requests.get(r, limits.get(r))
+                if given is not None:
+                    totals[r] += amount(given)
+        labels = {k: v for k, v in (meta.get("labels") or {}).items() if isinstance(v, str)}
+        return cls(
+            name=meta["name"],
+            namespace=meta["namespace"],
+            uid=meta.get("uid", ""),
+            node=spec.get("nodeName") or "",
+            labels=labels,
+            requests=totals,
+        )
+
+
+class Cluster(Protocol):
+    def pods_named(self, name: str, node: str, namespace: str | None) -> list[PodInfo]:
+        """Pods of that name on that node (in that namespace, if given)."""
+
+    def pool_status(self, pool: str) -> Mapping[str, Any]:
+        """The TrainingPool's status."""
+
+    def node_metrics(self) -> list[Mapping[str, Any]] | None:
+        """metrics.k8s.io NodeMetrics items; None when no metrics API is served."""
+
+    def create_migration(self, body: Mapping[str, Any]) -> None:
+        """Create a Migration; AlreadyExists on 409."""
+
+    def get_migration(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """The Migration, or None if there is none."""
+
+    def delete_migration(self, namespace: str, name: str, uid: str) -> None:
+        """Delete that Migration if it is still the one with ``uid``."""
+
+
+def migration(pod: PodInfo, reason: str, requested_by: str) -> dict[str, Any]:
+    """The request, as the contract shared with the pool fixes it: named after the pod,
+    owned by it (it goes when the pod goes), labelled with its job so the pool selects it."""
+    labels = {k: pod.labels[k] for k in (L_JOB, L_OPERATOR) if k in pod.labels}
+    return {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "Migration",
+        "metadata": {
+            "name": pod.name,
+            "namespace": pod.namespace,
+            "labels": labels,
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": pod.name,
+                    "uid": pod.uid,
+                    "blockOwnerDeletion": False,
+                }
+            ],
+        },
+        "spec": {"pod": pod.name, "node": pod.node, "reason": reason, "requestedBy": requested_by},
+    }
+
+
+class KubeCluster:
+    """``Cluster`` through the official client, in-cluster config (or kubeconfig)."""
+
+    def __init__(self, timeout_seconds: float = 5.0) -> None:
+        from kubernetes import client, config
+
+        try:
+            config.load_incluster_config()
+        except config.ConfigException:  # outside a cluster: $KUBECONFIG, as kubectl reads it
+            config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
+        api = client.ApiClient()
+        self._core = client.CoreV1Api(api)
+        self._custom = client.CustomObjectsApi(api)
+        self._client = client
+        self._timeout = timeout_seconds
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return fn(*args, _request_timeout=self._timeout, **kwargs)
+        except ApiException as err:
+            kind = AlreadyExists if err.status == 409 else ApiError
+            raise kind(f"{err.status} {err.reason}", err.status) from err
+        except Exception as err:  # connection refused, timeout, TLS: the API is not there
+            raise ApiError(f"{type(err).__name__}: {err}") from err
+
+    def pods_named(self, name: str, node: str, namespace: str | None) -> list[PodInfo]:
+        selector = f"metadata.name={name},spec.nodeName={node}"
+        if namespace is None:
+            found = self._call(self._core.list_pod_for_all_namespaces, field_selector=selector)
+        else:
+            found = self._call(self._core.list_namespaced_pod, namespace, field_selector=selector)
+        api = self._core.api_client
+        return [PodInfo.from_pod(api.sanitize_for_serialization(p)) for p in found.items]
+
+    def pool_status(self, pool: str) -> Mapping[str, Any]:
+        obj = self._call(self._custom.get_cluster_custom_object, GROUP, VERSION, POOLS, pool)
+        return obj.get("status") or {}
+
+    def node_metrics(self) -> list[Mapping[str, Any]] | None:
+        try:
+            found = self._call(
+                self._custom.list_cluster_custom_object, "metrics.k8s.io", "v1beta1", "nodes"
+            )
+        except ApiError as err:
+            if err.status == 404:
+                return None  # no metrics-server: requests alone
+            raise
+        return list(found.get("items") or [])
+
+    def create_migration(self, body: Mapping[str, Any]) -> None:
+        namespace = body["metadata"]["namespace"]
+        self._call(
+            self._custom.create_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            MIGRATIONS,
+            dict(body),
+        )
+
+    def get_migration(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        try:
+            return self._call(
+                self._custom.get_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                MIGRATIONS,
+                name,
+            )
+        except ApiError as err:
+            if err.status == 404:
+                return None
+            raise
+
+    def delete_migration(self, namespace: str, name: str, uid: str) -> None:
+        options = self._client.V1DeleteOptions(preconditions=self._client.V1Preconditions(uid=uid))
+        try:
+            self._call(
+                self._custom.delete_namespaced_custom_object,
+                GROUP,
+                VERSION,
+                namespace,
+                MIGRATIONS,
+                name,
+                body=options,
+            )
+        except ApiError as err:
+            if err.status not in (404, 409):  # gone, or replaced by a newer one: leave it
+                raise

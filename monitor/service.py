@@ -1,0 +1,331 @@
+"""The monitor's state and its one operation: take a report, judge, maybe ask for a move.
+
+The records (one ``ConvergenceTracker`` per reporting pod) live in memory and are
+disposable: a restarted monitor starts them afresh, and what matters (the requests, their
+outcome, how often a pod moved) lives in the API as Migrations. Memory is bounded: a pod
+silent for ``forget_seconds`` is forgotten and at most ``max_pods`` are tracked.
+
+Time comes from a ``Clock`` (monotonic seconds for records and throttles, wall time to
+age a Refused request against its ``creationTimestamp``), so tests drive it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from monitor.config import MonitorSettings
+from monitor.convergence import Category, ConvergenceRules, ConvergenceTracker
+from monitor.decide import Move, choose
+from monitor.imbalance import PoolLoads, Verdict, pool_loads
+from monitor.kube import AlreadyExists, ApiError, Cluster, PodInfo, migration
+from monitor.metrics import MonitorMetrics
+
+log = logging.getLogger("dragonet.monitor")
+
+
+@dataclass(frozen=True)
+class Clock:
+    monotonic: Callable[[], float] = time.monotonic
+    wall: Callable[[], datetime] = lambda: datetime.now(UTC)
+
+
+class ReportError(Exception):
+    """A report the monitor cannot take, with the HTTP status that says why."""
+
+    def __init__(self, status: int, message: str, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retry_after = retry_after
+
+
+@dataclass
+class _Record:
+    pod: PodInfo
+    tracker: ConvergenceTracker
+    last_seen: float
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """The answer to one report (the body of a 200)."""
+
+    pod: str
+    namespace: str
+    category: str
+    overloaded: bool | None
+    requested: str | None = None  # the pod a request was made for, if any
+    reason: str | None = None
+    result: str | None = None
+    note: str | None = None
+
+    def body(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+@dataclass
+class Monitor:
+    cluster: Cluster
+    settings: MonitorSettings
+    rules: ConvergenceRules = field(default_factory=ConvergenceRules)
+    clock: Clock = field(default_factory=Clock)
+    metrics: MonitorMetrics = field(default_factory=MonitorMetrics)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.Lock()
+        self._records: OrderedDict[tuple[str, str], _Record] = OrderedDict()  # by recency
+        self._names: dict[str, list[tuple[str, str]]] = {}
+        self._last_ask: dict[tuple[str, str], float] = {}
+        self.loads: PoolLoads | None = None
+        self.loads_at: float | None = None
+        self.load_problem: str | None = "the pool's loads have not been read yet"
+
+    # ----- reports -----
+
+    def report(self, name: str, namespace: str | None, value: float) -> Outcome:
+        now = self.clock.monotonic()
+        self.forget(now)
+        record = self._known(name, namespace)
+        if record is None:
+            record = self._track(self._look_up(name, namespace), now)
+        with self._lock:
+            record.last_seen = now
+            self._records.move_to_end(self._key(record.pod))
+            category = record.tracker.feed(now, value)
+            pods_here = [r.pod for r in self._records.values()]
+        verdict = self.verdict()
+        overloaded = verdict.overloaded if verdict else None
+        self._count_categories()
+        pod = record.pod
+        note = None if pod.is_worker else "not a worker: the monitor never asks to move it"
+        answer = Outcome(pod.name, pod.namespace, category.value, overloaded, note=note)
+        allocatable = {}
+        if self.loads and self.settings.node_name in self.loads.nodes:
+            allocatable = dict(self.loads.nodes[self.settings.node_name].allocatable)
+        move = choose(pod, category, bool(overloaded), pods_here, allocatable)
+        if move is None:
+            return answer
+        result = self._ask(move, now)
+        return replace(answer, requested=move.pod.name, reason=move.reason, result=result)
+
+    def _key(self, pod: PodInfo) -> tuple[str, str]:
+        return (pod.namespace, pod.name)
+
+    def _known(self, name: str, namespace: str | None) -> _Record | None:
+        with self._lock:
+            keys = self._names.get(name, [])
+            if namespace is not None:
+                keys = [k for k in keys if k[0] == namespace]
+            return self._records[keys[0]] if len(keys) == 1 else None
+
+    def _look_up(self, name: str, namespace: str | None) -> PodInfo:
+        node = self.settings.node_name
+        try:
+            found = self.cluster.pods_named(name, node, namespace)
+        except ApiError as err:
+            self.metrics.api_errors.labels("list_pods").inc()
+            log.warning("cannot look up pod %s: %s", name, err)
+            raise ReportError(
+                503, f"cannot look up pod {name!r} in the Kubernetes API: {err}", 5
+            ) from err
+        if not found:
+            where = f" in namespace {namespace!r}" if namespace else ""
+            raise ReportError(404, f"no pod named {name!r}{where} runs on node {node!r}")
+        if len(found) > 1:
+            spaces = ", ".join(sorted(p.namespace for p in found))
+            raise ReportError(
+                400,
+                f"pods named {name!r} run on node {node!r} in namespaces {spaces}: "
+                'say which with "namespace"',
+            )
+        return found[0]
+
+    def _track(self, pod: PodInfo, now: float) -> _Record:
+        key = self._key(pod)
+        with self._lock:
+            if key in self._records:
+                return self._records[key]
+            if len(self._records) >= self.settings.max_pods:
+                raise ReportError(
+                    429,
+                    f"the monitor tracks {self.settings.max_pods} pods already "
+                    "(DRAGONET_MONITOR_MAX_PODS); pods silent for "
+                    f"{self.settings.forget_seconds:g} s are forgotten",
+                    int(self.settings.forget_seconds),
+                )
+            record = _Record(pod, ConvergenceTracker(self.rules), now)
+            self._records[key] = record
+            self._names.setdefault(pod.name, []).append(key)
+        log.info("tracking pod %s/%s", pod.namespace, pod.name)
+        return record
+
+    def forget(self, now: float) -> int:
+        """Drop the records of pods silent for ``forget_seconds`` (oldest first)."""
+        gone = 0
+        with self._lock:
+            while self._records:
+                key, record = next(iter(self._records.items()))
+                if now - record.last_seen < self.settings.forget_seconds:
+                    break
+                self._drop(key)
+                gone += 1
+            cutoff = now - self.settings.throttle_seconds
+            for key in [k for k, t in self._last_ask.items() if t <= cutoff]:
+                if key not in self._records:
+                    del self._last_ask[key]
+        if gone:
+            self.metrics.forgotten.inc(gone)
+            self._count_categories()
+        return gone
+
+    def _drop(self, key: tuple[str, str]) -> None:
+        """Forget one record (the caller holds the lock)."""
+        self._records.pop(key, None)
+        self._last_ask.pop(key, None)
+        keys = self._names.get(key[1], [])
+        if key in keys:
+            keys.remove(key)
+        if not keys:
+            self._names.pop(key[1], None)
+
+    def tracked(self) -> int:
+        with self._lock:
+            return len(self._records)
+
+    def _count_categories(self) -> None:
+        with self._lock:
+            counts = dict.fromkeys(Category, 0)
+            for r in self._records.values():
+                counts[r.tracker.category] += 1
+        for category, n in counts.items():
+            self.metrics.tracked.labels(category.value).set(n)
+
+    # ----- requests -----
+
+    def _ask(self, move: Move, now: float) -> str:
+        key = self._key(move.pod)
+        with self._lock:
+            last = self._last_ask.get(key)
+            if last is not None and now - last < self.settings.throttle_seconds:
+                result = "throttled"
+            else:
+                self._last_ask[key] = now
+                result = ""
+        if not result:
+            result = self._write(move)
+        self.metrics.requests.labels(move.reason, result).inc()
+        return result
+
+    def _write(self, move: Move) -> str:
+        try:
+            pod = self._current(move.pod)
+            if pod is None:
+                return "gone"
+            body = migration(pod, move.reason, f"monitor/{self.settings.node_name}")
+            try:
+                self.cluster.create_migration(body)
+                log.info("asked to move %s/%s: %s", pod.namespace, pod.name, move.reason)
+                return "created"
+            except AlreadyExists:
+                existing = self.cluster.get_migration(pod.namespace, pod.name)
+                if existing is None or not self._may_retry(existing):
+                    return "exists"
+                uid = (existing.get("metadata") or {}).get("uid", "")
+                self.cluster.delete_migration(pod.namespace, pod.name, uid)
+                self.cluster.create_migration(body)
+                log.info("asked again to move %s/%s: %s", pod.namespace, pod.name, move.reason)
+                return "retried"
+        except AlreadyExists:
+            return "exists"
+        except ApiError as err:
+            self.metrics.api_errors.labels("migrations").inc()
+            who = f"{move.pod.namespace}/{move.pod.name}"
+            log.warning("cannot request a move of %s: %s", who, err)
+            return "error"
+
+    def _current(self, pod: PodInfo) -> PodInfo | None:
+        """The pod as it is now: a pod of that name may have been re-created (a restart:
+        a new uid, which the request's owner reference must name, or Kubernetes would
+        collect the request at once) or be gone (its record is then forgotten)."""
+        found = self.cluster.pods_named(pod.name, self.settings.node_name, pod.namespace)
+        key = self._key(pod)
+        with self._lock:
+            record = self._records.get(key)
+            if not found:
+                if record is not None:
+                    self._drop(key)
+                return None
+            if record is not None:
+                record.pod = found[0]
+        return found[0]
+
+    def _may_retry(self, existing: Any) -> bool:
+        """A Refused request may be replaced once it is ``retry_seconds`` old."""
+        status = existing.get("status") or {}
+        if status.get("phase") != "Refused":
+            return False
+        created = (existing.get("metadata") or {}).get("creationTimestamp")
+        try:
+            born = datetime.fromisoformat(str(created).replace("Z", "+00:00"))
+        except ValueError:
+            return False
+        age = (self.clock.wall() - born).total_seconds()
+        return age >= self.settings.retry_seconds
+
+    # ----- loads -----
+
+    def refresh(self) -> None:
+        """Read the pool's allocation and the node metrics (where served) again."""
+        now = self.clock.monotonic()
+        try:
+            status = self.cluster.pool_status(self.settings.pool)
+        except ApiError as err:
+            self.metrics.api_errors.labels("get_pool").inc()
+            self.load_problem = f"cannot read TrainingPool {self.settings.pool!r}: {err}"
+            log.warning("%s", self.load_problem)
+            return
+        try:
+            metrics = self.cluster.node_metrics()
+        except ApiError as err:
+            self.metrics.api_errors.labels("node_metrics").inc()
+            log.warning("cannot read node metrics, using requests alone: %s", err)
+            metrics = None
+        loads = pool_loads(status, metrics)
+        for problem in loads.problems:
+            log.warning("pool %s: %s", self.settings.pool, problem)
+        self.loads, self.loads_at = loads, now
+        me = self.settings.node_name
+        self.load_problem = (
+            None if me in loads.nodes else f"TrainingPool {self.settings.pool!r} has no node {me!r}"
+        )
+        verdict = self.verdict()
+        if verdict is not None:
+            self.metrics.node_load.set(verdict.load)
+            self.metrics.pool_mean.set(verdict.mean)
+            self.metrics.pool_std.set(verdict.std)
+            self.metrics.overloaded.set(1 if verdict.overloaded else 0)
+
+    def verdict(self) -> Verdict | None:
+        if self.loads is None or self.stale():
+            return None
+        return self.loads.verdict(self.settings.node_name, self.settings.threshold)
+
+    def stale(self) -> bool:
+        """Loads older than three refresh periods are not used (nor is the monitor ready)."""
+        if self.loads_at is None:
+            return True
+        return self.clock.monotonic() - self.loads_at > 3 * self.settings.refresh_seconds
+
+    def readiness(self) -> str | None:
+        """None when ready; else why not."""
+        if self.load_problem:
+            return self.load_problem
+        if self.stale():
+            return "the pool's loads were last read more than three refresh periods ago"
+        return None

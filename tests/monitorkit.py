@@ -1,0 +1,147 @@
+"""A fake ``monitor.kube.Cluster`` (there is no API server here) and pods shaped as the
+API serves them, for the monitor's tests."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from monitor.config import MonitorSettings
+from monitor.kube import AlreadyExists, ApiError, PodInfo
+from monitor.service import Clock, Monitor
+
+T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
+
+
+def pod(
+    name: str,
+    node: str = "node-1",
+    namespace: str = "team-a",
+    job: str = "job1",
+    rtype: str = "worker",
+    cpu: str = "500m",
+    memory: str = "1Gi",
+    limits_only: bool = False,
+) -> dict[str, Any]:
+    """A Pod as Dragonet renders it and the API serves it back (uid, nodeName)."""
+    resources = {"limits": {"cpu": cpu, "memory": memory}}
+    if not limits_only:
+        resources["requests"] = {"cpu": cpu, "memory": memory}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "uid": f"uid-{namespace}-{name}",
+            "labels": {
+                "training.kubeflow.org/job-name": job,
+                "training.kubeflow.org/operator-name": "dragonet",
+                "training.kubeflow.org/replica-type": rtype,
+                "training.kubeflow.org/replica-index": "0",
+            },
+        },
+        "spec": {
+            "nodeName": node,
+            "containers": [
+                {
+                    "name": "tensorflow",
+                    "image": "tensorflow/tensorflow:1.15.0-py3",
+                    "resources": resources,
+                }
+            ],
+        },
+    }
+
+
+def allocation(node: str, cpu: str, memory: str, alloc_cpu="4", alloc_mem="16Gi") -> dict:
+    return {
+        "name": node,
+        "allocatable": {"cpu": alloc_cpu, "memory": alloc_mem, "nvidia.com/gpu": "0"},
+        "allocated": {"cpu": cpu, "memory": memory, "nvidia.com/gpu": "0"},
+    }
+
+
+@dataclass
+class FakeCluster:
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    pool: dict[str, Any] = field(default_factory=dict)
+    metrics: list[dict[str, Any]] | None = None
+    migrations: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    down: bool = False  # every call fails as if the API were unreachable
+    calls: list[str] = field(default_factory=list)
+    created: list[dict[str, Any]] = field(default_factory=list)  # bodies as sent
+    now: datetime = T0
+
+    def _check(self, call: str) -> None:
+        self.calls.append(call)
+        if self.down:
+            raise ApiError("ConnectionRefusedError: the API is down")
+
+    def pods_named(self, name: str, node: str, namespace: str | None) -> list[PodInfo]:
+        self._check("list_pods")
+        return [
+            PodInfo.from_pod(p)
+            for p in self.pods
+            if p["metadata"]["name"] == name
+            and p["spec"]["nodeName"] == node
+            and namespace in (None, p["metadata"]["namespace"])
+        ]
+
+    def pool_status(self, pool: str) -> Mapping[str, Any]:
+        self._check("get_pool")
+        if pool not in self.pool:
+            raise ApiError(f'404 trainingpools.dragonet.io "{pool}" not found')
+        return self.pool[pool]
+
+    def node_metrics(self) -> list[Mapping[str, Any]] | None:
+        self._check("node_metrics")
+        return copy.deepcopy(self.metrics)
+
+    def create_migration(self, body: Mapping[str, Any]) -> None:
+        self._check("create_migration")
+        self.created.append(copy.deepcopy(dict(body)))
+        meta = body["metadata"]
+        key = (meta["namespace"], meta["name"])
+        if key in self.migrations:
+            raise AlreadyExists("Conflict")
+        stored = copy.deepcopy(dict(body))
+        stored["metadata"]["uid"] = f"mig-{len(self.calls)}"
+        stored["metadata"]["creationTimestamp"] = self.now.strftime("%Y-%m-%dT%H:%M:%SZ")
+        self.migrations[key] = stored
+
+    def get_migration(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        self._check("get_migration")
+        return copy.deepcopy(self.migrations.get((namespace, name)))
+
+    def delete_migration(self, namespace: str, name: str, uid: str) -> None:
+        self._check("delete_migration")
+        found = self.migrations.get((namespace, name))
+        if found is not None and found["metadata"]["uid"] == uid:
+            del self.migrations[(namespace, name)]
+
+
+@dataclass
+class FakeClock:
+    t: float = 1000.0
+    cluster: FakeCluster | None = None
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+        if self.cluster is not None:
+            self.cluster.now += timedelta(seconds=seconds)
+
+    def clock(self) -> Clock:
+        return Clock(
+            monotonic=lambda: self.t,
+            wall=lambda: self.cluster.now if self.cluster else T0,
+        )
+
+
+def make_monitor(cluster: FakeCluster, node: str = "node-1", **settings: Any):
+    ticks = FakeClock(cluster=cluster)
+    config = MonitorSettings(node_name=node, **settings)
+    return Monitor(cluster, config, clock=ticks.clock()), ticks
