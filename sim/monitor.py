@@ -4,15 +4,13 @@ container-migration's training tasks POST an evaluation metric to the monitor on
 every ``batch_interval`` steps; the monitor asks for a move when a worker's metric has
 converged or its node is overloaded (dragon-algorithm.md §8). Here each running non-chief
 worker reports a metric curve of its job's progress every ``report_every_s``, and the
-monitor decides with two functions behind a small interface:
+monitor decides with the Container Monitor's own code, behind a small interface:
 
 * ``Tracker`` (``feed(t, value)``, ``.category``): one per pod, Progressing / Watching /
-  Converged: ``monitor.convergence.ConvergenceTracker`` has this shape;
+  Converged: ``monitor.convergence.ConvergenceTracker``;
 * ``Overloaded`` (``(node_load, loads, threshold) -> bool``): ``monitor.imbalance.overloaded``.
 
-Until :class:`Monitor` is pointed at those (``Monitor(..., tracker=ConvergenceTracker,
-is_overloaded=monitor.imbalance.overloaded)``; a category may be a string or an enum whose
-value is one), :class:`SlopeTracker` and :func:`overloaded` stand in. A decision becomes
+A decision becomes
 a ``Migration`` in the API server (``policy.model.migration.request_object``), at most
 one per pod per ``throttle_s``; a ``Refused`` one is deleted after ``retry_s`` so the
 monitor may ask again. The monitor never decides where a pod goes:
@@ -26,6 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from monitor.convergence import ConvergenceTracker
+from monitor.imbalance import overloaded
 from policy.model.cluster import L_TYPE
 from policy.model.jobs import pod_limits
 from policy.model.migration import REFUSED, request_object
@@ -47,40 +47,6 @@ class Tracker(Protocol):
 
 
 Overloaded = Callable[[float, Sequence[float], float], bool]
-
-
-@dataclass
-class SlopeTracker:
-    """A stand-in for SpeCon's test: the metric's slope against the steepest seen so far.
-    Progressing while it is above ``fraction`` of that; then Watching; Converged when it
-    stays below at the next report too."""
-
-    fraction: float = 0.1
-    category: str = PROGRESSING
-    _last: tuple[float, float] | None = None
-    _steepest: float = 0.0
-
-    def feed(self, t: float, value: float) -> None:
-        if self._last is not None and t > self._last[0]:
-            slope = abs(value - self._last[1]) / (t - self._last[0])
-            self._steepest = max(self._steepest, slope)
-            if slope > self.fraction * self._steepest:
-                self.category = PROGRESSING
-            elif self.category == PROGRESSING:
-                self.category = WATCHING
-            else:
-                self.category = CONVERGED
-        self._last = (t, value)
-
-
-def overloaded(node_load: float, loads: Sequence[float], threshold: float) -> bool:
-    """A stand-in for the monitor's imbalance test, without DRAGON's bug (its "std" squared
-    only the last deviation): load above the mean by more than ``threshold`` std."""
-    if not loads:
-        return False
-    mean = sum(loads) / len(loads)
-    std = math.sqrt(sum((x - mean) ** 2 for x in loads) / len(loads))
-    return std > 0 and node_load - mean > threshold * std
 
 
 def accuracy(progress: float) -> float:
@@ -105,7 +71,7 @@ class Monitor:
     schedule: Callable[[float, Callable[[], None]], None]
     programs: Programs
     config: MonitorConfig = field(default_factory=MonitorConfig)
-    tracker: Callable[[], Tracker] = SlopeTracker
+    tracker: Callable[[], Tracker] = ConvergenceTracker
     is_overloaded: Overloaded = overloaded
     requests: int = 0  # Migrations created
     trackers: dict[str, Tracker] = field(default_factory=dict)
