@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from monitor.imbalance import RESOURCES, amount
-from policy.model.cluster import L_JOB, L_OPERATOR, L_TYPE
+from policy.model.cluster import L_JOB, L_TYPE
+from policy.model.migration import request_object
 
 GROUP, VERSION = "dragonet.io", "v1alpha1"
 MIGRATIONS, POOLS = "migrations", "trainingpools"
@@ -99,28 +100,19 @@ class Cluster(Protocol):
 
 
 def migration(pod: PodInfo, reason: str, requested_by: str) -> dict[str, Any]:
-    """The request, as the contract shared with the pool fixes it: named after the pod,
-    owned by it (it goes when the pod goes), labelled with its job so the pool selects it."""
-    labels = {k: pod.labels[k] for k in (L_JOB, L_OPERATOR) if k in pod.labels}
-    return {
-        "apiVersion": f"{GROUP}/{VERSION}",
-        "kind": "Migration",
+    """The request, as the contract shared with the pool fixes it (one builder for both
+    sides: ``policy.model.migration.request_object``): named after the pod, owned by it
+    (it goes when the pod goes), labelled with its job so the pool selects it."""
+    as_stored = {
         "metadata": {
             "name": pod.name,
             "namespace": pod.namespace,
-            "labels": labels,
-            "ownerReferences": [
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "name": pod.name,
-                    "uid": pod.uid,
-                    "blockOwnerDeletion": False,
-                }
-            ],
+            "uid": pod.uid,
+            "labels": dict(pod.labels),
         },
-        "spec": {"pod": pod.name, "node": pod.node, "reason": reason, "requestedBy": requested_by},
+        "spec": {"nodeName": pod.node},
     }
+    return request_object(as_stored, reason, requested_by)
 
 
 class KubeCluster:

@@ -213,17 +213,19 @@ class Moves:
         )
 
 
+# The pod labels a request carries (the contract, docs/migration.md): its job, so the pool
+# selects it without reading the pod.
+# (cluster.L_JOB and L_OPERATOR, spelled out: policy.model.cluster imports this module.)
+CONTRACT_LABELS = ("training.kubeflow.org/job-name", "training.kubeflow.org/operator-name")
+
+
 def request_object(
     pod: Mapping[str, Any], reason: str = "Manual", requested_by: str = ""
 ) -> dict[str, Any]:
     """The Migration that asks to move ``pod`` (a Pod object as the API server holds it):
     named after it, its labels copied, owned by it, for the node it is on now."""
     meta = pod["metadata"]
-    labels = {
-        k: v
-        for k, v in (meta.get("labels") or {}).items()
-        if k.startswith("training.kubeflow.org/")
-    }
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k in CONTRACT_LABELS}
     return {
         "apiVersion": VERSION,
         "kind": MIGRATION_KIND,
