@@ -110,6 +110,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="simulated time a sync takes: a function of its request's size (default; "
         "reproducible) or the webhook's measured wall time (varies run to run)",
     )
+    s.add_argument(
+        "--kubeshare",
+        choices=["none", "v1", "v2"],
+        default="none",
+        help="fractional GPUs (docs/kubeshare.md): the pool's spec.kubeshare; KubeShare v1 "
+        "(SharePods) or v2 (kubeshare-scheduler) is modelled on the simulated nodes",
+    )
     s.add_argument("--json", action="store_true", help="print one JSON summary line per policy")
     s.add_argument(
         "--plot",
@@ -161,10 +168,14 @@ def origins(args: argparse.Namespace) -> dict[str, str]:
 
 
 def check_jobs(
-    scenario: Scenario, where_of: Mapping[str, str] | None = None, fallback: str | None = None
+    scenario: Scenario,
+    where_of: Mapping[str, str] | None = None,
+    fallback: str | None = None,
+    kubeshare: str = "none",
 ) -> tuple[list[str], list[str]]:
     """(problems, warnings): each job as the webhook would judge it, one line each, naming
-    its file and line where known, else ``fallback`` (the scenario file or trace)."""
+    its file and line where known, else ``fallback`` (the scenario file or trace). A job
+    asking for fractional GPUs in a pool without KubeShare would wait forever: a problem."""
     problems: list[str] = []
     warnings: list[str] = []
     for spec in scenario.jobs:
@@ -178,6 +189,12 @@ def check_jobs(
             first = err.errors()[0]
             field = ".".join(str(p) for p in ("metadata", *first["loc"]))
             problems.append(f"{where} is invalid: {field}: {first['msg']}")
+            continue
+        if job.wants_kubeshare and kubeshare == "none":
+            problems.append(
+                f"{where} asks for fractional GPUs (KubeShare), and the pool has no KubeShare: "
+                "it would wait forever; run with --kubeshare v1 or v2"
+            )
             continue
         name = gang_scheduler(job)
         if name:
@@ -208,7 +225,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"dragonet simulate: {scenario.name}: no jobs to run", file=sys.stderr)
         return 2
     fallback = args.trace or (args.inputs[0] if args.inputs else str(DEFAULT_SCENARIO))
-    problems, warnings = check_jobs(scenario, origins(args), fallback)
+    kubeshare = getattr(args, "kubeshare", "none")
+    problems, warnings = check_jobs(scenario, origins(args), fallback, kubeshare)
     for line in [*warnings, *problems]:
         print(f"dragonet simulate: {line}", file=sys.stderr)
     if problems:
@@ -226,6 +244,7 @@ def run(args: argparse.Namespace) -> int:
                 view_delay_s=args.view_delay,
                 sync_cost=args.sync_cost,
                 max_time_s=args.horizon * DAY,
+                kubeshare=kubeshare,
             )
             try:
                 results.append(Simulation(scenario, config, on_progress=live.update).run())

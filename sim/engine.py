@@ -31,6 +31,7 @@ from policy.model.resources import Resources
 from sim.apiserver import EPOCH, ApiServer, Obj, object_key
 from sim.bounds import BoundJob, lower_bounds
 from sim.kube import Kube
+from sim.kubeshare import KubeShare
 from sim.metacontroller import Controller, HotLoop, Metacontroller, SyncCost, View
 from sim.results import JobRecord, Progress, Sample, Segment, SimResult
 from sim.spec import JobSpec
@@ -97,6 +98,8 @@ class SimConfig:
     # One parent synced more often within one simulated second: its status or children
     # never settle (a hot loop), and the run stops.
     max_syncs_per_parent_second: int = 200
+    # Fractional GPUs: the default pool's spec.kubeshare (KubeShare is modelled either way).
+    kubeshare: Literal["none", "v1", "v2"] = "none"
 
     def cost_of(self, controller: Mapping[str, Any]) -> SyncCost | None:
         """The cost model of a CompositeController's hooks (None: measured wall time)."""
@@ -107,8 +110,22 @@ class SimConfig:
         return SyncCost(self.job_sync_base_ms, self.job_sync_per_kib_ms)
 
 
-def load_controllers() -> list[dict[str, Any]]:
-    return [yaml.safe_load(path.read_text()) for path in CONTROLLERS]
+def load_controllers(sharepods: bool = False) -> list[dict[str, Any]]:
+    """The CompositeControllers of metacontroller/; with ``sharepods`` the job controllers
+    own KubeShare v1 SharePods too, as the chart's ``scheduling.kubeshare: v1`` makes them."""
+    controllers = [yaml.safe_load(path.read_text()) for path in CONTROLLERS]
+    if sharepods:
+        for c in controllers:
+            if c["spec"]["parentResource"]["resource"] != "trainingpools":
+                c["spec"]["childResources"].append(SHAREPOD_CHILD)
+    return controllers
+
+
+SHAREPOD_CHILD = {
+    "apiVersion": "kubeshare.nthu/v1",
+    "resource": "sharepods",
+    "updateStrategy": {"method": "OnDelete"},
+}
 
 
 class Simulation:
@@ -132,6 +149,7 @@ class Simulation:
         self.rng = random.Random(config.seed)
         self.api = ApiServer(clock=lambda: self.now)
         self.kube = Kube(self.api, self.schedule, self.rng, config.start_delay_s, config.grace_s)
+        self.kubeshare = KubeShare(self.api, self.schedule, self.kube)
         self.programs = Programs(self.api, self.schedule, self.kube.exit)
         self.programs.on_finish = self._finished
         self.view = View(self.api, self.schedule, config.view_delay_s)
@@ -149,7 +167,7 @@ class Simulation:
                     cost=config.cost_of(c),
                     max_syncs_per_second=config.max_syncs_per_parent_second,
                 )
-                for c in load_controllers()
+                for c in load_controllers(sharepods=self._kubeshare() == "v1")
             ]
         )
         self.policy = self._pool_policy()
@@ -183,6 +201,12 @@ class Simulation:
             None,
         )
 
+    def _kubeshare(self) -> str:
+        own = self._own_pool()
+        if own is None:
+            return self.config.kubeshare
+        return str((own.get("spec") or {}).get("kubeshare") or "none")
+
     def _pool_policy(self) -> str:
         own = self._own_pool()
         if own is None:
@@ -198,6 +222,7 @@ class Simulation:
             binding=c.binding,
             starvationSeconds=c.starvation_seconds,
             idleSeconds=c.idle_seconds,
+            kubeshare=c.kubeshare,
         )
 
     def schedule(self, delay: float, action: Callable[[], None]) -> None:

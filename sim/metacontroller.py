@@ -67,6 +67,7 @@ RESOURCES: dict[str, tuple[str, bool]] = {
     "mxjobs": ("MXJob", True),
     "trainingpools": ("TrainingPool", False),
     "admissions": ("Admission", True),
+    "sharepods": ("SharePod", True),  # KubeShare v1
 }
 UPDATE_METHODS = ("OnDelete", "InPlace", "Recreate")
 BACKOFF_BASE_S, BACKOFF_MAX_S = 0.005, 1000.0

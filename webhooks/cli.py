@@ -16,7 +16,9 @@ import orjson
 import yaml
 from pydantic import ValidationError
 
+from policy.model.admission import NO_KUBESHARE
 from policy.model.admission import TYPE_KEY as ADMISSIONS
+from policy.model.gpushare import SHAREPODS
 from policy.model.jobs import gang_scheduler, parse_job
 from policy.model.lifecycle import REASON_INVALID
 from policy.model.pool import POLICIES, PoolSpec, pool_object
@@ -126,6 +128,8 @@ def _pool(args: argparse.Namespace) -> dict[str, Any]:
         spec["policy"] = args.policy
     if args.binding:
         spec["binding"] = args.binding
+    if getattr(args, "kubeshare", None):
+        spec["kubeshare"] = args.kubeshare
     meta = {"uid": "uid-pool", "generation": 1, **(pool.get("metadata") or {})}
     return {**pool, "metadata": meta, "spec": spec}
 
@@ -177,14 +181,14 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
         request = {
             "controller": {},
             "parent": job,
-            "children": object_map([], ["Pod.v1", "Service.v1"]),
+            "children": object_map([], ["Pod.v1", "Service.v1", SHAREPODS]),
             "related": object_map(own, [ADMISSIONS]),
             "finalizing": False,
         }
         body = _post(client, f"/{job['kind'].lower()}s/sync", request)
         documents.extend(body["children"])
         sched = body["status"].get("scheduling", {})
-        pods = sum(1 for c in body["children"] if c["kind"] == "Pod")
+        pods = sum(1 for c in body["children"] if c["kind"] in ("Pod", "SharePod"))
         line = f"# {key}: {sched.get('phase')}"
         if pods:
             line += f" - {pods} pods on {', '.join(sched.get('nodes') or [])}"
@@ -194,6 +198,12 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
         reason = invalid_reason(body["status"])
         if reason is not None:
             invalid.append(f"dragonet render: {where}: {reason}")
+        elif own and own[0]["spec"].get("reason") == NO_KUBESHARE:
+            invalid.append(
+                f"dragonet render: {where}: {job['kind']} {key} asks for fractional GPUs "
+                "(KubeShare) and the pool has no KubeShare; it would wait forever (try "
+                "--kubeshare v1 or v2)"
+            )
     if args.output == "json":
         sys.stdout.write(orjson.dumps(documents, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
@@ -351,6 +361,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=["affinity", "nodeName"],
         help="how pods are bound to their planned node: required node affinity, leaving "
         "kube-scheduler the final say (the pool's default), or spec.nodeName directly",
+    )
+    r.add_argument(
+        "--kubeshare",
+        choices=["none", "v1", "v2"],
+        help="override the pool's spec.kubeshare: fractional-GPU pods as KubeShare v1 "
+        "SharePods or v2 kubeshare-scheduler pods (docs/kubeshare.md)",
     )
     r.add_argument(
         "--output",

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from policy.job.kubeshare import as_kubeshare_v2, as_sharepod, binding_for
 from policy.job.render import render_pod, render_service
 from policy.job.status import conditions, invalid, replica_statuses, scheduling, times
 from policy.job.view import FINISHED, SUSPENDED, JobView
@@ -21,6 +22,7 @@ from policy.model import conditions as cond
 from policy.model.admission import ADMITTED, QUEUED, Admission
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.cluster import Pod
+from policy.model.gpushare import SHAREPODS
 from policy.model.jobs import (
     TFJOB,
     InvalidJob,
@@ -95,7 +97,7 @@ def _pods(children: Mapping[str, Any], admission: Admission | None, kind: JobKin
         {p.hostname: p.node for p in admission.pods if p.node and p.hostname} if admission else {}
     )
     out = []
-    for obj in objects(children, PODS):
+    for obj in [*objects(children, PODS), *objects(children, SHAREPODS)]:
         key = content_key("pod", obj, kind.container)
         try:
             pod = memo.get(key, lambda o=obj: Pod.from_object(o, kind.container))
@@ -157,11 +159,7 @@ def sync(
     placed = _desired(view)
     pod_objs = []
     for (rtype, index), (node, host) in sorted(placed.items()):
-        binding = admission.binding if admission is not None else "affinity"
-        generation = admission.generation if admission is not None else 0
-        pod_objs.append(
-            render_pod(job, rtype, index, node, host, binding, config.cluster_domain, generation)
-        )
+        pod_objs.append(_render(job, admission, rtype, index, node, host, config))
     # A restarting pod keeps its Service: its peers' DNS name never disappears.
     named = set(placed) | {_slot_of(job, p) for p in verdict.restarts} - {None}
     if phase == ADMITTED and admission is not None and not stale:
@@ -184,6 +182,31 @@ def sync(
     if verdict.deadline is not None and phase == ADMITTED:
         resync = max(1.0, math.ceil((verdict.deadline - now).total_seconds()))
     return Decision([*pod_objs, *services], new_status, resync)
+
+
+def _render(
+    job: Job,
+    admission: Admission | None,
+    rtype: str,
+    index: int,
+    node: str | None,
+    host: str | None,
+    config: JobConfig,
+) -> dict[str, Any]:
+    """The pod, or for a fractional GPU in a KubeShare pool its SharePod (v1) or its pod
+    for kubeshare-scheduler (v2)."""
+    binding = admission.binding if admission is not None else "affinity"
+    generation = admission.generation if admission is not None else 0
+    share = job.replicas[rtype].gpu_share
+    mode = admission.kubeshare if admission is not None and share is not None else ""
+    binding = binding_for(mode, binding)  # type: ignore[assignment]
+    pod = render_pod(job, rtype, index, node, host, binding, config.cluster_domain, generation)
+    if mode == "v1" and share is not None and admission is not None:
+        placement = admission.slots.get((rtype, index))
+        return as_sharepod(pod, share, placement.gpu if placement is not None else None)
+    if mode == "v2" and share is not None:
+        return as_kubeshare_v2(pod, share)
+    return pod
 
 
 def _desired(v: JobView) -> dict[tuple[str, int], tuple[str | None, str | None]]:
@@ -245,5 +268,5 @@ def finalize(parent: Mapping[str, Any], children: Mapping[str, Any]) -> tuple[De
     """On deletion: remove every child; finalized once none is left."""
     _metadata(parent)
     status = readable_status(parent.get("status"))
-    remaining = len(objects(children, PODS)) + len(objects(children, SERVICES))
+    remaining = sum(len(objects(children, t)) for t in (PODS, SHAREPODS, SERVICES))
     return Decision(children=[], status=dict(status)), remaining == 0

@@ -41,6 +41,7 @@ NO_SHRINK_HELPS = "NoShrinkHelps"  # it starves, and no shrink it may cause woul
 BLOCKED_BEHIND_HEAD = "BlockedBehindHead"  # dragon: the starving head blocks everyone behind
 PODS_WAITING_FOR_ROOM = "PodsWaitingForRoom"  # admitted, but some pods found no room
 NO_SUCH_POOL = "NoSuchPool"  # it names a TrainingPool that does not exist
+NO_KUBESHARE = "NoKubeShare"  # it asks for a fraction of a GPU; its pool has no KubeShare
 WAITING_FOR_POOL = "WaitingForPool"  # (a job's own status) no Admission yet
 
 
@@ -53,6 +54,7 @@ class PodEntry(_Model):
     index: int = Field(ge=0, lt=MAX_REPLICAS)
     node: str | None = None
     hostname: str | None = None
+    gpu: str | None = None  # KubeShare v1: the GPUID of the device its share is on
 
 
 class JobRef(_Model):
@@ -80,6 +82,7 @@ class AdmissionSpec(_Model):
     pods: list[PodEntry] = Field(default_factory=list)
     admittedTime: str | None = None
     lastScale: LastScaleModel | None = None
+    kubeshare: Literal["", "v1", "v2"] = ""
 
 
 @dataclass(frozen=True)
@@ -90,6 +93,7 @@ class Placement:
     index: int
     node: str | None
     hostname: str | None = None  # the node's kubernetes.io/hostname, when not its name
+    gpu: str | None = None  # KubeShare v1: the device (GPUID) its fractional GPU is on
 
     @property
     def slot(self) -> Slot:
@@ -143,6 +147,8 @@ class Admission:
     last_scale: LastScale | None = None
     admitted_at: str | None = None  # when the pool admitted the job (written once)
     generation: int = 0  # of the observed object; 0 for one not written yet
+    # How its fractional-GPU pods are written: "" (none), "v1" SharePods, "v2" labelled Pods.
+    kubeshare: str = ""
 
     @cached_property
     def slots(self) -> Mapping[Slot, Placement]:
@@ -186,6 +192,8 @@ class Admission:
             spec["admittedTime"] = self.admitted_at
         if self.last_scale is not None:
             spec["lastScale"] = self.last_scale.to_json()
+        if self.kubeshare:
+            spec["kubeshare"] = self.kubeshare
         return {
             "apiVersion": VERSION,
             "kind": ADMISSION_KIND,
@@ -221,12 +229,13 @@ class Admission:
             message=spec.message,
             binding=spec.binding,
             workers=spec.workers,
-            pods=tuple(Placement(p.type, p.index, p.node, p.hostname) for p in spec.pods),
+            pods=tuple(Placement(p.type, p.index, p.node, p.hostname, p.gpu) for p in spec.pods),
             last_scale=None
             if scale is None
             else LastScale(scale.time, scale.from_, scale.to, scale.reason),
             admitted_at=spec.admittedTime,
             generation=generation if type(generation) is int else 0,
+            kubeshare=spec.kubeshare,
         )
 
 
@@ -236,4 +245,6 @@ def _entry(p: Placement) -> dict[str, Any]:
         out["node"] = p.node
     if p.hostname and p.hostname != p.node:
         out["hostname"] = p.hostname
+    if p.gpu is not None:
+        out["gpu"] = p.gpu
     return out

@@ -14,6 +14,19 @@ from types import MappingProxyType
 from typing import Any
 
 from policy.model.admission import GENERATION_ANNOTATION
+from policy.model.gpushare import (
+    GPU,
+    BadShare,
+    DeviceFree,
+    GpuShare,
+    device_memory,
+    device_of,
+    observe_devices,
+    share_of,
+)
+from policy.model.gpushare import (
+    SHAREPOD_KIND as SHAREPOD,
+)
 from policy.model.jobs import pod_request
 from policy.model.resources import Resources
 
@@ -48,6 +61,7 @@ class Node:
     allocatable: Resources
     taints: tuple[Taint, ...]
     unschedulable_reason: str | None  # cordoned or not Ready: takes no new pods
+    gpu_memory: int | None = None  # bytes per GPU, from KubeShare's kubeshare/gpu_info
 
     @cached_property
     def plan_key(self) -> tuple:
@@ -60,6 +74,7 @@ class Node:
             self.allocatable,
             self.taints,
             self.unschedulable_reason,
+            self.gpu_memory,
         )
 
     @classmethod
@@ -84,6 +99,7 @@ class Node:
             allocatable=Resources.parse(status.get("allocatable") or status.get("capacity")),
             taints=taints,
             unschedulable_reason=reason,
+            gpu_memory=device_memory(meta.get("annotations") or {}),
         )
 
 
@@ -160,6 +176,10 @@ class Pod:
         """``node`` is the bound node, else the hostname its affinity pins it to (see
         ``on_nodes`` for clusters whose hostnames are not their node names)."""
         meta, spec, status = _parts(obj, "Pod")
+        if obj.get("kind") == SHAREPOD:  # KubeShare v1: the pod's status is nested
+            status = status.get("PodStatus") or {}
+            if not isinstance(status, Mapping):
+                raise ValueError("SharePod status.PodStatus is not an object")
         node = _optional_text(spec.get("nodeName"), "spec.nodeName") or _pinned_host(spec)
         exit_code = None
         restarts = 0
@@ -184,7 +204,7 @@ class Pod:
             node=node,
             phase=status.get("phase") or "Pending",
             terminating=meta.get("deletionTimestamp") is not None,
-            request=pod_request(spec),
+            request=_with_share(pod_request(spec), meta),
             exit_code=exit_code,
             restarts=restarts,
             bound=bool(spec.get("nodeName")),
@@ -221,6 +241,21 @@ class Pod:
             restarts=0,
             assumed=True,
         )
+
+
+def _with_share(request: Resources, meta: Mapping[str, Any]) -> Resources:
+    """A KubeShare pod's fractional GPU (and the device it is on, once known) joins its request."""
+    annotations = meta.get("annotations") or {}
+    labels = meta.get("labels") or {}
+    if not any(k.startswith(("kubeshare/", "sharedgpu/")) for k in (*annotations, *labels)):
+        return request
+    try:
+        share: GpuShare | None = share_of(annotations, labels)
+    except BadShare as err:
+        raise ValueError(str(err)) from err
+    if share is None:
+        return request
+    return request + Resources(share.vector(device_of(annotations)))
 
 
 def _parts(obj: Mapping[str, Any], kind: str) -> tuple[Mapping, Mapping, Mapping]:
@@ -299,9 +334,14 @@ class Cluster:
     by_name: Mapping[str, Node] = field(default_factory=dict)
 
     @classmethod
-    def observe(cls, nodes: Iterable[Node], pods: Iterable[Pod]) -> Cluster:
+    def observe(
+        cls, nodes: Iterable[Node], pods: Iterable[Pod], shared_gpus: bool = False
+    ) -> Cluster:
+        """``shared_gpus``: a KubeShare pool, whose GPU nodes are accounted device by device."""
         nodes = tuple(sorted(nodes, key=lambda n: n.name))
         pods = tuple(sorted(pods, key=lambda p: (p.namespace, p.name)))
+        if shared_gpus:
+            return cls._observe_devices(nodes, pods)
         used: dict[str, dict[str, int]] = {}
         for p in pods:
             if p.occupies:
@@ -309,3 +349,25 @@ class Cluster:
         free = {n.name: n.allocatable - Resources(used.get(n.name)) for n in nodes}
         by_name = MappingProxyType({n.name: n for n in nodes})
         return cls(nodes=nodes, pods=pods, free=MappingProxyType(free), by_name=by_name)
+
+    @classmethod
+    def _observe_devices(cls, nodes: tuple[Node, ...], pods: tuple[Pod, ...]) -> Cluster:
+        """GPU nodes get ``DeviceFree`` capacity: each device shared by fractional pods, whole
+        devices for whole-GPU pods (``policy.model.gpushare``)."""
+        on_node: dict[str, list[Resources]] = {}
+        for p in pods:
+            if p.occupies:
+                on_node.setdefault(p.node, []).append(p.request)  # type: ignore[arg-type]
+        shared: list[Node] = []
+        free: dict[str, Resources] = {}
+        for n in nodes:
+            requests = on_node.get(n.name, [])
+            if n.allocatable[GPU] > 0:
+                empty = DeviceFree.empty(n.name, n.allocatable, n.gpu_memory)
+                n = replace(n, allocatable=empty)
+                free[n.name] = observe_devices(n.name, empty, n.gpu_memory, requests)
+            else:
+                free[n.name] = n.allocatable - Resources.total(requests)
+            shared.append(n)
+        by_name = MappingProxyType({n.name: n for n in shared})
+        return cls(nodes=tuple(shared), pods=pods, free=MappingProxyType(free), by_name=by_name)

@@ -30,6 +30,11 @@ DEFAULT_POOL = "default"  # the pool of a job that names none (Kubeflow's queue 
 PolicyName = Literal["dragonet", "dragon", "gang-fifo", "kube-default"]
 POLICIES: tuple[PolicyName, ...] = ("dragonet", "dragon", "gang-fifo", "kube-default")
 Binding = Literal["affinity", "nodeName"]
+# Fractional GPUs (docs/kubeshare.md): none (a job asking for a fraction of a GPU waits,
+# told why), KubeShare v1 (Dragonet writes SharePods with their node and GPUID, as DRAGON
+# did) or KubeShare v2 (labelled Pods for kubeshare-scheduler, which picks the device on the
+# node Dragonet admits them to).
+KubeShare = Literal["none", "v1", "v2"]
 
 
 class LabelSelector(BaseModel):
@@ -75,6 +80,7 @@ class PoolSpec(BaseModel):
     idleSeconds: float = Field(default=60.0, ge=0)
     # Count every pod on the pool's nodes, not only Dragonet's (costlier hook requests).
     watchAllPods: bool = False
+    kubeshare: KubeShare = "none"
 
 
 def pool_object(name: str = DEFAULT_POOL, **spec: Any) -> dict[str, Any]:

@@ -16,6 +16,7 @@ from policy.model import conditions as cond
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.admission import Admission
 from policy.model.cluster import Cluster, Node, Pod
+from policy.model.gpushare import SHAREPOD_KIND, SHAREPODS, with_device
 from policy.model.jobs import MXJOB, TFJOB, InvalidJob, Job, JobKind, child_name, parse_job
 from policy.model.pool import DEFAULT_POOL, POOL_KIND, VERSION, PoolSpec
 from policy.model.priority import Priorities
@@ -45,6 +46,8 @@ class PoolSnapshot:
     # Jobs that name a pool that does not exist (seen by the default pool only), and that pool.
     orphans: tuple[tuple[Job, str], ...] = ()
     other_pools: tuple[str, ...] = ()
+    # Jobs asking for fractional GPUs in a pool without KubeShare: they wait, told why.
+    no_kubeshare: tuple[Job, ...] = ()
     # Objects of the request that could not be read, and why: left out of the plan.
     problems: tuple[str, ...] = ()
 
@@ -130,7 +133,8 @@ def _assumed(
         node = nodes.get(p.node) if p.node is not None else None
         if p.node is not None and (node is None or node.unschedulable_reason):
             continue  # its node left the pool or takes no new pods: placed again
-        out.append(Pod.assume(job.namespace, job.name, p.slot, p.node, replica.request))
+        request = replica.request if p.gpu is None else with_device(replica.request, p.gpu)
+        out.append(Pod.assume(job.namespace, job.name, p.slot, p.node, request))
     return out
 
 
@@ -159,8 +163,11 @@ def observe(
     )
     renamed = {n.hostname: n.name for n in nodes if n.hostname != n.name}
     pods: dict[tuple[str, str], Pod] = {}
-    for pod in _each(related, PODS, lambda o: _pod(o, memo), problems):
-        pods[(pod.namespace, pod.name)] = pod.on_nodes(renamed) if renamed else pod
+    types = (PODS, SHAREPODS) if spec.kubeshare == "v1" else (PODS,)
+    for type_key in types:
+        for pod in _each(related, type_key, lambda o: _pod(o, memo, spec.kubeshare), problems):
+            if pod is not None:
+                pods[(pod.namespace, pod.name)] = pod.on_nodes(renamed) if renamed else pod
     known = None
     others: tuple[str, ...] = ()
     if name == DEFAULT_POOL:
@@ -174,6 +181,10 @@ def observe(
         )
         known = frozenset((name, *others))
     jobs, orphans = _jobs(related, name, known, memo, problems)
+    refused: list[Job] = []
+    if spec.kubeshare == "none":
+        refused = [j for j in jobs if j.wants_kubeshare]
+        jobs = [j for j in jobs if not j.wants_kubeshare]
     by_key = {j.key: j for j in jobs}
     admissions = {
         k: a
@@ -188,7 +199,7 @@ def observe(
         if adm.admitted and _may_run(by_key[key])
         for pod in _assumed(by_key[key], adm, existing, by_name)
     ]
-    cluster = Cluster.observe(nodes, [*pods.values(), *assumed])
+    cluster = Cluster.observe(nodes, [*pods.values(), *assumed], spec.kubeshare != "none")
     priorities = Priorities.observe(objects(related, PRIORITY_CLASSES))
     return PoolSnapshot(
         name,
@@ -199,6 +210,7 @@ def observe(
         priorities,
         tuple(orphans),
         others,
+        tuple(refused),
         tuple(sorted(problems)),
     )
 
@@ -228,7 +240,13 @@ def _why(err: BaseException) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def _pod(obj: Mapping[str, Any], memo: Memo) -> Pod:
+def _pod(obj: Mapping[str, Any], memo: Memo, kubeshare: str = "none") -> Pod | None:
+    """A pod that holds room; None for the Pod KubeShare v1 runs for a SharePod (the
+    SharePod is counted), as DRAGON skipped them."""
+    if kubeshare == "v1" and obj.get("kind") != SHAREPOD_KIND:
+        owners = (obj.get("metadata") or {}).get("ownerReferences") or ()
+        if any(isinstance(o, Mapping) and o.get("kind") == SHAREPOD_KIND for o in owners):
+            return None
     return memo.get(
         content_key("pod", obj, TFJOB.container), lambda: Pod.from_object(obj, TFJOB.container)
     )
