@@ -11,9 +11,9 @@ import pytest
 
 from tests import metacontroller as mc
 from tests.kube_schema import (
+    validate_child,
     validate_custom,
     validate_job_status,
-    validate_k8s,
     validate_pool_status,
 )
 from webhooks.app import create_app
@@ -81,7 +81,7 @@ class Hook:
         assert response.status_code == 200, response.get_data(as_text=True)
         body = response.get_json()
         for child in body["children"]:
-            validate_k8s(child)
+            validate_child(child)
             # Metacontroller aborts the whole sync if a child's labels miss the selector's.
             assert "training.kubeflow.org/job-name" in child["metadata"]["labels"]
         validate_job_status(kind, body["status"])
