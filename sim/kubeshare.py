@@ -1,6 +1,8 @@
 """KubeShare, modelled: fractional GPUs on the simulated nodes (docs/kubeshare.md).
 
-* **v1** (``kubeshare.nthu/v1``). A SharePod that names its node and ``kubeshare/GPUID`` runs
+* **v1** (``kubeshare.nthu/v1``). A SharePod that names no node or GPUID is placed first,
+  as KubeShare's scheduler would (the first node with room, the vGPU there it fills best).
+  A SharePod that names its node and ``kubeshare/GPUID`` runs
   as a Pod of the same name on that node (owned by the SharePod, with its labels, so the
   training programs see it), and KubeShare's status mirror (``status.PodStatus``,
   ``BoundDeviceID``) follows the Pod. Each GPUID in use on a node holds one physical GPU,
@@ -137,9 +139,17 @@ class KubeShare:
         node = spec.get("nodeName")
         gpuid = (meta.get("annotations") or {}).get(V1_GPUID)
         share = _share(sp)
-        if not node or not gpuid or share is None:
-            self._fail(key, "NotModelled", "the simulator models SharePods with node and GPUID")
+        if share is None:
+            self._fail(key, "NoShare", "a SharePod without kubeshare/gpu_request")
             return
+        if not node or not gpuid:
+            placed = self._schedule_v1(sp, share)
+            if placed is None:
+                self.schedule(5.0, lambda: self._run_sharepod(key, uid))  # retried later
+                return
+            sp = placed
+            meta, spec = sp["metadata"], sp["spec"]
+            node, gpuid = spec["nodeName"], meta["annotations"][V1_GPUID]
         used = self._use(node, V1_GPUID)
         r, m = used.get(gpuid, (0, 0))
         memory = self._memory(node)
@@ -185,6 +195,39 @@ class KubeShare:
             "ownerReferences": [owner],
         }
         self.api.create({"apiVersion": "v1", "kind": "Pod", "metadata": pod_meta, "spec": spec})
+
+    def _schedule_v1(self, sp: Obj, share: tuple[int, int]) -> Obj | None:
+        """KubeShare v1's scheduler, for a SharePod that names no node or GPUID (what the
+        ``kube-default`` baseline writes): the first node with room, the vGPU there it
+        fills best, else a new one."""
+        request = pod_request(sp["spec"])
+        for name, node in sorted(self.kube.nodes.items()):
+            if rejection(node, sp["spec"]) is not None:
+                continue
+            if not request.fits_in(self.kube.free(name)):
+                continue
+            used = self._use(name, V1_GPUID)
+            memory = self._memory(name)
+            fits = [
+                (WHOLE - r, d)
+                for d, (r, m) in used.items()
+                if r + share[0] <= WHOLE and (memory is None or m + share[1] <= memory)
+            ]
+            if fits:
+                gpuid = min(fits)[1]
+            elif self.kube.free(name)[GPU] >= 1000:
+                gpuid = f"sim{len(self._vgpus):05d}"
+            else:
+                continue
+            annotations = {**(sp["metadata"].get("annotations") or {}), V1_GPUID: gpuid}
+            return self.api.update(
+                {
+                    **sp,
+                    "metadata": {**sp["metadata"], "annotations": annotations},
+                    "spec": {**sp["spec"], "nodeName": name},
+                }
+            )
+        return None
 
     def _mirror(self, key: str) -> None:
         """KubeShare copies its Pod's status into the SharePod; the SharePod goes once its

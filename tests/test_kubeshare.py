@@ -423,3 +423,25 @@ def test_a_starving_fractional_job_shrinks_an_elastic_fractional_one_in_the_simu
     assert all(t is not None for t in finished.values()), finished
     assert result.summary["scale_actions"] >= 1
     assert sim.kubeshare.failed == 0 and sim.kube.rejected == 0
+
+
+def test_the_kubeshare_example_runs_every_job_at_once_under_every_policy(
+    capsys: Any,
+) -> None:
+    """examples/kubeshare.yaml: three small jobs share two GPUs (v1, and kube-default's pods
+    placed by KubeShare's own scheduler); refused without KubeShare."""
+    import orjson
+
+    from webhooks.cli import main
+
+    example = str(mc.ROOT / "examples" / "kubeshare.yaml")
+    assert main(["simulate", example, "--kubeshare", "v1", "--policy", "all", "--json"]) == 0
+    out, _ = capsys.readouterr()
+    summaries = [orjson.loads(line) for line in out.splitlines()]
+    assert [s["policy"] for s in summaries] == ["dragonet", "dragon", "gang-fifo", "kube-default"]
+    for s in summaries:
+        assert s["jobs_finished"] == 3 and s["kubelet_rejections"] == 0
+        assert s["avg_queue_s"] < 30  # nobody queued behind another: the GPUs are shared
+    assert main(["simulate", example]) == 1
+    _, err = capsys.readouterr()
+    assert "run with --kubeshare v1 or v2" in err

@@ -27,7 +27,7 @@ import hashlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from decimal import Decimal, InvalidOperation
-from typing import Any, Literal
+from typing import Any
 
 from policy.model.resources import Resources
 
@@ -41,7 +41,6 @@ ON_COUNT = "dragonet.io/gpu-placed-pods"  # fractional pods whose device is know
 FRACTIONAL_KEYS = (SHARE, GPU_MEMORY, SHARED_PODS, ON_COUNT)
 WHOLE = 1000  # one device, in thousandths
 
-KubeShareVersion = Literal["none", "v1", "v2"]
 
 # KubeShare v1 (release-1.0): SharePod annotations.
 V1_REQUEST = "kubeshare/gpu_request"
@@ -58,6 +57,7 @@ V2_SCHEDULER = "kubeshare-scheduler"
 SHAREPOD_KIND = "SharePod"
 SHAREPOD_API = "kubeshare.nthu/v1"
 SHAREPODS = f"{SHAREPOD_KIND}.{SHAREPOD_API}"  # Metacontroller's map key
+VGPU_POD = "kubeshare-vgpu"  # KubeShare v1 holds a physical GPU per vGPU with such a pod
 
 _BIG = 1 << 62  # "not a constraint": no node has that many fractional pods
 

@@ -16,7 +16,7 @@ from policy.model import conditions as cond
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.admission import Admission
 from policy.model.cluster import Cluster, Node, Pod
-from policy.model.gpushare import SHAREPOD_KIND, SHAREPODS, with_device
+from policy.model.gpushare import SHAREPOD_KIND, SHAREPODS, VGPU_POD, with_device
 from policy.model.jobs import MXJOB, TFJOB, InvalidJob, Job, JobKind, child_name, parse_job
 from policy.model.pool import DEFAULT_POOL, POOL_KIND, VERSION, PoolSpec
 from policy.model.priority import Priorities
@@ -242,11 +242,15 @@ def _why(err: BaseException) -> str:
 
 def _pod(obj: Mapping[str, Any], memo: Memo, kubeshare: str = "none") -> Pod | None:
     """A pod that holds room; None for the Pod KubeShare v1 runs for a SharePod (the
-    SharePod is counted), as DRAGON skipped them."""
+    SharePod is counted) and for its ``kubeshare-vgpu`` pods (seen with ``watchAllPods``),
+    as DRAGON skipped both."""
     if kubeshare == "v1" and obj.get("kind") != SHAREPOD_KIND:
-        owners = (obj.get("metadata") or {}).get("ownerReferences") or ()
+        meta = obj.get("metadata") or {}
+        owners = meta.get("ownerReferences") or ()
         if any(isinstance(o, Mapping) and o.get("kind") == SHAREPOD_KIND for o in owners):
             return None
+        if str(meta.get("name", "")).startswith(VGPU_POD):
+            return None  # its GPU is the vGPU the SharePods on it account for
     return memo.get(
         content_key("pod", obj, TFJOB.container), lambda: Pod.from_object(obj, TFJOB.container)
     )
