@@ -445,3 +445,16 @@ def test_the_kubeshare_example_runs_every_job_at_once_under_every_policy(
     assert main(["simulate", example]) == 1
     _, err = capsys.readouterr()
     assert "run with --kubeshare v1 or v2" in err
+
+
+def test_room_reserved_for_a_waiting_job_stays_device_aware() -> None:
+    """A shrink reserves room (free capacity floored at zero): on a KubeShare node the floor
+    keeps the devices, so a younger job's half cannot squeeze into a device with 0.4 left."""
+    from policy.pool.shrink import _floor0
+
+    free = DeviceFree.empty("n", Resources({"cpu": 8000, GPU: 1000}), None) - _share(600)
+    kept = _floor0(free - Resources({"cpu": 9000}))
+    assert isinstance(kept, DeviceFree) and kept["cpu"] == 0
+    assert kept[SHARE] == 400
+    assert not _share(500).fits_in(kept + Resources({"cpu": 8000}))  # the device, not the cpu
+    assert _share(400).fits_in(kept + Resources({"cpu": 8000}))

@@ -199,7 +199,8 @@ def _render(
     generation = admission.generation if admission is not None else 0
     share = job.replicas[rtype].gpu_share
     mode = admission.kubeshare if admission is not None and share is not None else ""
-    binding = binding_for(mode, binding)  # type: ignore[assignment]
+    if mode:
+        binding = binding_for(mode, binding)  # type: ignore[assignment]
     pod = render_pod(job, rtype, index, node, host, binding, config.cluster_domain, generation)
     if mode == "v1" and share is not None and admission is not None:
         placement = admission.slots.get((rtype, index))

@@ -16,6 +16,8 @@ from typing import Any
 from policy.model.admission import GENERATION_ANNOTATION
 from policy.model.gpushare import (
     GPU,
+    V1_REQUEST,
+    V2_REQUEST,
     BadShare,
     DeviceFree,
     GpuShare,
@@ -172,9 +174,10 @@ class Pod:
         set_(self, "index", int(raw) if isinstance(raw, str) and raw.isdigit() else -1)
 
     @classmethod
-    def from_object(cls, obj: Mapping[str, Any], container: str) -> Pod:
+    def from_object(cls, obj: Mapping[str, Any], container: str, shares: bool = False) -> Pod:
         """``node`` is the bound node, else the hostname its affinity pins it to (see
-        ``on_nodes`` for clusters whose hostnames are not their node names)."""
+        ``on_nodes`` for clusters whose hostnames are not their node names). With
+        ``shares`` (a KubeShare pool's view), a fractional GPU joins its request."""
         meta, spec, status = _parts(obj, "Pod")
         if obj.get("kind") == SHAREPOD:  # KubeShare v1: the pod's status is nested
             status = status.get("PodStatus") or {}
@@ -204,7 +207,7 @@ class Pod:
             node=node,
             phase=status.get("phase") or "Pending",
             terminating=meta.get("deletionTimestamp") is not None,
-            request=_with_share(pod_request(spec), meta),
+            request=_with_share(pod_request(spec), meta) if shares else pod_request(spec),
             exit_code=exit_code,
             restarts=restarts,
             bound=bool(spec.get("nodeName")),
@@ -244,10 +247,13 @@ class Pod:
 
 
 def _with_share(request: Resources, meta: Mapping[str, Any]) -> Resources:
-    """A KubeShare pod's fractional GPU (and the device it is on, once known) joins its request."""
+    """A KubeShare pod's fractional GPU (and the device it is on, once known) joins its request.
+    (A pod without a share request is the common case: two look-ups, no scan.)"""
     annotations = meta.get("annotations") or {}
     labels = meta.get("labels") or {}
-    if not any(k.startswith(("kubeshare/", "sharedgpu/")) for k in (*annotations, *labels)):
+    if not isinstance(annotations, Mapping):
+        return request
+    if V1_REQUEST not in annotations and V2_REQUEST not in labels:
         return request
     try:
         share: GpuShare | None = share_of(annotations, labels)

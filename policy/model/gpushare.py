@@ -107,6 +107,8 @@ def share_of(
 
     ``gpu_limit`` defaults to the request and may not be below it; ``gpu_mem`` defaults to 0
     (KubeShare's own defaults)."""
+    if not annotations and not labels:
+        return None
     for source, (req, lim, mem), part in (
         (annotations, (V1_REQUEST, V1_LIMIT, V1_MEMORY), "annotations"),
         (labels, (V2_REQUEST, V2_LIMIT, V2_MEMORY), "labels"),

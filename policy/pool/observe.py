@@ -251,6 +251,12 @@ def _pod(obj: Mapping[str, Any], memo: Memo, kubeshare: str = "none") -> Pod | N
             return None
         if str(meta.get("name", "")).startswith(VGPU_POD):
             return None  # its GPU is the vGPU the SharePods on it account for
+    if kubeshare == "none":
+        return memo.get(
+            content_key("pod", obj, TFJOB.container),
+            lambda: Pod.from_object(obj, TFJOB.container),
+        )
     return memo.get(
-        content_key("pod", obj, TFJOB.container), lambda: Pod.from_object(obj, TFJOB.container)
+        content_key("pod-shares", obj, TFJOB.container),
+        lambda: Pod.from_object(obj, TFJOB.container, shares=True),
     )
