@@ -304,6 +304,7 @@ class DeviceFree(Resources):
     frees the device it names."""
 
     __slots__ = ("devices",)
+    plain = False
 
     def __init__(self, values: Mapping[str, int] | None, devices: Devices) -> None:
         base = {k: v for k, v in (values or {}).items() if not _is_gpu_key(k)}

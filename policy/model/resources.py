@@ -44,6 +44,7 @@ class Resources(Mapping[str, int]):
     """An immutable resource vector (name -> milli-units). Missing names are zero."""
 
     __slots__ = ("_h", "_v")
+    plain = True  # no room beyond the vector (see ``holds``)
 
     def __init__(self, values: Mapping[str, int] | None = None) -> None:
         self._v: dict[str, int] = {k: v for k, v in (values or {}).items() if v}
@@ -91,9 +92,11 @@ class Resources(Mapping[str, int]):
     def fits_in(self, free: Resources) -> bool:
         """True if this request fits into ``free`` for every resource it asks for (and, on a
         KubeShare node, its fractional pods find devices: ``policy.model.gpushare``)."""
-        if not all(v <= free[k] for k, v in self._v.items()):
-            return False
-        return type(free) is Resources or free.holds(self)
+        room = free._v
+        for k, v in self._v.items():
+            if v > room.get(k, 0):
+                return False
+        return free.plain or free.holds(self)
 
     def holds(self, request: Resources) -> bool:
         """Room beyond the vector (a subclass's, e.g. GPU devices); a plain vector has none."""
@@ -107,7 +110,7 @@ class Resources(Mapping[str, int]):
     def times_in(self, free: Resources) -> int:
         """How many of this request fit into ``free`` at once (a large number if it asks
         for nothing)."""
-        if type(free) is not Resources:
+        if not free.plain:
             return free.times(self)  # type: ignore[attr-defined]
         counts = [free._v.get(k, 0) // v for k, v in self._v.items() if v > 0]
         return max(0, min(counts)) if counts else 1 << 30
