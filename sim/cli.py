@@ -118,6 +118,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="simulated time a sync takes: a function of its request's size (default; "
         "reproducible) or the webhook's measured wall time (varies run to run)",
     )
+    s.add_argument(
+        "--kubeshare",
+        choices=["none", "v1", "v2"],
+        default="none",
+        help="fractional GPUs (docs/kubeshare.md): the pool's spec.kubeshare; KubeShare v1 "
+        "(SharePods) or v2 (kubeshare-scheduler) is modelled on the simulated nodes",
+    )
     s.add_argument("--json", action="store_true", help="print one JSON summary line per policy")
     s.add_argument(
         "--plot",
@@ -173,9 +180,11 @@ def check_jobs(
     where_of: Mapping[str, str] | None = None,
     fallback: str | None = None,
     pool: PoolSpec | None = None,
+    kubeshare: str = "none",
 ) -> tuple[list[str], list[str]]:
     """(problems, warnings): each job as the webhook would judge it, one line each, naming
-    its file and line where known, else ``fallback`` (the scenario file or trace)."""
+    its file and line where known, else ``fallback`` (the scenario file or trace). A job
+    asking for fractional GPUs in a pool without KubeShare would wait forever: a problem."""
     problems: list[str] = []
     warnings: list[str] = []
     pool = pool or PoolSpec()
@@ -190,6 +199,12 @@ def check_jobs(
             first = err.errors()[0]
             field = ".".join(str(p) for p in ("metadata", *first["loc"]))
             problems.append(f"{where} is invalid: {field}: {first['msg']}")
+            continue
+        if job.wants_kubeshare and kubeshare == "none":
+            problems.append(
+                f"{where} asks for fractional GPUs (KubeShare), and the pool has no KubeShare: "
+                "it would wait forever; run with --kubeshare v1 or v2"
+            )
             continue
         said = note(job, DEFAULT_POOL, pool, ())
         if said:
@@ -223,7 +238,8 @@ def run(args: argparse.Namespace) -> int:
         why = str(err.errors()[0]["msg"]).removeprefix("Value error, ")
         print(f"dragonet simulate: --gang-scheduler {args.gang_scheduler}: {why}", file=sys.stderr)
         return 2
-    problems, warnings = check_jobs(scenario, origins(args), fallback, pool)
+    kubeshare = getattr(args, "kubeshare", "none")
+    problems, warnings = check_jobs(scenario, origins(args), fallback, pool, kubeshare)
     for line in [*warnings, *problems]:
         print(f"dragonet simulate: {line}", file=sys.stderr)
     if problems:
@@ -242,6 +258,7 @@ def run(args: argparse.Namespace) -> int:
                 view_delay_s=args.view_delay,
                 sync_cost=args.sync_cost,
                 max_time_s=args.horizon * DAY,
+                kubeshare=kubeshare,
             )
             try:
                 results.append(Simulation(scenario, config, on_progress=live.update).run())

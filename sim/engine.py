@@ -40,6 +40,7 @@ from sim.apiserver import EPOCH, ApiServer, Obj, object_key
 from sim.bounds import BoundJob, lower_bounds
 from sim.deployments import Deployments
 from sim.kube import Kube
+from sim.kubeshare import KubeShare
 from sim.metacontroller import Controller, HotLoop, Metacontroller, SyncCost, View
 from sim.monitor import Monitor, MonitorConfig
 from sim.results import JobRecord, Progress, Sample, Segment, SimResult
@@ -115,6 +116,8 @@ class SimConfig:
     # and the default pool's spec.migration (docs/migration.md; None: the CRD's defaults).
     monitor: MonitorConfig | None = None
     migration: Mapping[str, Any] | None = None
+    # Fractional GPUs: the default pool's spec.kubeshare (KubeShare is modelled either way).
+    kubeshare: Literal["none", "v1", "v2"] = "none"
 
     def cost_of(self, controller: Mapping[str, Any]) -> SyncCost | None:
         """The cost model of a CompositeController's hooks (None: measured wall time)."""
@@ -125,15 +128,28 @@ class SimConfig:
         return SyncCost(self.job_sync_base_ms, self.job_sync_per_kib_ms)
 
 
-def load_controllers(gang_schedulers: Iterable[str] = ()) -> list[dict[str, Any]]:
+def load_controllers(
+    gang_schedulers: Iterable[str] = (), sharepods: bool = False
+) -> list[dict[str, Any]]:
     """The plain manifests of ``metacontroller/``; with gang backends, the job controllers
     also own those backends' PodGroups (metacontroller/README.md, the chart's
-    ``scheduling.gangSchedulers``)."""
+    ``scheduling.gangSchedulers``), and with ``sharepods`` KubeShare v1 SharePods, as the
+    chart's ``scheduling.kubeshare: v1`` makes them."""
     controllers = [yaml.safe_load(path.read_text()) for path in CONTROLLERS]
     for c in controllers:
-        if c["spec"]["parentResource"]["resource"] != "trainingpools":
+        if c["spec"]["parentResource"]["resource"] in JOB_RESOURCES:
             c["spec"]["childResources"] += [pod_group_child(b) for b in gang_schedulers]
+            if sharepods:
+                c["spec"]["childResources"].append(SHAREPOD_CHILD)
     return controllers
+
+
+JOB_RESOURCES = ("tfjobs", "mxjobs")  # the job controllers (not the pools', migrations')
+SHAREPOD_CHILD = {
+    "apiVersion": "kubeshare.nthu/v1",
+    "resource": "sharepods",
+    "updateStrategy": {"method": "OnDelete"},
+}
 
 
 class Simulation:
@@ -157,6 +173,7 @@ class Simulation:
         self.rng = random.Random(config.seed)
         self.api = ApiServer(clock=lambda: self.now)
         self.kube = Kube(self.api, self.schedule, self.rng, config.start_delay_s, config.grace_s)
+        self.kubeshare = KubeShare(self.api, self.schedule, self.kube)
         self.programs = Programs(self.api, self.schedule, self.kube.exit)
         self.deployments = Deployments(self.api, self.schedule)  # TFJobs' TensorBoards
         self.programs.on_finish = self._finished
@@ -180,7 +197,9 @@ class Simulation:
                     cost=config.cost_of(c),
                     max_syncs_per_second=config.max_syncs_per_parent_second,
                 )
-                for c in load_controllers(self._gang_backends())
+                for c in load_controllers(
+                    self._gang_backends(), sharepods=self._kubeshare() == "v1"
+                )
             ]
         )
         self.policy = self._pool_policy()
@@ -229,6 +248,12 @@ class Simulation:
     def _gang_scheduler_names(self) -> set[str]:
         return {s.scheduler_name for s in self._pool_specs() if s.gangScheduler != "none"}
 
+    def _kubeshare(self) -> str:
+        own = self._own_pool()
+        if own is None:
+            return self.config.kubeshare
+        return str((own.get("spec") or {}).get("kubeshare") or "none")
+
     def _pool_policy(self) -> str:
         own = self._own_pool()
         if own is None:
@@ -246,6 +271,7 @@ class Simulation:
             idleSeconds=c.idle_seconds,
             gangScheduler=c.gang_scheduler,
             **({"migration": dict(c.migration)} if c.migration is not None else {}),
+            kubeshare=c.kubeshare,
         )
 
     def schedule(self, delay: float, action: Callable[[], None]) -> None:

@@ -70,6 +70,7 @@ RESOURCES: dict[str, tuple[str, bool]] = {
     "admissions": ("Admission", True),
     "podgroups": ("PodGroup", True),  # kube-batch's, Volcano's, scheduler-plugins'
     "migrations": ("Migration", True),
+    "sharepods": ("SharePod", True),  # KubeShare v1
 }
 UPDATE_METHODS = ("OnDelete", "InPlace", "Recreate")
 BACKOFF_BASE_S, BACKOFF_MAX_S = 0.005, 1000.0

@@ -12,10 +12,9 @@ import pytest
 
 from tests import metacontroller as mc
 from tests.kube_schema import (
+    validate_child,
     validate_custom,
     validate_job_status,
-    validate_k8s,
-    validate_pod_group,
     validate_pool_status,
 )
 from webhooks.app import create_app
@@ -98,10 +97,7 @@ class Hook:
         assert response.status_code == 200, response.get_data(as_text=True)
         body = response.get_json()
         for child in body["children"]:
-            if child["kind"] == "PodGroup":
-                validate_pod_group(child)
-            else:
-                validate_k8s(child)
+            validate_child(child)
             # Metacontroller aborts the whole sync if a child's labels miss the selector's.
             assert "training.kubeflow.org/job-name" in child["metadata"]["labels"]
         validate_job_status(kind, body["status"])

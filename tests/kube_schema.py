@@ -12,6 +12,11 @@ There is no API server here, so three validators stand in for it:
 * ``validate_custom``: an instance of any of our own CRDs (TrainingPool, Admission, TFJob).
 * ``validate_pod_group``: a PodGroup of kube-batch, Volcano or scheduler-plugins against the
   CRD its project publishes, vendored in ``tests/schemas/``.
+* ``validate_sharepod``: a KubeShare v1 SharePod, against its CRD vendored in
+  ``tests/schemas/`` (group, version, kind, scope) and its Go type: ObjectMeta and a core/v1
+  PodSpec (validated as a Pod's), plus the annotations KubeShare reads.
+* ``validate_child``: any child a job's sync returns (``validate_sharepod`` for SharePods,
+  ``validate_k8s`` for the rest).
 
 The two custom-resource validators use ``jsonschema.Draft4Validator`` and mimic what the API server
 does with a structural schema under ``kubectl``'s default strict field validation:
@@ -89,6 +94,49 @@ def validate_composite_controller(obj: dict[str, Any]) -> None:
             f"{_describe(obj)}: not a metacontroller.k8s.io/v1alpha1 CompositeController"
         )
     _validate_with(_composite_controller_validator(), obj)
+
+
+SHAREPOD_CRD_PATH = Path(__file__).resolve().parent / "schemas" / "sharepods.kubeshare.nthu.yaml"
+_FRACTION = re.compile(r"^(0(\.\d+)?|1(\.0+)?|\.\d+)$")
+
+
+def validate_sharepod(obj: dict[str, Any]) -> None:
+    """Validate a KubeShare v1 SharePod (see the module docstring)."""
+    crd = yaml.safe_load(SHAREPOD_CRD_PATH.read_text())["spec"]
+    where = _describe(obj)
+    expected = f"{crd['group']}/{crd['version']}"
+    if obj.get("apiVersion") != expected or obj.get("kind") != crd["names"]["kind"]:
+        raise AssertionError(f"{where}: not a {expected} {crd['names']['kind']}")
+    meta = obj.get("metadata") or {}
+    if crd["scope"] == "Namespaced" and not meta.get("namespace"):
+        raise AssertionError(f"{where}: a namespaced SharePod needs metadata.namespace")
+    extra = set(obj) - {"apiVersion", "kind", "metadata", "spec", "status"}
+    if extra:
+        raise AssertionError(f"{where}: unknown fields {sorted(extra)}")
+    validate_k8s({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": obj.get("spec")})
+    annotations = meta.get("annotations") or {}
+    for key in ("kubeshare/gpu_request", "kubeshare/gpu_limit"):
+        value = annotations.get(key)
+        if value is None or not _FRACTION.match(value) or float(value) <= 0:
+            raise AssertionError(f"{where}: annotation {key}={value!r} is not in (0, 1.0]")
+    if float(annotations["kubeshare/gpu_limit"]) < float(annotations["kubeshare/gpu_request"]):
+        raise AssertionError(f"{where}: kubeshare/gpu_limit is below kubeshare/gpu_request")
+    mem = annotations.get("kubeshare/gpu_mem", "0")
+    if not mem.isdigit():
+        raise AssertionError(f"{where}: annotation kubeshare/gpu_mem={mem!r} is not bytes")
+    if bool((obj.get("spec") or {}).get("nodeName")) != bool(annotations.get("kubeshare/GPUID")):
+        raise AssertionError(f"{where}: spec.nodeName and kubeshare/GPUID go together")
+
+
+def validate_child(obj: dict[str, Any]) -> None:
+    """A child a job's sync returns: a SharePod, a PodGroup, else a built-in object."""
+    kind = obj.get("kind") if isinstance(obj, dict) else None
+    if kind == "SharePod":
+        validate_sharepod(obj)
+    elif kind == "PodGroup":
+        validate_pod_group(obj)
+    else:
+        validate_k8s(obj)
 
 
 def validate_tfjob_status(status: dict[str, Any]) -> None:

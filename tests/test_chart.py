@@ -980,3 +980,57 @@ def test_the_restricted_check_catches_a_weakened_pod(helm: str) -> None:
         "webhook: allowPrivilegeEscalation must be false",
         "webhook: seccompProfile must be RuntimeDefault or Localhost",
     ]
+
+
+# --- KubeShare (docs/kubeshare.md) -------------------------------------------------------------
+
+
+def test_kubeshare_v1_makes_the_job_controllers_own_sharepods_and_users_read_them(
+    helm: str, tmp_path: Path, default_docs: list[dict[str, Any]]
+) -> None:
+    sharepods = {
+        "apiVersion": "kubeshare.nthu/v1",
+        "resource": "sharepods",
+        "updateStrategy": {"method": "OnDelete"},
+    }
+
+    def controllers(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        return {d["metadata"]["name"]: d for d in docs if d["kind"] == "CompositeController"}
+
+    # Without KubeShare v1 nothing names SharePods: Metacontroller could not start a
+    # controller whose child resource is not installed.
+    assert "sharepods" not in yaml.safe_dump(default_docs)
+    values = _values_file(tmp_path, {"scheduling": {"kubeshare": "v1"}})
+    docs = _render(helm, "-f", values)
+    for name, c in controllers(docs).items():
+        validate_composite_controller(c)
+        children = c["spec"]["childResources"]
+        assert (sharepods in children) == (not name.endswith("-pools")), name
+    (pool,) = [d for d in docs if d["kind"] == "TrainingPool"]
+    assert pool["spec"]["kubeshare"] == "v1"
+    validate_custom(pool)
+    roles = [d for d in docs if d["kind"] == "ClusterRole" and "tfjobs" in d["metadata"]["name"]]
+    assert roles and all(
+        any(
+            r["apiGroups"] == ["kubeshare.nthu"] and "sharepods" in r["resources"]
+            for r in role["rules"]
+        )
+        for role in roles
+    )
+
+
+def test_kubeshare_v2_sets_only_the_default_pools_field(helm: str, tmp_path: Path) -> None:
+    docs = _render(helm, "-f", _values_file(tmp_path, {"scheduling": {"kubeshare": "v2"}}))
+    (pool,) = [d for d in docs if d["kind"] == "TrainingPool"]
+    assert pool["spec"]["kubeshare"] == "v2"
+    assert "sharepods" not in yaml.safe_dump(docs)
+
+
+def test_an_unknown_kubeshare_value_is_refused_by_the_values_schema(
+    helm: str, tmp_path: Path
+) -> None:
+    values = _values_file(tmp_path, {"scheduling": {"kubeshare": "v3"}})
+    result = subprocess.run(
+        [helm, "template", "x", str(CHART), "-f", values], capture_output=True, text=True
+    )
+    assert result.returncode != 0 and "kubeshare" in result.stderr

@@ -214,15 +214,42 @@ def test_render_refuses_a_legacy_mxjob_and_names_the_converter(
     assert f"'dragonet convert {mx} > new.yaml'" in line
 
 
-def test_render_fails_a_kubeshare_job(capsys: pytest.CaptureFixture[str]) -> None:
-    """Fractional GPUs are not there yet: the job must not quietly run with no GPU."""
+def test_render_refuses_a_kubeshare_job_in_a_pool_without_kubeshare(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Fractional GPUs need KubeShare: the job must not quietly run with no GPU, and the
+    last line says what would change it."""
     shared = COMPAT / "dragon-job1-kubeshare.yaml"
     code, out, err = _render(capsys, str(shared), "--nodes", NODES)
     assert code == 1
-    assert not [d for d in yaml.safe_load_all(out) if d and d["kind"] == "Pod"]
+    assert not [d for d in yaml.safe_load_all(out) if d and d["kind"] in ("Pod", "SharePod")]
     last = err.strip().splitlines()[-1]
-    assert last.startswith(f"dragonet render: {shared}:3: TFJob default/job1 is invalid: ")
-    assert "fractional GPUs (KubeShare) are not supported yet" in last
+    assert last == (
+        f"dragonet render: {shared}:3: TFJob default/job1 asks for fractional GPUs (KubeShare) "
+        "and the pool has no KubeShare; it would wait forever (try --kubeshare v1 or v2)"
+    )
+
+
+def test_render_writes_sharepods_with_node_and_gpuid_for_kubeshare_v1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shared = COMPAT / "dragon-job1-kubeshare.yaml"
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text("nodes:\n  - {name: g1, cpu: 32, memory: 128Gi, gpu: 2}\n")
+    code, out, _ = _render(capsys, str(shared), "--nodes", str(nodes), "--kubeshare", "v1")
+    assert code == 0
+    docs = [d for d in yaml.safe_load_all(out) if d]
+    sharepods = [d for d in docs if d["kind"] == "SharePod"]
+    assert sorted(d["metadata"]["name"] for d in sharepods) == [
+        f"job1-worker-{i}" for i in range(4)
+    ]
+    for sp in sharepods:
+        assert sp["apiVersion"] == "kubeshare.nthu/v1"
+        assert sp["spec"]["nodeName"]
+        assert sp["metadata"]["annotations"]["kubeshare/gpu_request"] == "0.5"
+        assert len(sp["metadata"]["annotations"]["kubeshare/GPUID"]) == 5
+    # The parameter server asks for no GPU: it stays a plain Pod.
+    assert [d["metadata"]["name"] for d in docs if d["kind"] == "Pod"] == ["job1-ps-0"]
 
 
 def test_render_warns_about_a_gang_scheduler_the_pool_does_not_use(

@@ -45,10 +45,15 @@ def test_an_invalid_job_stops_the_run_with_its_reason(
     ]
 
 
-def test_a_kubeshare_job_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
-    code, _, err = _simulate(capsys, str(COMPAT / "dragon-job1-kubeshare.yaml"), "--nodes", NODES)
-    assert code == 1
-    assert "fractional GPUs (KubeShare) are not supported yet" in err
+def test_a_kubeshare_job_is_refused_without_kubeshare(capsys: pytest.CaptureFixture[str]) -> None:
+    shared = COMPAT / "dragon-job1-kubeshare.yaml"
+    code, out, err = _simulate(capsys, str(shared), "--nodes", NODES)
+    assert code == 1 and out == ""
+    assert err.strip().splitlines() == [
+        f"dragonet simulate: {shared}:3: TFJob default/job1 asks for fractional GPUs "
+        "(KubeShare), and the pool has no KubeShare: it would wait forever; run with "
+        "--kubeshare v1 or v2"
+    ]
 
 
 def test_a_legacy_tfjob_is_refused_with_what_to_do(capsys: pytest.CaptureFixture[str]) -> None:

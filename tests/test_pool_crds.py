@@ -73,6 +73,7 @@ def test_the_crds_defaults_are_the_webhooks_defaults() -> None:
         "binding",
         "gangScheduler",
         "idleSeconds",
+        "kubeshare",
         "policy",
         "starvationSeconds",
         "watchAllPods",

@@ -77,17 +77,19 @@ def test_compat_job_runs_to_success(manifest: str, nodes: tuple, binding: str) -
     assert status["observedGeneration"] == sim.api.get(TFJOBS, spec.key)["metadata"]["generation"]
 
 
-def test_kubeshare_job_fails_instead_of_running_without_a_gpu() -> None:
-    """Fractional GPUs (KubeShare) are not supported yet: the job gets a Failed condition
-    that says so, and no pod (before, it ran on cpu and memory alone, without a word)."""
+def test_kubeshare_job_waits_instead_of_running_without_a_gpu() -> None:
+    """A pool without KubeShare never runs a fractional-GPU job (before, it ran on cpu and
+    memory alone, without a word): no pod, and its status says why and what would help."""
     spec = file_job(COMPAT / "dragon-job1-kubeshare.yaml")
-    sim = Simulation(scenario(cpu_nodes(2), [spec]), KEEP)
+    sim = Simulation(scenario(gpu_nodes(2), [spec]), KEEP)
     (record,) = sim.run().jobs
     assert record.start_s is None and record.finish_s is None
     assert not list(sim.api.list(PODS))
-    failed = condition(status_of(sim, spec.key), "Failed")
-    assert failed is not None and failed["reason"] == "TFJobFailedValidation"
-    assert "fractional GPUs (KubeShare) are not supported yet" in failed["message"]
+    status = status_of(sim, spec.key)
+    assert condition(status, "Failed") is None
+    assert status["scheduling"]["phase"] == "Queued"
+    assert status["scheduling"]["reason"] == "NoKubeShare"
+    assert "spec.kubeshare" in status["scheduling"]["message"]
 
 
 def test_gang_tfjob_in_a_pool_without_kube_batch_says_what_to_change() -> None:

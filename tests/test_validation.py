@@ -133,19 +133,55 @@ INVALID: list[tuple[str, Edit, str]] = [
         "spec.runPolicy.managedBy 'dragonet' is not supported",
     ),
     (
-        "KubeShare job annotation",
-        _set("metadata.annotations", {"DRAGON_KUBESHARE": "true"}),
-        "metadata.annotations.DRAGON_KUBESHARE: fractional GPUs (KubeShare) are not supported yet",
-    ),
-    (
-        "KubeShare pod annotation",
+        "KubeShare share above one GPU",
         lambda j: (
             _worker(j)["template"]
             .setdefault("metadata", {})
-            .update(annotations={"kubeshare/gpu_request": "0.5"})
+            .update(annotations={"kubeshare/gpu_request": "1.5"})
         ),
         "spec.tfReplicaSpecs.Worker.template.metadata.annotations['kubeshare/gpu_request']: "
-        "fractional GPUs (KubeShare) are not supported yet",
+        "'1.5' must be greater than 0 and at most 1.0",
+    ),
+    (
+        "KubeShare limit below the request",
+        lambda j: (
+            _worker(j)["template"]
+            .setdefault("metadata", {})
+            .update(annotations={"kubeshare/gpu_request": "0.5", "kubeshare/gpu_limit": "0.2"})
+        ),
+        "spec.tfReplicaSpecs.Worker.template.metadata.annotations['kubeshare/gpu_limit'] (0.2) "
+        "is below 'kubeshare/gpu_request' (0.5)",
+    ),
+    (
+        "KubeShare v2 memory not in bytes",
+        lambda j: (
+            _worker(j)["template"]
+            .setdefault("metadata", {})
+            .update(labels={"sharedgpu/gpu_request": "0.5", "sharedgpu/gpu_mem": "3Gi"})
+        ),
+        "spec.tfReplicaSpecs.Worker.template.metadata.labels['sharedgpu/gpu_mem']: '3Gi' must "
+        "be a whole number of bytes",
+    ),
+    (
+        "KubeShare memory without a request",
+        lambda j: (
+            _worker(j)["template"]
+            .setdefault("metadata", {})
+            .update(annotations={"kubeshare/gpu_mem": "1073741824"})
+        ),
+        "spec.tfReplicaSpecs.Worker.template.metadata.annotations['kubeshare/gpu_request'] is "
+        "required",
+    ),
+    (
+        "KubeShare fraction and whole GPUs at once",
+        lambda j: (
+            _worker(j)["template"]
+            .setdefault("metadata", {})
+            .update(annotations={"kubeshare/gpu_request": "0.5"}),
+            _container(j)["resources"].setdefault("limits", {}).update({"nvidia.com/gpu": "1"}),
+        ),
+        "spec.tfReplicaSpecs.Worker.template.spec asks for whole GPUs (nvidia.com/gpu) and a "
+        "fraction of one (KubeShare)",
     ),
     (
         "KubeShare resource",
@@ -153,7 +189,8 @@ INVALID: list[tuple[str, Edit, str]] = [
             _container(j)["resources"].setdefault("limits", {}).update({"kubeshare/gpu": "1"})
         ),
         "spec.tfReplicaSpecs.Worker.template.spec.containers[0].resources.limits"
-        "['kubeshare/gpu']: fractional GPUs (KubeShare) are not supported yet",
+        "['kubeshare/gpu']: KubeShare takes a fractional GPU from the pod's "
+        "kubeshare/gpu_request",
     ),
 ]
 

@@ -16,7 +16,9 @@ import orjson
 import yaml
 from pydantic import ValidationError
 
+from policy.model.admission import NO_KUBESHARE
 from policy.model.admission import TYPE_KEY as ADMISSIONS
+from policy.model.gpushare import SHAREPODS
 from policy.model.lifecycle import REASON_INVALID
 from policy.model.pool import GANG_SCHEDULER_CHOICES, POLICIES, PoolSpec, pool_object
 from policy.pool.observe import KINDS, job_type_key
@@ -117,6 +119,8 @@ def _pool(args: argparse.Namespace) -> dict[str, Any]:
         spec["binding"] = args.binding
     if args.gang_scheduler:
         spec["gangScheduler"] = args.gang_scheduler
+    if getattr(args, "kubeshare", None):
+        spec["kubeshare"] = args.kubeshare
     meta = {"uid": "uid-pool", "generation": 1, **(pool.get("metadata") or {})}
     return {**pool, "metadata": meta, "spec": spec}
 
@@ -175,7 +179,7 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
         body = _post(client, f"/{job['kind'].lower()}s/sync", request)
         documents.extend(body["children"])
         sched = body["status"].get("scheduling", {})
-        pods = sum(1 for c in body["children"] if c["kind"] == "Pod")
+        pods = sum(1 for c in body["children"] if c["kind"] in ("Pod", "SharePod"))
         line = f"# {key}: {sched.get('phase')}"
         if pods:
             line += f" - {pods} pods on {', '.join(sched.get('nodes') or [])}"
@@ -188,6 +192,12 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
         reason = invalid_reason(body["status"])
         if reason is not None:
             invalid.append(f"dragonet render: {where}: {reason}")
+        elif own and own[0]["spec"].get("reason") == NO_KUBESHARE:
+            invalid.append(
+                f"dragonet render: {where}: {job['kind']} {key} asks for fractional GPUs "
+                "(KubeShare) and the pool has no KubeShare; it would wait forever (try "
+                "--kubeshare v1 or v2)"
+            )
     if args.output == "json":
         sys.stdout.write(orjson.dumps(documents, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
@@ -226,7 +236,7 @@ def convert_files(args: argparse.Namespace) -> int:
 def _child_types(job: dict[str, Any]) -> list[str]:
     """The child types of the job's controller, as Metacontroller lists them."""
     tf = job.get("kind") == "TFJob"
-    return ["Pod.v1", "Service.v1", *(["Deployment.apps/v1"] if tf else [])]
+    return ["Pod.v1", "Service.v1", SHAREPODS, *(["Deployment.apps/v1"] if tf else [])]
 
 
 CONVERT_EXAMPLES = """\
@@ -357,6 +367,12 @@ def main(argv: list[str] | None = None) -> int:
         choices=GANG_SCHEDULER_CHOICES,
         help="override the pool's spec.gangScheduler: an external gang scheduler binds the "
         "pods, and each job gets its PodGroup (docs/gang-schedulers.md)",
+    )
+    r.add_argument(
+        "--kubeshare",
+        choices=["none", "v1", "v2"],
+        help="override the pool's spec.kubeshare: fractional-GPU pods as KubeShare v1 "
+        "SharePods or v2 kubeshare-scheduler pods (docs/kubeshare.md)",
     )
     r.add_argument(
         "--output",

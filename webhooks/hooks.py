@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from policy.model.cluster import L_OPERATOR, OPERATOR_NAME
+from policy.model.gpushare import SHAREPOD_API
 from policy.model.jobs import JobKind
 from policy.model.pool import DEFAULT_POOL, GROUP, PoolSpec
 from policy.pool.observe import KINDS, MalformedRequest
@@ -45,8 +46,9 @@ def pool_related_resources(parent: Mapping[str, Any]) -> list[dict[str, Any]]:
     try:
         spec = PoolSpec.model_validate(parent.get("spec") or {})
         nodes, pods_everywhere = spec.nodeSelector.as_dict(), spec.watchAllPods
+        kubeshare = spec.kubeshare
     except ValidationError:
-        nodes, pods_everywhere = _NO_NODE, False
+        nodes, pods_everywhere, kubeshare = _NO_NODE, False, "none"
     pods = {} if pods_everywhere else {"matchLabels": {L_OPERATOR: OPERATOR_NAME}}
     # A pool of a shard (label dragonet.io/shard, metacontroller/README.md) reads only the
     # jobs of its shard.
@@ -67,6 +69,8 @@ def pool_related_resources(parent: Mapping[str, Any]) -> list[dict[str, Any]]:
         # Requests to move a worker (docs/migration.md), in every namespace.
         {"apiVersion": f"{GROUP}/v1alpha1", "resource": "migrations", "labelSelector": {}},
     ]
+    if kubeshare == "v1":  # Dragonet's SharePods hold GPU shares on the pool's nodes
+        rules.append({"apiVersion": SHAREPOD_API, "resource": "sharepods", "labelSelector": pods})
     if meta.get("name") == DEFAULT_POOL:
         # Not itself: its own status changes would wake it (ignoreStatusChanges covers the
         # parent, not related objects).

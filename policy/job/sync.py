@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from policy.job.kubeshare import as_kubeshare_v2, as_sharepod, binding_for
 from policy.job.podgroup import render_pod_group
 from policy.job.render import render_pod, render_service
 from policy.job.status import conditions, invalid, replica_statuses, scheduling, times
@@ -23,6 +24,7 @@ from policy.model import conditions as cond
 from policy.model.admission import ADMITTED, QUEUED, Admission
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.cluster import Pod
+from policy.model.gpushare import SHAREPODS
 from policy.model.jobs import (
     TFJOB,
     InvalidJob,
@@ -97,7 +99,7 @@ def _pods(children: Mapping[str, Any], admission: Admission | None, kind: JobKin
         {p.hostname: p.node for p in admission.pods if p.node and p.hostname} if admission else {}
     )
     out = []
-    for obj in objects(children, PODS):
+    for obj in [*objects(children, PODS), *objects(children, SHAREPODS)]:
         key = content_key("pod", obj, kind.container)
         try:
             pod = memo.get(key, lambda o=obj: Pod.from_object(o, kind.container))
@@ -159,23 +161,7 @@ def sync(
     placed = _desired(view)
     pod_objs = []
     for name, (rtype, index, node, host) in sorted(placed.items()):
-        binding = admission.binding if admission is not None else "affinity"
-        generation = admission.generation if admission is not None else 0
-        gang = admission.gang if admission is not None else None
-        pod_objs.append(
-            render_pod(
-                job,
-                rtype,
-                index,
-                node,
-                host,
-                binding,
-                config.cluster_domain,
-                generation,
-                gang=gang,
-                name=name,
-            )
-        )
+        pod_objs.append(_render(job, admission, rtype, index, node, host, config, name))
     # A restarting pod keeps its Service: its peers' DNS name never disappears.
     named = {(t, i) for t, i, _, _ in placed.values()}
     named |= {_slot_of(job, p) for p in verdict.restarts} - {None}
@@ -221,6 +207,45 @@ def _pod_group(v: JobView) -> list[dict[str, Any]]:
         return []
     group = render_pod_group(v.job, admission, admission.gang)
     return [group] if group is not None else []
+
+
+def _render(
+    job: Job,
+    admission: Admission | None,
+    rtype: str,
+    index: int,
+    node: str | None,
+    host: str | None,
+    config: JobConfig,
+    name: str | None = None,
+) -> dict[str, Any]:
+    """The pod, or for a fractional GPU in a KubeShare pool its SharePod (v1) or its pod
+    for kubeshare-scheduler (v2)."""
+    binding = admission.binding if admission is not None else "affinity"
+    generation = admission.generation if admission is not None else 0
+    gang = admission.gang if admission is not None else None
+    share = job.replicas[rtype].gpu_share
+    mode = admission.kubeshare if admission is not None and share is not None else ""
+    if mode:
+        binding = binding_for(mode, binding)  # type: ignore[assignment]
+    pod = render_pod(
+        job,
+        rtype,
+        index,
+        node,
+        host,
+        binding,
+        config.cluster_domain,
+        generation,
+        gang=gang,
+        name=name,
+    )
+    if mode == "v1" and share is not None and admission is not None:
+        placement = admission.slots.get((rtype, index))
+        return as_sharepod(pod, share, placement.gpu if placement is not None else None)
+    if mode == "v2" and share is not None:
+        return as_kubeshare_v2(pod, share)
+    return pod
 
 
 Desired = dict[str, tuple[str, int, str | None, str | None]]
@@ -295,5 +320,5 @@ def finalize(parent: Mapping[str, Any], children: Mapping[str, Any]) -> tuple[De
     """On deletion: remove every child; finalized once none is left."""
     _metadata(parent)
     status = readable_status(parent.get("status"))
-    remaining = sum(len(objects(children, t)) for t in (PODS, SERVICES, DEPLOYMENTS))
+    remaining = sum(len(objects(children, t)) for t in (PODS, SHAREPODS, SERVICES, DEPLOYMENTS))
     return Decision(children=[], status=dict(status)), remaining == 0

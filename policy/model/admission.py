@@ -42,6 +42,7 @@ NO_SHRINK_HELPS = "NoShrinkHelps"  # it starves, and no shrink it may cause woul
 BLOCKED_BEHIND_HEAD = "BlockedBehindHead"  # dragon: the starving head blocks everyone behind
 PODS_WAITING_FOR_ROOM = "PodsWaitingForRoom"  # admitted, but some pods found no room
 NO_SUCH_POOL = "NoSuchPool"  # it names a TrainingPool that does not exist
+NO_KUBESHARE = "NoKubeShare"  # it asks for a fraction of a GPU; its pool has no KubeShare
 WAITING_FOR_POOL = "WaitingForPool"  # (a job's own status) no Admission yet
 
 
@@ -54,6 +55,7 @@ class PodEntry(_Model):
     index: int = Field(ge=0, lt=MAX_REPLICAS)
     node: str | None = None
     hostname: str | None = None
+    gpu: str | None = None  # KubeShare v1: the GPUID of the device its share is on
     # The pod's name when it is not ``{job}-{type}-{index}`` (a migrated worker's
     # replacement, ``...-m<n>``), and the node it is moving from (make-before-break).
     pod: str | None = None
@@ -112,6 +114,7 @@ class AdmissionSpec(_Model):
     pods: list[PodEntry] = Field(default_factory=list)
     admittedTime: str | None = None
     lastScale: LastScaleModel | None = None
+    kubeshare: Literal["", "v1", "v2"] = ""
     moves: list[MovesModel] = Field(default_factory=list)
     migrations: list[DecisionModel] = Field(default_factory=list)
     gang: GangModel | None = None
@@ -137,6 +140,7 @@ class Placement:
     hostname: str | None = None  # the node's kubernetes.io/hostname, when not its name
     pod: str | None = None  # the pod's name, when not {job}-{type}-{index} (a moved worker)
     source: str | None = None  # the node it moves from: its old pod runs until it is up
+    gpu: str | None = None  # KubeShare v1: the device (GPUID) its fractional GPU is on
 
     @property
     def slot(self) -> Slot:
@@ -194,6 +198,8 @@ class Admission:
     gang_note: str = ""  # its pods name a gang scheduler the pool does not use: what to do
     moves: tuple[Moves, ...] = ()  # durable move counts, per worker slot (migration)
     migrations: tuple[Decision, ...] = ()  # the pool's answers to live Migration requests
+    # How its fractional-GPU pods are written: "" (none), "v1" SharePods, "v2" labelled Pods.
+    kubeshare: str = ""
 
     @cached_property
     def slots(self) -> Mapping[Slot, Placement]:
@@ -248,6 +254,8 @@ class Admission:
             spec["moves"] = [m.to_json() for m in self.moves]
         if self.migrations:
             spec["migrations"] = [d.to_json() for d in self.migrations]
+        if self.kubeshare:
+            spec["kubeshare"] = self.kubeshare
         return {
             "apiVersion": VERSION,
             "kind": ADMISSION_KIND,
@@ -284,7 +292,8 @@ class Admission:
             binding=spec.binding,
             workers=spec.workers,
             pods=tuple(
-                Placement(p.type, p.index, p.node, p.hostname, p.pod, p.from_) for p in spec.pods
+                Placement(p.type, p.index, p.node, p.hostname, p.pod, p.from_, p.gpu)
+                for p in spec.pods
             ),
             last_scale=None
             if scale is None
@@ -297,6 +306,7 @@ class Admission:
             migrations=tuple(
                 Decision.from_json(d.model_dump(by_alias=True)) for d in spec.migrations
             ),
+            kubeshare=spec.kubeshare,
         )
 
 
@@ -310,4 +320,6 @@ def _entry(p: Placement) -> dict[str, Any]:
         out["pod"] = p.pod
     if p.source:
         out["from"] = p.source
+    if p.gpu is not None:
+        out["gpu"] = p.gpu
     return out

@@ -14,6 +14,21 @@ from types import MappingProxyType
 from typing import Any
 
 from policy.model.admission import GENERATION_ANNOTATION
+from policy.model.gpushare import (
+    GPU,
+    V1_REQUEST,
+    V2_REQUEST,
+    BadShare,
+    DeviceFree,
+    GpuShare,
+    device_memory,
+    device_of,
+    observe_devices,
+    share_of,
+)
+from policy.model.gpushare import (
+    SHAREPOD_KIND as SHAREPOD,
+)
 from policy.model.jobs import pod_limits, pod_request
 from policy.model.resources import Resources
 
@@ -48,6 +63,7 @@ class Node:
     allocatable: Resources
     taints: tuple[Taint, ...]
     unschedulable_reason: str | None  # cordoned or not Ready: takes no new pods
+    gpu_memory: int | None = None  # bytes per GPU, from KubeShare's kubeshare/gpu_info
 
     @cached_property
     def plan_key(self) -> tuple:
@@ -60,6 +76,7 @@ class Node:
             self.allocatable,
             self.taints,
             self.unschedulable_reason,
+            self.gpu_memory,
         )
 
     @classmethod
@@ -84,6 +101,7 @@ class Node:
             allocatable=Resources.parse(status.get("allocatable") or status.get("capacity")),
             taints=taints,
             unschedulable_reason=reason,
+            gpu_memory=device_memory(meta.get("annotations") or {}),
         )
 
 
@@ -164,10 +182,15 @@ class Pod:
         set_(self, "index", int(raw) if isinstance(raw, str) and raw.isdigit() else -1)
 
     @classmethod
-    def from_object(cls, obj: Mapping[str, Any], container: str) -> Pod:
+    def from_object(cls, obj: Mapping[str, Any], container: str, shares: bool = False) -> Pod:
         """``node`` is the bound node, else the hostname its affinity pins it to (see
-        ``on_nodes`` for clusters whose hostnames are not their node names)."""
+        ``on_nodes`` for clusters whose hostnames are not their node names). With
+        ``shares`` (a KubeShare pool's view), a fractional GPU joins its request."""
         meta, spec, status = _parts(obj, "Pod")
+        if obj.get("kind") == SHAREPOD:  # KubeShare v1: the pod's status is nested
+            status = status.get("PodStatus") or {}
+            if not isinstance(status, Mapping):
+                raise ValueError("SharePod status.PodStatus is not an object")
         bound_to = _optional_text(spec.get("nodeName"), "spec.nodeName")
         required = _required_host(spec)
         node = bound_to or required or _preferred_host(spec)
@@ -194,7 +217,7 @@ class Pod:
             node=node,
             phase=status.get("phase") or "Pending",
             terminating=meta.get("deletionTimestamp") is not None,
-            request=pod_request(spec),
+            request=_with_share(pod_request(spec), meta) if shares else pod_request(spec),
             exit_code=exit_code,
             restarts=restarts,
             bound=bool(spec.get("nodeName")),
@@ -242,6 +265,24 @@ class Pod:
             assumed=True,
             limits=limits if limits is not None else request,
         )
+
+
+def _with_share(request: Resources, meta: Mapping[str, Any]) -> Resources:
+    """A KubeShare pod's fractional GPU (and the device it is on, once known) joins its request.
+    (A pod without a share request is the common case: two look-ups, no scan.)"""
+    annotations = meta.get("annotations") or {}
+    labels = meta.get("labels") or {}
+    if not isinstance(annotations, Mapping):
+        return request
+    if V1_REQUEST not in annotations and V2_REQUEST not in labels:
+        return request
+    try:
+        share: GpuShare | None = share_of(annotations, labels)
+    except BadShare as err:
+        raise ValueError(str(err)) from err
+    if share is None:
+        return request
+    return request + Resources(share.vector(device_of(annotations)))
 
 
 def _parts(obj: Mapping[str, Any], kind: str) -> tuple[Mapping, Mapping, Mapping]:
@@ -335,9 +376,14 @@ class Cluster:
     by_name: Mapping[str, Node] = field(default_factory=dict)
 
     @classmethod
-    def observe(cls, nodes: Iterable[Node], pods: Iterable[Pod]) -> Cluster:
+    def observe(
+        cls, nodes: Iterable[Node], pods: Iterable[Pod], shared_gpus: bool = False
+    ) -> Cluster:
+        """``shared_gpus``: a KubeShare pool, whose GPU nodes are accounted device by device."""
         nodes = tuple(sorted(nodes, key=lambda n: n.name))
         pods = tuple(sorted(pods, key=lambda p: (p.namespace, p.name)))
+        if shared_gpus:
+            return cls._observe_devices(nodes, pods)
         used: dict[str, dict[str, int]] = {}
         for p in pods:
             if p.occupies:
@@ -345,3 +391,25 @@ class Cluster:
         free = {n.name: n.allocatable - Resources(used.get(n.name)) for n in nodes}
         by_name = MappingProxyType({n.name: n for n in nodes})
         return cls(nodes=nodes, pods=pods, free=MappingProxyType(free), by_name=by_name)
+
+    @classmethod
+    def _observe_devices(cls, nodes: tuple[Node, ...], pods: tuple[Pod, ...]) -> Cluster:
+        """GPU nodes get ``DeviceFree`` capacity: each device shared by fractional pods, whole
+        devices for whole-GPU pods (``policy.model.gpushare``)."""
+        on_node: dict[str, list[Resources]] = {}
+        for p in pods:
+            if p.occupies:
+                on_node.setdefault(p.node, []).append(p.request)  # type: ignore[arg-type]
+        shared: list[Node] = []
+        free: dict[str, Resources] = {}
+        for n in nodes:
+            requests = on_node.get(n.name, [])
+            if n.allocatable[GPU] > 0:
+                empty = DeviceFree.empty(n.name, n.allocatable, n.gpu_memory)
+                n = replace(n, allocatable=empty)
+                free[n.name] = observe_devices(n.name, empty, n.gpu_memory, requests)
+            else:
+                free[n.name] = n.allocatable - Resources.total(requests)
+            shared.append(n)
+        by_name = MappingProxyType({n.name: n for n in shared})
+        return cls(nodes=tuple(shared), pods=pods, free=MappingProxyType(free), by_name=by_name)

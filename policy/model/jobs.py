@@ -21,6 +21,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from policy.model.bounds import MAX_DEADLINE_SECONDS, MAX_REPLICAS
+from policy.model.gpushare import GPU, BadShare, GpuShare, share_of
 from policy.model.pool import DEFAULT_POOL, pool_of
 from policy.model.resources import PODS, Resources, to_milli
 from policy.model.templates import PodTemplate
@@ -38,9 +39,9 @@ class InvalidJob(ValueError):
 # DRAGON's fractional-GPU mode: the job annotation, and the pods' annotations and resources.
 KUBESHARE_ANNOTATION = "DRAGON_KUBESHARE"
 KUBESHARE_PREFIX = "kubeshare/"
-NO_KUBESHARE = (
-    "fractional GPUs (KubeShare) are not supported yet: without them the pods would run "
-    "with no GPU at all; ask for whole GPUs (nvidia.com/gpu) instead"
+NO_KUBESHARE_RESOURCE = (
+    "KubeShare takes a fractional GPU from the pod's kubeshare/gpu_request, gpu_limit and "
+    "gpu_mem annotations (or v2's sharedgpu/* labels), not from container resources"
 )
 # The schedulerNames of the gang schedulers a pool may delegate binding to (pool.py): a
 # template naming one asks for that backend's PodGroup.
@@ -200,6 +201,7 @@ class Replica:
     template: Mapping[str, Any]
     request: Resources
     port: int
+    gpu_share: GpuShare | None = None  # KubeShare: a fraction of one GPU per pod
 
 
 @dataclass(frozen=True)
@@ -304,6 +306,17 @@ class Job:
         return next((t for t in self.kind.chief_types if t in self.replicas), None)
 
     @property
+    def gpu_share(self) -> GpuShare | None:
+        """The fraction of one GPU each of its fractional pods asks for (KubeShare), if any."""
+        return next((r.gpu_share for r in self.replicas.values() if r.gpu_share), None)
+
+    @property
+    def wants_kubeshare(self) -> bool:
+        """Asks for fractional GPUs: a pod with a share, or DRAGON's job annotation."""
+        flag = str(self.annotations.get(KUBESHARE_ANNOTATION, "")).lower() == "true"
+        return flag or self.gpu_share is not None
+
+    @property
     def worker(self) -> Replica | None:
         return self.replicas.get(WORKER)
 
@@ -385,6 +398,7 @@ def _replica(kind: JobKind, rtype: str, spec: ReplicaSpecModel) -> Replica:
             f"Dragonet injects the cluster spec into that container"
         )
     _refuse_kubeshare(spec.template, f"spec.{kind.replica_specs_field}.{rtype}.template")
+    share = _gpu_share(spec.template, f"spec.{kind.replica_specs_field}.{rtype}.template.")
     port = kind.default_port
     for p in main[0].get("ports") or []:
         if p.get("name") == kind.port_name:
@@ -393,6 +407,13 @@ def _replica(kind: JobKind, rtype: str, spec: ReplicaSpecModel) -> Replica:
         request = pod_request(pod_spec)
     except (TypeError, ValueError, ArithmeticError, AttributeError) as err:
         raise InvalidJob(f"{where} has an unreadable resource quantity: {err}") from err
+    if share is not None:
+        if request[GPU]:
+            raise InvalidJob(
+                f"{where} asks for whole GPUs ({GPU}) and a fraction of one (KubeShare); "
+                "ask for one or the other"
+            )
+        request = request + Resources(share.vector())
     return Replica(
         type=rtype,
         replicas=spec.replicas,
@@ -400,23 +421,27 @@ def _replica(kind: JobKind, rtype: str, spec: ReplicaSpecModel) -> Replica:
         template=MappingProxyType(spec.template),
         request=request,
         port=port,
+        gpu_share=share,
     )
 
 
+def _gpu_share(template: Mapping[str, Any], where: str) -> GpuShare | None:
+    meta = template.get("metadata") or {}
+    try:
+        return share_of(meta.get("annotations") or {}, meta.get("labels") or {}, where)
+    except BadShare as err:
+        raise InvalidJob(str(err)) from err
+
+
 def _refuse_kubeshare(template: Mapping[str, Any], where: str) -> None:
-    """A KubeShare pod asks for its GPU in annotations or ``kubeshare/*`` resources that
-    nothing here schedules: running it would silently give it no GPU."""
-    annotations = (template.get("metadata") or {}).get("annotations") or {}
-    for key in annotations:
-        if str(key).startswith(KUBESHARE_PREFIX):
-            raise InvalidJob(f"{where}.metadata.annotations[{key!r}]: {NO_KUBESHARE}")
+    """``kubeshare/*`` container resources are nothing any scheduler gives: running the pod
+    would silently give it no GPU."""
     for i, c in enumerate((template.get("spec") or {}).get("containers") or []):
         for part in ("limits", "requests"):
             for name in (c.get("resources") or {}).get(part) or {}:
                 if str(name).startswith(KUBESHARE_PREFIX):
-                    raise InvalidJob(
-                        f"{where}.spec.containers[{i}].resources.{part}[{name!r}]: {NO_KUBESHARE}"
-                    )
+                    at = f"{where}.spec.containers[{i}].resources.{part}[{name!r}]"
+                    raise InvalidJob(f"{at}: {NO_KUBESHARE_RESOURCE}")
 
 
 def template_schedulers(job: Job) -> tuple[str, ...]:
@@ -438,8 +463,6 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
             f"metadata.name {meta.name!r} must be a DNS-1035 label (lower-case letters, "
             f"digits and '-', starting with a letter)"
         )
-    if str(meta.annotations.get(KUBESHARE_ANNOTATION, "")).lower() == "true":
-        raise InvalidJob(f"metadata.annotations.{KUBESHARE_ANNOTATION}: {NO_KUBESHARE}")
     raw_spec = obj.get("spec")
     if not isinstance(raw_spec, dict):
         raise InvalidJob("spec is missing")
@@ -478,6 +501,13 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
     if not replicas:
         raise InvalidJob(f"spec.{kind.replica_specs_field} defines no replicas")
     replicas = {t: replicas[t] for t in kind.replica_types if t in replicas}
+    shares = {r.gpu_share for r in replicas.values() if r.gpu_share is not None}
+    if len(shares) > 1:
+        raise InvalidJob(
+            f"spec.{kind.replica_specs_field}: every replica type with a fractional GPU must "
+            "ask for the same kubeshare/gpu_request, gpu_limit and gpu_mem (Dragonet accounts "
+            "a job's fractional pods as one shape)"
+        )
 
     chiefs = [t for t in kind.chief_types if t in replicas]
     if len(chiefs) > 1:

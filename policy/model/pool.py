@@ -42,6 +42,11 @@ DEFAULT_SCHEDULER_NAMES: Mapping[str, str] = {
     "volcano": "volcano",
     "coscheduling": "scheduler-plugins-scheduler",
 }
+# Fractional GPUs (docs/kubeshare.md): none (a job asking for a fraction of a GPU waits,
+# told why), KubeShare v1 (Dragonet writes SharePods with their node and GPUID, as DRAGON
+# did) or KubeShare v2 (labelled Pods for kubeshare-scheduler, which picks the device on the
+# node Dragonet admits them to).
+KubeShare = Literal["none", "v1", "v2"]
 
 
 class LabelSelector(BaseModel):
@@ -115,6 +120,7 @@ class PoolSpec(BaseModel):
     idleSeconds: float = Field(default=60.0, ge=0)
     # Count every pod on the pool's nodes, not only Dragonet's (costlier hook requests).
     watchAllPods: bool = False
+    kubeshare: KubeShare = "none"
     migration: MigrationSettings = Field(default_factory=MigrationSettings)
     # An external gang scheduler binds the pods: each admitted job gets that backend's
     # PodGroup, its pods the scheduler's name and the group's annotation or label, and the

@@ -16,6 +16,13 @@ from kubernetes.utils.quantity import parse_quantity
 
 # Every scheduled pod consumes one unit of a node's ``pods`` allocatable.
 PODS = "pods"
+# Bookkeeping keys of fractional GPUs (policy.model.gpushare) that people need not read.
+_UNSAID = (
+    "dragonet.io/gpu-shared-pods",
+    "dragonet.io/gpu-placed-pods",
+    "dragonet.io/gpu-on.",
+    "dragonet.io/gpu-memory-on.",
+)
 
 
 # Kubernetes keeps a quantity's milli-value in an int64; nothing real is negative or above.
@@ -37,6 +44,7 @@ class Resources(Mapping[str, int]):
     """An immutable resource vector (name -> milli-units). Missing names are zero."""
 
     __slots__ = ("_h", "_v")
+    plain = True  # no room beyond the vector (see ``holds``)
 
     def __init__(self, values: Mapping[str, int] | None = None) -> None:
         self._v: dict[str, int] = {k: v for k, v in (values or {}).items() if v}
@@ -82,8 +90,17 @@ class Resources(Mapping[str, int]):
         return f"Resources({self.describe()})"
 
     def fits_in(self, free: Resources) -> bool:
-        """True if this request fits into ``free`` for every resource it asks for."""
-        return all(v <= free[k] for k, v in self._v.items())
+        """True if this request fits into ``free`` for every resource it asks for (and, on a
+        KubeShare node, its fractional pods find devices: ``policy.model.gpushare``)."""
+        room = free._v
+        for k, v in self._v.items():
+            if v > room.get(k, 0):
+                return False
+        return free.plain or free.holds(self)
+
+    def holds(self, request: Resources) -> bool:
+        """Room beyond the vector (a subclass's, e.g. GPU devices); a plain vector has none."""
+        return True
 
     def add_to(self, totals: dict[str, int]) -> None:
         """Add this vector into ``totals`` in place (for sums over many pods)."""
@@ -93,6 +110,8 @@ class Resources(Mapping[str, int]):
     def times_in(self, free: Resources) -> int:
         """How many of this request fit into ``free`` at once (a large number if it asks
         for nothing)."""
+        if not free.plain:
+            return free.times(self)  # type: ignore[attr-defined]
         counts = [free._v.get(k, 0) // v for k, v in self._v.items() if v > 0]
         return max(0, min(counts)) if counts else 1 << 30
 
@@ -104,12 +123,16 @@ class Resources(Mapping[str, int]):
 
     def describe(self) -> str:
         """Human form, e.g. ``4 cpu, 8Gi memory, 1 nvidia.com/gpu``."""
-        return ", ".join(f"{format_quantity(k, v)} {k}" for k, v in sorted(self._v.items()))
+        return ", ".join(
+            f"{format_quantity(k, v)} {k}"
+            for k, v in sorted(self._v.items())
+            if not k.startswith(_UNSAID)
+        )
 
 
 def format_quantity(name: str, milli: int) -> str:
     """Render milli-units the way a user wrote them: ``500m``, ``4``, ``8Gi``."""
-    if name == "memory" or name.startswith(("ephemeral-storage", "hugepages-")):
+    if name.endswith("memory") or name.startswith(("ephemeral-storage", "hugepages-")):
         value = milli / 1000
         for suffix, size in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
             if value >= size and value % size == 0:

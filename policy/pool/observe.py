@@ -16,6 +16,7 @@ from policy.model import conditions as cond
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.admission import Admission
 from policy.model.cluster import L_JOB, Cluster, Node, Pod
+from policy.model.gpushare import SHAREPOD_KIND, SHAREPODS, VGPU_POD, with_device
 from policy.model.jobs import (
     MXJOB,
     TFJOB,
@@ -58,6 +59,8 @@ class PoolSnapshot:
     # Jobs that name a pool that does not exist (seen by the default pool only), and that pool.
     orphans: tuple[tuple[Job, str], ...] = ()
     other_pools: tuple[str, ...] = ()
+    # Jobs asking for fractional GPUs in a pool without KubeShare: they wait, told why.
+    no_kubeshare: tuple[Job, ...] = ()
     # Objects of the request that could not be read, and why: left out of the plan.
     problems: tuple[str, ...] = ()
     # The other pools' gang schedulers (default pool only; None elsewhere): (name,
@@ -160,6 +163,8 @@ def _assumed(
         node = nodes.get(p.node) if p.node is not None else None
         if p.node is not None and (node is None or node.unschedulable_reason):
             continue  # its node left the pool or takes no new pods: placed again
+        if p.gpu is not None:
+            request = with_device(request, p.gpu)
         out.append(Pod.assume(job.namespace, job.name, p.slot, p.node, request, name, limits))
     return out
 
@@ -189,8 +194,11 @@ def observe(
     )
     renamed = {n.hostname: n.name for n in nodes if n.hostname != n.name}
     pods: dict[tuple[str, str], Pod] = {}
-    for pod in _each(related, PODS, lambda o: _pod(o, memo), problems):
-        pods[(pod.namespace, pod.name)] = pod.on_nodes(renamed) if renamed else pod
+    types = (PODS, SHAREPODS) if spec.kubeshare == "v1" else (PODS,)
+    for type_key in types:
+        for pod in _each(related, type_key, lambda o: _pod(o, memo, spec.kubeshare), problems):
+            if pod is not None:
+                pods[(pod.namespace, pod.name)] = pod.on_nodes(renamed) if renamed else pod
     known = None
     others: tuple[str, ...] = ()
     gangs: tuple[tuple[str, str, str], ...] | None = None
@@ -206,6 +214,10 @@ def observe(
         known = frozenset((name, *others))
         gangs = tuple(sorted(_gangs(objects(related, POOLS))))
     jobs, orphans = _jobs(related, name, known, memo, problems)
+    refused: list[Job] = []
+    if spec.kubeshare == "none":
+        refused = [j for j in jobs if j.wants_kubeshare]
+        jobs = [j for j in jobs if not j.wants_kubeshare]
     by_key = {j.key: j for j in jobs}
     admissions = {
         k: a
@@ -225,7 +237,7 @@ def observe(
         if adm.admitted and _may_run(by_key[key])
         for pod in _assumed(by_key[key], adm, existing, by_name, boarded)
     ]
-    cluster = Cluster.observe(nodes, [*pods.values(), *assumed])
+    cluster = Cluster.observe(nodes, [*pods.values(), *assumed], spec.kubeshare != "none")
     priorities = Priorities.observe(objects(related, PRIORITY_CLASSES))
     requests = _requests(related, pods, by_key, problems)
     return PoolSnapshot(
@@ -237,6 +249,7 @@ def observe(
         priorities,
         tuple(orphans),
         others,
+        tuple(refused),
         tuple(sorted(problems)),
         gangs,
         requests,
@@ -309,7 +322,23 @@ def _why(err: BaseException) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def _pod(obj: Mapping[str, Any], memo: Memo) -> Pod:
+def _pod(obj: Mapping[str, Any], memo: Memo, kubeshare: str = "none") -> Pod | None:
+    """A pod that holds room; None for the Pod KubeShare v1 runs for a SharePod (the
+    SharePod is counted) and for its ``kubeshare-vgpu`` pods (seen with ``watchAllPods``),
+    as DRAGON skipped both."""
+    if kubeshare == "v1" and obj.get("kind") != SHAREPOD_KIND:
+        meta = obj.get("metadata") or {}
+        owners = meta.get("ownerReferences") or ()
+        if any(isinstance(o, Mapping) and o.get("kind") == SHAREPOD_KIND for o in owners):
+            return None
+        if str(meta.get("name", "")).startswith(VGPU_POD):
+            return None  # its GPU is the vGPU the SharePods on it account for
+    if kubeshare == "none":
+        return memo.get(
+            content_key("pod", obj, TFJOB.container),
+            lambda: Pod.from_object(obj, TFJOB.container),
+        )
     return memo.get(
-        content_key("pod", obj, TFJOB.container), lambda: Pod.from_object(obj, TFJOB.container)
+        content_key("pod-shares", obj, TFJOB.container),
+        lambda: Pod.from_object(obj, TFJOB.container, shares=True),
     )

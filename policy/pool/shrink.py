@@ -17,6 +17,7 @@ from functools import partial
 
 from policy.model.admission import WAITING_FOR_SHRINK
 from policy.model.cluster import Pod
+from policy.model.gpushare import DeviceFree
 from policy.model.jobs import Job
 from policy.model.resources import Resources
 from policy.pool.admit import shape
@@ -45,6 +46,8 @@ class Unresolvable:
 
 
 def _floor0(r: Resources) -> Resources:
+    if isinstance(r, DeviceFree):  # a KubeShare node keeps its devices (policy.model.gpushare)
+        return DeviceFree({k: v for k, v in r.items() if v > 0}, r.devices)
     return Resources({k: v for k, v in r.items() if v > 0})
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from policy.memo import Memo
 from policy.model.admission import (
     ADMITTED,
+    NO_KUBESHARE,
     NO_SUCH_POOL,
     QUEUED,
     Admission,
@@ -35,6 +36,7 @@ from policy.model.pool import DEFAULT_POOL
 from policy.model.resources import PODS, Resources, format_quantity
 from policy.model.timeutil import format_time
 from policy.pool.cycle import JobPlan, plan
+from policy.pool.devices import name_devices
 from policy.pool.gang import gang_of, note
 from policy.pool.observe import PoolSnapshot, objects, observe
 from policy.pool.rules import rules_for
@@ -90,6 +92,7 @@ def _values(parent: Mapping[str, Any], snap: PoolSnapshot, cluster: Cluster) -> 
                 if not (a := snap.admissions.get(j.key)) or not a.admitted_at
             ),
             *(j.plan_key for j, _ in snap.orphans),
+            *(("no-kubeshare", j.plan_key) for j in snap.no_kubeshare),
             ("problems", snap.problems),
             *snap.admissions.values(),
             *(("migration", q) for reqs in snap.requests.values() for q in reqs),
@@ -120,12 +123,19 @@ def sync(
     )
     stamp = format_time(now)
     hostnames = {n.name: n.hostname for n in snap.cluster.nodes if n.hostname != n.name}
+    gpus: dict[str, dict[tuple[str, int], str | None]] = {}
+    if snap.spec.kubeshare == "v1":
+        admitted = {
+            k: (jp.job, jp.placements) for k, jp in result.jobs.items() if jp.phase == ADMITTED
+        }
+        gpus = name_devices(snap.cluster, admitted)
     admissions = [
-        _admission(snap, jp, stamp, hostnames).to_object()
+        _admission(snap, jp, stamp, hostnames, gpus.get(jp.job.key)).to_object()
         for jp in result.jobs.values()
         if jp.phase in (QUEUED, ADMITTED)
     ]
     admissions += [_orphan(snap, job, wanted).to_object() for job, wanted in snap.orphans]
+    admissions += [_no_kubeshare(snap, job).to_object() for job in snap.no_kubeshare]
     wakes = [jp.wake_at for jp in result.jobs.values() if jp.wake_at is not None]
     wake = min(wakes) if wakes else None
     deadlines = [
@@ -147,7 +157,11 @@ def _resync(wake: datetime | None, now: datetime) -> float | None:
 
 
 def _admission(
-    snap: PoolSnapshot, jp: JobPlan, stamp: str, hostnames: Mapping[str, str]
+    snap: PoolSnapshot,
+    jp: JobPlan,
+    stamp: str,
+    hostnames: Mapping[str, str],
+    gpus: Mapping[tuple[str, int], str | None] | None = None,
 ) -> Admission:
     job = jp.job
     previous = snap.admissions.get(job.key)
@@ -161,6 +175,7 @@ def _admission(
     def order(t: str) -> int:  # a TensorBoard comes after every replica type
         return types.index(t) if t in types else len(types)
 
+    gpus = gpus or {}
     pods = tuple(
         Placement(
             t,
@@ -169,8 +184,10 @@ def _admission(
             hostnames.get(node) if node else None,
             jp.names.get((t, i)),
             move.source if (move := jp.moving.get((t, i))) is not None else None,
+            gpus.get((t, i)),
         )
         for (t, i), node in sorted(jp.placements.items(), key=lambda s: (order(s[0][0]), s[0][1]))
+        if gpus.get((t, i), "") is not None  # no device found for it: placed again
     )
     if (
         previous is not None
@@ -188,7 +205,7 @@ def _admission(
         # A job resumed a moment ago still shows the start it kept while suspended.
         started = None if resuming(job) else job.status.get("startTime")
         admitted = kept or started or stamp
-    return _for(
+    admission = _for(
         job,
         snap.name,
         jp.phase,
@@ -204,6 +221,9 @@ def _admission(
         jp.moves or (previous.moves if previous is not None else ()),
         jp.migrations,
     )
+    if job.wants_kubeshare and snap.spec.kubeshare != "none":
+        admission = replace(admission, kubeshare=snap.spec.kubeshare)
+    return admission
 
 
 def _for(
@@ -260,12 +280,22 @@ def _orphan(snap: PoolSnapshot, job: Job, wanted: str) -> Admission:
     return _for(job, snap.name, QUEUED, message, snap.spec.binding, 0, reason=NO_SUCH_POOL)
 
 
+def _no_kubeshare(snap: PoolSnapshot, job: Job) -> Admission:
+    message = (
+        f"waiting: the job asks for fractional GPUs (KubeShare), and TrainingPool "
+        f"{snap.name!r} has no KubeShare (spec.kubeshare: none); it never runs without its "
+        "GPU. Set the pool's spec.kubeshare to v1 or v2 (chart value scheduling.kubeshare), or ask "
+        "for whole GPUs (nvidia.com/gpu)"
+    )
+    return _for(job, snap.name, QUEUED, message, snap.spec.binding, 0, reason=NO_KUBESHARE)
+
+
 def _status(snap: PoolSnapshot, plans: Any) -> dict[str, Any]:
     """Counts for people (``kubectl get trainingpools``): no times, so it stays stable."""
     plans = list(plans)
     capacity = Resources.total(n.allocatable for n in snap.cluster.nodes)
     allocated = capacity - Resources.total(snap.cluster.free.values())
-    names = sorted(k for k in capacity if k != PODS)
+    names = sorted(k for k in capacity if k != PODS and not k.startswith("dragonet.io/"))
     status: dict[str, Any] = {
         "nodes": len(snap.cluster.nodes),
         "queued": sum(1 for jp in plans if jp.phase == QUEUED) + len(snap.orphans),
@@ -279,6 +309,12 @@ def _status(snap: PoolSnapshot, plans: Any) -> dict[str, Any]:
     if snap.orphans:
         shown = ", ".join(sorted({w for _, w in snap.orphans}))
         said.append(f"{len(snap.orphans)} job(s) name pools that do not exist: {shown}")
+    if snap.no_kubeshare:
+        status["queued"] += len(snap.no_kubeshare)
+        said.append(
+            f"{len(snap.no_kubeshare)} job(s) ask for fractional GPUs and the pool has no "
+            "KubeShare (spec.kubeshare)"
+        )
     if snap.problems:
         said.append(f"{len(snap.problems)} object(s) could not be read and are left out")
         status["problems"] = list(snap.problems[:_PROBLEMS_SHOWN])
