@@ -1005,7 +1005,7 @@ def test_kubeshare_v1_makes_the_job_controllers_own_sharepods_and_users_read_the
     for name, c in controllers(docs).items():
         validate_composite_controller(c)
         children = c["spec"]["childResources"]
-        assert (sharepods in children) == (not name.endswith("-pools")), name
+        assert (sharepods in children) == name.endswith(("-tfjobs", "-mxjobs")), name
     (pool,) = [d for d in docs if d["kind"] == "TrainingPool"]
     assert pool["spec"]["kubeshare"] == "v1"
     validate_custom(pool)
