@@ -430,6 +430,10 @@ class Simulation:
             },
             "scale_actions": self.programs.scale_actions,
             "pod_restarts": self.programs.restarts,
+            # Parameter-server state lost (a preemption), and the GPU-seconds it cost: the
+            # progress since the last checkpoint plus the restore (sim/training.py).
+            "state_losses": sum(t.losses for t in self.programs.jobs.values()),
+            "lost_gpu_s": _round(sum(t.lost_gpu_s for t in self.programs.jobs.values())),
             "kubelet_rejections": self.kube.rejected,
             "sync_calls": self.mc.sync_calls,
             "sync_calls_by_controller": {c.name: c.sync_calls for c in controllers},

@@ -72,6 +72,8 @@ def test_the_crds_defaults_are_the_webhooks_defaults() -> None:
     assert sorted(defaults) == [
         "binding",
         "idleSeconds",
+        "lasThresholdsGPUHours",
+        "maxPreemptions",
         "policy",
         "starvationSeconds",
         "watchAllPods",

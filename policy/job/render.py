@@ -105,6 +105,7 @@ def render_pod(
     binding: Binding = "affinity",
     domain: str = "",
     admission_generation: int = 0,
+    grace_seconds: int | None = None,
 ) -> dict[str, Any]:
     replica = job.replicas[rtype]
     # A deep copy (the template is plain JSON: a round trip through orjson is the fast way).
@@ -125,6 +126,8 @@ def render_pod(
     if annotations:
         metadata["annotations"] = annotations
 
+    if grace_seconds is not None:  # the pool's; the template's own wins
+        spec.setdefault("terminationGracePeriodSeconds", grace_seconds)
     spec["restartPolicy"] = (
         "Never" if replica.restart_policy == "ExitCode" else replica.restart_policy
     )

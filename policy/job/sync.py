@@ -159,8 +159,11 @@ def sync(
     for (rtype, index), (node, host) in sorted(placed.items()):
         binding = admission.binding if admission is not None else "affinity"
         generation = admission.generation if admission is not None else 0
+        grace = admission.grace_seconds if admission is not None else None
         pod_objs.append(
-            render_pod(job, rtype, index, node, host, binding, config.cluster_domain, generation)
+            render_pod(
+                job, rtype, index, node, host, binding, config.cluster_domain, generation, grace
+            )
         )
     # A restarting pod keeps its Service: its peers' DNS name never disappears.
     named = set(placed) | {_slot_of(job, p) for p in verdict.restarts} - {None}
@@ -203,6 +206,8 @@ def _desired(v: JobView) -> dict[tuple[str, int], tuple[str | None, str | None]]
         if not p.terminating and p.name not in omitted and (slot := _slot_of(job, p))
     }
     admission = v.admission
+    if v.phase == QUEUED and admission is not None and admission.preempted and not v.stale:
+        return {}  # preempted: every pod goes (with its grace period), the job queues again
     if v.phase != ADMITTED or admission is None or v.stale:
         return {s: (p.node, _host(admission, s, p.node)) for s, p in existing.items()}
     by_name = {p.name: p for p in v.pods}

@@ -40,6 +40,8 @@ WAITING_FOR_SHRINK = "WaitingForShrink"  # its room is being freed by workers of
 NO_SHRINK_HELPS = "NoShrinkHelps"  # it starves, and no shrink it may cause would make room
 BLOCKED_BEHIND_HEAD = "BlockedBehindHead"  # dragon: the starving head blocks everyone behind
 PODS_WAITING_FOR_ROOM = "PodsWaitingForRoom"  # admitted, but some pods found no room
+WAITING_FOR_PREEMPTION = "WaitingForPreemption"  # jobs it preempted are terminating
+PREEMPTED = "Preempted"  # stopped as a whole and re-queued for another job
 NO_SUCH_POOL = "NoSuchPool"  # it names a TrainingPool that does not exist
 WAITING_FOR_POOL = "WaitingForPool"  # (a job's own status) no Admission yet
 
@@ -69,6 +71,19 @@ class LastScaleModel(_Model):
     reason: str = ""
 
 
+class PreemptionModel(_Model):
+    time: str
+    by: str
+    reason: str = ""
+
+
+class ServiceModel(_Model):
+    gpuSeconds: float = Field(default=0.0, ge=0)
+    preemptions: int = Field(default=0, ge=0)
+    lasPreemptions: int = Field(default=0, ge=0)
+    lastPreemption: PreemptionModel | None = None
+
+
 class AdmissionSpec(_Model):
     pool: str
     job: JobRef
@@ -80,6 +95,64 @@ class AdmissionSpec(_Model):
     pods: list[PodEntry] = Field(default_factory=list)
     admittedTime: str | None = None
     lastScale: LastScaleModel | None = None
+    service: ServiceModel | None = None
+    gracePeriodSeconds: int | None = Field(default=None, ge=0)
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """Why a job was last stopped as a whole: when, for which job, and the rule."""
+
+    time: str
+    by: str  # namespace/name of the job it made room for
+    reason: str  # in words: "higher priority (1000 > 0)", "least attained service: ..."
+
+
+@dataclass(frozen=True)
+class Service:
+    """What a job received in runs that ended (they left no pods to read it from): the
+    GPU-seconds it attained, and how often it was preempted (``las``: for least attained
+    service, what the starvation guard counts)."""
+
+    gpu_seconds: float = 0.0
+    preemptions: int = 0
+    las_preemptions: int = 0
+    last: Preemption | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "gpuSeconds": round(self.gpu_seconds, 3),
+            "preemptions": self.preemptions,
+            "lasPreemptions": self.las_preemptions,
+        }
+        if self.last is not None:
+            out["lastPreemption"] = {
+                "time": self.last.time,
+                "by": self.last.by,
+                "reason": self.last.reason,
+            }
+        return out
+
+    @classmethod
+    def from_json(cls, raw: Any) -> Service | None:
+        """From an Admission or a job's status; None if absent or unreadable."""
+        if raw is None:
+            return None
+        try:
+            m = ServiceModel.model_validate(raw)
+        except ValidationError:
+            return None
+        return cls._of(m)
+
+    @classmethod
+    def _of(cls, m: ServiceModel) -> Service:
+        last = m.lastPreemption
+        return cls(
+            m.gpuSeconds,
+            m.preemptions,
+            m.lasPreemptions,
+            None if last is None else Preemption(last.time, last.by, last.reason),
+        )
 
 
 @dataclass(frozen=True)
@@ -143,6 +216,8 @@ class Admission:
     last_scale: LastScale | None = None
     admitted_at: str | None = None  # when the pool admitted the job (written once)
     generation: int = 0  # of the observed object; 0 for one not written yet
+    service: Service | None = None  # attained in earlier runs, preemptions
+    grace_seconds: int | None = None  # the pool's terminationGracePeriodSeconds for its pods
 
     @cached_property
     def slots(self) -> Mapping[Slot, Placement]:
@@ -165,6 +240,12 @@ class Admission:
     def admitted(self) -> bool:
         return self.phase == ADMITTED
 
+    @property
+    def preempted(self) -> bool:
+        """Stopped as a whole and queued again: its job deletes every pod it has. (A job
+        once admitted goes back to Queued only by a preemption.)"""
+        return self.phase == QUEUED and self.service is not None and self.service.last is not None
+
     def to_object(self) -> dict[str, Any]:
         """The child the pool's sync answers (Metacontroller adds owner and selector)."""
         spec: dict[str, Any] = {
@@ -186,6 +267,10 @@ class Admission:
             spec["admittedTime"] = self.admitted_at
         if self.last_scale is not None:
             spec["lastScale"] = self.last_scale.to_json()
+        if self.service is not None:
+            spec["service"] = self.service.to_json()
+        if self.grace_seconds is not None:
+            spec["gracePeriodSeconds"] = self.grace_seconds
         return {
             "apiVersion": VERSION,
             "kind": ADMISSION_KIND,
@@ -227,6 +312,8 @@ class Admission:
             else LastScale(scale.time, scale.from_, scale.to, scale.reason),
             admitted_at=spec.admittedTime,
             generation=generation if type(generation) is int else 0,
+            service=None if spec.service is None else Service._of(spec.service),
+            grace_seconds=spec.gracePeriodSeconds,
         )
 
 

@@ -9,6 +9,7 @@ round-trip would drop fields a newer API server knows.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -38,6 +39,9 @@ NO_KUBESHARE = (
     "fractional GPUs (KubeShare) are not supported yet: without them the pods would run "
     "with no GPU at all; ask for whole GPUs (nvidia.com/gpu) instead"
 )
+# The job's checkpoint interval in seconds (an annotation of ours): how much progress a
+# preemption can cost it. A job without one is preempted only for a higher priority.
+CHECKPOINT_ANNOTATION = "dragonet.io/checkpoint-interval-seconds"
 # Gang schedulers whose PodGroups Dragonet does not create (it admits gangs itself).
 GANG_SCHEDULERS = ("kube-batch", "volcano")
 
@@ -218,6 +222,9 @@ class Job:
     # runPolicy.schedulingPolicy.priorityClass, else the pods' priorityClassName
     priority_class: str | None = None
     pool: str = DEFAULT_POOL  # runPolicy.schedulingPolicy.queue: the TrainingPool it asks for
+    # Seconds between its checkpoints (CHECKPOINT_ANNOTATION); None: not preemptible except
+    # by a job of higher priority.
+    checkpoint_interval: float | None = None
     spec_content: bytes = field(default=b"", repr=False, compare=False)  # the spec, as JSON
     _types: Mapping[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
     status: Mapping[str, Any] = field(default_factory=dict)
@@ -244,7 +251,14 @@ class Job:
             format_time(self.created) if self.created else None
         )
         memory = orjson.dumps([enqueued, bool(status.get("startRunTime"))])
-        identity = (self.namespace, self.name, self.uid, self.created, self.deleting)
+        identity = (
+            self.namespace,
+            self.name,
+            self.uid,
+            self.created,
+            self.deleting,
+            self.checkpoint_interval,
+        )
         return (identity, self.spec_content, conds, memory)
 
     @cached_property
@@ -406,6 +420,24 @@ def parse_metadata(obj: Mapping[str, Any]) -> MetadataModel:
     return MetadataModel.model_validate(obj.get("metadata"))
 
 
+def checkpoint_interval(annotations: Mapping[str, str]) -> float | None:
+    """The declared checkpoint interval, or None; raises ``InvalidJob`` naming the
+    annotation for a value that is not a positive number of seconds."""
+    raw = annotations.get(CHECKPOINT_ANNOTATION)
+    if raw is None:
+        return None
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise InvalidJob(
+            f"metadata.annotations[{CHECKPOINT_ANNOTATION!r}] is {raw!r}; give the seconds "
+            'between the job\'s checkpoints as a positive number, e.g. "600"'
+        )
+    return value
+
+
 def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
     """Parse and validate; raise ``InvalidJob`` with a message that names the problem."""
     meta = parse_metadata(obj)
@@ -416,6 +448,7 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         )
     if str(meta.annotations.get(KUBESHARE_ANNOTATION, "")).lower() == "true":
         raise InvalidJob(f"metadata.annotations.{KUBESHARE_ANNOTATION}: {NO_KUBESHARE}")
+    checkpoint = checkpoint_interval(meta.annotations)
     raw_spec = obj.get("spec")
     if not isinstance(raw_spec, dict):
         raise InvalidJob("spec is missing")
@@ -521,6 +554,7 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         deleting=meta.deletionTimestamp is not None,
         priority_class=named if isinstance(named, str) and named else None,
         pool=pool_of(raw_spec),
+        checkpoint_interval=checkpoint,
         status=readable_status(obj.get("status")),
         spec_content=_content(raw_spec),
     )

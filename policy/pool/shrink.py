@@ -109,7 +109,7 @@ def _candidates(
     """Workers a shrink may take for a job of priority ``prio``, in the order taken."""
     pool: list[tuple[tuple, Running, Pod]] = []
     for order, r in enumerate(running):
-        if r.job.worker is None or r.verdict.outcome is not None:
+        if r.job.worker is None or r.verdict.outcome is not None or r.job.key in ledger.preempted:
             continue
         taken = len(ledger.victims.get(r.job.key, ()))
         keep = r.count - taken
@@ -131,7 +131,15 @@ def _candidates(
             else:  # borrowed workers first, then from the jobs with most workers per PS
                 borrowed = keep - rank > r.job.worker.replicas
                 per_ps = (keep - rank) / max(len(r.ps_nodes), 1)
-                key = (r.priority, not borrowed, pod.node in r.ps_nodes, -per_ps, order, rank)
+                key = (
+                    r.priority,
+                    -r.queue,  # most attained service first (least attained service)
+                    not borrowed,
+                    pod.node in r.ps_nodes,
+                    -per_ps,
+                    order,
+                    rank,
+                )
             pool.append((key, r, pod))
     pool.sort(key=lambda t: t[0])
     return [(r, p) for _, r, p in pool]

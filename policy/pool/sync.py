@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -17,7 +17,15 @@ import orjson
 from pydantic import ValidationError
 
 from policy.memo import Memo
-from policy.model.admission import ADMITTED, NO_SUCH_POOL, QUEUED, Admission, LastScale, Placement
+from policy.model.admission import (
+    ADMITTED,
+    NO_SUCH_POOL,
+    QUEUED,
+    Admission,
+    LastScale,
+    Placement,
+    Service,
+)
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.cluster import Cluster
 from policy.model.jobs import Job
@@ -27,7 +35,7 @@ from policy.model.resources import PODS, Resources, format_quantity
 from policy.model.timeutil import format_time
 from policy.pool.cycle import JobPlan, plan
 from policy.pool.observe import PoolSnapshot, objects, observe
-from policy.pool.rules import rules_for
+from policy.pool.rules import LAS_POLICIES, rules_for
 from policy.pool.running import last_scale
 
 _NO_MEMO = Memo(limit=0)
@@ -66,6 +74,12 @@ def _fingerprint(parent: Mapping[str, Any], snap: PoolSnapshot) -> frozenset | N
 
 
 def _values(parent: Mapping[str, Any], snap: PoolSnapshot, cluster: Cluster) -> frozenset:
+    # Least attained service reads when each pod started (its service grows from then).
+    started = (
+        [("service", p.name, p.started) for p in cluster.pods]
+        if snap.spec.policy in LAS_POLICIES
+        else []
+    )
     return frozenset(
         (
             ("spec", orjson.dumps(parent.get("spec") or {}, option=orjson.OPT_SORT_KEYS)),
@@ -82,6 +96,7 @@ def _values(parent: Mapping[str, Any], snap: PoolSnapshot, cluster: Cluster) -> 
             *(j.plan_key for j, _ in snap.orphans),
             ("problems", snap.problems),
             *snap.admissions.values(),
+            *started,
         )
     )
 
@@ -161,21 +176,36 @@ def _admission(
     admitted = None
     if jp.phase == ADMITTED:  # written once, when the pool admits the job
         kept = previous.admitted_at if previous is not None and previous.admitted else None
-        # A job resumed a moment ago still shows the start it kept while suspended.
-        started = None if resuming(job) else job.status.get("startTime")
+        # A job resumed a moment ago still shows the start it kept while suspended; one
+        # preempted runs anew from now.
+        again = resuming(job) or (previous is not None and previous.preempted)
+        started = None if again else job.status.get("startTime")
         admitted = kept or started or stamp
-    return _for(
-        job,
-        snap.name,
-        jp.phase,
-        message,
-        snap.spec.binding,
-        jp.workers_target,
-        pods,
-        scale,
-        admitted,
-        jp.reason,
+    service = jp.service or (previous.service if previous is not None else None)
+    if service is None:
+        service = _status_service(job)
+    return replace(
+        _for(
+            job,
+            snap.name,
+            jp.phase,
+            message,
+            snap.spec.binding,
+            jp.workers_target,
+            pods,
+            scale,
+            admitted,
+            jp.reason,
+        ),
+        service=service,
+        grace_seconds=snap.spec.preemptionGraceSeconds,
     )
+
+
+def _status_service(job: Job) -> Service | None:
+    """The record a job's status copied from an Admission that is gone (e.g. lost)."""
+    section = job.status.get("scheduling")
+    return Service.from_json(section.get("service")) if isinstance(section, Mapping) else None
 
 
 def _for(
