@@ -265,7 +265,7 @@ def _admit_queue(
         # DRAGON makes room for the head of the queue only; Dragonet for the first job that
         # some shrink can help, so a head nothing can help does not starve the jobs behind.
         if rules.elastic and not room_made:
-            room = make_room(ledger, job, priority(job, priorities), since, running)
+            room = make_room(ledger, job, priority(job, priorities), since, running, q.queue)
             room_made = isinstance(room, Reserved) or rules.block_behind_head
             if isinstance(room, Reserved):
                 jp = replace(jp, explain=room.explain, reason=room.reason)

@@ -28,6 +28,7 @@ from policy.model.admission import WAITING_FOR_PREEMPTION
 from policy.model.cluster import Pod
 from policy.model.jobs import Job
 from policy.model.resources import Resources
+from policy.pool.admit import shape
 from policy.pool.explain import awaited_message
 from policy.pool.ledger import Ledger
 from policy.pool.placement import Assignment, place_gang, required_slots, slots, used_per_node
@@ -85,6 +86,10 @@ def preempt(
     victims makes its gang fit. ``wakes`` gets the times a job becomes preemptible."""
     rules, now = ledger.rules, ledger.now
     eligible = ledger.eligible(job)
+    # Capacity only shrinks within a cycle: a shape no preemption could help stays so.
+    failed = (shape(job, eligible), prio, queue)
+    if failed in ledger.unhelped:
+        return None
     required = required_slots(job)
     count = job.worker.replicas if rules.static and job.worker else job.min_workers
     gang = slots(job.worker, count)
@@ -123,6 +128,7 @@ def preempt(
                 if fit is not None:
                     break
         if fit is None:
+            ledger.unhelped[failed] = bool(chosen)
             return None
         for item in reversed(list(chosen)):  # drop the victims it does not need
             trial = [c for c in chosen if c is not item]
