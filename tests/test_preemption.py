@@ -17,7 +17,7 @@ from policy.model.jobs import CHECKPOINT_ANNOTATION
 from policy.model.pool import pool_object
 from sim.apiserver import Obj, object_key
 from sim.engine import Scenario, SimConfig, Simulation
-from tests.simkit import TFJOBS, comparable, gpu_nodes, job, scenario
+from tests.simkit import TFJOBS, CapacityProbe, comparable, gpu_nodes, job, scenario
 
 PODS = "Pod.v1"
 ADMISSIONS = "Admission.dragonet.io/v1alpha1"
@@ -146,6 +146,24 @@ def test_shrinking_comes_before_preempting() -> None:
     assert watch.services("a") == []
     assert summary["state_losses"] == 0
     assert "a-ps-0" not in watch.deleted or watch.deleted["a-ps-0"][0] > 300.0
+
+
+def test_a_preemption_planned_on_a_stale_view_never_overcommits_a_node() -> None:
+    """The pool's view lags 2 s: it preempts x for the higher-priority y while it cannot
+    see all of x's pods yet. The kube-scheduler stays the arbiter; both jobs finish, y
+    first, and no node ever holds more than it has."""
+    x = job("x", 4, steps=60)
+    y = _priority(job("y", 4, arrival=0.5, steps=60), "high")
+    sim = Simulation(
+        _world([x, y], HIGH, gpus_nodes=1),
+        SimConfig(view_delay_s=2.0, delete_finished_after_s=5.0),
+    )
+    capacity = CapacityProbe(sim)
+    result = sim.run()
+    assert capacity.overcommits == []
+    records = {r.key: r for r in result.jobs}
+    assert result.summary["jobs_finished"] == 2
+    assert records["default/y"].finish_s < records["default/x"].finish_s
 
 
 # --- least attained service ---------------------------------------------------------------
