@@ -231,3 +231,43 @@ def test_a_webhook_restart_changes_no_preemption_decision() -> None:
     assert calm_watch.services("long") == again_watch.services("long")
     assert calm_watch.created == again_watch.created
     assert comparable(calm) == comparable(again)
+
+
+# --- the simulated training program ---------------------------------------------------------
+
+
+def test_the_simulated_job_falls_back_to_its_last_checkpoint_and_pays_the_restore() -> None:
+    from policy.model.resources import Resources
+    from sim.training import Training
+
+    spec = _checkpointed(job("t", 2, steps=1000), 10.0)
+    t = Training.of(spec, 0.0)
+    t.rate, t.held = 1.0, Resources({"nvidia.com/gpu": 2000})
+    t.advance(25.0)  # checkpoints at 10 s and 20 s of training
+    assert t.progress == pytest.approx(25.0) and t.saved == pytest.approx(20.0)
+    t.lose_state()
+    assert t.progress == pytest.approx(20.0)
+    restore = spec.profile.restore_s
+    assert t.lost_gpu_s == pytest.approx(2 * 5.0 + 2 * restore)  # 5 s of 2 GPUs, and a restore
+    never = Training.of(job("n", 2, steps=1000), 0.0)  # no interval: it never checkpoints
+    never.rate, never.held = 1.0, Resources({"nvidia.com/gpu": 2000})
+    never.advance(25.0)
+    never.lose_state()
+    assert never.progress == 0.0
+
+
+def test_a_checkpointing_victim_loses_only_what_it_did_since_its_last_checkpoint() -> None:
+    def run(checkpoint: float | None) -> Mapping[str, Any]:
+        a = job("a", 8, ps=1, min_workers=8, max_workers=8, steps=2000)
+        if checkpoint is not None:
+            a = _checkpointed(a, checkpoint)
+        b = job("b", 8, ps=1, min_workers=8, max_workers=8, arrival=100.0, steps=200)
+        summary, _ = _run(_world([a, _priority(b, "high")], HIGH), policy="dragonet")
+        return summary
+
+    with_checkpoints, without = run(30.0), run(None)
+    assert with_checkpoints["state_losses"] == without["state_losses"] == 1
+    restore = 8 * 2.0  # 8 GPUs restore for 2 s (the quick profile)
+    assert without["lost_gpu_s"] > 8 * 80  # about 90 s of training, all of it lost
+    assert with_checkpoints["lost_gpu_s"] <= 8 * 30 + restore + 1e-6
+    assert with_checkpoints["avg_jct_s"] < without["avg_jct_s"]
