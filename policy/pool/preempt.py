@@ -172,7 +172,7 @@ def _allowed(
         return None
     interval = r.job.checkpoint_interval
     service = r.attained
-    if interval is None or service.queue <= queue:
+    if interval is None or service.queue < queue + rules.las_gap:
         return None
     if service.past.las_preemptions >= rules.max_preemptions:
         return None  # the starvation guard: it runs to the end now

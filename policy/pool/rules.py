@@ -44,6 +44,8 @@ class Rules:
     # interval, ran at least one interval, and were preempted fewer than max_preemptions).
     preempt_las: bool = False
     max_preemptions: int = 3
+    # How many LAS queues later a victim must be than the waiting job.
+    las_gap: int = 1
 
 
 # The policies whose queue order reads attained service (from pods' start times).
