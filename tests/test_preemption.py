@@ -170,8 +170,9 @@ def test_a_preemption_planned_on_a_stale_view_never_overcommits_a_node() -> None
 
 
 def _las_pool(**spec: Any) -> dict[str, Any]:
-    # 0.05 GPU-h = 180 GPU-seconds: a 4-GPU job passes it after 45 s.
-    return pool_object("default", policy="dragonet-las", lasThresholdsGPUHours=[0.05], **spec)
+    # 0.01 and 0.05 GPU-h = 36 and 180 GPU-seconds: a 4-GPU job passes them after 9 s and
+    # 45 s; dragonet-las preempts only a job two queues later than the waiting one.
+    return pool_object("default", policy="dragonet-las", lasThresholdsGPUHours=[0.01, 0.05], **spec)
 
 
 def _las_jobs(checkpoint: float | None = 60.0):
@@ -271,3 +272,16 @@ def test_a_checkpointing_victim_loses_only_what_it_did_since_its_last_checkpoint
     assert without["lost_gpu_s"] > 8 * 80  # about 90 s of training, all of it lost
     assert with_checkpoints["lost_gpu_s"] <= 8 * 30 + restore + 1e-6
     assert with_checkpoints["avg_jct_s"] < without["avg_jct_s"]
+
+
+def test_dragonet_las_preempts_only_jobs_two_queues_later() -> None:
+    """With one limit (two queues) the long job is only one queue later than the short
+    ones: dragonet-las lets it run (preempting the next queue lost more than it gained on
+    the Pollux workloads), while tiresias preempts it."""
+    one_limit = {"lasThresholdsGPUHours": [0.05]}
+    las = pool_object("default", policy="dragonet-las", **one_limit)
+    _, watch = _run(_world(_las_jobs(), las, gpus_nodes=1))
+    assert watch.services("long") == []
+    tiresias = pool_object("default", policy="tiresias", **one_limit)
+    _, watch = _run(_world(_las_jobs(), tiresias, gpus_nodes=1))
+    assert watch.services("long")[0]["lastPreemption"]["by"] == "default/s1"

@@ -4,7 +4,8 @@ Kueue's preemption, made checkpoint-aware. A running job may be preempted for a 
 
 * of higher priority (``preempt_priority``), whether it declares a checkpoint interval or
   not; or
-* of the same priority in an earlier least-attained-service queue (``preempt_las``), only
+* of the same priority in an earlier least-attained-service queue (``preempt_las``; at
+  least ``las_gap`` queues earlier: two under dragonet-las, one under tiresias), only
   if it declares a checkpoint interval (``dragonet.io/checkpoint-interval-seconds``), has
   run at least one interval in this run (so it saved its progress at least once), and was
   preempted for LAS fewer than ``max_preemptions`` times (the starvation guard).

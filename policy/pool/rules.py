@@ -70,6 +70,7 @@ def rules_for(spec: PoolSpec) -> Rules:
             preempt_priority=True,
             preempt_las=True,
             max_preemptions=guard,
+            las_gap=2,  # measured: preempting the next queue loses more than it gains
         )
     if spec.policy == "tiresias":
         return Rules(
