@@ -33,6 +33,7 @@ from policy.pool.admit import shape
 from policy.pool.explain import awaited_message
 from policy.pool.ledger import Ledger
 from policy.pool.placement import Assignment, place_gang, required_slots, slots, used_per_node
+from policy.pool.rules import Rules
 from policy.pool.running import Running
 from policy.pool.service import Attained, attained
 
@@ -158,7 +159,7 @@ def _allowed(
     waiting: Job,
     prio: int,
     queue: int,
-    rules,
+    rules: Rules,
     now: datetime,
     wakes: list[datetime],
 ) -> Stopped | None:
