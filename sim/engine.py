@@ -514,6 +514,10 @@ class Simulation:
                 if self.monitor is not None or self.programs.migrations
                 else {}
             ),
+            # Parameter-server state lost (a preemption), and the GPU-seconds it cost: the
+            # progress since the last checkpoint plus the restore (sim/training.py).
+            "state_losses": sum(t.losses for t in self.programs.jobs.values()),
+            "lost_gpu_s": _round(sum(t.lost_gpu_s for t in self.programs.jobs.values())),
             "kubelet_rejections": self.kube.rejected,
             "sync_calls": self.mc.sync_calls,
             "sync_calls_by_controller": {c.name: c.sync_calls for c in controllers},

@@ -8,6 +8,9 @@ Two sources (docs/traces.md): Pollux's flattened Philly trace (``philly.csv``) a
 * ``min-instances`` = ceil(workers / 2), ``max-instances`` = 2 * workers: DRAGON's elastic
   range; policies with static sizes ignore it;
 * the application (hence ``TrainingProfile``) from the job's GPU-time, as Pollux does;
+* a checkpoint every ``CHECKPOINT_S`` of training (TensorFlow's default
+  ``save_checkpoint_secs``), declared in ``dragonet.io/checkpoint-interval-seconds``: what a
+  preemption costs it, and what makes it preemptible for least attained service;
 * ``steps`` such that the job, alone with every worker next to its PS, trains for exactly
   its duration (after its checkpoint restore).
 
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from types import MappingProxyType
 
+from policy.model.jobs import CHECKPOINT_ANNOTATION
 from sim.profiles import profile
 from sim.spec import JobSpec, TrainingProfile, tfjob_manifest
 
@@ -33,6 +37,10 @@ WORKER_RESOURCES: Mapping[str, str] = MappingProxyType(
     {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"}
 )
 PS_RESOURCES: Mapping[str, str] = MappingProxyType({"cpu": "2", "memory": "8Gi"})
+
+# Seconds between a trace job's checkpoints: tf.train.MonitoredTrainingSession's default
+# save_checkpoint_secs.
+CHECKPOINT_S = 600.0
 
 # Pollux's filter of the Philly trace (simulator/workload.py).
 MIN_DURATION_S = 60.0
@@ -105,6 +113,7 @@ def trace_job(
         worker_resources=WORKER_RESOURCES,
         ps_resources=PS_RESOURCES,
     )
+    manifest["metadata"]["annotations"] = {CHECKPOINT_ANNOTATION: f"{CHECKPOINT_S:g}"}
     return JobSpec(
         manifest=manifest,
         arrival_s=arrival_s,

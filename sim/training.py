@@ -9,6 +9,13 @@ the CPU share of its node. A moved worker is a new pod: it restores before it co
 so every migration costs ``restore_s`` of that worker. When the global steps are
 done, the chief and the workers exit 0; parameter servers run until they are deleted.
 
+Model state lives on the parameter servers (and, for an MXJob, its servers): when one of
+them goes away while the job trains (a preemption deletes every pod), the job falls back to
+its last checkpoint. It checkpoints every ``dragonet.io/checkpoint-interval-seconds`` of
+training (none declared: it never checkpoints and starts over), and pays the restore
+again when its workers start. The GPU-seconds spent on the lost progress and on the
+restore are counted as lost (``lost_gpu_s``).
+
 An MXJob trains the same way: its servers are its parameter servers, and its scheduler
 must run too (ps-lite's root); when the steps are done its workers and scheduler exit 0.
 """
@@ -20,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policy.model.cluster import L_INDEX, L_JOB, L_OPERATOR, L_TYPE, OPERATOR_NAME
-from policy.model.jobs import pod_limits, pod_request
+from policy.model.jobs import CHECKPOINT_ANNOTATION, pod_limits, pod_request
 from policy.model.migration import move_of
 from policy.model.resources import Resources
 from sim.apiserver import ApiServer, Obj, object_key
@@ -34,6 +41,7 @@ PS_ROLES = ("ps", "server")  # a TFJob's parameter servers, an MXJob's servers
 ROOT = "scheduler"  # an MXJob's ps-lite scheduler: needed to train, exits with the workers
 _DONE = ("Succeeded", "Failed")
 TENSORBOARD = "tensorboard"
+GPU = "nvidia.com/gpu"
 
 
 def job_of(pod: Obj) -> str | None:
@@ -82,6 +90,13 @@ class Training:
     held_history: list[tuple[float, Resources]] = field(default_factory=list)
     warm: dict[str, tuple[str, int, float]] = field(default_factory=dict)  # pod -> uid, restarts, t
     token: int = 0
+    checkpoint_s: float | None = None  # declared interval (None: never checkpoints)
+    saved: float = 0.0  # progress at the last checkpoint
+    since_saved_s: float = 0.0  # training time since the last checkpoint
+    since_saved_gpu_s: float = 0.0  # GPU-seconds spent since the last checkpoint
+    state_up: bool = False  # its parameter servers hold the model state
+    losses: int = 0  # times it fell back to a checkpoint
+    lost_gpu_s: float = 0.0  # GPU-seconds of lost progress and restores
 
     @classmethod
     def of(cls, spec: JobSpec, now: float) -> Training:
@@ -94,7 +109,47 @@ class Training:
         w = int(worker.get("replicas", 0) or 0)
         min_workers = int(bounds.get("min-instances", w) or 0) if w else 0
         gang = ps + chief + root + min_workers
-        return cls(spec, ps, chief, min_workers, gang, root=root, updated_s=now, since_s=now)
+        annotations = spec.manifest["metadata"].get("annotations") or {}
+        raw = annotations.get(CHECKPOINT_ANNOTATION)
+        checkpoint = float(raw) if raw is not None else None
+        return cls(
+            spec,
+            ps,
+            chief,
+            min_workers,
+            gang,
+            root=root,
+            updated_s=now,
+            since_s=now,
+            checkpoint_s=checkpoint,
+        )
+
+    def advance(self, now: float) -> None:
+        """Progress (and checkpoints) from the last update to ``now`` at the current rate."""
+        dt = now - self.updated_s
+        if dt > 0 and self.rate > 0:
+            gpus = self.held.get(GPU, 0) / 1000
+            every = self.checkpoint_s
+            elapsed = self.since_saved_s + dt
+            if every is not None and elapsed >= every:
+                saves = int(elapsed // every)
+                last = self.updated_s + (saves * every - self.since_saved_s)
+                self.saved = self.progress + self.rate * (last - self.updated_s)
+                self.since_saved_s = elapsed - saves * every
+                self.since_saved_gpu_s = gpus * self.since_saved_s
+            else:
+                self.since_saved_s = elapsed
+                self.since_saved_gpu_s += gpus * dt
+            self.progress += self.rate * dt
+        self.updated_s = now
+
+    def lose_state(self) -> None:
+        """Its parameter servers went away: back to the last checkpoint, restore again."""
+        gpus = self.held.get(GPU, 0) / 1000
+        self.lost_gpu_s += self.since_saved_gpu_s + gpus * self.spec.profile.restore_s
+        self.progress = min(self.progress, self.saved)
+        self.since_saved_s = self.since_saved_gpu_s = 0.0
+        self.losses += 1
 
 
 def replica_specs(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -202,8 +257,7 @@ class Programs:
         if t.finished_s is not None:
             self._set_state(t, None, now)
             return
-        t.progress += t.rate * (now - t.updated_s)
-        t.updated_s = now
+        t.advance(now)
         pods = [p for k in sorted(self.pods_of.get(job, ())) if (p := self.api.get(PODS, k))]
         ps_nodes = {p["spec"]["nodeName"] for p in pods if _role(p) in PS_ROLES and _running(p)}
         ps_up = sum(1 for p in pods if _role(p) in PS_ROLES and _running(p))
@@ -237,6 +291,10 @@ class Programs:
             else:
                 remote += 1
             shares.append((near, cpu_share.get(p["spec"]["nodeName"], 1.0)))
+        state_up = bool(t.ps) and ps_up >= t.ps
+        if t.state_up and not state_up and t.progress > 0:
+            t.lose_state()
+        t.state_up = state_up
         if not ready:
             t.rate = 0.0
         elif t.spec.profile.cpu_bound:
@@ -296,8 +354,7 @@ class Programs:
         if t.token != token or t.finished_s is not None:
             return
         now = self.api.clock()
-        t.progress += t.rate * (now - t.updated_s)
-        t.updated_s = now
+        t.advance(now)
         if t.progress < t.spec.steps * (1 - 1e-9):
             self.update(job, now)
             return

@@ -34,11 +34,21 @@ def test_elastic_benchmark_compares_every_policy_and_checks_the_targets(
     elastic.main()
     out = capsys.readouterr().out
     header = next(line for line in out.splitlines() if line.startswith("Metric"))
-    assert header.split()[1:] == ["dragonet", "dragon", "gang-fifo", "kube-default"]
+    assert header.split()[1:] == [
+        "dragonet",
+        "dragon",
+        "gang-fifo",
+        "kube-default",
+        "dragonet-las",
+        "tiresias",
+    ]
     (finished,) = [row for row in out.splitlines() if row.startswith("Jobs finished")]
-    assert finished.count("6 / 6") == 4
+    assert finished.count("6 / 6") == 6
+    (lost,) = [row for row in out.splitlines() if row.startswith("GPU lost to preemption")]
+    assert "GPU-h" in lost
     targets = out.split("Targets for dragonet:")[1]
     assert "below gang-fifo" in targets and "below dragon" in targets
+    assert "below tiresias" in targets
     assert "lower bound" in targets
 
 

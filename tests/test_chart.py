@@ -52,12 +52,15 @@ CUSTOM_VALUES: dict[str, Any] = {
                 {"key": "cordoned-for-maintenance", "operator": "DoesNotExist"},
             ],
         },
-        "policy": "gang-fifo",
+        "policy": "tiresias",
         "binding": "nodeName",
         "starvationSeconds": 45,
         "idleSeconds": 120.5,
         "clusterDomain": "cluster.local",
         "watchAllPods": True,
+        "lasThresholdsGPUHours": [0.5, 4, 16],
+        "maxPreemptions": 0,
+        "preemptionGraceSeconds": 90,
     },
     "server": {
         "workers": 3,
@@ -280,6 +283,8 @@ def test_default_values_make_the_default_pool(default_docs: list[dict[str, Any]]
         "starvationSeconds": 30,
         "idleSeconds": 60,
         "watchAllPods": False,
+        "lasThresholdsGPUHours": [1, 10],
+        "maxPreemptions": 3,
     }
 
 
@@ -293,15 +298,20 @@ def test_custom_scheduling_values_reach_the_default_pool(
     pool = _one(custom_docs, "TrainingPool")
     assert pool["spec"] == {
         "nodeSelector": CUSTOM_VALUES["scheduling"]["poolSelector"],
-        "policy": "gang-fifo",
+        "policy": "tiresias",
         "binding": "nodeName",
         "starvationSeconds": 45,
         "idleSeconds": 120.5,
         "watchAllPods": True,
+        "lasThresholdsGPUHours": [0.5, 4, 16],
+        "maxPreemptions": 0,
+        "preemptionGraceSeconds": 90,
     }
     spec = PoolSpec.model_validate(pool["spec"])
     assert spec.nodeSelector.as_dict() == CUSTOM_VALUES["scheduling"]["poolSelector"]
-    assert (spec.policy, spec.binding) == ("gang-fifo", "nodeName")
+    assert (spec.policy, spec.binding) == ("tiresias", "nodeName")
+    assert (spec.lasThresholdsGPUHours, spec.maxPreemptions) == ((0.5, 4, 16), 0)
+    assert spec.preemptionGraceSeconds == 90
     assert (spec.starvationSeconds, spec.idleSeconds, spec.watchAllPods) == (45, 120.5, True)
 
 

@@ -335,7 +335,8 @@ def test_a_plan_on_a_stale_view_is_caught_by_the_kube_scheduler_and_placed_again
     """The pool's view lags 2 s. It admits x (t=2), then, still blind to that Admission,
     plans the higher-priority y, which arrived later, onto the same GPUs (t=2.5). Both
     jobs' pods get created; the kube-scheduler binds x's and marks y's Unschedulable; the
-    pool sees it, and y runs once x is done. Nothing is ever overcommitted."""
+    pool sees it, and y runs once x is done. Nothing is ever overcommitted. (Policy dragon:
+    dragonet would preempt x for y, tests/test_preemption.py runs that on a stale view.)"""
     x = job("x", 4, steps=60)
     y = job("y", 4, arrival=0.5, steps=60)
     y.manifest["spec"]["runPolicy"] = {"schedulingPolicy": {"priorityClass": "high"}}
@@ -347,7 +348,8 @@ def test_a_plan_on_a_stale_view_is_caught_by_the_kube_scheduler_and_placed_again
     }
     base = scenario(gpu_nodes(1), [x, y])
     sc = type(base)(base.name, base.nodes, base.jobs, (high,))
-    sim = Simulation(sc, SimConfig(view_delay_s=2.0, delete_finished_after_s=5.0))
+    config = SimConfig(policy="dragon", view_delay_s=2.0, delete_finished_after_s=5.0)
+    sim = Simulation(sc, config)
     capacity = CapacityProbe(sim)
     unschedulable = _Unschedulable()
     sim.api.watchers.append(unschedulable)

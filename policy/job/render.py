@@ -123,6 +123,7 @@ def render_pod(
     admission_generation: int = 0,
     gang: Gang | None = None,
     name: str | None = None,
+    grace_seconds: int | None = None,
 ) -> dict[str, Any]:
     """``name``: a moved worker's replacement (``...-m<n>``, policy.model.migration); it
     keeps the replica index labels, so its Service and TF_CONFIG entry stay the same."""
@@ -147,6 +148,8 @@ def render_pod(
     if annotations:
         metadata["annotations"] = annotations
 
+    if grace_seconds is not None:  # the pool's; the template's own wins
+        spec.setdefault("terminationGracePeriodSeconds", grace_seconds)
     spec["restartPolicy"] = (
         "Never" if replica.restart_policy == "ExitCode" else replica.restart_policy
     )

@@ -14,13 +14,14 @@ from typing import Any
 from policy.job.podgroup import pod_group_name
 from policy.job.view import FINISHED, INVALID, SUSPENDED, JobView
 from policy.model import conditions as cond
-from policy.model.admission import ADMITTED, QUEUED, WAITING_FOR_POOL, LastScale
-from policy.model.jobs import Job, JobKind
+from policy.model.admission import ADMITTED, QUEUED, WAITING_FOR_POOL, LastScale, Service
+from policy.model.jobs import CHECKPOINT_ANNOTATION, Job, JobKind
 from policy.model.lifecycle import REASON_INVALID, running_types
 from policy.model.migration import Moves
 from policy.model.timeutil import format_time, parse_time
 
 LAST_SCALE = "lastScale"
+SERVICE = "service"  # attained service of earlier runs and preemptions (policy.pool.service)
 
 
 def replica_statuses(v: JobView, succeeded: bool) -> dict[str, dict[str, int]]:
@@ -73,6 +74,15 @@ def conditions(v: JobView, stamp: str, resumed: bool) -> list[dict[str, Any]]:
             "Restarting",
             f"job {job.name} is restarting because {why}.",
         )
+    admission = v.admission
+    if v.phase == QUEUED and admission is not None and admission.preempted:
+        last = admission.service.last if admission.service is not None else None
+        if last is not None and cond.is_true(conds, cond.RUNNING):
+            words = f"{kind} {job.name} was preempted by {last.by}: {last.reason}."
+            conds = cond.set_condition(
+                conds, cond.RUNNING, "False", f"{kind}Preempted", words, last.time
+            )
+        return conds
     if v.assessment.running:
         since = _running_since(v) or stamp
         conds = cond.set_condition(
@@ -166,6 +176,13 @@ def scheduling(v: JobView, nodes: list[str]) -> dict[str, Any]:
         section["moves"] = moves
     if v.admission is not None and v.admission.migrations:  # answers to live requests
         section["migrations"] = [d.to_json() for d in v.admission.migrations]
+    service = v.admission.service if v.admission is not None else None
+    if service is None:
+        service = Service.from_json((job.status.get("scheduling") or {}).get(SERVICE))
+    if service is not None:  # kept: the pool reads it back if the Admission is lost
+        section[SERVICE] = service.to_json()
+    if job.checkpoint_interval is not None or service is not None:
+        section["preemptible"] = preemptible(job)
     return section
 
 
@@ -179,6 +196,19 @@ def _moves(v: JobView) -> list[dict[str, Any]]:
         return [Moves.from_json(m).to_json() for m in kept] if isinstance(kept, list) else []
     except (KeyError, TypeError, ValueError):
         return []  # a status someone broke reads as never written
+
+
+def preemptible(job: Job) -> str:
+    """Who may preempt the job, as its status says."""
+    if job.checkpoint_interval is None:
+        return (
+            f"only by a job of higher priority: it declares no checkpoint interval "
+            f"(annotation {CHECKPOINT_ANNOTATION})"
+        )
+    return (
+        f"by a job of higher priority, or for least attained service: it checkpoints every "
+        f"{job.checkpoint_interval:g} s"
+    )
 
 
 def _reason(v: JobView) -> str:

@@ -224,6 +224,7 @@ def _render(
     binding = admission.binding if admission is not None else "affinity"
     generation = admission.generation if admission is not None else 0
     gang = admission.gang if admission is not None else None
+    grace = admission.grace_seconds if admission is not None else None
     share = job.replicas[rtype].gpu_share
     mode = admission.kubeshare if admission is not None and share is not None else ""
     if mode:
@@ -239,6 +240,7 @@ def _render(
         generation,
         gang=gang,
         name=name,
+        grace_seconds=grace,
     )
     if mode == "v1" and share is not None and admission is not None:
         placement = admission.slots.get((rtype, index))
@@ -270,6 +272,8 @@ def _desired(v: JobView) -> Desired:
         if not p.terminating and p.name not in omitted and (slot := _slot_of(job, p))
     }
     admission = v.admission
+    if v.phase == QUEUED and admission is not None and admission.preempted and not v.stale:
+        return {}  # preempted: every pod goes (with its grace period), the job queues again
     if v.phase != ADMITTED or admission is None or v.stale:
         return {n: (*s, p.node, _host(admission, s, p.node)) for n, (s, p) in existing.items()}
     out: Desired = {}

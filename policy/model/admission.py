@@ -41,6 +41,8 @@ WAITING_FOR_SHRINK = "WaitingForShrink"  # its room is being freed by workers of
 NO_SHRINK_HELPS = "NoShrinkHelps"  # it starves, and no shrink it may cause would make room
 BLOCKED_BEHIND_HEAD = "BlockedBehindHead"  # dragon: the starving head blocks everyone behind
 PODS_WAITING_FOR_ROOM = "PodsWaitingForRoom"  # admitted, but some pods found no room
+WAITING_FOR_PREEMPTION = "WaitingForPreemption"  # jobs it preempted are terminating
+PREEMPTED = "Preempted"  # stopped as a whole and re-queued for another job
 NO_SUCH_POOL = "NoSuchPool"  # it names a TrainingPool that does not exist
 NO_KUBESHARE = "NoKubeShare"  # it asks for a fraction of a GPU; its pool has no KubeShare
 WAITING_FOR_POOL = "WaitingForPool"  # (a job's own status) no Admission yet
@@ -103,6 +105,19 @@ class GangModel(_Model):
     schedulerName: str
 
 
+class PreemptionModel(_Model):
+    time: str
+    by: str
+    reason: str = ""
+
+
+class ServiceModel(_Model):
+    gpuSeconds: float = Field(default=0.0, ge=0)
+    preemptions: int = Field(default=0, ge=0)
+    lasPreemptions: int = Field(default=0, ge=0)
+    lastPreemption: PreemptionModel | None = None
+
+
 class AdmissionSpec(_Model):
     pool: str
     job: JobRef
@@ -119,6 +134,8 @@ class AdmissionSpec(_Model):
     migrations: list[DecisionModel] = Field(default_factory=list)
     gang: GangModel | None = None
     gangNote: str = ""
+    service: ServiceModel | None = None
+    gracePeriodSeconds: int | None = Field(default=None, ge=0)
 
 
 @dataclass(frozen=True)
@@ -128,6 +145,62 @@ class Gang:
 
     scheduler: str  # kube-batch | volcano | coscheduling
     scheduler_name: str
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """Why a job was last stopped as a whole: when, for which job, and the rule."""
+
+    time: str
+    by: str  # namespace/name of the job it made room for
+    reason: str  # in words: "higher priority (1000 > 0)", "least attained service: ..."
+
+
+@dataclass(frozen=True)
+class Service:
+    """What a job received in runs that ended (they left no pods to read it from): the
+    GPU-seconds it attained, and how often it was preempted (``las``: for least attained
+    service, what the starvation guard counts)."""
+
+    gpu_seconds: float = 0.0
+    preemptions: int = 0
+    las_preemptions: int = 0
+    last: Preemption | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "gpuSeconds": round(self.gpu_seconds, 3),
+            "preemptions": self.preemptions,
+            "lasPreemptions": self.las_preemptions,
+        }
+        if self.last is not None:
+            out["lastPreemption"] = {
+                "time": self.last.time,
+                "by": self.last.by,
+                "reason": self.last.reason,
+            }
+        return out
+
+    @classmethod
+    def from_json(cls, raw: Any) -> Service | None:
+        """From an Admission or a job's status; None if absent or unreadable."""
+        if raw is None:
+            return None
+        try:
+            m = ServiceModel.model_validate(raw)
+        except ValidationError:
+            return None
+        return cls._of(m)
+
+    @classmethod
+    def _of(cls, m: ServiceModel) -> Service:
+        last = m.lastPreemption
+        return cls(
+            m.gpuSeconds,
+            m.preemptions,
+            m.lasPreemptions,
+            None if last is None else Preemption(last.time, last.by, last.reason),
+        )
 
 
 @dataclass(frozen=True)
@@ -200,6 +273,8 @@ class Admission:
     migrations: tuple[Decision, ...] = ()  # the pool's answers to live Migration requests
     # How its fractional-GPU pods are written: "" (none), "v1" SharePods, "v2" labelled Pods.
     kubeshare: str = ""
+    service: Service | None = None  # attained in earlier runs, preemptions
+    grace_seconds: int | None = None  # the pool's terminationGracePeriodSeconds for its pods
 
     @cached_property
     def slots(self) -> Mapping[Slot, Placement]:
@@ -221,6 +296,12 @@ class Admission:
     @property
     def admitted(self) -> bool:
         return self.phase == ADMITTED
+
+    @property
+    def preempted(self) -> bool:
+        """Stopped as a whole and queued again: its job deletes every pod it has. (A job
+        once admitted goes back to Queued only by a preemption.)"""
+        return self.phase == QUEUED and self.service is not None and self.service.last is not None
 
     def to_object(self) -> dict[str, Any]:
         """The child the pool's sync answers (Metacontroller adds owner and selector)."""
@@ -256,6 +337,10 @@ class Admission:
             spec["migrations"] = [d.to_json() for d in self.migrations]
         if self.kubeshare:
             spec["kubeshare"] = self.kubeshare
+        if self.service is not None:
+            spec["service"] = self.service.to_json()
+        if self.grace_seconds is not None:
+            spec["gracePeriodSeconds"] = self.grace_seconds
         return {
             "apiVersion": VERSION,
             "kind": ADMISSION_KIND,
@@ -307,6 +392,8 @@ class Admission:
                 Decision.from_json(d.model_dump(by_alias=True)) for d in spec.migrations
             ),
             kubeshare=spec.kubeshare,
+            service=None if spec.service is None else Service._of(spec.service),
+            grace_seconds=spec.gracePeriodSeconds,
         )
 
 

@@ -9,6 +9,7 @@ round-trip would drop fields a newer API server knows.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -46,6 +47,9 @@ NO_KUBESHARE_RESOURCE = (
 # The schedulerNames of the gang schedulers a pool may delegate binding to (pool.py): a
 # template naming one asks for that backend's PodGroup.
 GANG_SCHEDULERS = ("kube-batch", "volcano", "scheduler-plugins-scheduler")
+# The job's checkpoint interval in seconds (an annotation of ours): how much progress a
+# preemption can cost it. A job without one is preempted only for a higher priority.
+CHECKPOINT_ANNOTATION = "dragonet.io/checkpoint-interval-seconds"
 
 
 @dataclass(frozen=True)
@@ -233,6 +237,9 @@ class Job:
     scheduling_policy: SchedulingPolicyModel | None = field(default=None, compare=False)
     # spec.node-preference (container-migration): the whole gang there if it fits, at admission
     node_preference: str | None = None
+    # Seconds between its checkpoints (CHECKPOINT_ANNOTATION); None: not preemptible except
+    # by a job of higher priority.
+    checkpoint_interval: float | None = None
     spec_content: bytes = field(default=b"", repr=False, compare=False)  # the spec, as JSON
     _types: Mapping[str, str] = field(default_factory=dict, init=False, repr=False, compare=False)
     status: Mapping[str, Any] = field(default_factory=dict)
@@ -262,7 +269,14 @@ class Job:
             format_time(self.created) if self.created else None
         )
         memory = orjson.dumps([enqueued, bool(status.get("startRunTime"))])
-        identity = (self.namespace, self.name, self.uid, self.created, self.deleting)
+        identity = (
+            self.namespace,
+            self.name,
+            self.uid,
+            self.created,
+            self.deleting,
+            self.checkpoint_interval,
+        )
         return (identity, self.spec_content, conds, memory, self.tensorboard)
 
     @cached_property
@@ -455,6 +469,24 @@ def parse_metadata(obj: Mapping[str, Any]) -> MetadataModel:
     return MetadataModel.model_validate(obj.get("metadata"))
 
 
+def checkpoint_interval(annotations: Mapping[str, str]) -> float | None:
+    """The declared checkpoint interval, or None; raises ``InvalidJob`` naming the
+    annotation for a value that is not a positive number of seconds."""
+    raw = annotations.get(CHECKPOINT_ANNOTATION)
+    if raw is None:
+        return None
+    try:
+        value = float(str(raw).strip())
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise InvalidJob(
+            f"metadata.annotations[{CHECKPOINT_ANNOTATION!r}] is {raw!r}; give the seconds "
+            'between the job\'s checkpoints as a positive number, e.g. "600"'
+        )
+    return value
+
+
 def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
     """Parse and validate; raise ``InvalidJob`` with a message that names the problem."""
     meta = parse_metadata(obj)
@@ -463,6 +495,7 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
             f"metadata.name {meta.name!r} must be a DNS-1035 label (lower-case letters, "
             f"digits and '-', starting with a letter)"
         )
+    checkpoint = checkpoint_interval(meta.annotations)
     raw_spec = obj.get("spec")
     if not isinstance(raw_spec, dict):
         raise InvalidJob("spec is missing")
@@ -579,6 +612,7 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         pool=pool_of(raw_spec),
         scheduling_policy=policy,
         node_preference=spec.node_preference or None,
+        checkpoint_interval=checkpoint,
         status=readable_status(obj.get("status")),
         spec_content=_content(raw_spec),
         tensorboard=tensorboard,

@@ -26,9 +26,20 @@ DEFAULT_POOL = "default"  # the pool of a job that names none (Kubeflow's queue 
 #   gang-fifo     all-or-nothing FIFO with backfill, static sizes, each pod bin-packed on
 #                 its own (what Volcano / kube-batch give);
 #   kube-default  no admission at all: every pod is created at once, unplaced, and the
-#                 kube-scheduler places each on its own (a plain operator).
-PolicyName = Literal["dragonet", "dragon", "gang-fifo", "kube-default"]
-POLICIES: tuple[PolicyName, ...] = ("dragonet", "dragon", "gang-fifo", "kube-default")
+#                 kube-scheduler places each on its own (a plain operator);
+#   dragonet-las  dragonet, with the queue in discretised least-attained-service order and
+#                 whole jobs preempted for jobs that attained less (policy/pool/service.py);
+#   tiresias      a Tiresias-like baseline: discretised LAS with preemption, static sizes,
+#                 whole gangs placed for locality.
+PolicyName = Literal["dragonet", "dragon", "gang-fifo", "kube-default", "dragonet-las", "tiresias"]
+POLICIES: tuple[PolicyName, ...] = (
+    "dragonet",
+    "dragon",
+    "gang-fifo",
+    "kube-default",
+    "dragonet-las",
+    "tiresias",
+)
 Binding = Literal["affinity", "nodeName"]
 # An external gang scheduler that binds the pool's pods (docs/gang-schedulers.md): Dragonet
 # still queues, admits and places; the backend only binds, all of a PodGroup or none.
@@ -120,6 +131,16 @@ class PoolSpec(BaseModel):
     idleSeconds: float = Field(default=60.0, ge=0)
     # Count every pod on the pool's nodes, not only Dragonet's (costlier hook requests).
     watchAllPods: bool = False
+    # Least attained service (dragonet-las, tiresias): the queues' upper limits in GPU-hours
+    # a job has received (Tiresias' discretised LAS); a job that attained more than the
+    # last one is in the last queue.
+    lasThresholdsGPUHours: tuple[float, ...] = Field(default=(1.0, 10.0), max_length=8)
+    # The starvation guard: a job is preempted for least attained service at most this
+    # many times (priority preemption is not limited).
+    maxPreemptions: int = Field(default=3, ge=0)
+    # terminationGracePeriodSeconds of the pods the pool admits (a pod template's own value
+    # wins): how long training code has to checkpoint when preempted. None: Kubernetes' 30 s.
+    preemptionGraceSeconds: int | None = Field(default=None, ge=0)
     kubeshare: KubeShare = "none"
     migration: MigrationSettings = Field(default_factory=MigrationSettings)
     # An external gang scheduler binds the pods: each admitted job gets that backend's

@@ -56,6 +56,8 @@ def _place(
 ) -> Assignment | None:
     if ledger.rules.placement == "binpacked":  # static size: every worker, each pod alone
         return place_binpacked([*required, *workers], free, ledger.allocatable, eligible)
+    if ledger.rules.static:  # static size, placed for locality: every worker at once
+        min_workers = len(workers)
     return place_gang(required, workers, min_workers, free, ledger.allocatable, eligible, preferred)
 
 

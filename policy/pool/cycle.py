@@ -3,12 +3,15 @@
 Kube-scheduler's phases, over whole gangs, run once per pool event (DESIGN §2):
 
 1. *Assess* each job (Kubeflow's lifecycle): finished, suspended, admitted, or queued.
-2. *Queue sort*: priority, then enqueue time, then namespace/name.
+2. *Queue sort*: priority, then (least attained service) the job's LAS queue, then
+   enqueue time, then namespace/name.
 3. *Repair* admitted jobs first: their missing required pods, restarting pods and workers
    below ``min-instances`` claim capacity before any queued job.
 4. *Admit* queued jobs in order as whole gangs; a job that does not fit is skipped
    (backfill). For the first job that waits, *make room*: shrink running jobs (elastic
-   policies), and keep the room it waits for from younger jobs.
+   policies), and keep the room it waits for from younger jobs. When no shrink can,
+   *preempt* whole running jobs of lower priority (or, under least attained service, of a
+   later queue): they go back to the queue as whole gangs (policy/pool/preempt.py).
 5. *Top up* admitted jobs below their worker target (lost workers), then place the
    *TensorBoards* of admitted jobs into what is left (``policy.pool.tensorboard``).
 6. *Grow* running jobs into capacity nobody waiting can use (elastic policies).
@@ -31,9 +34,13 @@ from policy.model.admission import (
     BLOCKED_BEHIND_HEAD,
     NO_SHRINK_HELPS,
     PODS_WAITING_FOR_ROOM,
+    PREEMPTED,
     QUEUED,
     WAITING_FOR_CAPACITY,
+    WAITING_FOR_SHRINK,
     Admission,
+    Preemption,
+    Service,
 )
 from policy.model.cluster import Cluster, Pod
 from policy.model.jobs import WORKER, Job
@@ -41,7 +48,7 @@ from policy.model.lifecycle import Assessment, assess
 from policy.model.migration import Decision, MigrationRequest, Moves
 from policy.model.priority import Priorities
 from policy.model.tensorboard import SLOT as TENSORBOARD
-from policy.model.timeutil import parse_time
+from policy.model.timeutil import format_time, parse_time
 from policy.pool.admit import Admitted, admit
 from policy.pool.explain import (
     blocked_message,
@@ -52,10 +59,12 @@ from policy.pool.explain import (
 from policy.pool.grow import grow
 from policy.pool.ledger import Ledger, Scale
 from policy.pool.migrate import JobMoves, Move, migrate
+from policy.pool.preempt import Preempted, Stopped, preempt
 from policy.pool.queue import NEVER, enqueue_time, priority, queue_key
 from policy.pool.repair import Placed, Repair, new_pods, place_for, repair
 from policy.pool.rules import Rules
 from policy.pool.running import Running, idle_since, last_scale
+from policy.pool.service import Attained, attained, gang_units, recorded
 from policy.pool.shrink import Reserved, make_room
 from policy.pool.tensorboard import is_tensorboard, near_nodes, placed_at
 
@@ -93,6 +102,7 @@ class JobPlan:
     moving: Mapping[tuple[str, int], Move] = field(default_factory=dict)
     moves: tuple[Moves, ...] = ()
     migrations: tuple[Decision, ...] = ()
+    service: Service | None = None  # a preemption decided now: the record it writes
 
     @property
     def message(self) -> str:
@@ -109,6 +119,8 @@ class _Queued:
     job: Job
     pods: tuple[Pod, ...]
     verdict: Assessment
+    queue: int = 0  # its least-attained-service queue (0 without LAS)
+    stopping: bool = False  # preempted, and some of its pods still exist
 
 
 def plan(
@@ -126,13 +138,30 @@ def plan(
         if p.job:
             by_job.setdefault(p.job, []).append(p)
     result: dict[str, JobPlan] = {}
+    # Least attained service: every job's service and queue (wakes: when one may change).
+    service: dict[str, Attained] = {}
+    wakes: list[datetime] = []
+    if rules.las:
+        for job in jobs:
+            pods = by_job.get(job.key, ())
+            admission = admissions.get(job.key)
+            got, wake = attained(job, pods, admission, now, rules.las, gang_units(job))
+            service[job.key] = got
+            if wake is not None:
+                wakes.append(wake)
+
+    def order(job: Job) -> tuple:
+        key = queue_key(job, now, priorities)
+        got = service.get(job.key)
+        return (key[0], got.queue, *key[1:]) if got is not None else key
 
     # 1. Assess every job, in 2. queue order.
     running: list[Running] = []
     queued: list[_Queued] = []
     strays: list[tuple[str, Pod]] = []
     boards: dict[str, list[Pod]] = {}  # TensorBoard pods, by job: no part of its gang
-    for job in sorted(jobs, key=lambda j: queue_key(j, now, priorities)):
+    stopping: list[tuple[str, Pod]] = []
+    for job in sorted(jobs, key=order):
         if job.managed_elsewhere or job.deleting:
             continue  # not ours, or going away: it claims nothing
         mine = by_job.get(job.key, ())
@@ -143,15 +172,21 @@ def plan(
         strays += ((job.key, p) for p in stray if not p.terminating)
         verdict = assess(job, pods, now)
         admission = admissions.get(job.key)
+        got = service.get(job.key)
         if verdict.outcome is not None:
             result[job.key] = JobPlan(job, pods, verdict, FINISHED, 0)
         elif job.suspend:
             result[job.key] = JobPlan(job, pods, verdict, SUSPENDED, 0)
+        elif admission is not None and admission.preempted:
+            # Back in the queue as a whole gang: its pods' room frees as they go.
+            stopping += ((job.key, p) for p in pods if not p.terminating)
+            queue = got.queue if got is not None else 0
+            queued.append(_Queued(job, pods, verdict, queue, stopping=bool(pods)))
         elif pods or job.status.get("startRunTime") or (admission and admission.admitted):
             prio = priority(job, priorities)
-            running.append(Running.of(job, pods, verdict, prio, admission))
+            running.append(Running.of(job, pods, verdict, prio, admission, got))
         else:
-            queued.append(_Queued(job, pods, verdict))
+            queued.append(_Queued(job, pods, verdict, got.queue if got is not None else 0))
     # Shrinks take from the lowest priority, then from the job that started first.
     running.sort(key=_victim_order)
 
@@ -159,14 +194,20 @@ def plan(
     for r in running:
         for p in r.surplus:
             ledger.release(r.job.key, p)
-    for key, p in strays:
+    for key, p in (*strays, *stopping):
         ledger.release(key, p)
 
     # 3. Repair admitted jobs.
     repairs = {r.job.key: repair(ledger, r) for r in running}
     # 4. Admit queued jobs in order, making room for the first one that waits.
+    admitted = _admit_queue(ledger, queued, running, priorities, rules, now, wakes)
+    if wakes and queued:  # a queue or preemptibility changes then: plan again
+        first = admitted[0]
+        soonest = min(w for w in wakes if w > now) if any(w > now for w in wakes) else None
+        if soonest is not None and (first.wake_at is None or soonest < first.wake_at):
+            admitted[0] = replace(first, wake_at=soonest)
     waits: Job | None = None
-    for jp in _admit_queue(ledger, queued, running, priorities, rules, now):
+    for jp in admitted:
         result[jp.job.key] = jp
         if waits is None and jp.phase == QUEUED and jp.reason in _ROOM_WOULD_HELP:
             waits = jp.job
@@ -174,15 +215,21 @@ def plan(
     topped = {
         r.job.key: place_for(ledger, r, repairs[r.job.key].top_up)
         for r in running
-        if r.job.key not in ledger.victims
+        if r.job.key not in ledger.victims and r.job.key not in ledger.preempted
     }
-    boarded = _place_tensorboards(ledger, running, repairs, result, boards)
+    staying = [r for r in running if r.job.key not in ledger.preempted]
+    boarded = _place_tensorboards(ledger, staying, repairs, result, boards)
     allowed, wake = _growth_allowed(rules, ledger, running, now)
     grown = grow(ledger, running) if allowed else {}
-    # 7. Migrate: answer Migration requests, and move workers where it pays.
-    moved = migrate(ledger, running, requests or {}, rules.migration, now, waits)
+    # 7. Migrate: answer Migration requests, and move workers where it pays (never the
+    # workers of a job preempted in this cycle: all its pods go).
+    moved = migrate(ledger, staying, requests or {}, rules.migration, now, waits)
     for r in running:
         key = r.job.key
+        stopped = ledger.preempted.get(key)
+        if stopped is not None:
+            result[key] = _preempted_plan(r, stopped, now)
+            continue
         jp = _running_plan(
             r, ledger, repairs[key], topped.get(key, {}), grown.get(key, {}), wake, now
         )
@@ -275,12 +322,17 @@ def _admit_queue(
     priorities: Priorities,
     rules: Rules,
     now: datetime,
+    wakes: list[datetime],
 ) -> list[JobPlan]:
     out: list[JobPlan] = []
     blocked: str | None = None  # DRAGON: the starving head nothing can help
     room_made = False
+    preemption = _Preemption(rules, running)
     for q in queued:
         job = q.job
+        if q.stopping:  # preempted: it is admitted again once all its pods are gone
+            out.append(_stopping_plan(q))
+            continue
         if blocked:
             waits = partial(blocked_message, blocked)
             out.append(
@@ -303,7 +355,7 @@ def _admit_queue(
         # DRAGON makes room for the head of the queue only; Dragonet for the first job that
         # some shrink can help, so a head nothing can help does not starve the jobs behind.
         if rules.elastic and not room_made:
-            room = make_room(ledger, job, priority(job, priorities), since, running)
+            room = make_room(ledger, job, priority(job, priorities), since, running, q.queue)
             room_made = isinstance(room, Reserved) or rules.block_behind_head
             if isinstance(room, Reserved):
                 jp = replace(jp, explain=room.explain, reason=room.reason)
@@ -314,6 +366,12 @@ def _admit_queue(
                 if room.could_shrink:
                     unhelped = partial(unhelped_message, jp.explain)
                     jp = replace(jp, explain=unhelped, reason=NO_SHRINK_HELPS)
+        if jp.reason != WAITING_FOR_SHRINK and preemption.may_help(job, priorities, q.queue):
+            prio = priority(job, priorities)
+            got = preempt(ledger, job, prio, q.queue, running, wakes)
+            if isinstance(got, Preempted):
+                preemption.done = True
+                jp = replace(jp, explain=got.explain, reason=got.reason)
         if rules.elastic and not starving and since != NEVER:  # NEVER: no time to wake at
             jp = replace(jp, wake_at=since + rules.starvation)
         if priorities.value(job.priority_class) is None:
@@ -321,6 +379,70 @@ def _admit_queue(
             jp = replace(jp, explain=unknown)
         out.append(jp)
     return out
+
+
+class _Preemption:
+    """Whether preempting for a waiting job is worth trying: the policy allows it, no job
+    preempted in this cycle yet, and some running job is of lower priority or (LAS) in a
+    later queue. Checked before any victim is sought, so a pool whose jobs share one
+    priority pays nothing for it."""
+
+    def __init__(self, rules: Rules, running: Sequence[Running]) -> None:
+        self.rules = rules
+        self.done = False
+        self.lowest = min((r.priority for r in running), default=None)
+        self.latest = max((r.queue for r in running), default=0)
+
+    def may_help(self, job: Job, priorities: Priorities, queue: int) -> bool:
+        if self.done or self.lowest is None:
+            return False
+        rules = self.rules
+        if rules.preempt_priority and self.lowest < priority(job, priorities):
+            return True
+        return rules.preempt_las and self.latest > queue
+
+
+def _stopping_plan(q: _Queued) -> JobPlan:
+    """A preempted job whose pods still terminate: it waits for them (and says why)."""
+    return JobPlan(q.job, q.pods, q.verdict, QUEUED, 0, explain=_still_stopping, reason=PREEMPTED)
+
+
+def _still_stopping() -> str:
+    return "preempted: waiting for its pods to terminate before it queues again as a whole"
+
+
+def _preempted_plan(r: Running, stopped: Stopped, now: datetime) -> JobPlan:
+    """A running job preempted now: Queued without pods, with what it attained so far."""
+    past = r.attained.past if r.attained is not None else recorded(r.job, r.admission)
+    total = _attained_now(r, now)
+    record = Service(
+        total,
+        past.preemptions + 1,
+        past.las_preemptions + (1 if stopped.las else 0),
+        Preemption(format_time(now), stopped.by, stopped.reason),
+    )
+    count = record.preemptions
+    words = (
+        f"preempted by {stopped.by} ({stopped.reason}); queued again as a whole gang "
+        f"({count} preemption{'s' if count != 1 else ''}, {total / 3600:.1f} GPU-h attained)"
+    )
+    return JobPlan(
+        r.job,
+        r.pods,
+        r.verdict,
+        QUEUED,
+        0,
+        explain=partial(str, words),
+        reason=PREEMPTED,
+        service=record,
+    )
+
+
+def _attained_now(r: Running, now: datetime) -> float:
+    if r.attained is not None:
+        return r.attained.total
+    got, _ = attained(r.job, r.pods, r.admission, now, (), 0.0)
+    return got.total
 
 
 def _growth_allowed(

@@ -23,7 +23,9 @@ def _growable(ledger: Ledger, r: Running) -> bool:
     job = r.job
     if job.worker is None or r.verdict.outcome is not None or r.surplus:
         return False
-    if job.key in ledger.victims or len(r.workers) < r.target or r.verdict.restarts:
+    if job.key in ledger.victims or job.key in ledger.preempted:
+        return False
+    if len(r.workers) < r.target or r.verdict.restarts:
         return False
     return r.count < job.max_workers
 
@@ -78,7 +80,8 @@ def _by_gain(ledger: Ledger, candidates: list[tuple[int, Running]]) -> dict[str,
         order, r = t
         local = _room_next_to_ps(ledger, r)
         per_ps = counts[r.job.key] / max(len(r.ps_nodes), 1)
-        return (-(1.0 if local else REMOTE) / max(speed[r.job.key], REMOTE), per_ps, order)
+        speedup = -(1.0 if local else REMOTE) / max(speed[r.job.key], REMOTE)
+        return (r.queue, speedup, per_ps, order)  # least attained service first (queue 0 if none)
 
     while active:
         active.sort(key=gain)

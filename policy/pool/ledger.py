@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 import orjson
 
@@ -58,6 +59,8 @@ class Ledger:
     releasing: dict[str, list[tuple[str, Pod]]] = field(default_factory=dict)
     victims: dict[str, list[Pod]] = field(default_factory=dict)
     scales: dict[str, Scale] = field(default_factory=dict)
+    # Running jobs preempted in this cycle: job key -> for whom and why (policy.pool.preempt).
+    preempted: dict[str, Any] = field(default_factory=dict)
     acted: bool = False  # admitted or shrank something in this cycle
     head_waits: bool = False  # a starving queue head still waits (DRAGON: no growth)
     # Work saved within the cycle (never changes a decision):

@@ -35,7 +35,23 @@ class Rules:
     # Growth needs the idle wait (DRAGON) or happens as soon as nobody waiting can use the room.
     grow_when_idle_only: bool = True
     order: Order = "oldest"
+    # A static-size policy admits every worker of Worker.replicas, never fewer.
+    static: bool = False
+    # Least attained service: the queues' limits in GPU-seconds (empty: arrival order).
+    las: tuple[float, ...] = ()
+    # Preempt whole running jobs of lower priority when no shrink makes room.
+    preempt_priority: bool = False
+    # Preempt whole running jobs in a later LAS queue (ones that declare a checkpoint
+    # interval, ran at least one interval, and were preempted fewer than max_preemptions).
+    preempt_las: bool = False
+    max_preemptions: int = 3
+    # How many LAS queues later a victim must be than the waiting job.
+    las_gap: int = 1
     migration: MigrationRules | None = None  # None: Migration requests are refused
+
+
+# The policies whose queue order reads attained service (from pods' start times).
+LAS_POLICIES = ("dragonet-las", "tiresias")
 
 
 @dataclass(frozen=True)
@@ -74,6 +90,35 @@ def rules_for(spec: PoolSpec) -> Rules:
 def _rules_for(spec: PoolSpec) -> Rules:
     starvation = timedelta(seconds=spec.starvationSeconds)
     idle = timedelta(seconds=spec.idleSeconds)
+    las = tuple(sorted(h * 3600.0 for h in spec.lasThresholdsGPUHours))
+    guard = spec.maxPreemptions
+    if spec.policy == "dragonet-las":
+        return Rules(
+            "gang",
+            True,
+            starvation,
+            idle,
+            reclaim_borrowed=True,
+            grow_when_idle_only=False,
+            order="gain",
+            las=las,
+            preempt_priority=True,
+            preempt_las=True,
+            max_preemptions=guard,
+            las_gap=2,  # measured: preempting the next queue loses more than it gains
+        )
+    if spec.policy == "tiresias":
+        return Rules(
+            "gang",
+            False,
+            starvation,
+            idle,
+            static=True,
+            las=las,
+            preempt_priority=True,
+            preempt_las=True,
+            max_preemptions=guard,
+        )
     if spec.policy == "dragon":
         return Rules("gang", True, starvation, idle, block_behind_head=True)
     if spec.policy == "dragonet":
@@ -85,6 +130,7 @@ def _rules_for(spec: PoolSpec) -> Rules:
             reclaim_borrowed=True,
             grow_when_idle_only=False,
             order="gain",
+            preempt_priority=True,
         )
     if spec.policy == "gang-fifo":
         return Rules("binpacked", False, starvation, idle)

@@ -18,6 +18,7 @@ from policy.model.jobs import WORKER, Job, child_name
 from policy.model.lifecycle import Assessment
 from policy.model.migration import move_of
 from policy.model.timeutil import parse_time
+from policy.pool.service import Attained
 
 LAST_SCALE = "lastScale"  # the status key a job's sync copies the Admission's lastScale to
 
@@ -124,6 +125,11 @@ class Running:
     workers: tuple[Pod, ...]  # worker pods that hold an index (not terminating)
     surplus: tuple[Pod, ...]  # workers the job is giving up: a shrink in progress
     ps_nodes: frozenset[str]
+    attained: Attained | None = None  # under least attained service: its service and queue
+
+    @property
+    def queue(self) -> int:
+        return self.attained.queue if self.attained is not None else 0
 
     @classmethod
     def of(
@@ -133,6 +139,7 @@ class Running:
         verdict: Assessment,
         prio: int,
         admission: Admission | None,
+        attained: Attained | None = None,
     ) -> Running:
         target = recorded_target(job, admission)
         workers = _one_per_index(
@@ -148,7 +155,9 @@ class Running:
         else:
             extra = len(workers) - target
             surplus = tuple(shrinkable(job, workers, ps_nodes)[:extra]) if extra > 0 else ()
-        return cls(job, pods, verdict, prio, admission, target, workers, surplus, ps_nodes)
+        return cls(
+            job, pods, verdict, prio, admission, target, workers, surplus, ps_nodes, attained
+        )
 
     @property
     def count(self) -> int:

@@ -2,7 +2,8 @@
 jobs to make it (DRAGON's starvation rule, with the parameter servers counted).
 
 Victims come from running jobs of the waiting job's priority or lower (lower at once; equal
-once it has waited ``starvation``; borrowed workers at once under ``reclaim_borrowed``),
+once it has waited ``starvation``, or at once if in a later least-attained-service queue;
+borrowed workers at once under ``reclaim_borrowed``),
 never below ``min-instances``, never a PS or the chief; lonely workers first. The choice is
 greedy until the gang fits, then pruned of victims whose room it does not need. The room
 is kept from younger jobs while the victims terminate.
@@ -52,20 +53,25 @@ def _floor0(r: Resources) -> Resources:
 
 
 def make_room(
-    ledger: Ledger, job: Job, prio: int, since: datetime, running: Sequence[Running]
+    ledger: Ledger,
+    job: Job,
+    prio: int,
+    since: datetime,
+    running: Sequence[Running],
+    queue: int = 0,
 ) -> Reserved | Unresolvable:
     eligible = ledger.eligible(job)
     starving = ledger.now - since >= ledger.rules.starvation
     # Capacity only shrinks within a cycle: a shape no shrink could help stays unhelped.
-    key = (shape(job, eligible), prio, starving)
+    key = (shape(job, eligible), prio, starving, queue)
     if key in ledger.unhelped:
         return Unresolvable(ledger.unhelped[key])
     required = required_slots(job)
     gang = slots(job.worker, job.min_workers)
-    candidates = ledger.candidates.get((prio, starving))
+    candidates = ledger.candidates.get((prio, starving, queue))
     if candidates is None:  # the same for every waiting job until one reserves room
-        candidates = _candidates(ledger, prio, starving, running)
-        ledger.candidates[(prio, starving)] = candidates
+        candidates = _candidates(ledger, prio, starving, running, queue)
+        ledger.candidates[(prio, starving, queue)] = candidates
     if not candidates and not ledger.releasing:
         # Nothing is on its way out and nothing may be taken: what admission found no
         # room for now finds none here either.
@@ -107,16 +113,19 @@ def make_room(
 
 
 def _candidates(
-    ledger: Ledger, prio: int, starving: bool, running: Sequence[Running]
+    ledger: Ledger, prio: int, starving: bool, running: Sequence[Running], queue: int = 0
 ) -> list[Victim]:
-    """Workers a shrink may take for a job of priority ``prio``, in the order taken."""
+    """Workers a shrink may take for a job of priority ``prio`` (in LAS queue ``queue``),
+    in the order taken. Under least attained service a job of its priority in a later
+    queue gives workers up at once: a worker taken from a PS job loses no progress."""
     pool: list[tuple[tuple, Running, Pod]] = []
     for order, r in enumerate(running):
-        if r.job.worker is None or r.verdict.outcome is not None:
+        if r.job.worker is None or r.verdict.outcome is not None or r.job.key in ledger.preempted:
             continue
         taken = len(ledger.victims.get(r.job.key, ()))
         keep = r.count - taken
-        if r.priority < prio or (starving and r.priority == prio):
+        later = bool(ledger.rules.las) and r.priority == prio and r.queue > queue
+        if r.priority < prio or (starving and r.priority == prio) or later:
             floor = r.job.min_workers
         elif ledger.rules.reclaim_borrowed and r.priority <= prio:
             floor = max(r.job.min_workers, r.job.worker.replicas)
@@ -134,7 +143,15 @@ def _candidates(
             else:  # borrowed workers first, then from the jobs with most workers per PS
                 borrowed = keep - rank > r.job.worker.replicas
                 per_ps = (keep - rank) / max(len(r.ps_nodes), 1)
-                key = (r.priority, not borrowed, pod.node in r.ps_nodes, -per_ps, order, rank)
+                key = (
+                    r.priority,
+                    -r.queue,  # most attained service first (least attained service)
+                    not borrowed,
+                    pod.node in r.ps_nodes,
+                    -per_ps,
+                    order,
+                    rank,
+                )
             pool.append((key, r, pod))
     pool.sort(key=lambda t: t[0])
     return [(r, p) for _, r, p in pool]

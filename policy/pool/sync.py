@@ -26,6 +26,7 @@ from policy.model.admission import (
     Gang,
     LastScale,
     Placement,
+    Service,
 )
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.cluster import Cluster
@@ -39,7 +40,7 @@ from policy.pool.cycle import JobPlan, plan
 from policy.pool.devices import name_devices
 from policy.pool.gang import gang_of, note
 from policy.pool.observe import PoolSnapshot, objects, observe
-from policy.pool.rules import rules_for
+from policy.pool.rules import LAS_POLICIES, rules_for
 from policy.pool.running import last_scale
 
 _NO_MEMO = Memo(limit=0)
@@ -78,6 +79,12 @@ def _fingerprint(parent: Mapping[str, Any], snap: PoolSnapshot) -> frozenset | N
 
 
 def _values(parent: Mapping[str, Any], snap: PoolSnapshot, cluster: Cluster) -> frozenset:
+    # Least attained service reads when each pod started (its service grows from then).
+    started = (
+        [("service", p.name, p.started) for p in cluster.pods]
+        if snap.spec.policy in LAS_POLICIES
+        else []
+    )
     return frozenset(
         (
             ("spec", orjson.dumps(parent.get("spec") or {}, option=orjson.OPT_SORT_KEYS)),
@@ -96,6 +103,7 @@ def _values(parent: Mapping[str, Any], snap: PoolSnapshot, cluster: Cluster) -> 
             ("problems", snap.problems),
             *snap.admissions.values(),
             *(("migration", q) for reqs in snap.requests.values() for q in reqs),
+            *started,
         )
     )
 
@@ -202,28 +210,43 @@ def _admission(
     admitted = None
     if jp.phase == ADMITTED:  # written once, when the pool admits the job
         kept = previous.admitted_at if previous is not None and previous.admitted else None
-        # A job resumed a moment ago still shows the start it kept while suspended.
-        started = None if resuming(job) else job.status.get("startTime")
+        # A job resumed a moment ago still shows the start it kept while suspended; one
+        # preempted runs anew from now.
+        again = resuming(job) or (previous is not None and previous.preempted)
+        started = None if again else job.status.get("startTime")
         admitted = kept or started or stamp
-    admission = _for(
-        job,
-        snap.name,
-        jp.phase,
-        message,
-        snap.spec.binding,
-        jp.workers_target,
-        pods,
-        scale,
-        admitted,
-        jp.reason,
-        gang_of(snap.spec),
-        note(job, snap.name, snap.spec, snap.other_gangs),
-        jp.moves or (previous.moves if previous is not None else ()),
-        jp.migrations,
+    service = jp.service or (previous.service if previous is not None else None)
+    if service is None:
+        service = _status_service(job)
+    admission = replace(
+        _for(
+            job,
+            snap.name,
+            jp.phase,
+            message,
+            snap.spec.binding,
+            jp.workers_target,
+            pods,
+            scale,
+            admitted,
+            jp.reason,
+            gang_of(snap.spec),
+            note(job, snap.name, snap.spec, snap.other_gangs),
+            jp.moves or (previous.moves if previous is not None else ()),
+            jp.migrations,
+        ),
+        service=service,
+        grace_seconds=snap.spec.preemptionGraceSeconds,
     )
     if job.wants_kubeshare and snap.spec.kubeshare != "none":
         admission = replace(admission, kubeshare=snap.spec.kubeshare)
     return admission
+
+
+def _status_service(job: Job) -> Service | None:
+    """The record a job's status copied from an Admission that is gone (e.g. lost)."""
+    section = job.status.get("scheduling")
+    return Service.from_json(section.get("service")) if isinstance(section, Mapping) else None
 
 
 def _for(

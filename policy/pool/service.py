@@ -1,0 +1,135 @@
+"""Attained service and its queues (Tiresias' discretised least attained service), read
+from the API in every cycle.
+
+A job's attained service is what its pods received in this run (each running pod's GPUs,
+or CPU cores for a pod without GPUs, times the time since it started) plus what its runs
+that ended received. A preemption deletes the pods that total could be read from, so it is
+kept in the API: the job's Admission (``spec.service``), copied into the job's status
+(``status.scheduling.service``) in case the Admission is lost. Nothing lives in the webhook.
+
+Queues: a job that attained less than ``las[0]`` GPU-seconds is in queue 0, less than
+``las[1]`` in queue 1, and so on. The starvation guard (Tiresias' promotion): a preempted
+job that has waited as long as it ran goes back to queue 0.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from policy.model.admission import Admission, Service
+from policy.model.cluster import Pod
+from policy.model.jobs import Job
+from policy.model.resources import Resources
+from policy.model.timeutil import parse_time
+
+STATUS_KEY = "service"  # status.scheduling.service: the job's copy of the Admission's
+NO_SERVICE = Service()
+
+
+def gpus(request: Resources) -> float:
+    return sum(v for k, v in request.items() if k.endswith("/gpu")) / 1000
+
+
+def units(request: Resources, on_gpus: bool = True) -> float:
+    """What a pod's share of service is measured in: GPUs for a job that uses GPUs (its
+    parameter servers count for nothing, as in Tiresias), else CPU cores."""
+    return gpus(request) if on_gpus else request.get("cpu", 0) / 1000
+
+
+def uses_gpus(job: Job) -> bool:
+    return any(gpus(r.request) for r in job.replicas.values())
+
+
+def recorded(job: Job, admission: Admission | None) -> Service:
+    """What earlier runs attained: the Admission's record, else the job status's copy."""
+    if admission is not None and admission.service is not None:
+        return admission.service
+    section = job.status.get("scheduling")
+    raw = section.get(STATUS_KEY) if isinstance(section, dict) else None
+    return Service.from_json(raw) or NO_SERVICE
+
+
+def running_units(
+    pods: Iterable[Pod], on_gpus: bool = True
+) -> tuple[float, float, datetime | None]:
+    """(units held by running pods, the sum of units x start time, the earliest start):
+    this run's service at ``t`` is ``units x t - sum``."""
+    rate = 0.0
+    weighted = 0.0  # sum of units x start timestamp
+    first: datetime | None = None
+    for p in pods:
+        if p.phase != "Running" or p.terminating or not p.live:
+            continue
+        started = parse_time(p.started)
+        if started is None:
+            continue
+        u = units(p.request, on_gpus)
+        rate += u
+        weighted += u * started.timestamp()
+        first = started if first is None or started < first else first
+    return rate, weighted, first
+
+
+@dataclass(frozen=True)
+class Attained:
+    """A job's service at ``now``, and what it takes to see it change."""
+
+    past: Service  # earlier runs
+    rate: float  # units its running pods hold: service grows this fast
+    total: float  # unit-seconds attained, this run included
+    queue: int  # its LAS queue (0 first)
+    run_started: datetime | None  # its earliest running pod's start (this run)
+
+    def lost_if_stopped(self, now: datetime, interval: float | None) -> float:
+        """Unit-seconds of progress a preemption now would throw away: everything since
+        its last checkpoint (every ``interval`` seconds of this run; none: the whole run)."""
+        if self.run_started is None:
+            return 0.0
+        run = max((now - self.run_started).total_seconds(), 0.0)
+        since = run % interval if interval else run
+        return self.rate * since
+
+
+def attained(
+    job: Job,
+    pods: Sequence[Pod],
+    admission: Admission | None,
+    now: datetime,
+    las: Sequence[float],
+    gang_units: float,
+) -> tuple[Attained, datetime | None]:
+    """The job's service and queue at ``now``, and when its queue may change next (it
+    crosses a limit while running, or a preempted job's promotion comes due)."""
+    past = recorded(job, admission)
+    preempted = admission is not None and admission.preempted
+    rate, weighted, first = (0.0, 0.0, None) if preempted else running_units(pods, uses_gpus(job))
+    total = past.gpu_seconds + (rate * now.timestamp() - weighted)
+    queue = bisect_right(las, total) if las else 0
+    wake: datetime | None = None
+    if rate > 0 and queue < len(las):
+        wake = now + timedelta(seconds=max((las[queue] - total) / rate, 0.0) + 1e-3)
+    if preempted and past.last is not None and queue > 0:
+        # Tiresias' promotion: waited (since its preemption) as long as it ran.
+        since = parse_time(past.last.time)
+        due = since + timedelta(seconds=past.gpu_seconds / max(gang_units, 1e-9)) if since else None
+        if due is not None and now >= due:
+            queue = 0
+        elif due is not None:
+            wake = due
+    return Attained(past, rate, total, queue, first), wake
+
+
+def gang_units(job: Job) -> float:
+    """Units of the job's gang (required types and min-instances workers)."""
+    on_gpus = uses_gpus(job)
+    total = sum(units(r.request, on_gpus) * r.replicas for r in job.required())
+    if job.worker is not None:
+        total += units(job.worker.request, on_gpus) * max(job.min_workers, 1)
+    return total
+
+
+def queue_of(total: float, las: Sequence[float]) -> int:
+    return bisect_right(las, total) if las else 0
