@@ -438,7 +438,9 @@ def test_the_kubeshare_example_runs_every_job_at_once_under_every_policy(
     assert main(["simulate", example, "--kubeshare", "v1", "--policy", "all", "--json"]) == 0
     out, _ = capsys.readouterr()
     summaries = [orjson.loads(line) for line in out.splitlines()]
-    assert [s["policy"] for s in summaries] == ["dragonet", "dragon", "gang-fifo", "kube-default"]
+    from policy.model.pool import POLICIES
+
+    assert [s["policy"] for s in summaries] == list(POLICIES)
     for s in summaries:
         assert s["jobs_finished"] == 3 and s["kubelet_rejections"] == 0
         assert s["avg_queue_s"] < 30  # nobody queued behind another: the GPUs are shared
