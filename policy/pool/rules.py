@@ -92,17 +92,20 @@ def _rules_for(spec: PoolSpec) -> Rules:
     idle = timedelta(seconds=spec.idleSeconds)
     las = tuple(sorted(h * 3600.0 for h in spec.lasThresholdsGPUHours))
     guard = spec.maxPreemptions
-    if spec.policy == "dragonet-las":
-        return Rules(
-            "gang",
-            True,
-            starvation,
-            idle,
-            reclaim_borrowed=True,
-            grow_when_idle_only=False,
-            order="gain",
+    dragonet = Rules(
+        "gang",
+        True,
+        starvation,
+        idle,
+        reclaim_borrowed=True,
+        grow_when_idle_only=False,
+        order="gain",
+        preempt_priority=True,
+    )
+    if spec.policy == "dragonet-las":  # dragonet, in LAS order, preempting for it
+        return replace(
+            dragonet,
             las=las,
-            preempt_priority=True,
             preempt_las=True,
             max_preemptions=guard,
             las_gap=2,  # measured: preempting the next queue loses more than it gains
@@ -122,16 +125,7 @@ def _rules_for(spec: PoolSpec) -> Rules:
     if spec.policy == "dragon":
         return Rules("gang", True, starvation, idle, block_behind_head=True)
     if spec.policy == "dragonet":
-        return Rules(
-            "gang",
-            True,
-            starvation,
-            idle,
-            reclaim_borrowed=True,
-            grow_when_idle_only=False,
-            order="gain",
-            preempt_priority=True,
-        )
+        return dragonet
     if spec.policy == "gang-fifo":
         return Rules("binpacked", False, starvation, idle)
     return Rules("none", False, starvation, idle)
