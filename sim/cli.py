@@ -14,7 +14,7 @@ import orjson
 from pydantic import ValidationError
 from rich.console import Console
 
-from policy.model.jobs import InvalidJob, parse_job
+from policy.model.jobs import MXJOB, TFJOB, InvalidJob, parse_job
 from policy.model.pool import DEFAULT_POOL, GANG_SCHEDULER_CHOICES, POLICIES, PoolSpec
 from policy.pool.gang import note
 from sim.engine import DAY, Scenario, SimConfig, Simulation, SimulationError
@@ -189,9 +189,11 @@ def check_jobs(
     warnings: list[str] = []
     pool = pool or PoolSpec()
     for spec in scenario.jobs:
-        where = f"{(where_of or {}).get(spec.key, fallback or scenario.name)}: TFJob {spec.key}"
+        kind = MXJOB if spec.manifest.get("kind") == MXJOB.kind else TFJOB
+        origin = (where_of or {}).get(spec.key, fallback or scenario.name)
+        where = f"{origin}: {kind.kind} {spec.key}"
         try:
-            job = parse_job(spec.manifest)
+            job = parse_job(spec.manifest, kind)
         except InvalidJob as err:
             problems.append(f"{where} is invalid: {err}")
             continue

@@ -239,3 +239,14 @@ def test_an_invalid_job_inside_a_scenario_file_names_the_file(
     (line,) = err.strip().splitlines()
     assert line.startswith(f"dragonet simulate: {path}: TFJob default/Bad_Name is invalid: ")
     assert "metadata.name 'Bad_Name' must be a DNS-1035 label" in line
+
+
+def test_the_mixed_example_runs_its_mxjobs_and_tfjobs_from_the_command_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`dragonet simulate examples/mixed.yaml`: the MXJobs are judged as MXJobs (they were
+    once checked as TFJobs and refused for having no tfReplicaSpecs)."""
+    code, out, err = _simulate(capsys, str(EXAMPLES / "mixed.yaml"), "--json")
+    assert code == 0 and "is invalid" not in err
+    summaries = _summaries(out)
+    assert summaries and all(s["jobs_finished"] == s["jobs"] == 4 for s in summaries)
