@@ -18,6 +18,7 @@ from policy.model.jobs import MXJOB, TFJOB, InvalidJob, parse_job
 from policy.model.pool import DEFAULT_POOL, GANG_SCHEDULER_CHOICES, POLICIES, PoolSpec
 from policy.pool.gang import note
 from sim.engine import DAY, Scenario, SimConfig, Simulation, SimulationError
+from sim.monitor import MonitorConfig
 from sim.results import SimResult
 from sim.scenario import ScenarioError, from_manifests, from_trace, load_scenario
 from webhooks.manifests import load_jobs
@@ -124,6 +125,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default="none",
         help="fractional GPUs (docs/kubeshare.md): the pool's spec.kubeshare; KubeShare v1 "
         "(SharePods) or v2 (kubeshare-scheduler) is modelled on the simulated nodes",
+    )
+    s.add_argument(
+        "--monitor",
+        action="store_true",
+        help="run the Container Monitor on every node: training tasks report their metric, "
+        "and converged or overloaded workers are asked to move (docs/migration.md); the "
+        "JSON summary counts migrations and requests",
     )
     s.add_argument("--json", action="store_true", help="print one JSON summary line per policy")
     s.add_argument(
@@ -261,6 +269,7 @@ def run(args: argparse.Namespace) -> int:
                 sync_cost=args.sync_cost,
                 max_time_s=args.horizon * DAY,
                 kubeshare=kubeshare,
+                monitor=MonitorConfig() if args.monitor else None,
             )
             try:
                 results.append(Simulation(scenario, config, on_progress=live.update).run())

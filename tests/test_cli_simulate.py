@@ -250,3 +250,18 @@ def test_the_mixed_example_runs_its_mxjobs_and_tfjobs_from_the_command_line(
     assert code == 0 and "is invalid" not in err
     summaries = _summaries(out)
     assert summaries and all(s["jobs_finished"] == s["jobs"] == 4 for s in summaries)
+
+
+def test_monitor_runs_the_container_monitor_and_counts_its_requests(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`--monitor`: training tasks report to a monitor on every node, which asks for moves;
+    the summary counts the requests (none without the flag) and every job still finishes."""
+    example = str(EXAMPLES / "elastic.yaml")
+    code, out, _ = _simulate(capsys, example, "--policy", "dragonet", "--monitor", "--json")
+    (with_monitor,) = _summaries(out)
+    assert code == 0 and with_monitor["jobs_finished"] == with_monitor["jobs"]
+    assert with_monitor["migration_requests"] > 0
+    code, out, _ = _simulate(capsys, example, "--policy", "dragonet", "--json")
+    (without,) = _summaries(out)
+    assert code == 0 and "migration_requests" not in without
