@@ -234,8 +234,9 @@ def plan(
             r, ledger, repairs[key], topped.get(key, {}), grown.get(key, {}), wake, now
         )
         result[key] = _with_moves(jp, moved.get(key), now)
+    running_keys = {r.job.key for r in running}
     for key, m in moved.items():
-        if key in result and key not in {r.job.key for r in running}:
+        if key in result and key not in running_keys:
             result[key] = replace(result[key], migrations=m.decisions)
     for key, node in boarded.items():
         jp = result[key]

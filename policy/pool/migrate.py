@@ -92,11 +92,14 @@ def migrate(
 ) -> dict[str, JobMoves]:
     """Every running job's moves and every job's answers, by job key. ``waiting``: the
     first queued gang that found no room in this cycle (defragmentation's beneficiary)."""
-    load = NodeLoad.of(ledger.cluster.pods, ledger.allocatable)
+    defragment = rules is not None and rules.defragment and waiting is not None
+    busy = [r for r in running if defragment or not _quiet(r, requests.get(r.job.key, ()), rules)]
     states: list[tuple[_JobState, list[Decision], list[datetime]]] = []
-    for r in running:
-        states.append(_job_moves(ledger, load, r, requests.get(r.job.key, ()), rules, now))
-    if rules is not None and rules.defragment and waiting is not None:
+    if busy:  # (the load of every node: only worth reading when something may move)
+        load = NodeLoad.of(ledger.cluster.pods, ledger.allocatable)
+        for r in busy:
+            states.append(_job_moves(ledger, load, r, requests.get(r.job.key, ()), rules, now))
+    if defragment and waiting is not None and rules is not None:
         _defragment(ledger, [st for st, _, _ in states], waiting, rules)
     out: dict[str, JobMoves] = {}
     for state, decisions, wakes in states:
@@ -111,6 +114,17 @@ def migrate(
         if key not in out:  # queued, finished or unknown: nothing runs to move
             out[key] = JobMoves(decisions=tuple(_not_running(q) for q in reqs))
     return out
+
+
+def _quiet(r: Running, reqs: Sequence[MigrationRequest], rules: MigrationRules | None) -> bool:
+    """Nothing to decide, carry or finish for this job: no request, no move on record or in
+    flight, no moved pod, no consolidation. Its moves would be empty; most jobs, most cycles."""
+    if reqs or (rules is not None and rules.consolidate):
+        return False
+    a = r.admission
+    if a is not None and (a.moves or a.migrations or any(p.pod or p.source for p in a.pods)):
+        return False
+    return not any(move_of(p.name) for p in r.pods)
 
 
 def _not_running(q: MigrationRequest) -> Decision:

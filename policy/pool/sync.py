@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -218,29 +219,25 @@ def _admission(
     service = jp.service or (previous.service if previous is not None else None)
     if service is None:
         service = _status_service(job)
-    admission = replace(
-        _for(
-            job,
-            snap.name,
-            jp.phase,
-            message,
-            snap.spec.binding,
-            jp.workers_target,
-            pods,
-            scale,
-            admitted,
-            jp.reason,
-            gang_of(snap.spec),
-            note(job, snap.name, snap.spec, snap.other_gangs),
-            jp.moves or (previous.moves if previous is not None else ()),
-            jp.migrations,
-        ),
-        service=service,
-        grace_seconds=snap.spec.preemptionGraceSeconds,
+    return _for(
+        job,
+        snap.name,
+        jp.phase,
+        message,
+        snap.spec.binding,
+        jp.workers_target,
+        pods,
+        scale,
+        admitted,
+        jp.reason,
+        gang_of(snap.spec),
+        note(job, snap.name, snap.spec, snap.other_gangs),
+        jp.moves or (previous.moves if previous is not None else ()),
+        jp.migrations,
+        service,
+        snap.spec.preemptionGraceSeconds,
+        snap.spec.kubeshare if job.wants_kubeshare and snap.spec.kubeshare != "none" else "",
     )
-    if job.wants_kubeshare and snap.spec.kubeshare != "none":
-        admission = replace(admission, kubeshare=snap.spec.kubeshare)
-    return admission
 
 
 def _status_service(job: Job) -> Service | None:
@@ -264,6 +261,9 @@ def _for(
     gang_note: str = "",
     moves: tuple[Moves, ...] = (),
     migrations: tuple[Decision, ...] = (),
+    service: Service | None = None,
+    grace_seconds: int | None = None,
+    kubeshare: str = "",
 ) -> Admission:
     return Admission(
         pool=pool,
@@ -284,6 +284,9 @@ def _for(
         gang_note=gang_note,
         moves=moves,
         migrations=migrations,
+        service=service,
+        grace_seconds=grace_seconds,
+        kubeshare=kubeshare,
     )
 
 
@@ -352,16 +355,21 @@ def _node_allocation(snap: PoolSnapshot) -> list[dict[str, Any]]:
     rows = []
     for node in snap.cluster.nodes:
         free = snap.cluster.free.get(node.name, node.allocatable)
-        used = node.allocatable - free
-        names = sorted(k for k in node.allocatable if k != PODS)
-        rows.append(
-            {
-                "name": node.name,
-                "allocatable": {k: format_quantity(k, node.allocatable[k]) for k in names},
-                "allocated": {k: format_quantity(k, used[k]) for k in names},
-            }
-        )
+        rows.append(_node_row(node.name, Resources(node.allocatable), Resources(free)))
     return rows
+
+
+@lru_cache(maxsize=8192)
+def _node_row(name: str, allocatable: Resources, free: Resources) -> dict[str, Any]:
+    """(Cached: between two syncs most nodes' numbers are the same. Plain vectors as keys,
+    so a KubeShare node's devices do not split the cache. Callers do not change the row.)"""
+    used = allocatable - free
+    names = sorted(k for k in allocatable if k != PODS)
+    return {
+        "name": name,
+        "allocatable": {k: format_quantity(k, allocatable[k]) for k in names},
+        "allocated": {k: format_quantity(k, used[k]) for k in names},
+    }
 
 
 def _usage(capacity: Resources, allocated: Resources) -> str:
