@@ -71,6 +71,9 @@ class _Watchdog:
         self._active: dict[int, _Entry] = {}
         self._cond = threading.Condition()
         self._pid = 0
+        # When the watchdog thread next wakes by itself. A request whose deadline is later
+        # does not wake it (one wake per time limit, not a thread switch per request).
+        self._wake = float("inf")
 
     def add(self, entry: _Entry) -> None:
         if self._pid != os.getpid():
@@ -83,7 +86,9 @@ class _Watchdog:
                     self._pid = os.getpid()
         with self._cond:
             self._active[entry.thread] = entry
-            self._cond.notify()
+            if entry.deadline < self._wake:
+                self._wake = entry.deadline
+                self._cond.notify()
 
     def remove(self, entry: _Entry) -> None:
         with self._cond:
@@ -95,7 +100,7 @@ class _Watchdog:
         with self._cond:
             while True:
                 now = time.monotonic()
-                wake = now + 60.0
+                wake = float("inf")
                 for entry in list(self._active.values()):
                     if not entry.fired and now >= entry.deadline:
                         entry.fired = True
@@ -105,7 +110,8 @@ class _Watchdog:
                         entry.on_stuck({**entry.about, "limit_seconds": entry.limit})
                         continue
                     wake = min(wake, entry.stuck_at if entry.fired else entry.deadline)
-                self._cond.wait(max(0.001, wake - time.monotonic()))
+                self._wake = wake
+                self._cond.wait(None if wake == float("inf") else max(0.001, wake - now))
 
 
 _WATCHDOG = _Watchdog()
