@@ -27,8 +27,10 @@ class MonitorSettings(BaseSettings):
     threshold: float = Field(default=1.0, ge=0)
     # At most one request per pod per this many seconds.
     throttle_seconds: float = Field(default=3.0, ge=0)
-    # A Refused request older than this may be deleted and asked again.
+    # A Refused request older than this may be deleted and asked again; each further
+    # refusal of the same pod doubles the wait, up to max_retry_seconds.
     retry_seconds: float = Field(default=60.0, ge=0)
+    max_retry_seconds: float = Field(default=1800.0, ge=0)
     # Pods that have not reported for this long are forgotten.
     forget_seconds: float = Field(default=120.0, gt=0)
     # At most this many pods are tracked at once (more get 429).

@@ -50,6 +50,7 @@ class _Record:
     pod: PodInfo
     tracker: ConvergenceTracker
     last_seen: float
+    refusals: int = 0  # requests for this pod replaced after a refusal (the back-off)
 
 
 @dataclass(frozen=True)
@@ -234,11 +235,12 @@ class Monitor:
                 return "created"
             except AlreadyExists:
                 existing = self.cluster.get_migration(pod.namespace, pod.name)
-                if existing is None or not self._may_retry(existing):
+                if existing is None or not self._may_retry(existing, self._refusals(pod)):
                     return "exists"
                 uid = (existing.get("metadata") or {}).get("uid", "")
                 self.cluster.delete_migration(pod.namespace, pod.name, uid)
                 self.cluster.create_migration(body)
+                self._refused_again(pod)
                 log.info("asked again to move %s/%s: %s", pod.namespace, pod.name, move.reason)
                 return "retried"
         except AlreadyExists:
@@ -265,8 +267,21 @@ class Monitor:
                 record.pod = found[0]
         return found[0]
 
-    def _may_retry(self, existing: Any) -> bool:
-        """A Refused request may be replaced once it is ``retry_seconds`` old."""
+    def _refusals(self, pod: PodInfo) -> int:
+        with self._lock:
+            record = self._records.get(self._key(pod))
+            return record.refusals if record is not None else 0
+
+    def _refused_again(self, pod: PodInfo) -> None:
+        with self._lock:
+            record = self._records.get(self._key(pod))
+            if record is not None:
+                record.refusals += 1
+
+    def _may_retry(self, existing: Any, refusals: int = 0) -> bool:
+        """A Refused request may be replaced once it is ``retry_seconds`` old, twice that
+        after the pod's second refusal, and so on up to ``max_retry_seconds``: a worker no
+        node would take (converged, with no better node) is not asked for every minute."""
         status = existing.get("status") or {}
         if status.get("phase") != "Refused":
             return False
@@ -276,7 +291,8 @@ class Monitor:
         except ValueError:
             return False
         age = (self.clock.wall() - born).total_seconds()
-        return age >= self.settings.retry_seconds
+        first, most = self.settings.retry_seconds, self.settings.max_retry_seconds
+        return age >= max(first, min(first * 2 ** min(refusals, 30), most))
 
     # ----- loads -----
 

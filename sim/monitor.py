@@ -12,9 +12,9 @@ monitor decides with the Container Monitor's own code, behind a small interface:
 
 A decision becomes
 a ``Migration`` in the API server (``policy.model.migration.request_object``), at most
-one per pod per ``throttle_s``; a ``Refused`` one is deleted after ``retry_s`` so the
-monitor may ask again. The monitor never decides where a pod goes:
-the pool does.
+one per pod per ``throttle_s``; a ``Refused`` one is deleted after ``retry_s`` (doubled
+after each refusal of the pod, up to ``max_retry_s``) so the monitor may ask again. The
+monitor never decides where a pod goes: the pool does.
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ class MonitorConfig:
     report_every_s: float = 10.0  # how often a training task reports (batch_interval steps)
     threshold: float = 1.0  # OVERLOAD_THRESHOLD
     throttle_s: float = 3.0  # at most one request per pod this often
-    retry_s: float = 60.0  # a Refused request is deleted after this long (ask again)
+    retry_s: float = 60.0  # a Refused request is deleted after this long (ask again),
+    max_retry_s: float = 1800.0  # doubled after each refusal of the pod, up to this
     converged: bool = True  # ask to move converged workers (DRAGON does)
     overload: bool = True  # ask to move workers of overloaded nodes
     quiet_steps_per_worker: float = 5.0  # no report within 5 x max workers steps of the end
@@ -77,6 +78,7 @@ class Monitor:
     trackers: dict[str, Tracker] = field(default_factory=dict)
     _asked: dict[str, float] = field(default_factory=dict)  # pod key -> last request time
     _refused: dict[str, float] = field(default_factory=dict)  # request key -> first seen
+    _refusals: dict[str, int] = field(default_factory=dict)  # request key -> replaced so far
 
     def start(self) -> None:
         self.schedule(self.config.report_every_s, self._tick)
@@ -147,8 +149,12 @@ class Monitor:
             if (obj.get("status") or {}).get("phase") != REFUSED:
                 continue
             first = self._refused.setdefault(key, now)
-            if now - first >= self.config.retry_s:
+            n = self._refusals.get(key, 0)
+            first_wait, most = self.config.retry_s, self.config.max_retry_s
+            wait = max(first_wait, min(first_wait * 2 ** min(n, 30), most))
+            if now - first >= wait:
                 self._refused.pop(key, None)
+                self._refusals[key] = n + 1
                 self.api.delete(MIGRATIONS, key)
 
 

@@ -152,6 +152,31 @@ def test_a_refused_request_is_replaced_once_it_is_older_than_the_retry_period() 
     assert "status" not in second
 
 
+def test_each_refusal_of_the_same_pod_doubles_the_wait_before_asking_again() -> None:
+    """A worker no node takes (converged, no better node) is not asked for every minute:
+    60 s after the first refusal, 120 s after the second, up to max_retry_seconds."""
+    cluster = FakeCluster(pods=[pod("w")], pool=balanced_pool())
+    monitor, ticks = make_monitor(cluster, retry_seconds=60, max_retry_seconds=100)
+    converge(monitor, ticks, "w")
+
+    def refuse() -> None:
+        cluster.migrations[("team-a", "w")]["status"] = {"phase": "Refused", "reason": "SameNode"}
+
+    refuse()
+    ticks.advance(61)
+    assert monitor.report("w", None, 0.9).result == "retried"
+    refuse()
+    ticks.advance(61)
+    assert monitor.report("w", None, 0.9).result == "exists"  # the second refusal: 120 s ...
+    ticks.advance(40)
+    assert monitor.report("w", None, 0.9).result == "retried"  # ... capped at 100 s
+    refuse()
+    ticks.advance(95)
+    assert monitor.report("w", None, 0.9).result == "exists"
+    ticks.advance(10)
+    assert monitor.report("w", None, 0.9).result == "retried"
+
+
 def test_a_pending_request_is_never_replaced() -> None:
     cluster = FakeCluster(pods=[pod("w")], pool=balanced_pool())
     monitor, ticks = make_monitor(cluster, retry_seconds=0)
