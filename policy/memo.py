@@ -7,12 +7,18 @@ arrived in (``Encoded``), decoded only if something reads it; the memo is keyed 
 bytes, so a hit returns what parsing the very same content returned before, and no request
 can make its content stand for another's. Nothing here changes a decision: without the
 memo every sync computes the same answer, only slower.
+
+Because a hit returns the very object parsed before, what is computed from parsed objects
+alone can be memoised by their identity too (``Memo.derive``): a pool's sync then derives
+again only what a changed object touches (``policy.pool.view``, a node's free room, an
+untouched job's plan and Admission).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 import orjson
@@ -77,25 +83,57 @@ class Memo:
     last: Any = None
 
     def get(self, key: Hashable | None, make: Callable[[], T]) -> T:
+        """What ``make`` returned for an equal key (counted: hits and misses are parses)."""
         if key is None or self.limit <= 0:
             return make()
         value = self.current.get(key, _MISSING)
         if value is not _MISSING:
             self.hits += 1
-            return value  # type: ignore[return-value]
+            return value  # type: ignore[no-any-return]
         value = self.previous.get(key, _MISSING)
         if value is _MISSING:
             self.misses += 1
             value = make()
         else:
             self.hits += 1
+        self._keep(key, value)
+        return value  # type: ignore[no-any-return]
+
+    def parsed(self, kind: str, obj: Mapping[str, Any], make: Callable[[Any], T]) -> T:
+        """``make(obj)``, once per content (``get`` by ``content_key``, without a closure
+        per object: a pool's sync looks up thousands)."""
+        if self.limit <= 0 or type(obj) is not Encoded:
+            return make(obj)
+        return self.get((kind, obj.raw), partial(make, obj))
+
+    def derive(
+        self, tag: str, objects: tuple[Any, ...], make: Callable[[], T], *values: Hashable
+    ) -> T:
+        """A value computed from ``objects`` (compared by identity: most are what this memo
+        parsed, the very same object again when their bytes are) and plain ``values``.
+        The entry keeps the objects alive, so no other object can take one's id while it
+        exists. (Not counted in hits and misses, which count parses.)"""
+        if self.limit <= 0:
+            return make()
+        key = (tag, *map(id, objects), *values)
+        entry = self.current.get(key, _MISSING)
+        if entry is _MISSING:
+            entry = self.previous.get(key, _MISSING)
+            if entry is _MISSING:
+                entry = (objects, make())
+            self._keep(key, entry)
+        return entry[1]  # type: ignore[index, no-any-return]
+
+    def _keep(self, key: Hashable, value: Any) -> None:
         if len(self.current) >= self.limit:
             self.rotate()
         self.current[key] = value
-        return value  # type: ignore[return-value]
 
     def rotate(self) -> None:
         self.previous, self.current = self.current, {}
 
     def __len__(self) -> int:
         return len(self.current) + len(self.previous)
+
+
+NO_MEMO = Memo(limit=0)  # remembers nothing: every value is computed afresh

@@ -4,14 +4,19 @@ by the bytes an object arrived in, so nothing but the same content can hit it.""
 from __future__ import annotations
 
 import copy
+from pathlib import Path
 
 import orjson
+import pytest
 
 from policy.job.sync import sync as job_sync
 from policy.pool.sync import sync as pool_sync
+from sim.engine import SimConfig, Simulation
+from sim.scenario import from_trace
 from tests import metacontroller as mc
 from tests.conftest import NOW, Hook, load_fixture, versioned
 
+TRACE = Path(__file__).parent / "fixtures" / "traces" / "workload-1.csv"
 POOL_FIXTURES = [
     "pool-sync-job1-cannot-fit.json",
     "pool-sync-job1-one-big-node.json",
@@ -81,3 +86,31 @@ def test_the_same_identity_with_other_content_is_parsed_again() -> None:
     hook.post("/pools/sync", forged)
     (admission,) = hook.pool_sync(genuine)["children"]
     assert {p["node"] for p in admission["spec"]["pods"]} == {"big-1"}
+
+
+@pytest.mark.parametrize("policy", ["dragonet", "dragonet-las", "dragon"])
+def test_every_pool_answer_of_a_simulated_run_is_the_answer_without_the_memo(
+    policy: str,
+) -> None:
+    """The pool's memo derives more than parsed objects (each job's view, its running state,
+    its plan when nothing touches it, its Admission, each node's free room), all by the
+    identity of what it parsed. Through a whole run (jobs arriving, growing, shrinking,
+    finishing; under LAS, preempted), every pool sync is answered again from scratch."""
+    sim = Simulation(from_trace(TRACE, jobs=24), SimConfig(policy=policy))
+    post = sim.webhook.post
+    compared = []
+
+    def checked(path: str, body: bytes, *, measure: bool = True):
+        answer = post(path, body, measure=measure)
+        if path == "/pools/sync" and answer.status == 200:
+            req = orjson.loads(body)
+            now = sim.clock().replace(microsecond=0)
+            plain = pool_sync(req["parent"], req["children"], req["related"], now)
+            assert answer.body == _plain(plain)
+            compared.append(path)
+        return answer
+
+    sim.webhook.post = checked  # type: ignore[method-assign]
+    summary = sim.run().summary
+    assert summary["jobs_finished"] == 24
+    assert len(compared) > 100

@@ -56,7 +56,7 @@ class SyncRequest:
 
 def _maps(top: dict[str, msgspec.Raw], group: str) -> ObjectMap:
     raw = top.get(group)
-    if raw is None or bytes(raw).strip() == b"null":
+    if raw is None or (len(raw) == 4 and bytes(raw) == b"null"):  # (a Raw has no padding)
         return {}
     try:
         maps = _MAPS.decode(raw)
@@ -76,7 +76,36 @@ def _maps(top: dict[str, msgspec.Raw], group: str) -> ObjectMap:
     return out
 
 
+class _Request(msgspec.Struct):
+    """A well-formed request, split in one pass (anything else takes the careful path
+    below, which says what is wrong)."""
+
+    parent: msgspec.Raw
+    children: dict[str, dict[str, msgspec.Raw]] | None = None
+    related: dict[str, dict[str, msgspec.Raw]] | None = None
+    finalizing: bool = False
+
+
+_REQUEST = msgspec.json.Decoder(_Request)
+
+
+def _encoded_maps(maps: dict[str, dict[str, msgspec.Raw]] | None) -> ObjectMap:
+    return {t: {k: _encoded(o) for k, o in objs.items()} for t, objs in (maps or {}).items()}
+
+
 def read_sync_request(body: bytes) -> SyncRequest:
+    try:
+        fast = _REQUEST.decode(body)
+    except (msgspec.DecodeError, RecursionError):
+        pass
+    else:
+        if _is_object(fast.parent):
+            return SyncRequest(
+                Encoded(bytes(fast.parent)),
+                _encoded_maps(fast.children),
+                _encoded_maps(fast.related),
+                fast.finalizing,
+            )
     try:
         top = _FLAT.decode(body)
     except msgspec.ValidationError as err:

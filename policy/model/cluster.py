@@ -13,6 +13,7 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
+from policy.memo import NO_MEMO, Memo
 from policy.model.admission import GENERATION_ANNOTATION
 from policy.model.gpushare import (
     GPU,
@@ -366,6 +367,10 @@ def _single_host(terms: Any) -> str | None:
     return hosts.pop() if len(hosts) == 1 else None
 
 
+def _free(node: Node, pods: Iterable[Pod]) -> Resources:
+    return node.allocatable - Resources.total(p.request for p in pods)
+
+
 @dataclass(frozen=True)
 class Cluster:
     """Nodes (sorted by name), pods, and what is free on each node right now."""
@@ -377,18 +382,27 @@ class Cluster:
 
     @classmethod
     def observe(
-        cls, nodes: Iterable[Node], pods: Iterable[Pod], shared_gpus: bool = False
+        cls,
+        nodes: Iterable[Node],
+        pods: Iterable[Pod],
+        shared_gpus: bool = False,
+        memo: Memo = NO_MEMO,
     ) -> Cluster:
-        """``shared_gpus``: a KubeShare pool, whose GPU nodes are accounted device by device."""
+        """``shared_gpus``: a KubeShare pool, whose GPU nodes are accounted device by device.
+        ``memo``: a node whose pods are the very objects of an earlier sync (``policy.memo``)
+        has the free room it had then."""
         nodes = tuple(sorted(nodes, key=lambda n: n.name))
         pods = tuple(sorted(pods, key=lambda p: (p.namespace, p.name)))
         if shared_gpus:
             return cls._observe_devices(nodes, pods)
-        used: dict[str, dict[str, int]] = {}
+        on_node: dict[str | None, list[Pod]] = {}
         for p in pods:
             if p.occupies:
-                p.request.add_to(used.setdefault(p.node, {}))  # type: ignore[arg-type]
-        free = {n.name: n.allocatable - Resources(used.get(n.name)) for n in nodes}
+                on_node.setdefault(p.node, []).append(p)
+        free = {}
+        for n in nodes:
+            mine = on_node.get(n.name, ())
+            free[n.name] = memo.derive("free", (n, *mine), lambda n=n, m=mine: _free(n, m))
         by_name = MappingProxyType({n.name: n for n in nodes})
         return cls(nodes=nodes, pods=pods, free=MappingProxyType(free), by_name=by_name)
 

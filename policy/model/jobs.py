@@ -247,7 +247,7 @@ class Job:
     tensorboard: TensorBoard | None = None
     tensorboard_request: Resources | None = None
 
-    @property
+    @cached_property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
 

@@ -29,6 +29,7 @@ from datetime import datetime
 from functools import partial
 from types import MappingProxyType
 
+from policy.memo import NO_MEMO, Memo
 from policy.model.admission import (
     ADMITTED,
     BLOCKED_BEHIND_HEAD,
@@ -44,7 +45,7 @@ from policy.model.admission import (
 )
 from policy.model.cluster import Cluster, Pod
 from policy.model.jobs import WORKER, Job
-from policy.model.lifecycle import Assessment, assess
+from policy.model.lifecycle import Assessment
 from policy.model.migration import Decision, MigrationRequest, Moves
 from policy.model.priority import Priorities
 from policy.model.tensorboard import SLOT as TENSORBOARD
@@ -66,7 +67,8 @@ from policy.pool.rules import Rules
 from policy.pool.running import Running, idle_since, last_scale
 from policy.pool.service import Attained, attained, gang_units, recorded
 from policy.pool.shrink import Reserved, make_room
-from policy.pool.tensorboard import is_tensorboard, near_nodes, placed_at
+from policy.pool.tensorboard import near_nodes, placed_at
+from policy.pool.view import job_view, running_of
 
 FINISHED = "Finished"
 SUSPENDED = "Suspended"
@@ -131,7 +133,9 @@ def plan(
     priorities: Priorities = Priorities(),  # noqa: B008 - immutable
     admissions: Mapping[str, Admission] | None = None,
     requests: Mapping[str, Sequence[MigrationRequest]] | None = None,
+    memo: Memo = NO_MEMO,
 ) -> Plan:
+    """``memo`` (a pool's, across its syncs) only saves work: the plan is the same without."""
     admissions = admissions or {}
     by_job: dict[str, list[Pod]] = {}
     for p in cluster.pods:
@@ -159,19 +163,16 @@ def plan(
     running: list[Running] = []
     queued: list[_Queued] = []
     strays: list[tuple[str, Pod]] = []
-    boards: dict[str, list[Pod]] = {}  # TensorBoard pods, by job: no part of its gang
+    boards: dict[str, tuple[Pod, ...]] = {}  # TensorBoard pods, by job: no part of its gang
     stopping: list[tuple[str, Pod]] = []
     for job in sorted(jobs, key=order):
         if job.managed_elsewhere or job.deleting:
             continue  # not ours, or going away: it claims nothing
-        mine = by_job.get(job.key, ())
-        boards[job.key] = [p for p in mine if is_tensorboard(p)]
-        if job.tensorboard is None:  # asked for no more: its sync deletes it
-            strays += ((job.key, p) for p in boards[job.key] if not p.terminating)
-        pods, stray = _own(job, [p for p in mine if not is_tensorboard(p)])
-        strays += ((job.key, p) for p in stray if not p.terminating)
-        verdict = assess(job, pods, now)
         admission = admissions.get(job.key)
+        view = job_view(job, by_job.get(job.key, ()), admission, now, memo)
+        boards[job.key] = view.boards
+        strays += ((job.key, p) for p in view.strays)
+        pods, verdict = view.pods, view.verdict
         got = service.get(job.key)
         if verdict.outcome is not None:
             result[job.key] = JobPlan(job, pods, verdict, FINISHED, 0)
@@ -184,7 +185,7 @@ def plan(
             queued.append(_Queued(job, pods, verdict, queue, stopping=bool(pods)))
         elif pods or job.status.get("startRunTime") or (admission and admission.admitted):
             prio = priority(job, priorities)
-            running.append(Running.of(job, pods, verdict, prio, admission, got))
+            running.append(running_of(view, prio, admission, got, memo))
         else:
             queued.append(_Queued(job, pods, verdict, got.queue if got is not None else 0))
     # Shrinks take from the lowest priority, then from the job that started first.
@@ -198,7 +199,7 @@ def plan(
         ledger.release(key, p)
 
     # 3. Repair admitted jobs.
-    repairs = {r.job.key: repair(ledger, r) for r in running}
+    repairs = {r.job.key: repair(ledger, r, memo) for r in running}
     # 4. Admit queued jobs in order, making room for the first one that waits.
     admitted = _admit_queue(ledger, queued, running, priorities, rules, now, wakes)
     if wakes and queued:  # a queue or preemptibility changes then: plan again
@@ -230,9 +231,11 @@ def plan(
         if stopped is not None:
             result[key] = _preempted_plan(r, stopped, now)
             continue
-        jp = _running_plan(
-            r, ledger, repairs[key], topped.get(key, {}), grown.get(key, {}), wake, now
-        )
+        repaired, top, grew = repairs[key], topped.get(key, {}), grown.get(key, {})
+        if _untouched(r, ledger, repaired, top, grew, wake):
+            jp = memo.derive("untouched", (r,), lambda r=r, p=repaired: _running_plan(r, p, now))
+        else:
+            jp = _running_plan(r, repaired, now, ledger, top, grew, wake)
         result[key] = _with_moves(jp, moved.get(key), now)
     running_keys = {r.job.key for r in running}
     for key, m in moved.items():
@@ -297,17 +300,6 @@ def _place_tensorboards(
         if ok:
             out[job.key] = node
     return out
-
-
-def _own(job: Job, pods: Sequence[Pod]) -> tuple[tuple[Pod, ...], list[Pod]]:
-    """The job's pods, and those it may not have (``Job.holds``: an index at or above its
-    type's count). Its sync deletes those, so they count for nothing in the job and are
-    never listed in its Admission; their room frees once they are gone, as a shrink's."""
-    own: list[Pod] = []
-    stray: list[Pod] = []
-    for p in pods:
-        (own if job.slot(p.replica_type, p.index) is not None else stray).append(p)
-    return tuple(own), stray
 
 
 def _victim_order(r: Running) -> tuple:
@@ -462,35 +454,61 @@ def _growth_allowed(
     return False, since + rules.idle
 
 
-def _running_plan(
+def _untouched(
     r: Running,
     ledger: Ledger,
     repaired: Repair,
     topped: Placed,
     grown: Placed,
     wake: datetime | None,
+) -> bool:
+    """Nothing of this cycle changes the job: its plan is a function of ``r`` alone."""
+    key = r.job.key
+    return (
+        not repaired.placed
+        and not repaired.unplaced
+        and not topped
+        and not grown
+        and wake is None
+        and key not in ledger.victims
+        and key not in ledger.scales
+    )
+
+
+def _running_plan(
+    r: Running,
+    repaired: Repair,
     now: datetime,
+    ledger: Ledger | None = None,  # None: nothing of the cycle touches the job (_untouched)
+    topped: Placed | None = None,
+    grown: Placed | None = None,
+    wake: datetime | None = None,
 ) -> JobPlan:
     job = r.job
-    victims = ledger.victims.get(job.key, [])
+    victims = ledger.victims.get(job.key, []) if ledger is not None else []
     removed = frozenset(p.name for p in (*r.surplus, *victims))
-    scale = ledger.scales.get(job.key)
+    scale = ledger.scales.get(job.key) if ledger is not None else None
     target = scale.after if scale is not None else r.target
     if grown:
         target = r.count + len(grown)
         scale = Scale(
             r.target, target, f"grew from {r.count} to {target} workers into idle capacity"
         )
-    placed = {**repaired.placed, **topped, **grown}
-    restarting = {p.name for p in r.verdict.restarts}
+    placed = {**repaired.placed, **(topped or {}), **(grown or {})}
+    gone = removed.union(p.name for p in r.verdict.restarts)
     kept = {
         (p.replica_type, p.index): p.node
         for p in r.pods
-        if not p.terminating and not p.stuck and p.name not in restarting | removed
+        if not p.terminating and not p.stuck and p.name not in gone
     }
     placements = {**_typed(job, kept), **placed}
     wake_at = None
-    if wake is not None and job.worker is not None and r.count < job.max_workers:
+    if (
+        wake is not None
+        and ledger is not None
+        and job.worker is not None
+        and r.count < job.max_workers
+    ):
         scaled = last_scale(job, r.admission)
         when = parse_time(scaled.time) if scaled is not None else None
         own = when + ledger.rules.idle if when is not None else wake
@@ -517,5 +535,5 @@ def _running_plan(
 
 def _typed(job: Job, by_label: Mapping[tuple[str, int], str | None]) -> Placed:
     """Pods' (lower-case type label, index) as the job's (replica type, index)."""
-    types = {t.lower(): t for t in job.replicas}
-    return {(types[t], i): node for (t, i), node in by_label.items() if t in types and i >= 0}
+    types = job.type_of
+    return {(rt, i): node for (t, i), node in by_label.items() if (rt := types(t)) and i >= 0}

@@ -11,10 +11,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+import orjson
+
 from policy.memo import Memo, content_key
 from policy.model import conditions as cond
 from policy.model.admission import TYPE_KEY as ADMISSIONS
-from policy.model.admission import Admission
+from policy.model.admission import Admission, Placement
 from policy.model.cluster import L_JOB, Cluster, Node, Pod
 from policy.model.gpushare import SHAREPOD_KIND, SHAREPODS, VGPU_POD, with_device
 from policy.model.jobs import (
@@ -51,7 +53,7 @@ class MalformedRequest(ValueError):
 @dataclass(frozen=True)
 class PoolSnapshot:
     name: str
-    spec: PoolSpec
+    spec: PoolSpec  # the same object again while the spec's content is (policy.memo)
     cluster: Cluster  # the pool's nodes; observed and assumed pods
     jobs: tuple[Job, ...]  # the pool's valid jobs
     admissions: Mapping[str, Admission]  # observed, by job key, for jobs that still exist
@@ -68,6 +70,8 @@ class PoolSnapshot:
     other_gangs: tuple[tuple[str, str, str], ...] | None = None
     # Migration requests, by the key of the job whose pod they ask to move.
     requests: Mapping[str, tuple[MigrationRequest, ...]] = field(default_factory=dict)
+    # The spec as canonical JSON (what memos key on); None if JSON cannot hold a value of it.
+    spec_content: bytes | None = b"{}"
 
 
 def job_type_key(kind: JobKind) -> str:
@@ -144,29 +148,44 @@ def _assumed(
     admission: Admission,
     existing: set[tuple[str, str]],
     nodes: Mapping,
-    boarded: frozenset[tuple[str, str]] = frozenset(),
+    boarded: frozenset[tuple[str, str]],
+    memo: Memo,
 ) -> list[Pod]:
     """Pods the Admission places that the job has not created: they hold their room."""
     out = []
-    for p in admission.pods:
-        if p.slot == TENSORBOARD and job.tensorboard_request is not None:
-            if (job.namespace, job.name) in boarded:
-                continue
-            request, name, limits = job.tensorboard_request, None, None
-        else:
-            replica = job.replicas.get(p.type)
-            name = p.pod or child_name(job, p.type, p.index)
-            if replica is None or (job.namespace, name) in existing:
-                continue
-            request, name = replica.request, p.pod
-            limits = pod_limits(replica.template.get("spec") or {})
+    for p, key, board in memo.derive("slots", (job, admission), lambda: _slots(job, admission)):
+        if key in (boarded if board else existing):
+            continue
         node = nodes.get(p.node) if p.node is not None else None
         if p.node is not None and (node is None or node.unschedulable_reason):
             continue  # its node left the pool or takes no new pods: placed again
-        if p.gpu is not None:
-            request = with_device(request, p.gpu)
-        out.append(Pod.assume(job.namespace, job.name, p.slot, p.node, request, name, limits))
+        out.append(memo.derive("assumed", (job, p), lambda p=p: _assume(job, p)))
     return out
+
+
+def _slots(job: Job, admission: Admission) -> tuple[tuple[Placement, tuple[str, str], bool], ...]:
+    """The Admission's pods this job may have, each with the key that says it exists (its
+    namespace and pod name; for a TensorBoard, its job's) and whether it is a TensorBoard."""
+    out = []
+    for p in admission.pods:
+        if p.slot == TENSORBOARD:
+            if job.tensorboard_request is not None:
+                out.append((p, (job.namespace, job.name), True))
+        elif p.type in job.replicas:
+            out.append((p, (job.namespace, p.pod or child_name(job, p.type, p.index)), False))
+    return tuple(out)
+
+
+def _assume(job: Job, p: Placement) -> Pod:
+    if p.slot == TENSORBOARD:
+        request, limits = job.tensorboard_request, None
+    else:
+        replica = job.replicas[p.type]
+        request, limits = replica.request, pod_limits(replica.template.get("spec") or {})
+    assert request is not None  # (_slots keeps a TensorBoard only with its request)
+    if p.gpu is not None:
+        request = with_device(request, p.gpu)
+    return Pod.assume(job.namespace, job.name, p.slot, p.node, request, p.pod, limits)
 
 
 def _may_run(job: Job) -> bool:
@@ -184,12 +203,20 @@ def observe(
     if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
         raise MalformedRequest("parent.metadata.name must be a string")
     name = meta["name"]
-    spec = PoolSpec.model_validate(parent.get("spec") or {})
+    raw_spec = parent.get("spec") or {}
+    try:
+        spec_content: bytes | None = orjson.dumps(raw_spec, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # a value JSON cannot hold (an integer beyond 64 bits): not memoised
+        spec_content = None
+    spec = memo.get(
+        ("pool-spec", spec_content) if spec_content is not None else None,
+        lambda: PoolSpec.model_validate(raw_spec),
+    )
     problems: list[str] = []
     nodes = _each(
         related,
         NODES,
-        lambda o: memo.get(content_key("node", o), lambda: Node.from_object(o)),
+        lambda o: memo.parsed("node", o, Node.from_object),
         problems,
     )
     renamed = {n.hostname: n.name for n in nodes if n.hostname != n.name}
@@ -235,9 +262,9 @@ def observe(
         pod
         for key, adm in admissions.items()
         if adm.admitted and _may_run(by_key[key])
-        for pod in _assumed(by_key[key], adm, existing, by_name, boarded)
+        for pod in _assumed(by_key[key], adm, existing, by_name, boarded, memo)
     ]
-    cluster = Cluster.observe(nodes, [*pods.values(), *assumed], spec.kubeshare != "none")
+    cluster = Cluster.observe(nodes, [*pods.values(), *assumed], spec.kubeshare != "none", memo)
     priorities = Priorities.observe(objects(related, PRIORITY_CLASSES))
     requests = _requests(related, pods, by_key, problems)
     return PoolSnapshot(
@@ -253,6 +280,7 @@ def observe(
         tuple(sorted(problems)),
         gangs,
         requests,
+        spec_content,
     )
 
 
@@ -334,11 +362,13 @@ def _pod(obj: Mapping[str, Any], memo: Memo, kubeshare: str = "none") -> Pod | N
         if str(meta.get("name", "")).startswith(VGPU_POD):
             return None  # its GPU is the vGPU the SharePods on it account for
     if kubeshare == "none":
-        return memo.get(
-            content_key("pod", obj, TFJOB.container),
-            lambda: Pod.from_object(obj, TFJOB.container),
-        )
-    return memo.get(
-        content_key("pod-shares", obj, TFJOB.container),
-        lambda: Pod.from_object(obj, TFJOB.container, shares=True),
-    )
+        return memo.parsed("pod", obj, _plain_pod)
+    return memo.parsed("pod-shares", obj, _shares_pod)
+
+
+def _plain_pod(obj: Mapping[str, Any]) -> Pod:
+    return Pod.from_object(obj, TFJOB.container)
+
+
+def _shares_pod(obj: Mapping[str, Any]) -> Pod:
+    return Pod.from_object(obj, TFJOB.container, shares=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from policy.memo import NO_MEMO, Memo
 from policy.model.jobs import WORKER, child_name
 from policy.pool.ledger import Ledger
 from policy.pool.placement import Slot, place_repairs, required_slots, slots_at
@@ -21,8 +22,16 @@ Placed = dict[tuple[str, int], str | None]  # (type, index) -> node (None: unpla
 @dataclass(frozen=True)
 class Repair:
     placed: Placed  # slots placed now (a restarting pod's slot too)
-    top_up: list[Slot]  # lost workers above min-instances: placed after admissions
-    unplaced: list[Slot]  # slots that found no room (the job's status says so)
+    top_up: tuple[Slot, ...]  # lost workers above min-instances: placed after admissions
+    unplaced: tuple[Slot, ...]  # slots that found no room (the job's status says so)
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a running job lacks, a function of the job's running state alone."""
+
+    missing: tuple[Slot, ...]  # required pods and workers below min-instances: placed first
+    top_up: tuple[Slot, ...]  # lost workers above min-instances
 
 
 def place_for(ledger: Ledger, r: Running, wanted: Sequence[Slot]) -> Placed:
@@ -43,8 +52,15 @@ def place_for(ledger: Ledger, r: Running, wanted: Sequence[Slot]) -> Placed:
     return {(s.type, s.index): n for s, n in placed.nodes.items()}
 
 
-def repair(ledger: Ledger, r: Running) -> Repair:
+def repair(ledger: Ledger, r: Running, memo: Memo = NO_MEMO) -> Repair:
     """Place what the job cannot train without."""
+    need = memo.derive("needs", (r,), lambda: needs(r))
+    placed = place_for(ledger, r, need.missing)
+    unplaced = tuple(s for s in need.missing if (s.type, s.index) not in placed)
+    return Repair(placed, need.top_up, unplaced)
+
+
+def needs(r: Running) -> Needs:
     job, pods = r.job, r.pods
     existing = {p.name for p in pods}
     restarting = {p.name for p in r.verdict.restarts} | {p.name for p in pods if p.stuck}
@@ -61,9 +77,7 @@ def repair(ledger: Ledger, r: Running) -> Repair:
     new = slots_at(job.worker, r.new_indices(deficit))
     urgent = max(0, job.min_workers - len(r.workers))
     missing += new[:urgent]
-    placed = place_for(ledger, r, missing)
-    unplaced = [s for s in missing if (s.type, s.index) not in placed]
-    return Repair(placed, new[urgent:], unplaced)
+    return Needs(tuple(missing), tuple(new[urgent:]))
 
 
 def new_pods(r: Running, placed: Mapping[tuple[str, int], str | None]) -> Placed:

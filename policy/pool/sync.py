@@ -14,10 +14,9 @@ from datetime import datetime
 from functools import lru_cache
 from typing import Any
 
-import orjson
 from pydantic import ValidationError
 
-from policy.memo import Memo
+from policy.memo import NO_MEMO, Memo
 from policy.model.admission import (
     ADMITTED,
     NO_KUBESHARE,
@@ -44,7 +43,7 @@ from policy.pool.observe import PoolSnapshot, objects, observe
 from policy.pool.rules import LAS_POLICIES, rules_for
 from policy.pool.running import last_scale
 
-_NO_MEMO = Memo(limit=0)
+_NO_MEMO = NO_MEMO
 _PROBLEMS_SHOWN = 10  # the status names this many unreadable objects (it counts them all)
 
 
@@ -73,6 +72,8 @@ def _fingerprint(parent: Mapping[str, Any], snap: PoolSnapshot) -> frozenset | N
     reads only a few of its fields, so most of those changes leave this unchanged. None
     for an input with values that cannot be compared (nothing is then reused)."""
     cluster = snap.cluster
+    if snap.spec_content is None:
+        return None
     try:
         return _values(parent, snap, cluster)
     except TypeError:
@@ -88,7 +89,7 @@ def _values(parent: Mapping[str, Any], snap: PoolSnapshot, cluster: Cluster) -> 
     )
     return frozenset(
         (
-            ("spec", orjson.dumps(parent.get("spec") or {}, option=orjson.OPT_SORT_KEYS)),
+            ("spec", snap.spec_content),
             ("pools", snap.other_pools, snap.other_gangs),
             ("priorities", tuple(sorted(snap.priorities.classes.items())), snap.priorities.default),
             *(n.plan_key for n in cluster.nodes),
@@ -128,7 +129,7 @@ def sync(
         return PoolDecision(last.children, last.status, _resync(last.wake, now))
     rules = rules_for(snap.spec)
     result = plan(
-        snap.jobs, snap.cluster, now, rules, snap.priorities, snap.admissions, snap.requests
+        snap.jobs, snap.cluster, now, rules, snap.priorities, snap.admissions, snap.requests, memo
     )
     stamp = format_time(now)
     hostnames = {n.name: n.hostname for n in snap.cluster.nodes if n.hostname != n.name}
@@ -138,8 +139,9 @@ def sync(
             k: (jp.job, jp.placements) for k, jp in result.jobs.items() if jp.phase == ADMITTED
         }
         gpus = name_devices(snap.cluster, admitted)
+    renamed = tuple(sorted(hostnames.items()))
     admissions = [
-        _admission(snap, jp, stamp, hostnames, gpus.get(jp.job.key)).to_object()
+        _answer(snap, jp, stamp, hostnames, renamed, gpus.get(jp.job.key), memo)
         for jp in result.jobs.values()
         if jp.phase in (QUEUED, ADMITTED)
     ]
@@ -163,6 +165,39 @@ def _still_valid(last: _Answered, now: datetime) -> bool:
 
 def _resync(wake: datetime | None, now: datetime) -> float | None:
     return max(1.0, math.ceil((wake - now).total_seconds())) if wake is not None else None
+
+
+def _answer(
+    snap: PoolSnapshot,
+    jp: JobPlan,
+    stamp: str,
+    hostnames: Mapping[str, str],
+    renamed: tuple[tuple[str, str], ...],
+    gpus: Mapping[tuple[str, int], str | None] | None,
+    memo: Memo,
+) -> dict[str, Any]:
+    """The Admission object for a plan. A running job's plan that is the very object of an
+    earlier sync (nothing in this cycle touched it: policy.pool.cycle), answered from the
+    same Admission, under the same pool spec, gets the same object (written without
+    ``stamp``: its admission time and last scale are on record)."""
+    previous = snap.admissions.get(jp.job.key)
+    if (
+        gpus is None
+        and jp.phase == ADMITTED
+        and jp.scale is None
+        and previous is not None
+        and previous.admitted
+        and previous.admitted_at
+    ):
+        return memo.derive(
+            "admission",
+            (jp, previous, snap.spec),
+            lambda: _admission(snap, jp, stamp, hostnames).to_object(),
+            snap.name,
+            snap.other_gangs,
+            renamed,
+        )
+    return _admission(snap, jp, stamp, hostnames, gpus).to_object()
 
 
 def _admission(
