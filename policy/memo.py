@@ -78,6 +78,7 @@ class Memo:
     previous: dict[Hashable, Any] = field(default_factory=dict)
     hits: int = 0
     misses: int = 0
+    used: int = 0  # look-ups since ``begin`` (about the entries one sync needs)
     # The last answer of the one sync this memo serves (a pool's), and what it answered:
     # a sync whose plan-relevant input equals it answers the same (see policy.pool.sync).
     last: Any = None
@@ -86,6 +87,7 @@ class Memo:
         """What ``make`` returned for an equal key (counted: hits and misses are parses)."""
         if key is None or self.limit <= 0:
             return make()
+        self.used += 1
         value = self.current.get(key, _MISSING)
         if value is not _MISSING:
             self.hits += 1
@@ -115,6 +117,7 @@ class Memo:
         exists. (Not counted in hits and misses, which count parses.)"""
         if self.limit <= 0:
             return make()
+        self.used += 1
         key = (tag, *map(id, objects), *values)
         entry = self.current.get(key, _MISSING)
         if entry is _MISSING:
@@ -128,6 +131,14 @@ class Memo:
         if len(self.current) >= self.limit:
             self.rotate()
         self.current[key] = value
+
+    def begin(self) -> None:
+        """A new sync of the one parent this memo serves. Once both generations hold three
+        times what a sync uses, the older is dropped (``rotate``): what the last syncs did
+        not use goes, and a sync that changes little moves nothing between generations."""
+        if self.used and len(self.current) + len(self.previous) > 3 * self.used:
+            self.rotate()
+        self.used = 0
 
     def rotate(self) -> None:
         self.previous, self.current = self.current, {}

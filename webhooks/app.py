@@ -131,7 +131,7 @@ def create_app(
         if len(pool_memos) > 64:  # more pools than any cluster runs: start afresh
             pool_memos.clear()
         memo = pool_memos.setdefault(name if isinstance(name, str) else "", Memo())
-        memo.rotate()  # what this pool's last two syncs did not use is dropped
+        memo.begin()  # what this pool's last syncs no longer use is dropped
         decision = pool_sync(req.parent, req.children, req.related, now(), memo)
         note_pool_answer(req.children, decision.children, decision.status)
         log.debug(

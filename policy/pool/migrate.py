@@ -121,10 +121,7 @@ def _quiet(r: Running, reqs: Sequence[MigrationRequest], rules: MigrationRules |
     flight, no moved pod, no consolidation. Its moves would be empty; most jobs, most cycles."""
     if reqs or (rules is not None and rules.consolidate):
         return False
-    a = r.admission
-    if a is not None and (a.moves or a.migrations or any(p.pod or p.source for p in a.pods)):
-        return False
-    return not any(move_of(p.name) for p in r.pods)
+    return not r.has_moves
 
 
 def _not_running(q: MigrationRequest) -> Decision:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 
 from policy.model.admission import Admission, LastScale, Slot
 from policy.model.cluster import Pod
@@ -158,6 +159,14 @@ class Running:
         return cls(
             job, pods, verdict, prio, admission, target, workers, surplus, ps_nodes, attained
         )
+
+    @cached_property
+    def has_moves(self) -> bool:
+        """A move on record or in flight, or a moved pod (``policy.pool.migrate``)."""
+        a = self.admission
+        if a is not None and (a.moves or a.migrations or any(p.pod or p.source for p in a.pods)):
+            return True
+        return any(move_of(p.name) for p in self.pods)
 
     @property
     def count(self) -> int:

@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import lru_cache
+from functools import partial
 from typing import Any
 
 from pydantic import ValidationError
@@ -29,7 +29,7 @@ from policy.model.admission import (
     Service,
 )
 from policy.model.admission import TYPE_KEY as ADMISSIONS
-from policy.model.cluster import Cluster
+from policy.model.cluster import Cluster, Node
 from policy.model.jobs import Job
 from policy.model.lifecycle import resuming
 from policy.model.migration import Decision, Moves
@@ -153,7 +153,7 @@ def sync(
         jp.assessment.deadline for jp in result.jobs.values() if jp.assessment.deadline is not None
     ]
     until = min([*wakes, *deadlines]) if wakes or deadlines else None
-    status = _status(snap, result.jobs.values())
+    status = _status(snap, result.jobs.values(), memo)
     if key is not None:
         memo.last = _Answered(key, admissions, status, wake, until)
     return PoolDecision(admissions, status, _resync(wake, now))
@@ -351,7 +351,7 @@ def _no_kubeshare(snap: PoolSnapshot, job: Job) -> Admission:
     return _for(job, snap.name, QUEUED, message, snap.spec.binding, 0, reason=NO_KUBESHARE)
 
 
-def _status(snap: PoolSnapshot, plans: Any) -> dict[str, Any]:
+def _status(snap: PoolSnapshot, plans: Any, memo: Memo = NO_MEMO) -> dict[str, Any]:
     """Counts for people (``kubectl get trainingpools``): no times, so it stays stable."""
     plans = list(plans)
     capacity = Resources.total(n.allocatable for n in snap.cluster.nodes)
@@ -364,7 +364,7 @@ def _status(snap: PoolSnapshot, plans: Any) -> dict[str, Any]:
         "capacity": {k: format_quantity(k, capacity[k]) for k in names},
         "allocated": {k: format_quantity(k, allocated[k]) for k in names},
         "usage": _usage(capacity, allocated),
-        "nodeAllocation": _node_allocation(snap),
+        "nodeAllocation": _node_allocation(snap, memo),
     }
     said = []
     if snap.orphans:
@@ -384,20 +384,21 @@ def _status(snap: PoolSnapshot, plans: Any) -> dict[str, Any]:
     return status
 
 
-def _node_allocation(snap: PoolSnapshot) -> list[dict[str, Any]]:
+def _node_allocation(snap: PoolSnapshot, memo: Memo) -> list[dict[str, Any]]:
     """Each node's allocatable and what its pods request, the load the Container Monitor
-    (``monitor/``) compares across the pool. It changes only when the totals above do."""
+    (``monitor/``) compares across the pool. It changes only when the totals above do.
+    (A node and its free room are the objects of the last sync while they are unchanged:
+    so is its row. Callers do not change the row.)"""
     rows = []
     for node in snap.cluster.nodes:
         free = snap.cluster.free.get(node.name, node.allocatable)
-        rows.append(_node_row(node.name, Resources(node.allocatable), Resources(free)))
+        rows.append(memo.derive("row", (node, free), partial(_node_row, node, free)))
     return rows
 
 
-@lru_cache(maxsize=8192)
-def _node_row(name: str, allocatable: Resources, free: Resources) -> dict[str, Any]:
-    """(Cached: between two syncs most nodes' numbers are the same. Plain vectors as keys,
-    so a KubeShare node's devices do not split the cache. Callers do not change the row.)"""
+def _node_row(node: Node, free: Resources) -> dict[str, Any]:
+    # Plain vectors: a KubeShare node's device accounting is not part of its row.
+    name, allocatable, free = node.name, Resources(node.allocatable), Resources(free)
     used = allocatable - free
     names = sorted(k for k in allocatable if k != PODS)
     return {
