@@ -106,7 +106,13 @@ class Memo:
         per object: a pool's sync looks up thousands)."""
         if self.limit <= 0 or type(obj) is not Encoded:
             return make(obj)
-        return self.get((kind, obj.raw), partial(make, obj))
+        key = (kind, obj.raw)
+        value = self.current.get(key, _MISSING)
+        if value is _MISSING:
+            return self.get(key, partial(make, obj))
+        self.used += 1
+        self.hits += 1
+        return value  # type: ignore[no-any-return]
 
     def derive(
         self, tag: str, objects: tuple[Any, ...], make: Callable[[], T], *values: Hashable

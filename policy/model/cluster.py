@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
@@ -367,6 +368,10 @@ def _single_host(terms: Any) -> str | None:
     return hosts.pop() if len(hosts) == 1 else None
 
 
+_BY_NAME = attrgetter("name")
+_BY_KEY = attrgetter("namespace", "name")
+
+
 def _free(node: Node, pods: Iterable[Pod]) -> Resources:
     return node.allocatable - Resources.total(p.request for p in pods)
 
@@ -391,8 +396,8 @@ class Cluster:
         """``shared_gpus``: a KubeShare pool, whose GPU nodes are accounted device by device.
         ``memo``: a node whose pods are the very objects of an earlier sync (``policy.memo``)
         has the free room it had then."""
-        nodes = tuple(sorted(nodes, key=lambda n: n.name))
-        pods = tuple(sorted(pods, key=lambda p: (p.namespace, p.name)))
+        nodes = tuple(sorted(nodes, key=_BY_NAME))
+        pods = tuple(sorted(pods, key=_BY_KEY))
         if shared_gpus:
             return cls._observe_devices(nodes, pods)
         on_node: dict[str | None, list[Pod]] = {}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 import orjson
@@ -213,17 +214,17 @@ def observe(
         lambda: PoolSpec.model_validate(raw_spec),
     )
     problems: list[str] = []
-    nodes = _each(
-        related,
-        NODES,
-        lambda o: memo.parsed("node", o, Node.from_object),
-        problems,
-    )
+    nodes = _each(related, NODES, partial(memo.parsed, "node", make=Node.from_object), problems)
     renamed = {n.hostname: n.name for n in nodes if n.hostname != n.name}
     pods: dict[tuple[str, str], Pod] = {}
     types = (PODS, SHAREPODS) if spec.kubeshare == "v1" else (PODS,)
+    read_pod = (
+        partial(memo.parsed, "pod", make=_plain_pod)
+        if spec.kubeshare == "none"
+        else partial(_pod, memo=memo, kubeshare=spec.kubeshare)
+    )
     for type_key in types:
-        for pod in _each(related, type_key, lambda o: _pod(o, memo, spec.kubeshare), problems):
+        for pod in _each(related, type_key, read_pod, problems):
             if pod is not None:
                 pods[(pod.namespace, pod.name)] = pod.on_nodes(renamed) if renamed else pod
     known = None
