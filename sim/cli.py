@@ -242,13 +242,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"dragonet simulate: {scenario.name}: no jobs to run", file=sys.stderr)
         return 2
     fallback = args.trace or (args.inputs[0] if args.inputs else str(DEFAULT_SCENARIO))
+    kubeshare = getattr(args, "kubeshare", "none")
     try:
-        pool = PoolSpec(gangScheduler=args.gang_scheduler, binding=args.binding)
+        pool = PoolSpec(
+            gangScheduler=args.gang_scheduler, binding=args.binding, kubeshare=kubeshare
+        )
     except ValidationError as err:
         why = str(err.errors()[0]["msg"]).removeprefix("Value error, ")
         print(f"dragonet simulate: --gang-scheduler {args.gang_scheduler}: {why}", file=sys.stderr)
         return 2
-    kubeshare = getattr(args, "kubeshare", "none")
     problems, warnings = check_jobs(scenario, origins(args), fallback, pool, kubeshare)
     for line in [*warnings, *problems]:
         print(f"dragonet simulate: {line}", file=sys.stderr)

@@ -423,6 +423,7 @@ def test_custom_values_reach_the_pod_spec(custom_docs: list[dict[str, Any]]) -> 
         ("networkPolicy.metacontroller.podSelector.matchLabel.app=mc", "matchLabel"),
         ("scheduling.gangScheduler=yunikorn", "gangScheduler"),
         ("scheduling.gangSchedulers={slurm}", "gangSchedulers"),
+        ("scheduling.gangScheduler=volcano,scheduling.kubeshare=v1", "kubeshare"),
     ],
 )
 def test_invalid_values_are_refused_with_a_message(helm: str, flag: str, message: str) -> None:

@@ -301,6 +301,18 @@ def test_render_refuses_a_gang_scheduler_with_node_name_binding_in_one_line(
     assert "binding nodeName bypasses every scheduler" in line
 
 
+def test_render_refuses_a_gang_scheduler_with_kubeshare_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ("--nodes", NODES, "--gang-scheduler", "kube-batch", "--kubeshare", "v2")
+    code, out, err = _render(capsys, str(ROOT / "examples" / "job1.yaml"), *args)
+    assert code == 2 and out == ""
+    line = _one_line(err)
+    assert line.startswith("dragonet render: the default pool: spec.")
+    assert "kubeshare v2 places fractional-GPU pods itself" in line
+    assert "gangScheduler kube-batch would wait for pods it never schedules" in line
+
+
 # --- serve: bad settings ----------------------------------------------------------------------
 
 

@@ -208,6 +208,16 @@ def test_a_gang_scheduler_with_node_name_binding_is_refused_in_one_line(
     )
 
 
+def test_a_gang_scheduler_with_kubeshare_is_refused_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    code, out, err = _simulate(capsys, "--gang-scheduler", "volcano", "--kubeshare", "v1")
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith("dragonet simulate: --gang-scheduler volcano: kubeshare v1 places")
+    assert line.endswith("a pool uses one or the other")
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -125,6 +125,22 @@ def test_a_gang_scheduler_with_binding_node_name_is_refused_out_loud(hook: Hook)
     assert "gangScheduler" in body["status"]["message"]
 
 
+@pytest.mark.parametrize("kubeshare", ["v1", "v2"])
+def test_a_gang_scheduler_with_kubeshare_is_refused_out_loud(hook: Hook, kubeshare: str) -> None:
+    """KubeShare binds fractional pods itself: a PodGroup counting them would never fill, and
+    the job's other pods would wait for it forever. The pool keeps its Admissions and says
+    why."""
+    pool = mc.pool()
+    pool["spec"].update(gangScheduler="volcano", kubeshare=kubeshare)
+    hook.pool = pool
+    job = mc.tfjob("gang-tfjob.yaml", namespace="kubeflow")
+    body = hook.pool_sync(mc.pool_request(mc.world(job, GANG_NODES), parent=pool))
+    assert body["children"] == []
+    message = body["status"]["message"]
+    assert f"kubeshare {kubeshare} places fractional-GPU pods itself" in message
+    assert "a pool uses one or the other" in message
+
+
 def test_a_job_asking_for_kube_batch_in_a_pool_without_it_is_told_which_pool_has_it(
     hook: Hook,
 ) -> None:

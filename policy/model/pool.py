@@ -157,6 +157,13 @@ class PoolSpec(BaseModel):
                 f"binding nodeName bypasses every scheduler, so gangScheduler "
                 f"{self.gangScheduler} could never bind the pods: use binding affinity"
             )
+        if self.gangScheduler != "none" and self.kubeshare != "none":
+            raise ValueError(
+                f"kubeshare {self.kubeshare} places fractional-GPU pods itself (v1: SharePods "
+                f"bound by nodeName, v2: kubeshare-scheduler), so gangScheduler "
+                f"{self.gangScheduler} would wait for pods it never schedules: a pool uses "
+                "one or the other"
+            )
         return self
 
     @property
