@@ -325,6 +325,52 @@ def test_the_pool_places_the_tensorboard_beside_the_parameter_server(hook: Hook)
     assert used == "0"  # nothing exists yet: the plan is not the usage
 
 
+def test_on_tainted_nodes_the_tensorboard_tolerates_what_its_parameter_server_does(
+    hook: Hook,
+) -> None:
+    """A GPU pool's nodes are tainted and labelled; the job's pods tolerate the taint and
+    select the label. Its TensorBoard inherits both from the parameter server: the pool
+    places it beside the PS (not on the one untainted node outside the job's selector),
+    and its pod can run there."""
+    taint = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+    toleration = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+    nodes = [
+        mc.node("gpu-1", cpu="64", memory="256Gi", taints=[taint]),
+        mc.node("plain-1", cpu="64", memory="256Gi"),
+    ]
+    nodes[0]["metadata"]["labels"]["accelerator"] = "a100"
+    job = mc.with_tensorboard(mc.tfjob(JOB))
+    for replica in job["spec"]["tfReplicaSpecs"].values():
+        replica["template"]["spec"]["tolerations"] = [toleration]
+        replica["template"]["spec"]["nodeSelector"] = {"accelerator": "a100"}
+    body = hook.pool_sync(mc.pool_request(mc.world(job, nodes)))
+    (admission,) = body["children"]
+    entries = _entries(admission)
+    assert entries[("PS", 0)] == "gpu-1"
+    assert entries[("TensorBoard", 0)] == "gpu-1"
+    placed = [(t, i, n) for (t, i), n in entries.items()]
+    stored = mc.admission(job, placed, workers=4)
+    w = mc.world(job, nodes)
+    deployment = _deployment(hook.job_sync(mc.job_request(w, stored)))
+    assert deployment is not None
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["tolerations"] == [toleration]
+    assert pod["nodeSelector"] == {"accelerator": "a100"}
+    assert node_of(deployment["spec"]["template"]) == "gpu-1"
+
+
+def test_without_a_toleration_the_tensorboard_never_goes_to_a_tainted_node(hook: Hook) -> None:
+    taint = {"key": "dedicated", "value": "ps", "effect": "NoSchedule"}
+    nodes = [
+        mc.node("a-tainted", cpu="64", memory="256Gi", taints=[taint]),
+        mc.node("b-plain", cpu="64", memory="256Gi"),
+    ]
+    job = mc.with_tensorboard(mc.tfjob(JOB))
+    body = hook.pool_sync(mc.pool_request(mc.world(job, nodes)))
+    (admission,) = body["children"]
+    assert _entries(admission)[("TensorBoard", 0)] == "b-plain"
+
+
 def test_a_tensorboard_that_does_not_fit_waits_and_never_holds_the_gang_back(hook: Hook) -> None:
     """A 20-cpu node holds the job's 20-cpu gang and nothing more: the job is admitted
     whole, its TensorBoard waits; a second node later gives it room."""

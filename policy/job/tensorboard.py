@@ -17,6 +17,7 @@ where to reach it. Rules:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -155,7 +156,7 @@ def render_deployment(
 ) -> dict[str, Any]:
     tb = job.tensorboard
     assert tb is not None
-    spec = tb.pod_spec()
+    spec = {**tb.pod_spec(), **copy.deepcopy(job.tensorboard_constraints)}
     if node is None or hostname is None:
         pass  # the kube-scheduler places it (placement "none")
     elif binding == "nodeName":

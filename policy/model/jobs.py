@@ -252,6 +252,18 @@ class Job:
         return f"{self.namespace}/{self.name}"
 
     @cached_property
+    def tensorboard_constraints(self) -> dict[str, Any]:
+        """Where its TensorBoard may run: the nodeSelector and tolerations of its parameter
+        servers (else its chief's, else its workers'), so it runs beside them, on the
+        tainted nodes of a GPU pool too. (Callers copy before they change it.)"""
+        for rtype in ("PS", "Chief", "Master", WORKER):
+            replica = self.replicas.get(rtype)
+            if replica is not None:
+                spec = replica.template.get("spec") or {}
+                return {k: spec[k] for k in ("nodeSelector", "tolerations") if spec.get(k)}
+        return {}
+
+    @cached_property
     def plan_key(self) -> tuple:
         """Everything of the job a pool's plan reads, by value: its spec's content and the
         few status fields the pool keeps as memory (not its replica counts or message)."""

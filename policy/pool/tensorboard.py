@@ -38,10 +38,10 @@ def placed_at(ledger: Ledger, job: Job, boards: Sequence[Pod], near: Sequence[st
     # a stale plan): placed (again) where there is room; the job's sync moves it there.
     if ledger.rules.placement == "none":
         return True, None  # the kube-scheduler places it
-    shape = ("tensorboard", request)
+    eligible = ledger.eligible_for(job.tensorboard_constraints)
+    shape = ("tensorboard", request, eligible)
     if shape in ledger.failed:
         return False, None  # free room only shrinks within a cycle: no need to look again
-    eligible = ledger.eligible_for(_SPEC)
     for name in dict.fromkeys([*(n for n in near if n in eligible), *sorted(eligible)]):
         free = ledger.free.get(name)
         if free is not None and request.fits_in(free):
@@ -49,11 +49,6 @@ def placed_at(ledger: Ledger, job: Job, boards: Sequence[Pod], near: Sequence[st
             return True, name
     ledger.failed.add(shape)
     return False, None
-
-
-# What the filter phase reads of a TensorBoard pod: it names no nodeSelector, affinity or
-# tolerations, so only cordons, readiness and taints keep it off a node.
-_SPEC: dict = {}
 
 
 def near_nodes(pods: Sequence[tuple[bool, str | None]]) -> list[str | None]:
