@@ -90,10 +90,11 @@ class View:
     def __init__(self, api: ApiServer, schedule: Schedule, delay_s: float = 0.0) -> None:
         self.api = api
         self.delay_s = delay_s
-        self.version = 0
         self.handlers: list[Handler] = []
         self.objects: dict[str, dict[str, Obj]] = api.objects if delay_s <= 0 else {}
         self._schedule = schedule
+        # (type key, key) -> (object, its JSON map entry): what requests are assembled from
+        self._entries: dict[tuple[str, str], tuple[Obj, bytes]] = {}
         api.watchers.append(self._on_api_change)
 
     def _on_api_change(self, tkey: str, old: Obj | None, new: Obj | None) -> None:
@@ -113,7 +114,8 @@ class View:
         self._deliver(tkey, seen, new)
 
     def _deliver(self, tkey: str, old: Obj | None, new: Obj | None) -> None:
-        self.version += 1
+        if new is None and old is not None:
+            self._entries.pop((tkey, object_key(old)), None)
         for h in self.handlers:
             h(tkey, old, new)
 
@@ -122,6 +124,18 @@ class View:
 
     def values(self, tkey: str) -> Iterable[Obj]:
         return self.objects.get(tkey, {}).values()
+
+    def entry(self, tkey: str, key: str) -> tuple[Obj, bytes] | None:
+        """The object at ``key`` and its request map entry (``"key":{...}``), encoded once
+        per stored object: objects are never mutated, so the same dict has the same bytes."""
+        obj = self.objects.get(tkey, {}).get(key)
+        if obj is None:
+            return None
+        hit = self._entries.get((tkey, key))
+        if hit is None or hit[0] is not obj:
+            hit = (obj, _j(key) + b":" + self.api.serialized(obj))
+            self._entries[(tkey, key)] = hit
+        return hit
 
 
 def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
@@ -198,6 +212,87 @@ def _hook_path(webhook: Mapping[str, Any]) -> str:
 
 def _j(value: Any) -> bytes:
     return orjson.dumps(value)
+
+
+def _type_map(tkey: str, entries: Iterable[bytes]) -> bytes:
+    """One type's entry of a ``children`` or ``related`` map: ``"Kind.v1":{...}``."""
+    return _j(tkey) + b":{" + b",".join(entries) + b"}"
+
+
+class _RelatedSet:
+    """The related objects of one rule set with selector rules (a pool's: every Dragonet
+    pod and job), followed from the view's events, so a sync joins cached bytes instead of
+    matching every object of each related type. Each type's map is rebuilt only after one
+    of its objects changed, re-encoding only those. Shared by the parents with these rules."""
+
+    def __init__(self, rules: tuple[Rule, ...], view: View) -> None:
+        self.view = view
+        self.parents: set[str] = set()
+        # type key -> its rules, in the order the types first appear (the map's order)
+        self.rules_of: dict[str, tuple[Rule, ...]] = {}
+        for r in rules:
+            self.rules_of[r.tkey] = (*self.rules_of.get(r.tkey, ()), r)
+        self._names = {r: frozenset(r.lookup_keys()) for r in rules if r.direct}
+        # type key -> member key -> its map entry; keys changed since: to encode again
+        self._members: dict[str, dict[str, bytes]] = {t: {} for t in self.rules_of}
+        self._changed: dict[str, set[str]] = {t: set() for t in self.rules_of}
+        self._order: dict[str, list[str]] = {}  # type key -> sorted member keys
+        self._maps: dict[str, bytes] = {}  # type key -> its map, while none of it changed
+        self._body: bytes | None = None
+        for tkey in self.rules_of:
+            for key in list(view.objects.get(tkey, {})):
+                self.update(tkey, key)
+
+    def _wants(self, tkey: str, key: str, obj: Obj) -> bool:
+        # A name rule Metacontroller answers by lookup holds exactly the objects stored
+        # under its keys; any other rule is matched.
+        return any(
+            key in self._names[r] if r.direct else r.matches(obj) for r in self.rules_of[tkey]
+        )
+
+    def update(self, tkey: str, key: str) -> None:
+        """Follow a change at ``key``: membership mirrors the view's current object (so
+        events delivered out of order still end in the right state)."""
+        obj = self.view.get(tkey, key)
+        members = self._members[tkey]
+        if obj is not None and self._wants(tkey, key, obj):
+            if key not in members:
+                members[key] = b""
+                self._order.pop(tkey, None)
+            self._changed[tkey].add(key)
+        elif key in members:
+            del members[key]
+            self._changed[tkey].discard(key)
+            self._order.pop(tkey, None)
+        else:
+            return  # not related before or now: nothing of the request changed
+        self._maps.pop(tkey, None)
+        self._body = None
+
+    def _map(self, tkey: str) -> bytes:
+        members = self._members[tkey]
+        order = self._order.get(tkey)
+        if order is None:
+            order = self._order[tkey] = sorted(members)
+        changed = self._changed[tkey]
+        for key in changed:
+            hit = self.view.entry(tkey, key)
+            assert hit is not None  # members mirror the view
+            members[key] = hit[1]
+        changed.clear()
+        return _type_map(tkey, [members[k] for k in order])
+
+    def body(self) -> bytes:
+        """The request's ``related`` map."""
+        if self._body is None:
+            parts = []
+            for tkey in self.rules_of:
+                part = self._maps.get(tkey)
+                if part is None:
+                    part = self._maps[tkey] = self._map(tkey)
+                parts.append(part)
+            self._body = b"{" + b",".join(parts) + b"}"
+        return self._body
 
 
 def _owner_uid(obj: Obj | None) -> str | None:
@@ -353,7 +448,7 @@ class Controller:
         self._groups: dict[tuple[Rule, ...], set[str]] = {}  # selector rules -> parents
         self._by_name: dict[tuple[str, str | None, str], set[str]] = {}  # name rules
         self._related_types: set[str] = set()  # informers started for related types
-        self._related: dict[tuple[Rule, ...], tuple[int, bytes]] = {}
+        self._related: dict[tuple[Rule, ...], _RelatedSet] = {}  # rules with selectors
         self._failures: dict[str, int] = {}
         self._starts: dict[str, deque[float]] = {}
 
@@ -425,6 +520,11 @@ class Controller:
             self._on_parent(old, new)
         if tkey in self.child_types:
             self._on_child(tkey, old, new)
+        if self._related:
+            key = object_key(new if new is not None else old)
+            for related in self._related.values():
+                if tkey in related.rules_of:
+                    related.update(tkey, key)
         if tkey in self._related_types and not _same_version(old, new):
             for p in sorted(self._related_parents(tkey, old, new)):
                 self.enqueue(p)
@@ -475,6 +575,10 @@ class Controller:
         selecting = tuple(r for r in rules if not r.names)
         if selecting:
             self._groups.setdefault(selecting, set()).add(key)
+            related = self._related.get(rules)
+            if related is None:
+                related = self._related[rules] = _RelatedSet(rules, self.view)
+            related.parents.add(key)
         for r in rules:
             for n in r.names:
                 self._by_name.setdefault((r.tkey, r.namespace, n), set()).add(key)
@@ -484,7 +588,11 @@ class Controller:
         rules = self._rules_of.pop(key, None)
         if rules is None:
             return
-        self._related.pop(rules, None)  # a cache; another parent with these rules refills it
+        related = self._related.get(rules)
+        if related is not None:
+            related.parents.discard(key)
+            if not related.parents:
+                del self._related[rules]
         selecting = tuple(r for r in rules if not r.names)
         members = self._groups.get(selecting)
         if members is not None:
@@ -559,18 +667,20 @@ class Controller:
         self._register(key, rules)
         children, observed = self._children(parent)
         kind: HookKind = "finalize" if finalizing else "sync"
-        body = (
-            b'{"controller":'
-            + self._ctrl
-            + b',"parent":'
-            + self.api.serialized(parent)
-            + b',"children":'
-            + children
-            + b',"related":'
-            + self._related_bytes(rules)
-            + b',"finalizing":'
-            + (b"true" if finalizing else b"false")
-            + b"}"
+        body = b"".join(
+            (
+                b'{"controller":',
+                self._ctrl,
+                b',"parent":',
+                self.api.serialized(parent),
+                b',"children":',
+                children,
+                b',"related":',
+                self._related_bytes(rules),
+                b',"finalizing":',
+                b"true" if finalizing else b"false",
+                b"}",
+            )
         )
         answer = self.webhook.post(self.paths[kind], body)
         self.sync_calls += 1
@@ -599,44 +709,34 @@ class Controller:
         owned = self._owned.get(parent["metadata"]["uid"], {})
         parts, observed = [], {}
         for tkey in self.child_types:
-            items = []
+            entries = []
             for ckey in sorted(owned.get(tkey, ())):
-                obj = self.view.get(tkey, ckey)
-                if obj is not None:
-                    observed[(tkey, ckey)] = obj
-                    items.append(_j(ckey) + b":" + self.api.serialized(obj))
-            parts.append(_j(tkey) + b":{" + b",".join(items) + b"}")
+                hit = self.view.entry(tkey, ckey)
+                if hit is not None:
+                    observed[(tkey, ckey)] = hit[0]
+                    entries.append(hit[1])
+            parts.append(_type_map(tkey, entries))
         return b"{" + b",".join(parts) + b"}", observed
 
     def _related_bytes(self, rules: tuple[Rule, ...]) -> bytes:
-        cacheable = any(not r.names for r in rules)
-        if cacheable:
-            hit = self._related.get(rules)
-            if hit is not None and hit[0] == self.view.version:
-                return hit[1]
-        by_type: dict[str, dict[str, bytes]] = {}
+        """The request's ``related`` map: kept current for rules with selectors, else
+        looked up (name rules: the few objects they name)."""
+        related = self._related.get(rules)
+        if related is not None:
+            return related.body()
+        by_type: dict[str, set[str]] = {}
         for rule in rules:
-            items = by_type.setdefault(rule.tkey, {})
+            keys = by_type.setdefault(rule.tkey, set())
+            stored = self.view.objects.get(rule.tkey, {})
             if rule.direct:
-                for key in rule.lookup_keys():
-                    obj = self.view.get(rule.tkey, key)
-                    if obj is not None:
-                        items[key] = self.api.serialized(obj)
-                continue
-            for key, obj in self.view.objects.get(rule.tkey, {}).items():
-                if key not in items and rule.matches(obj):
-                    items[key] = self.api.serialized(obj)
-        body = (
-            b"{"
-            + b",".join(
-                _j(t) + b":{" + b",".join(_j(k) + b":" + v[k] for k in sorted(v)) + b"}"
-                for t, v in by_type.items()
-            )
-            + b"}"
-        )
-        if cacheable:
-            self._related[rules] = (self.view.version, body)
-        return body
+                keys.update(k for k in rule.lookup_keys() if k in stored)
+            else:
+                keys.update(k for k, obj in stored.items() if rule.matches(obj))
+        parts = [
+            _type_map(tkey, [hit[1] for k in sorted(keys) if (hit := self.view.entry(tkey, k))])
+            for tkey, keys in by_type.items()
+        ]
+        return b"{" + b",".join(parts) + b"}"
 
     def _ensure_finalizer(self, key: str) -> None:
         if "finalize" not in self.paths:
