@@ -213,6 +213,7 @@ class Simulation:
         self._alloc_int: dict[str, float] = {}
         self._blocked_int: dict[str, float] = {}
         self.samples: list[Sample] = []
+        self._sampled: tuple[Resources, Resources] | None = None  # the last step's totals
 
     # --- plumbing --------------------------------------------------------------------
 
@@ -333,18 +334,24 @@ class Simulation:
     def _advance(self, to: float) -> None:
         dt = to - self.now
         if dt > 0:
-            blocked = Resources.total(self.programs.blocked_held().values())
-            allocated = Resources.total(self.kube.used.values())
+            blocked = self.programs.blocked()
+            allocated = self.kube.used_total()
             for k, v in allocated.items():
                 self._alloc_int[k] = self._alloc_int.get(k, 0.0) + v * dt
             for k, v in blocked.items():
                 self._blocked_int[k] = self._blocked_int.get(k, 0.0) + v * dt
-            sample = Sample(self.now, _units(allocated), _units(allocated - blocked))
-            if not self.samples or (
-                sample.allocated != self.samples[-1].allocated
-                or sample.training != self.samples[-1].training
+            # The same totals (cached objects) make the same sample as the last step's,
+            # which the last sample already equals.
+            if self._sampled is None or (
+                self._sampled[0] is not allocated or self._sampled[1] is not blocked
             ):
-                self.samples.append(sample)
+                self._sampled = (allocated, blocked)
+                sample = Sample(self.now, _units(allocated), _units(allocated - blocked))
+                if not self.samples or (
+                    sample.allocated != self.samples[-1].allocated
+                    or sample.training != self.samples[-1].training
+                ):
+                    self.samples.append(sample)
         self.now = to
 
     def run(self) -> SimResult:

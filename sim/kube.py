@@ -75,6 +75,7 @@ class Kube:
     _batches: dict[str, tuple[float, float]] = field(default_factory=dict)
     _pending_retry: bool = False
     gang: GangScheduler | None = None  # a gang-backend pool's scheduler (sim/gang.py)
+    _used_total: Resources | None = None  # ``used`` added up (None: changed since)
 
     def __post_init__(self) -> None:
         self.api.watchers.append(self._on_change)
@@ -102,6 +103,13 @@ class Kube:
             and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
         )
 
+    def used_total(self) -> Resources:
+        """What bound pods hold on all nodes together: read at every step of the run, so
+        added up again only after a change."""
+        if self._used_total is None:
+            self._used_total = Resources.total(self.used.values())
+        return self._used_total
+
     def free(self, node: str) -> Resources:
         return self.nodes[node].allocatable - self.used.get(node, Resources({}))
 
@@ -124,6 +132,7 @@ class Kube:
                 req = pod_request(pod["spec"])
                 cur = self.used.get(n, Resources({}))
                 self.used[n] = cur + req if sign > 0 else cur - req
+                self._used_total = None
         if new is None or (self.holds(old) and not self.holds(new)):
             self._retry_soon()  # room freed
         if new is not None and old is None:

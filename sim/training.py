@@ -175,12 +175,19 @@ class Programs:
     _shrunk: set[str] = field(default_factory=set)  # workers deleted by a shrink
     _dirty: set[str] = field(default_factory=set)
     _flush_pending: bool = False
+    # the jobs in state "holding", and what they hold together (None: to add up again):
+    # the engine reads it at every step, and few jobs ever hold
+    _holding: set[str] = field(default_factory=set)
+    _blocked: Resources | None = None
 
     def __post_init__(self) -> None:
         self.api.watchers.append(self._on_change)
 
     def add(self, spec: JobSpec, now: float) -> None:
         self.jobs[spec.key] = Training.of(spec, now)
+        if spec.key in self._holding:  # a new job of that name starts queued
+            self._holding.discard(spec.key)
+            self._blocked = None
 
     def _on_change(self, tkey: str, old: Obj | None, new: Obj | None) -> None:
         if tkey != PODS:
@@ -305,6 +312,8 @@ class Programs:
         if ready and t.started_s is None:
             t.started_s = now
         t.held = Resources.total(pod_request(p["spec"]) for p in pods if _bound_and_holding(p))
+        if job in self._holding:
+            self._blocked = None
         if (t.held_history[-1][1] if t.held_history else Resources({})) != t.held:
             t.held_history.append((now, t.held))
         live = [p for p in pods if (p.get("status") or {}).get("phase") not in _DONE]
@@ -379,9 +388,16 @@ class Programs:
             t.since_s = float("inf")
             return
         t.state, t.since_s, t.open_workers = state, now, t.workers_live
+        key = t.spec.key
+        if (state == "holding") != (key in self._holding):
+            (self._holding.add if state == "holding" else self._holding.discard)(key)
+            self._blocked = None
 
-    def blocked_held(self) -> Mapping[str, Resources]:
-        return {k: t.held for k, t in self.jobs.items() if t.state == "holding" and t.held}
+    def blocked(self) -> Resources:
+        """What the jobs that hold pods but cannot train (state "holding") hold together."""
+        if self._blocked is None:
+            self._blocked = Resources.total(self.jobs[k].held for k in self._holding)
+        return self._blocked
 
 
 def _role(pod: Obj) -> str:
