@@ -54,6 +54,8 @@ from sim.webhook import HookResponse, WebhookClient
 Schedule = Callable[[float, Callable[[], None]], None]
 Handler = Callable[[str, Obj | None, Obj | None], None]
 HookKind = Literal["sync", "finalize"]
+Desired = dict[tuple[str, str], dict[str, Any]]  # (type key, key) -> a desired child
+Observed = dict[tuple[str, str], Obj]  # (type key, key) -> a child in a sync's request
 
 # plural resource -> (Kind, namespaced): what API discovery tells Metacontroller.
 RESOURCES: dict[str, tuple[str, bool]] = {
@@ -216,7 +218,19 @@ def _j(value: Any) -> bytes:
 
 def _type_map(tkey: str, entries: Iterable[bytes]) -> bytes:
     """One type's entry of a ``children`` or ``related`` map: ``"Kind.v1":{...}``."""
-    return _j(tkey) + b":{" + b",".join(entries) + b"}"
+    return b"".join((_j(tkey), b":{", b",".join(entries), b"}"))
+
+
+def _pieces(members: Sequence[bytes]) -> list[bytes]:
+    """The JSON object of these members (``"key":value``), as pieces for the request's one
+    join: a request can be hundreds of KiB, and each concatenation would copy it again."""
+    pieces = [b"{"]
+    for m in members:
+        pieces += (m, b",")
+    if members:
+        pieces.pop()
+    pieces.append(b"}")
+    return pieces
 
 
 class _RelatedSet:
@@ -238,7 +252,7 @@ class _RelatedSet:
         self._changed: dict[str, set[str]] = {t: set() for t in self.rules_of}
         self._order: dict[str, list[str]] = {}  # type key -> sorted member keys
         self._maps: dict[str, bytes] = {}  # type key -> its map, while none of it changed
-        self._body: bytes | None = None
+        self._pieces: list[bytes] | None = None
         for tkey in self.rules_of:
             for key in list(view.objects.get(tkey, {})):
                 self.update(tkey, key)
@@ -267,7 +281,7 @@ class _RelatedSet:
         else:
             return  # not related before or now: nothing of the request changed
         self._maps.pop(tkey, None)
-        self._body = None
+        self._pieces = None
 
     def _map(self, tkey: str) -> bytes:
         members = self._members[tkey]
@@ -282,17 +296,17 @@ class _RelatedSet:
         changed.clear()
         return _type_map(tkey, [members[k] for k in order])
 
-    def body(self) -> bytes:
-        """The request's ``related`` map."""
-        if self._body is None:
-            parts = []
+    def pieces(self) -> list[bytes]:
+        """The request's ``related`` map (:func:`_pieces`)."""
+        if self._pieces is None:
+            maps = []
             for tkey in self.rules_of:
                 part = self._maps.get(tkey)
                 if part is None:
                     part = self._maps[tkey] = self._map(tkey)
-                parts.append(part)
-            self._body = b"{" + b",".join(parts) + b"}"
-        return self._body
+                maps.append(part)
+            self._pieces = _pieces(maps)
+        return self._pieces
 
 
 def _owner_uid(obj: Obj | None) -> str | None:
@@ -377,7 +391,7 @@ class _Sync:
     key: str
     parent: Obj
     kind: HookKind
-    observed: dict[tuple[str, str], Obj]
+    observed: Observed
     answer: HookResponse
 
 
@@ -451,6 +465,16 @@ class Controller:
         self._related: dict[tuple[Rule, ...], _RelatedSet] = {}  # rules with selectors
         self._failures: dict[str, int] = {}
         self._starts: dict[str, deque[float]] = {}
+        # Memos by identity (objects are never mutated, and the webhook client hands back
+        # the same body for an answer the same as the last one), which make a pool's sync
+        # that changes nothing cheap:
+        # parent uid -> its request's children map and the objects in it (_children);
+        self._children_of: dict[str, tuple[list[bytes], Observed]] = {}
+        # parent key -> (children answered, what of the parent they depend on, desired);
+        self._wanted: dict[str, tuple[Sequence[Any], tuple[Any, ...], Desired]] = {}
+        # parent key -> the observed and desired children of its last sync, if they needed
+        # no write: the same two again need none either.
+        self._settled: dict[str, tuple[Observed, Desired]] = {}
 
         view.handlers.append(self._on_change)
         for obj in view.values(self.parent_tkey):
@@ -543,6 +567,10 @@ class Controller:
             self.enqueue(key)
 
     def _on_child(self, tkey: str, old: Obj | None, new: Obj | None) -> None:
+        for obj in (old, new):
+            uid = _owner_uid(obj)
+            if uid is not None:
+                self._children_of.pop(uid, None)
         if _same_version(old, new):
             return
         self._index(tkey, old, new)
@@ -617,6 +645,9 @@ class Controller:
         self._unregister(key)
         self._failures.pop(key, None)
         self._starts.pop(key, None)
+        self._wanted.pop(key, None)
+        self._settled.pop(key, None)
+        self._children_of.pop(meta["uid"], None)
 
     # --- starting a sync ---------------------------------------------------------------
 
@@ -668,19 +699,19 @@ class Controller:
         children, observed = self._children(parent)
         kind: HookKind = "finalize" if finalizing else "sync"
         body = b"".join(
-            (
+            [
                 b'{"controller":',
                 self._ctrl,
                 b',"parent":',
                 self.api.serialized(parent),
                 b',"children":',
-                children,
+                *children,
                 b',"related":',
-                self._related_bytes(rules),
+                *self._related_pieces(rules),
                 b',"finalizing":',
                 b"true" if finalizing else b"false",
                 b"}",
-            )
+            ]
         )
         answer = self.webhook.post(self.paths[kind], body)
         self.sync_calls += 1
@@ -704,26 +735,32 @@ class Controller:
         self._customized[meta["uid"]] = (int(meta.get("generation", 0)), rules)
         return rules
 
-    def _children(self, parent: Obj) -> tuple[bytes, dict[tuple[str, str], Obj]]:
-        """The request's ``children`` map, and the objects in it."""
-        owned = self._owned.get(parent["metadata"]["uid"], {})
-        parts, observed = [], {}
+    def _children(self, parent: Obj) -> tuple[list[bytes], Observed]:
+        """The request's ``children`` map (:func:`_pieces`), and the objects in it; kept
+        until one of the parent's children changes."""
+        uid = parent["metadata"]["uid"]
+        hit = self._children_of.get(uid)
+        if hit is not None:
+            return hit
+        owned = self._owned.get(uid, {})
+        maps, observed = [], {}
         for tkey in self.child_types:
             entries = []
             for ckey in sorted(owned.get(tkey, ())):
-                hit = self.view.entry(tkey, ckey)
-                if hit is not None:
-                    observed[(tkey, ckey)] = hit[0]
-                    entries.append(hit[1])
-            parts.append(_type_map(tkey, entries))
-        return b"{" + b",".join(parts) + b"}", observed
+                entry = self.view.entry(tkey, ckey)
+                if entry is not None:
+                    observed[(tkey, ckey)] = entry[0]
+                    entries.append(entry[1])
+            maps.append(_type_map(tkey, entries))
+        hit = self._children_of[uid] = (_pieces(maps), observed)
+        return hit
 
-    def _related_bytes(self, rules: tuple[Rule, ...]) -> bytes:
-        """The request's ``related`` map: kept current for rules with selectors, else
-        looked up (name rules: the few objects they name)."""
+    def _related_pieces(self, rules: tuple[Rule, ...]) -> list[bytes]:
+        """The request's ``related`` map (:func:`_pieces`): kept current for rules with
+        selectors, else looked up (name rules: the few objects they name)."""
         related = self._related.get(rules)
         if related is not None:
-            return related.body()
+            return related.pieces()
         by_type: dict[str, set[str]] = {}
         for rule in rules:
             keys = by_type.setdefault(rule.tkey, set())
@@ -732,11 +769,12 @@ class Controller:
                 keys.update(k for k in rule.lookup_keys() if k in stored)
             else:
                 keys.update(k for k, obj in stored.items() if rule.matches(obj))
-        parts = [
-            _type_map(tkey, [hit[1] for k in sorted(keys) if (hit := self.view.entry(tkey, k))])
-            for tkey, keys in by_type.items()
-        ]
-        return b"{" + b",".join(parts) + b"}"
+        return _pieces(
+            [
+                _type_map(tkey, [e[1] for k in sorted(keys) if (e := self.view.entry(tkey, k))])
+                for tkey, keys in by_type.items()
+            ]
+        )
 
     def _ensure_finalizer(self, key: str) -> None:
         if "finalize" not in self.paths:
@@ -785,9 +823,29 @@ class Controller:
         self._write_status(key, sync.parent, body.get("status"))
         self._done(key)
 
-    def _desired(
-        self, parent: Obj, children: Sequence[Any]
-    ) -> dict[tuple[str, str], dict[str, Any]]:
+    def _desired(self, parent: Obj, children: Sequence[Any]) -> Desired:
+        """The answer's children as Metacontroller applies them (namespace, labels, owner
+        reference), by (type key, key); an :class:`InvalidAnswer` if it breaks the rules."""
+        meta = parent["metadata"]
+        selector = None if self.generate_selector else (parent.get("spec") or {}).get("selector")
+        # all of the parent that the result depends on
+        placed = (
+            parent["apiVersion"],
+            parent["kind"],
+            meta["name"],
+            meta["uid"],
+            meta.get("namespace"),
+            selector,
+        )
+        key = object_key(parent)
+        hit = self._wanted.get(key)
+        if hit is not None and hit[0] is children and hit[1] == placed:
+            return hit[2]
+        wanted = self._place(parent, children, selector)
+        self._wanted[key] = (children, placed, wanted)
+        return wanted
+
+    def _place(self, parent: Obj, children: Sequence[Any], selector: Any) -> Desired:
         meta = parent["metadata"]
         ref = {
             "apiVersion": parent["apiVersion"],
@@ -797,10 +855,9 @@ class Controller:
             "controller": True,
             "blockOwnerDeletion": True,
         }
-        selector = None if self.generate_selector else (parent.get("spec") or {}).get("selector")
         if not self.generate_selector and not selector:
             raise InvalidAnswer(".spec.selector must have either matchLabels, matchExpressions")
-        wanted: dict[tuple[str, str], dict[str, Any]] = {}
+        wanted: Desired = {}
         for child in children:
             if not (
                 isinstance(child, Mapping)
@@ -837,17 +894,27 @@ class Controller:
             wanted[(tkey, object_key(obj))] = obj
         return wanted
 
-    def _manage_children(
-        self, sync: _Sync, desired: Mapping[tuple[str, str], dict[str, Any]]
-    ) -> None:
-        for (tkey, ckey), observed in sorted(sync.observed.items()):
+    def _manage_children(self, sync: _Sync, desired: Desired) -> None:
+        settled = self._settled.get(sync.key)
+        if settled is not None and settled[0] is sync.observed and settled[1] is desired:
+            return  # what the parent's last sync saw and answered, which needed no write
+        if not self._apply_children(sync.observed, desired):
+            self._settled[sync.key] = (sync.observed, desired)
+
+    def _apply_children(self, observed_children: Observed, desired: Desired) -> bool:
+        """Delete, create and update children; whether any write was tried. Which writes
+        depends on nothing but the two maps (and the constant update strategies)."""
+        wrote = False
+        for (tkey, ckey), observed in sorted(observed_children.items()):
             if (tkey, ckey) in desired or observed["metadata"].get("deletionTimestamp"):
                 continue
+            wrote = True
             with contextlib.suppress(Conflict):  # NotFound is a None: also ignored
                 self.api.delete(tkey, ckey, uid=observed["metadata"]["uid"])
         for (tkey, ckey), obj in desired.items():
-            observed = sync.observed.get((tkey, ckey))
+            observed = observed_children.get((tkey, ckey))
             if observed is None:
+                wrote = True
                 with contextlib.suppress(Conflict):  # AlreadyExists: the view was stale
                     self.api.create(obj)
                 continue
@@ -857,12 +924,14 @@ class Controller:
             merged = _merged(observed, obj)
             if merged is None:
                 continue
+            wrote = True
             rv, uid = observed["metadata"]["resourceVersion"], observed["metadata"]["uid"]
             with contextlib.suppress(Conflict, KeyError):  # retried on the next event
                 if method == "InPlace":
                     self.api.update(merged, resource_version=rv)
                 else:  # Recreate: delete now, create on a later sync once it is gone
                     self.api.delete(tkey, ckey, uid=uid)
+        return wrote
 
     def _write_status(self, key: str, parent: Obj, status: Any) -> None:
         live = self.api.get(self.parent_tkey, key)
