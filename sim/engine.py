@@ -174,7 +174,7 @@ class Simulation:
         self.api = ApiServer(clock=lambda: self.now)
         self.kube = Kube(self.api, self.schedule, self.rng, config.start_delay_s, config.grace_s)
         self.kubeshare = KubeShare(self.api, self.schedule, self.kube)
-        self.programs = Programs(self.api, self.schedule, self.kube.exit)
+        self.programs = Programs(self.api, self.schedule, self.kube.exit, request=self.kube.request)
         self.deployments = Deployments(self.api, self.schedule)  # TFJobs' TensorBoards
         self.programs.on_finish = self._finished
         self.monitor = (

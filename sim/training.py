@@ -166,6 +166,7 @@ class Programs:
     schedule: Callable[[float, Callable[[], None]], None]
     exit_pod: Callable[[str, int], None]
     on_finish: Callable[[str], None] | None = None
+    request: Callable[[Mapping[str, Any]], Resources] = pod_request  # a pod spec's request
     jobs: dict[str, Training] = field(default_factory=dict)
     pods_of: dict[str, set[str]] = field(default_factory=dict)
     scale_actions: int = 0
@@ -311,7 +312,7 @@ class Programs:
         t.workers_live = n_workers
         if ready and t.started_s is None:
             t.started_s = now
-        t.held = Resources.total(pod_request(p["spec"]) for p in pods if _bound_and_holding(p))
+        t.held = Resources.total(self.request(p["spec"]) for p in pods if _bound_and_holding(p))
         if job in self._holding:
             self._blocked = None
         if (t.held_history[-1][1] if t.held_history else Resources({})) != t.held:
