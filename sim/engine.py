@@ -214,6 +214,9 @@ class Simulation:
         self._blocked_int: dict[str, float] = {}
         self.samples: list[Sample] = []
         self._sampled: tuple[Resources, Resources] | None = None  # the last step's totals
+        self._kinds: dict[str, str] = {}  # job key -> its kind (the first job of that key)
+        for spec in scenario.jobs:
+            self._kinds.setdefault(spec.key, spec.manifest["kind"])
 
     # --- plumbing --------------------------------------------------------------------
 
@@ -319,7 +322,7 @@ class Simulation:
     def _finished(self, job: str) -> None:
         after = self.config.delete_finished_after_s
         if after is not None:
-            kind = next(s.manifest["kind"] for s in self.scenario.jobs if s.key == job)
+            kind = self._kinds[job]
             self.schedule(after, lambda: self.api.delete(f"{kind}.kubeflow.org/v1", job))
 
     def _restart_webhook(self) -> None:
@@ -327,9 +330,7 @@ class Simulation:
 
     def _all_done(self) -> bool:
         jobs = self.programs.jobs
-        return len(jobs) == len(self.scenario.jobs) and all(
-            t.finished_s is not None for t in jobs.values()
-        )
+        return len(jobs) == len(self.scenario.jobs) == len(self.programs.done)
 
     def _advance(self, to: float) -> None:
         dt = to - self.now

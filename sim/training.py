@@ -179,6 +179,7 @@ class Programs:
     # the jobs in state "holding", and what they hold together (None: to add up again):
     # the engine reads it at every step, and few jobs ever hold
     _holding: set[str] = field(default_factory=set)
+    done: set[str] = field(default_factory=set)  # the jobs that have finished
     _blocked: Resources | None = None
 
     def __post_init__(self) -> None:
@@ -186,6 +187,7 @@ class Programs:
 
     def add(self, spec: JobSpec, now: float) -> None:
         self.jobs[spec.key] = Training.of(spec, now)
+        self.done.discard(spec.key)
         if spec.key in self._holding:  # a new job of that name starts queued
             self._holding.discard(spec.key)
             self._blocked = None
@@ -369,6 +371,7 @@ class Programs:
             self.update(job, now)
             return
         t.finished_s = now
+        self.done.add(job)
         t.rate = 0.0
         t.held_history.append((now, Resources({})))  # done: what is left is cleanup
         self._set_state(t, None, now)
