@@ -143,8 +143,8 @@ class Kube:
                 cur = self.used.get(n, Resources({}))
                 self.used[n] = cur + req if sign > 0 else cur - req
                 self._used_total = None
-        if new is None:
-            self._requests.pop(id(old["spec"]), None)
+        if old is not None and (new is None or new["spec"] is not old["spec"]):
+            self._requests.pop(id(old["spec"]), None)  # gone, or bound: a new spec
         if new is None or (self.holds(old) and not self.holds(new)):
             self._retry_soon()  # room freed
         if new is not None and old is None:

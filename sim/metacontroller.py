@@ -905,7 +905,8 @@ class Controller:
         """Delete, create and update children; whether any write was tried. Which writes
         depends on nothing but the two maps (and the constant update strategies)."""
         wrote = False
-        for (tkey, ckey), observed in sorted(observed_children.items()):
+        for tkey, ckey in sorted(observed_children):
+            observed = observed_children[(tkey, ckey)]
             if (tkey, ckey) in desired or observed["metadata"].get("deletionTimestamp"):
                 continue
             wrote = True
