@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 from typing import Any
 
 import orjson
@@ -24,7 +25,13 @@ EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 def stamp(t: float) -> str:
     """A Kubernetes timestamp (whole seconds) for simulated time ``t``."""
-    return (EPOCH + timedelta(seconds=int(t))).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return _stamp(int(t))
+
+
+@lru_cache(maxsize=1024)
+def _stamp(seconds: int) -> str:
+    # Many writes share a second (formatting a datetime is slow).
+    return (EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def type_key(obj: Obj) -> str:

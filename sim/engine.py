@@ -174,7 +174,7 @@ class Simulation:
         self.api = ApiServer(clock=lambda: self.now)
         self.kube = Kube(self.api, self.schedule, self.rng, config.start_delay_s, config.grace_s)
         self.kubeshare = KubeShare(self.api, self.schedule, self.kube)
-        self.programs = Programs(self.api, self.schedule, self.kube.exit)
+        self.programs = Programs(self.api, self.schedule, self.kube.exit, request=self.kube.request)
         self.deployments = Deployments(self.api, self.schedule)  # TFJobs' TensorBoards
         self.programs.on_finish = self._finished
         self.monitor = (
@@ -213,6 +213,10 @@ class Simulation:
         self._alloc_int: dict[str, float] = {}
         self._blocked_int: dict[str, float] = {}
         self.samples: list[Sample] = []
+        self._sampled: tuple[Resources, Resources] | None = None  # the last step's totals
+        self._kinds: dict[str, str] = {}  # job key -> its kind (the first job of that key)
+        for spec in scenario.jobs:
+            self._kinds.setdefault(spec.key, spec.manifest["kind"])
 
     # --- plumbing --------------------------------------------------------------------
 
@@ -318,7 +322,7 @@ class Simulation:
     def _finished(self, job: str) -> None:
         after = self.config.delete_finished_after_s
         if after is not None:
-            kind = next(s.manifest["kind"] for s in self.scenario.jobs if s.key == job)
+            kind = self._kinds[job]
             self.schedule(after, lambda: self.api.delete(f"{kind}.kubeflow.org/v1", job))
 
     def _restart_webhook(self) -> None:
@@ -326,25 +330,29 @@ class Simulation:
 
     def _all_done(self) -> bool:
         jobs = self.programs.jobs
-        return len(jobs) == len(self.scenario.jobs) and all(
-            t.finished_s is not None for t in jobs.values()
-        )
+        return len(jobs) == len(self.scenario.jobs) == len(self.programs.done)
 
     def _advance(self, to: float) -> None:
         dt = to - self.now
         if dt > 0:
-            blocked = Resources.total(self.programs.blocked_held().values())
-            allocated = Resources.total(self.kube.used.values())
+            blocked = self.programs.blocked()
+            allocated = self.kube.used_total()
             for k, v in allocated.items():
                 self._alloc_int[k] = self._alloc_int.get(k, 0.0) + v * dt
             for k, v in blocked.items():
                 self._blocked_int[k] = self._blocked_int.get(k, 0.0) + v * dt
-            sample = Sample(self.now, _units(allocated), _units(allocated - blocked))
-            if not self.samples or (
-                sample.allocated != self.samples[-1].allocated
-                or sample.training != self.samples[-1].training
+            # The same totals (cached objects) make the same sample as the last step's,
+            # which the last sample already equals.
+            if self._sampled is None or (
+                self._sampled[0] is not allocated or self._sampled[1] is not blocked
             ):
-                self.samples.append(sample)
+                self._sampled = (allocated, blocked)
+                sample = Sample(self.now, _units(allocated), _units(allocated - blocked))
+                if not self.samples or (
+                    sample.allocated != self.samples[-1].allocated
+                    or sample.training != self.samples[-1].training
+                ):
+                    self.samples.append(sample)
         self.now = to
 
     def run(self) -> SimResult:

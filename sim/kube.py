@@ -15,8 +15,9 @@ Capacity parsing and the filter predicates are the policy's own (``policy.model.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from policy.job.podgroup import TYPE_KEYS as POD_GROUPS
 from policy.model.cluster import Node
@@ -75,6 +76,8 @@ class Kube:
     _batches: dict[str, tuple[float, float]] = field(default_factory=dict)
     _pending_retry: bool = False
     gang: GangScheduler | None = None  # a gang-backend pool's scheduler (sim/gang.py)
+    _used_total: Resources | None = None  # ``used`` added up (None: changed since)
+    _requests: dict[int, tuple[Mapping[str, Any], Resources]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.api.watchers.append(self._on_change)
@@ -102,6 +105,21 @@ class Kube:
             and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
         )
 
+    def request(self, pod_spec: Mapping[str, Any]) -> Resources:
+        """``pod_request``, once per spec: a pod's versions share their spec object (status
+        writes keep it), and every pod event asks for it."""
+        hit = self._requests.get(id(pod_spec))
+        if hit is None or hit[0] is not pod_spec:
+            hit = self._requests[id(pod_spec)] = (pod_spec, pod_request(pod_spec))
+        return hit[1]
+
+    def used_total(self) -> Resources:
+        """What bound pods hold on all nodes together: read at every step of the run, so
+        added up again only after a change."""
+        if self._used_total is None:
+            self._used_total = Resources.total(self.used.values())
+        return self._used_total
+
     def free(self, node: str) -> Resources:
         return self.nodes[node].allocatable - self.used.get(node, Resources({}))
 
@@ -121,9 +139,12 @@ class Kube:
         for pod, sign in ((old, -1), (new, 1)):
             if self.holds(pod):
                 n = pod["spec"]["nodeName"]
-                req = pod_request(pod["spec"])
+                req = self.request(pod["spec"])
                 cur = self.used.get(n, Resources({}))
                 self.used[n] = cur + req if sign > 0 else cur - req
+                self._used_total = None
+        if old is not None and (new is None or new["spec"] is not old["spec"]):
+            self._requests.pop(id(old["spec"]), None)  # gone, or bound: a new spec
         if new is None or (self.holds(old) and not self.holds(new)):
             self._retry_soon()  # room freed
         if new is not None and old is None:
@@ -168,7 +189,7 @@ class Kube:
         return (-(sum(frac) / len(frac)) if frac else 0.0, node)
 
     def _try_bind(self, pod: Obj) -> None:
-        req = pod_request(pod["spec"])
+        req = self.request(pod["spec"])
         fits = [
             n
             for n, node in sorted(self.nodes.items())

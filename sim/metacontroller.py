@@ -54,6 +54,8 @@ from sim.webhook import HookResponse, WebhookClient
 Schedule = Callable[[float, Callable[[], None]], None]
 Handler = Callable[[str, Obj | None, Obj | None], None]
 HookKind = Literal["sync", "finalize"]
+Desired = dict[tuple[str, str], dict[str, Any]]  # (type key, key) -> a desired child
+Observed = dict[tuple[str, str], Obj]  # (type key, key) -> a child in a sync's request
 
 # plural resource -> (Kind, namespaced): what API discovery tells Metacontroller.
 RESOURCES: dict[str, tuple[str, bool]] = {
@@ -90,10 +92,11 @@ class View:
     def __init__(self, api: ApiServer, schedule: Schedule, delay_s: float = 0.0) -> None:
         self.api = api
         self.delay_s = delay_s
-        self.version = 0
         self.handlers: list[Handler] = []
         self.objects: dict[str, dict[str, Obj]] = api.objects if delay_s <= 0 else {}
         self._schedule = schedule
+        # (type key, key) -> (object, its JSON map entry): what requests are assembled from
+        self._entries: dict[tuple[str, str], tuple[Obj, bytes]] = {}
         api.watchers.append(self._on_api_change)
 
     def _on_api_change(self, tkey: str, old: Obj | None, new: Obj | None) -> None:
@@ -113,7 +116,8 @@ class View:
         self._deliver(tkey, seen, new)
 
     def _deliver(self, tkey: str, old: Obj | None, new: Obj | None) -> None:
-        self.version += 1
+        if new is None and old is not None:
+            self._entries.pop((tkey, object_key(old)), None)
         for h in self.handlers:
             h(tkey, old, new)
 
@@ -122,6 +126,18 @@ class View:
 
     def values(self, tkey: str) -> Iterable[Obj]:
         return self.objects.get(tkey, {}).values()
+
+    def entry(self, tkey: str, key: str) -> tuple[Obj, bytes] | None:
+        """The object at ``key`` and its request map entry (``"key":{...}``), encoded once
+        per stored object: objects are never mutated, so the same dict has the same bytes."""
+        obj = self.objects.get(tkey, {}).get(key)
+        if obj is None:
+            return None
+        hit = self._entries.get((tkey, key))
+        if hit is None or hit[0] is not obj:
+            hit = (obj, _j(key) + b":" + self.api.serialized(obj))
+            self._entries[(tkey, key)] = hit
+        return hit
 
 
 def selector_matches(selector: Mapping[str, Any] | None, labels: Mapping[str, str]) -> bool:
@@ -198,6 +214,99 @@ def _hook_path(webhook: Mapping[str, Any]) -> str:
 
 def _j(value: Any) -> bytes:
     return orjson.dumps(value)
+
+
+def _type_map(tkey: str, entries: Iterable[bytes]) -> bytes:
+    """One type's entry of a ``children`` or ``related`` map: ``"Kind.v1":{...}``."""
+    return b"".join((_j(tkey), b":{", b",".join(entries), b"}"))
+
+
+def _pieces(members: Sequence[bytes]) -> list[bytes]:
+    """The JSON object of these members (``"key":value``), as pieces for the request's one
+    join: a request can be hundreds of KiB, and each concatenation would copy it again."""
+    pieces = [b"{"]
+    for m in members:
+        pieces += (m, b",")
+    if members:
+        pieces.pop()
+    pieces.append(b"}")
+    return pieces
+
+
+class _RelatedSet:
+    """The related objects of one rule set with selector rules (a pool's: every Dragonet
+    pod and job), followed from the view's events, so a sync joins cached bytes instead of
+    matching every object of each related type. Each type's map is rebuilt only after one
+    of its objects changed, re-encoding only those. Shared by the parents with these rules."""
+
+    def __init__(self, rules: tuple[Rule, ...], view: View) -> None:
+        self.view = view
+        self.parents: set[str] = set()
+        # type key -> its rules, in the order the types first appear (the map's order)
+        self.rules_of: dict[str, tuple[Rule, ...]] = {}
+        for r in rules:
+            self.rules_of[r.tkey] = (*self.rules_of.get(r.tkey, ()), r)
+        self._names = {r: frozenset(r.lookup_keys()) for r in rules if r.direct}
+        # type key -> member key -> its map entry; keys changed since: to encode again
+        self._members: dict[str, dict[str, bytes]] = {t: {} for t in self.rules_of}
+        self._changed: dict[str, set[str]] = {t: set() for t in self.rules_of}
+        self._order: dict[str, list[str]] = {}  # type key -> sorted member keys
+        self._maps: dict[str, bytes] = {}  # type key -> its map, while none of it changed
+        self._pieces: list[bytes] | None = None
+        for tkey in self.rules_of:
+            for key in list(view.objects.get(tkey, {})):
+                self.update(tkey, key)
+
+    def _wants(self, tkey: str, key: str, obj: Obj) -> bool:
+        # A name rule Metacontroller answers by lookup holds exactly the objects stored
+        # under its keys; any other rule is matched.
+        return any(
+            key in self._names[r] if r.direct else r.matches(obj) for r in self.rules_of[tkey]
+        )
+
+    def update(self, tkey: str, key: str) -> None:
+        """Follow a change at ``key``: membership mirrors the view's current object (so
+        events delivered out of order still end in the right state)."""
+        obj = self.view.get(tkey, key)
+        members = self._members[tkey]
+        if obj is not None and self._wants(tkey, key, obj):
+            if key not in members:
+                members[key] = b""
+                self._order.pop(tkey, None)
+            self._changed[tkey].add(key)
+        elif key in members:
+            del members[key]
+            self._changed[tkey].discard(key)
+            self._order.pop(tkey, None)
+        else:
+            return  # not related before or now: nothing of the request changed
+        self._maps.pop(tkey, None)
+        self._pieces = None
+
+    def _map(self, tkey: str) -> bytes:
+        members = self._members[tkey]
+        order = self._order.get(tkey)
+        if order is None:
+            order = self._order[tkey] = sorted(members)
+        changed = self._changed[tkey]
+        for key in changed:
+            hit = self.view.entry(tkey, key)
+            assert hit is not None  # members mirror the view
+            members[key] = hit[1]
+        changed.clear()
+        return _type_map(tkey, [members[k] for k in order])
+
+    def pieces(self) -> list[bytes]:
+        """The request's ``related`` map (:func:`_pieces`)."""
+        if self._pieces is None:
+            maps = []
+            for tkey in self.rules_of:
+                part = self._maps.get(tkey)
+                if part is None:
+                    part = self._maps[tkey] = self._map(tkey)
+                maps.append(part)
+            self._pieces = _pieces(maps)
+        return self._pieces
 
 
 def _owner_uid(obj: Obj | None) -> str | None:
@@ -282,7 +391,7 @@ class _Sync:
     key: str
     parent: Obj
     kind: HookKind
-    observed: dict[tuple[str, str], Obj]
+    observed: Observed
     answer: HookResponse
 
 
@@ -353,9 +462,19 @@ class Controller:
         self._groups: dict[tuple[Rule, ...], set[str]] = {}  # selector rules -> parents
         self._by_name: dict[tuple[str, str | None, str], set[str]] = {}  # name rules
         self._related_types: set[str] = set()  # informers started for related types
-        self._related: dict[tuple[Rule, ...], tuple[int, bytes]] = {}
+        self._related: dict[tuple[Rule, ...], _RelatedSet] = {}  # rules with selectors
         self._failures: dict[str, int] = {}
         self._starts: dict[str, deque[float]] = {}
+        # Memos by identity (objects are never mutated, and the webhook client hands back
+        # the same body for an answer the same as the last one), which make a pool's sync
+        # that changes nothing cheap:
+        # parent uid -> its request's children map and the objects in it (_children);
+        self._children_of: dict[str, tuple[list[bytes], Observed]] = {}
+        # parent key -> (children answered, what of the parent they depend on, desired);
+        self._wanted: dict[str, tuple[Sequence[Any], tuple[Any, ...], Desired]] = {}
+        # parent key -> the observed and desired children of its last sync, if they needed
+        # no write: the same two again need none either.
+        self._settled: dict[str, tuple[Observed, Desired]] = {}
 
         view.handlers.append(self._on_change)
         for obj in view.values(self.parent_tkey):
@@ -425,6 +544,11 @@ class Controller:
             self._on_parent(old, new)
         if tkey in self.child_types:
             self._on_child(tkey, old, new)
+        if self._related:
+            key = object_key(new if new is not None else old)
+            for related in self._related.values():
+                if tkey in related.rules_of:
+                    related.update(tkey, key)
         if tkey in self._related_types and not _same_version(old, new):
             for p in sorted(self._related_parents(tkey, old, new)):
                 self.enqueue(p)
@@ -443,6 +567,10 @@ class Controller:
             self.enqueue(key)
 
     def _on_child(self, tkey: str, old: Obj | None, new: Obj | None) -> None:
+        for obj in (old, new):
+            uid = _owner_uid(obj)
+            if uid is not None:
+                self._children_of.pop(uid, None)
         if _same_version(old, new):
             return
         self._index(tkey, old, new)
@@ -475,6 +603,10 @@ class Controller:
         selecting = tuple(r for r in rules if not r.names)
         if selecting:
             self._groups.setdefault(selecting, set()).add(key)
+            related = self._related.get(rules)
+            if related is None:
+                related = self._related[rules] = _RelatedSet(rules, self.view)
+            related.parents.add(key)
         for r in rules:
             for n in r.names:
                 self._by_name.setdefault((r.tkey, r.namespace, n), set()).add(key)
@@ -484,7 +616,11 @@ class Controller:
         rules = self._rules_of.pop(key, None)
         if rules is None:
             return
-        self._related.pop(rules, None)  # a cache; another parent with these rules refills it
+        related = self._related.get(rules)
+        if related is not None:
+            related.parents.discard(key)
+            if not related.parents:
+                del self._related[rules]
         selecting = tuple(r for r in rules if not r.names)
         members = self._groups.get(selecting)
         if members is not None:
@@ -509,6 +645,9 @@ class Controller:
         self._unregister(key)
         self._failures.pop(key, None)
         self._starts.pop(key, None)
+        self._wanted.pop(key, None)
+        self._settled.pop(key, None)
+        self._children_of.pop(meta["uid"], None)
 
     # --- starting a sync ---------------------------------------------------------------
 
@@ -559,18 +698,20 @@ class Controller:
         self._register(key, rules)
         children, observed = self._children(parent)
         kind: HookKind = "finalize" if finalizing else "sync"
-        body = (
-            b'{"controller":'
-            + self._ctrl
-            + b',"parent":'
-            + self.api.serialized(parent)
-            + b',"children":'
-            + children
-            + b',"related":'
-            + self._related_bytes(rules)
-            + b',"finalizing":'
-            + (b"true" if finalizing else b"false")
-            + b"}"
+        body = b"".join(
+            [
+                b'{"controller":',
+                self._ctrl,
+                b',"parent":',
+                self.api.serialized(parent),
+                b',"children":',
+                *children,
+                b',"related":',
+                *self._related_pieces(rules),
+                b',"finalizing":',
+                b"true" if finalizing else b"false",
+                b"}",
+            ]
         )
         answer = self.webhook.post(self.paths[kind], body)
         self.sync_calls += 1
@@ -594,49 +735,46 @@ class Controller:
         self._customized[meta["uid"]] = (int(meta.get("generation", 0)), rules)
         return rules
 
-    def _children(self, parent: Obj) -> tuple[bytes, dict[tuple[str, str], Obj]]:
-        """The request's ``children`` map, and the objects in it."""
-        owned = self._owned.get(parent["metadata"]["uid"], {})
-        parts, observed = [], {}
+    def _children(self, parent: Obj) -> tuple[list[bytes], Observed]:
+        """The request's ``children`` map (:func:`_pieces`), and the objects in it; kept
+        until one of the parent's children changes."""
+        uid = parent["metadata"]["uid"]
+        hit = self._children_of.get(uid)
+        if hit is not None:
+            return hit
+        owned = self._owned.get(uid, {})
+        maps, observed = [], {}
         for tkey in self.child_types:
-            items = []
+            entries = []
             for ckey in sorted(owned.get(tkey, ())):
-                obj = self.view.get(tkey, ckey)
-                if obj is not None:
-                    observed[(tkey, ckey)] = obj
-                    items.append(_j(ckey) + b":" + self.api.serialized(obj))
-            parts.append(_j(tkey) + b":{" + b",".join(items) + b"}")
-        return b"{" + b",".join(parts) + b"}", observed
+                entry = self.view.entry(tkey, ckey)
+                if entry is not None:
+                    observed[(tkey, ckey)] = entry[0]
+                    entries.append(entry[1])
+            maps.append(_type_map(tkey, entries))
+        hit = self._children_of[uid] = (_pieces(maps), observed)
+        return hit
 
-    def _related_bytes(self, rules: tuple[Rule, ...]) -> bytes:
-        cacheable = any(not r.names for r in rules)
-        if cacheable:
-            hit = self._related.get(rules)
-            if hit is not None and hit[0] == self.view.version:
-                return hit[1]
-        by_type: dict[str, dict[str, bytes]] = {}
+    def _related_pieces(self, rules: tuple[Rule, ...]) -> list[bytes]:
+        """The request's ``related`` map (:func:`_pieces`): kept current for rules with
+        selectors, else looked up (name rules: the few objects they name)."""
+        related = self._related.get(rules)
+        if related is not None:
+            return related.pieces()
+        by_type: dict[str, set[str]] = {}
         for rule in rules:
-            items = by_type.setdefault(rule.tkey, {})
+            keys = by_type.setdefault(rule.tkey, set())
+            stored = self.view.objects.get(rule.tkey, {})
             if rule.direct:
-                for key in rule.lookup_keys():
-                    obj = self.view.get(rule.tkey, key)
-                    if obj is not None:
-                        items[key] = self.api.serialized(obj)
-                continue
-            for key, obj in self.view.objects.get(rule.tkey, {}).items():
-                if key not in items and rule.matches(obj):
-                    items[key] = self.api.serialized(obj)
-        body = (
-            b"{"
-            + b",".join(
-                _j(t) + b":{" + b",".join(_j(k) + b":" + v[k] for k in sorted(v)) + b"}"
-                for t, v in by_type.items()
-            )
-            + b"}"
+                keys.update(k for k in rule.lookup_keys() if k in stored)
+            else:
+                keys.update(k for k, obj in stored.items() if rule.matches(obj))
+        return _pieces(
+            [
+                _type_map(tkey, [e[1] for k in sorted(keys) if (e := self.view.entry(tkey, k))])
+                for tkey, keys in by_type.items()
+            ]
         )
-        if cacheable:
-            self._related[rules] = (self.view.version, body)
-        return body
 
     def _ensure_finalizer(self, key: str) -> None:
         if "finalize" not in self.paths:
@@ -685,9 +823,29 @@ class Controller:
         self._write_status(key, sync.parent, body.get("status"))
         self._done(key)
 
-    def _desired(
-        self, parent: Obj, children: Sequence[Any]
-    ) -> dict[tuple[str, str], dict[str, Any]]:
+    def _desired(self, parent: Obj, children: Sequence[Any]) -> Desired:
+        """The answer's children as Metacontroller applies them (namespace, labels, owner
+        reference), by (type key, key); an :class:`InvalidAnswer` if it breaks the rules."""
+        meta = parent["metadata"]
+        selector = None if self.generate_selector else (parent.get("spec") or {}).get("selector")
+        # all of the parent that the result depends on
+        placed = (
+            parent["apiVersion"],
+            parent["kind"],
+            meta["name"],
+            meta["uid"],
+            meta.get("namespace"),
+            selector,
+        )
+        key = object_key(parent)
+        hit = self._wanted.get(key)
+        if hit is not None and hit[0] is children and hit[1] == placed:
+            return hit[2]
+        wanted = self._place(parent, children, selector)
+        self._wanted[key] = (children, placed, wanted)
+        return wanted
+
+    def _place(self, parent: Obj, children: Sequence[Any], selector: Any) -> Desired:
         meta = parent["metadata"]
         ref = {
             "apiVersion": parent["apiVersion"],
@@ -697,10 +855,9 @@ class Controller:
             "controller": True,
             "blockOwnerDeletion": True,
         }
-        selector = None if self.generate_selector else (parent.get("spec") or {}).get("selector")
         if not self.generate_selector and not selector:
             raise InvalidAnswer(".spec.selector must have either matchLabels, matchExpressions")
-        wanted: dict[tuple[str, str], dict[str, Any]] = {}
+        wanted: Desired = {}
         for child in children:
             if not (
                 isinstance(child, Mapping)
@@ -737,17 +894,28 @@ class Controller:
             wanted[(tkey, object_key(obj))] = obj
         return wanted
 
-    def _manage_children(
-        self, sync: _Sync, desired: Mapping[tuple[str, str], dict[str, Any]]
-    ) -> None:
-        for (tkey, ckey), observed in sorted(sync.observed.items()):
+    def _manage_children(self, sync: _Sync, desired: Desired) -> None:
+        settled = self._settled.get(sync.key)
+        if settled is not None and settled[0] is sync.observed and settled[1] is desired:
+            return  # what the parent's last sync saw and answered, which needed no write
+        if not self._apply_children(sync.observed, desired):
+            self._settled[sync.key] = (sync.observed, desired)
+
+    def _apply_children(self, observed_children: Observed, desired: Desired) -> bool:
+        """Delete, create and update children; whether any write was tried. Which writes
+        depends on nothing but the two maps (and the constant update strategies)."""
+        wrote = False
+        for tkey, ckey in sorted(observed_children):
+            observed = observed_children[(tkey, ckey)]
             if (tkey, ckey) in desired or observed["metadata"].get("deletionTimestamp"):
                 continue
+            wrote = True
             with contextlib.suppress(Conflict):  # NotFound is a None: also ignored
                 self.api.delete(tkey, ckey, uid=observed["metadata"]["uid"])
         for (tkey, ckey), obj in desired.items():
-            observed = sync.observed.get((tkey, ckey))
+            observed = observed_children.get((tkey, ckey))
             if observed is None:
+                wrote = True
                 with contextlib.suppress(Conflict):  # AlreadyExists: the view was stale
                     self.api.create(obj)
                 continue
@@ -757,12 +925,14 @@ class Controller:
             merged = _merged(observed, obj)
             if merged is None:
                 continue
+            wrote = True
             rv, uid = observed["metadata"]["resourceVersion"], observed["metadata"]["uid"]
             with contextlib.suppress(Conflict, KeyError):  # retried on the next event
                 if method == "InPlace":
                     self.api.update(merged, resource_version=rv)
                 else:  # Recreate: delete now, create on a later sync once it is gone
                     self.api.delete(tkey, ckey, uid=uid)
+        return wrote
 
     def _write_status(self, key: str, parent: Obj, status: Any) -> None:
         live = self.api.get(self.parent_tkey, key)

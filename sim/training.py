@@ -166,6 +166,7 @@ class Programs:
     schedule: Callable[[float, Callable[[], None]], None]
     exit_pod: Callable[[str, int], None]
     on_finish: Callable[[str], None] | None = None
+    request: Callable[[Mapping[str, Any]], Resources] = pod_request  # a pod spec's request
     jobs: dict[str, Training] = field(default_factory=dict)
     pods_of: dict[str, set[str]] = field(default_factory=dict)
     scale_actions: int = 0
@@ -175,12 +176,21 @@ class Programs:
     _shrunk: set[str] = field(default_factory=set)  # workers deleted by a shrink
     _dirty: set[str] = field(default_factory=set)
     _flush_pending: bool = False
+    # the jobs in state "holding", and what they hold together (None: to add up again):
+    # the engine reads it at every step, and few jobs ever hold
+    _holding: set[str] = field(default_factory=set)
+    done: set[str] = field(default_factory=set)  # the jobs that have finished
+    _blocked: Resources | None = None
 
     def __post_init__(self) -> None:
         self.api.watchers.append(self._on_change)
 
     def add(self, spec: JobSpec, now: float) -> None:
         self.jobs[spec.key] = Training.of(spec, now)
+        self.done.discard(spec.key)
+        if spec.key in self._holding:  # a new job of that name starts queued
+            self._holding.discard(spec.key)
+            self._blocked = None
 
     def _on_change(self, tkey: str, old: Obj | None, new: Obj | None) -> None:
         if tkey != PODS:
@@ -304,7 +314,9 @@ class Programs:
         t.workers_live = n_workers
         if ready and t.started_s is None:
             t.started_s = now
-        t.held = Resources.total(pod_request(p["spec"]) for p in pods if _bound_and_holding(p))
+        t.held = Resources.total(self.request(p["spec"]) for p in pods if _bound_and_holding(p))
+        if job in self._holding:
+            self._blocked = None
         if (t.held_history[-1][1] if t.held_history else Resources({})) != t.held:
             t.held_history.append((now, t.held))
         live = [p for p in pods if (p.get("status") or {}).get("phase") not in _DONE]
@@ -359,6 +371,7 @@ class Programs:
             self.update(job, now)
             return
         t.finished_s = now
+        self.done.add(job)
         t.rate = 0.0
         t.held_history.append((now, Resources({})))  # done: what is left is cleanup
         self._set_state(t, None, now)
@@ -379,9 +392,16 @@ class Programs:
             t.since_s = float("inf")
             return
         t.state, t.since_s, t.open_workers = state, now, t.workers_live
+        key = t.spec.key
+        if (state == "holding") != (key in self._holding):
+            (self._holding.add if state == "holding" else self._holding.discard)(key)
+            self._blocked = None
 
-    def blocked_held(self) -> Mapping[str, Resources]:
-        return {k: t.held for k, t in self.jobs.items() if t.state == "holding" and t.held}
+    def blocked(self) -> Resources:
+        """What the jobs that hold pods but cannot train (state "holding") hold together."""
+        if self._blocked is None:
+            self._blocked = Resources.total(self.jobs[k].held for k in self._holding)
+        return self._blocked
 
 
 def _role(pod: Obj) -> str:

@@ -29,6 +29,10 @@ class HookResponse:
 class WebhookClient:
     app: Flask
     latencies_s: list[float] = field(default_factory=list)
+    # path -> its last answer's bytes and parsed body. An answer the same as the last one
+    # (a pool's, most of the time) is not parsed again but shares that body, which no
+    # reader mutates (objects are never mutated); Metacontroller memoizes by its identity.
+    _parsed: dict[str, tuple[bytes, Any]] = field(default_factory=dict)
 
     def post(self, path: str, body: bytes, *, measure: bool = True) -> HookResponse:
         environ = {
@@ -68,8 +72,13 @@ class WebhookClient:
         elapsed = time.perf_counter() - started
         if measure:
             self.latencies_s.append(elapsed)
-        try:
-            payload = orjson.loads(raw) if raw else None
-        except orjson.JSONDecodeError:
-            payload = raw.decode(errors="replace")
+        last = self._parsed.get(path)
+        if last is not None and last[0] == raw:
+            payload = last[1]
+        else:
+            try:
+                payload = orjson.loads(raw) if raw else None
+                self._parsed[path] = (raw, payload)
+            except orjson.JSONDecodeError:
+                payload = raw.decode(errors="replace")
         return HookResponse(captured["status"], payload, captured["headers"], elapsed)
