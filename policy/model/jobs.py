@@ -331,12 +331,12 @@ class Job:
     def chief_type(self) -> str | None:
         return next((t for t in self.kind.chief_types if t in self.replicas), None)
 
-    @property
+    @cached_property
     def gpu_share(self) -> GpuShare | None:
         """The fraction of one GPU each of its fractional pods asks for (KubeShare), if any."""
         return next((r.gpu_share for r in self.replicas.values() if r.gpu_share), None)
 
-    @property
+    @cached_property
     def wants_kubeshare(self) -> bool:
         """Asks for fractional GPUs: a pod with a share, or DRAGON's job annotation."""
         flag = str(self.annotations.get(KUBESHARE_ANNOTATION, "")).lower() == "true"

@@ -110,9 +110,19 @@ def _waits(
             ledger.claimed_by
             and _place(ledger, required, workers, job.min_workers, ledger.cluster.free, eligible)
         )
-        # ... or in the pool with nothing running at all?
-        empty = _place(ledger, required, workers, job.min_workers, ledger.allocatable, eligible)
-        ledger.fits_empty[key] = empty is not None
+        # ... or in the pool with nothing running at all? (The same nodes answer the same.)
+        ledger.fits_empty[key] = ledger.memo.derive(
+            "fits-empty",
+            ledger.cluster.nodes,
+            lambda: (
+                _place(ledger, required, workers, job.min_workers, ledger.allocatable, eligible)
+                is not None
+            ),
+            job.gang_shape,
+            tuple(sorted(eligible.items())),
+            ledger.rules.placement,
+            ledger.rules.static,
+        )
     gang_types = [r.type for r in job.required()] + ([WORKER] if job.min_workers else [])
     reason = wait_reason(
         ledger.cluster, gang_types, eligible, ledger.fits_observed[key], ledger.fits_empty[key]

@@ -191,7 +191,7 @@ def plan(
     # Shrinks take from the lowest priority, then from the job that started first.
     running.sort(key=_victim_order)
 
-    ledger = Ledger.open(cluster, rules, now)
+    ledger = Ledger.open(cluster, rules, now, memo)
     for r in running:
         for p in r.surplus:
             ledger.release(r.job.key, p)

@@ -16,6 +16,7 @@ from typing import Any
 
 import orjson
 
+from policy.memo import NO_MEMO, Memo
 from policy.model.admission import LastScale
 from policy.model.cluster import Cluster, Pod
 from policy.model.jobs import Job
@@ -71,15 +72,18 @@ class Ledger:
     candidates: dict[tuple, list] = field(default_factory=dict)  # shrink victims, in order
     _eligible: dict[bytes, frozenset[str]] = field(default_factory=dict)
     _eligible_by_job: dict[str, Eligible] = field(default_factory=dict)
+    # The pool's memo, across syncs: what depends on the nodes alone (NO_MEMO: nothing).
+    memo: Memo = field(default_factory=lambda: NO_MEMO)
 
     @classmethod
-    def open(cls, cluster: Cluster, rules: Rules, now: datetime) -> Ledger:
+    def open(cls, cluster: Cluster, rules: Rules, now: datetime, memo: Memo = NO_MEMO) -> Ledger:
         ledger = cls(
             cluster=cluster,
             rules=rules,
             now=now,
             free=dict(cluster.free),
             allocatable={n.name: n.allocatable for n in cluster.nodes},
+            memo=memo,
         )
         for p in cluster.pods:
             if p.terminating:

@@ -181,23 +181,45 @@ def _answer(
     same Admission, under the same pool spec, gets the same object (written without
     ``stamp``: its admission time and last scale are on record)."""
     previous = snap.admissions.get(jp.job.key)
-    if (
-        gpus is None
-        and jp.phase == ADMITTED
+    make = partial(_admission, snap, jp, stamp, hostnames)
+    if gpus is None and previous is not None:
+        if jp.phase == ADMITTED and jp.scale is None and previous.admitted and previous.admitted_at:
+            return memo.derive(
+                "admission",
+                (jp, previous, snap.spec),
+                lambda: make().to_object(),
+                snap.name,
+                snap.other_gangs,
+                renamed,
+            )
+        if _still_waiting(jp, previous):
+            # A queued job that waits for the same reason keeps its words (_admission):
+            # its Admission is a function of the job and the one it had.
+            return memo.derive(
+                "waiting",
+                (jp.job, previous, snap.spec),
+                lambda: make().to_object(),
+                jp.reason,
+                snap.name,
+                snap.other_gangs,
+            )
+    return make(gpus).to_object()
+
+
+def _still_waiting(jp: JobPlan, previous: Admission) -> bool:
+    return (
+        jp.phase == QUEUED
+        and bool(jp.reason)
+        and previous.phase == QUEUED
+        and previous.reason == jp.reason
+        and bool(previous.message)
+        and not jp.placements
+        and not jp.moves
+        and not jp.migrations
+        and jp.service is None
         and jp.scale is None
-        and previous is not None
-        and previous.admitted
-        and previous.admitted_at
-    ):
-        return memo.derive(
-            "admission",
-            (jp, previous, snap.spec),
-            lambda: _admission(snap, jp, stamp, hostnames).to_object(),
-            snap.name,
-            snap.other_gangs,
-            renamed,
-        )
-    return _admission(snap, jp, stamp, hostnames, gpus).to_object()
+        and jp.workers_target == 0
+    )
 
 
 def _admission(
