@@ -133,7 +133,7 @@ def create_app(
         memo = pool_memos.setdefault(name if isinstance(name, str) else "", Memo())
         memo.begin()  # what this pool's last syncs no longer use is dropped
         decision = pool_sync(req.parent, req.children, req.related, now(), memo)
-        note_pool_answer(req.children, decision.children, decision.status)
+        note_pool_answer(decision.scaled, decision.status)
         log.debug(
             "pool sync %s: %d admissions, %.1f ms",
             (req.parent.get("metadata") or {}).get("name"),

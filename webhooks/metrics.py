@@ -23,9 +23,6 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.mmap_dict import MmapedDict
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from policy.memo import Undecodable
-from policy.model.admission import TYPE_KEY as ADMISSIONS
-
 MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 KiB, MiB = 1 << 10, 1 << 20
@@ -101,30 +98,15 @@ class Metrics:
             return generate_latest(registry)
         return generate_latest(self.registry)
 
-    def pool_answer(
-        self, pool: str, observed: Mapping[str, Any], children: list[dict[str, Any]], status: Any
-    ) -> None:
+    def pool_answer(self, pool: str, scaled: tuple[str, ...], status: Any) -> None:
         """Count what one pool sync decided: its queue, and each Admission whose lastScale
-        differs from the one Metacontroller sent (the pool's observed child)."""
+        differs from the one Metacontroller sent (``PoolDecision.scaled``)."""
         if isinstance(status, Mapping):
             for gauge, key in ((self.queued, "queued"), (self.admitted, "admitted")):
                 value = status.get(key)
                 if isinstance(value, int):
                     gauge.labels(pool).set(value)
-        before = observed.get(ADMISSIONS) or {}
-        for child in children:
-            scale = (child.get("spec") or {}).get("lastScale")
-            if not scale:
-                continue
-            meta = child.get("metadata") or {}
-            old = before.get(f"{meta.get('namespace')}/{meta.get('name')}")
-            try:
-                old_spec = old.get("spec") if isinstance(old, Mapping) else None
-            except Undecodable:  # the pool left it out as unreadable: count it as new
-                old_spec = None
-            if isinstance(old_spec, Mapping) and old_spec.get("lastScale") == scale:
-                continue
-            direction = "down" if scale.get("to", 0) < scale.get("from", 0) else "up"
+        for direction in scaled:
             self.scaled.labels(pool, direction).inc()
 
 

@@ -62,11 +62,10 @@ def note_parent(parent: Any) -> None:
         about["namespace"] = meta["namespace"]
 
 
-def note_pool_answer(
-    observed: Mapping[str, Any], children: list[dict[str, Any]], status: Any
-) -> None:
-    """Called by the pool's sync with what it answers; counted once the answer is a 200."""
-    g.dragonet_pool_answer = (observed, children, status)
+def note_pool_answer(scaled: tuple[str, ...], status: Any) -> None:
+    """Called by the pool's sync with what it answers (the directions of the worker targets
+    it changed, its status); counted once the answer is a 200."""
+    g.dragonet_pool_answer = (scaled, status)
 
 
 def install(app: Flask, settings: Settings, time_limit: TimeLimit | None = None) -> Metrics:

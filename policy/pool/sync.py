@@ -52,6 +52,9 @@ class PoolDecision:
     children: list[dict[str, Any]] = field(default_factory=list)
     status: dict[str, Any] = field(default_factory=dict)
     resync_after: float | None = None
+    # Each answered Admission whose lastScale is not the observed one's: "up" or "down"
+    # (the webhook's scale-action metric).
+    scaled: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -126,7 +129,8 @@ def sync(
     key = _fingerprint(parent, snap) if memo.limit > 0 else None
     last = memo.last if key is not None else None
     if isinstance(last, _Answered) and last.key == key and _still_valid(last, now):
-        return PoolDecision(last.children, last.status, _resync(last.wake, now))
+        scaled = _scaled(snap, last.children)
+        return PoolDecision(last.children, last.status, _resync(last.wake, now), scaled)
     rules = rules_for(snap.spec)
     result = plan(
         snap.jobs, snap.cluster, now, rules, snap.priorities, snap.admissions, snap.requests, memo
@@ -156,7 +160,24 @@ def sync(
     status = _status(snap, result.jobs.values(), memo)
     if key is not None:
         memo.last = _Answered(key, admissions, status, wake, until)
-    return PoolDecision(admissions, status, _resync(wake, now))
+    return PoolDecision(admissions, status, _resync(wake, now), _scaled(snap, admissions))
+
+
+def _scaled(snap: PoolSnapshot, answered: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The direction of each answered lastScale that differs from the observed Admission's
+    (compared with what the pool read of it: nothing is decoded again)."""
+    out = []
+    for child in answered:
+        spec = child["spec"]
+        scale = spec.get("lastScale")
+        if not scale:
+            continue
+        key = f"{child['metadata']['namespace']}/{spec['job']['name']}"
+        previous = snap.admissions.get(key)
+        seen = previous.last_scale if previous is not None else None
+        if seen is None or seen.to_json() != scale:
+            out.append("down" if scale["to"] < scale["from"] else "up")
+    return tuple(out)
 
 
 def _still_valid(last: _Answered, now: datetime) -> bool:
