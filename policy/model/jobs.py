@@ -21,6 +21,7 @@ from typing import Any, Literal
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
+from policy.model import conditions as cond
 from policy.model.bounds import MAX_DEADLINE_SECONDS, MAX_REPLICAS
 from policy.model.gpushare import GPU, BadShare, GpuShare, share_of
 from policy.model.pool import DEFAULT_POOL, pool_of
@@ -208,6 +209,20 @@ class Replica:
     gpu_share: GpuShare | None = None  # KubeShare: a fraction of one GPU per pod
 
 
+class HashedTuple(tuple):
+    """A tuple that hashes its items once (a plain tuple hashes them on every look-up)."""
+
+    _hash: int
+
+    def __new__(cls, items: tuple) -> HashedTuple:
+        made = super().__new__(cls, items)
+        made._hash = tuple.__hash__(made)
+        return made
+
+    def __hash__(self) -> int:
+        return self._hash
+
+
 @dataclass(frozen=True)
 class Job:
     kind: JobKind
@@ -292,6 +307,33 @@ class Job:
         return (identity, self.spec_content, conds, memory, self.tensorboard)
 
     @cached_property
+    def gang_types(self) -> tuple[str, ...]:
+        """The replica types every gang holds: PS, chief/master, evaluator, and workers
+        unless min-instances is 0."""
+        return tuple(r.type for r in self.required()) + ((WORKER,) if self.min_workers else ())
+
+    @cached_property
+    def constraints(self) -> tuple[tuple[str, bytes], ...]:
+        """Each replica type with what the filter phase reads of its pod spec, as bytes:
+        replica types of equal constraints may go to the same nodes (one filter pass)."""
+        return tuple(
+            (t, constraints_key(r.template.get("spec") or {})) for t, r in self.replicas.items()
+        )
+
+    @cached_property
+    def resumed(self) -> bool:
+        """Just resumed from suspension: Suspended is still true in its status, though its
+        spec no longer asks for it (it joins the queue again now)."""
+        return not self.suspend and cond.is_true(
+            self.status.get("conditions") or [], cond.SUSPENDED
+        )
+
+    @cached_property
+    def enqueued(self) -> datetime | None:
+        """When it joined the queue: the enqueueTime its status keeps, else its creation."""
+        return parse_time(self.status.get("enqueueTime")) or self.created
+
+    @cached_property
     def gang_shape(self) -> tuple:
         """What decides whether its gang fits, but for where each type may go: each gang
         type's count and request, the workers', and min-instances."""
@@ -299,6 +341,12 @@ class Job:
         worker = self.worker
         workers = (worker.type, worker.replicas, worker.request) if worker else None
         return (required, workers, self.min_workers)
+
+    @cached_property
+    def placement_shape(self) -> HashedTuple:
+        """Its gang shape and where each replica type may go: jobs of one placement shape
+        fit alike. Hashed once: a pool's cycle looks it up for every queued job."""
+        return HashedTuple((self.gang_shape, self.constraints))
 
     def type_of(self, label: str) -> str | None:
         """The replica type whose pods carry this (lower-case) replica-type label."""
@@ -390,6 +438,15 @@ def pod_request(pod_spec: Mapping[str, Any]) -> Resources:
         total[k] = total.get(k, 0) + to_milli(v)
     total[PODS] = total.get(PODS, 0) + to_milli(1)
     return Resources(total)
+
+
+def constraints_key(pod_spec: Mapping[str, Any]) -> bytes:
+    """What the filter phase reads of a pod spec (node selector, affinity, tolerations),
+    as a hashable key."""
+    return orjson.dumps(
+        [pod_spec.get("nodeSelector"), pod_spec.get("affinity"), pod_spec.get("tolerations")],
+        option=orjson.OPT_SORT_KEYS,
+    )
 
 
 def pod_limits(pod_spec: Mapping[str, Any]) -> Resources:

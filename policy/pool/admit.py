@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import partial
 
-from policy.model.jobs import WORKER, Job
+from policy.model.jobs import Job
 from policy.pool.explain import wait_message, wait_reason
 from policy.pool.ledger import Ledger
 from policy.pool.placement import (
@@ -37,12 +37,6 @@ class Admitted:
 class Waits:
     reason: str  # a code from policy.pool.explain
     explain: partial[str]  # why it waits, built only when needed
-
-
-def shape(job: Job, eligible: Eligible) -> tuple:
-    """What decides whether a gang fits: each type's count, request and eligible nodes
-    (jobs of one shape fit alike, so one that failed is not tried again)."""
-    return (job.gang_shape, tuple(sorted((t, id(nodes)) for t, nodes in eligible.items())))
 
 
 def _place(
@@ -80,7 +74,7 @@ def admit(ledger: Ledger, job: Job) -> Admitted | Waits:
     eligible = ledger.eligible(job)
     # Free capacity only shrinks during a cycle, so a gang shape that failed is not tried
     # again (deterministic, and exact but for the placement heuristic's node ordering).
-    key = shape(job, eligible)
+    key = ledger.shape(job)
     if key in ledger.failed:
         return _waits(ledger, job, key, eligible)
     required, workers = _gang(job)
@@ -98,13 +92,14 @@ def admit(ledger: Ledger, job: Job) -> Admitted | Waits:
 def _waits(
     ledger: Ledger,
     job: Job,
-    key: tuple,
+    key: int,
     eligible: Eligible,
     gang: tuple[list[Slot], list[Slot]] | None = None,
 ) -> Waits:
     """Why it waits, as a code now and in words when asked (most queued jobs keep the words
     they had: policy.pool.sync)."""
-    if key not in ledger.fits_observed:  # would it fit if nobody ahead claimed anything?
+    reason = ledger.reasons.get(key)
+    if reason is None:  # would it fit if nobody ahead claimed anything?
         required, workers = gang or _gang(job)
         ledger.fits_observed[key] = bool(
             ledger.claimed_by
@@ -123,10 +118,13 @@ def _waits(
             ledger.rules.placement,
             ledger.rules.static,
         )
-    gang_types = [r.type for r in job.required()] + ([WORKER] if job.min_workers else [])
-    reason = wait_reason(
-        ledger.cluster, gang_types, eligible, ledger.fits_observed[key], ledger.fits_empty[key]
-    )
+        reason = ledger.reasons[key] = wait_reason(
+            ledger.cluster,
+            job.gang_types,
+            eligible,
+            ledger.fits_observed[key],
+            ledger.fits_empty[key],
+        )
     return Waits(
         reason,
         partial(
@@ -135,7 +133,7 @@ def _waits(
             ledger.cluster,
             eligible,
             ledger.allocatable,
-            tuple(ledger.claimed_by),
+            ledger.claimed_by,
             ledger.fits_observed[key],
             ledger.fits_empty[key],
         ),

@@ -340,9 +340,8 @@ def _admit_queue(
             jp = JobPlan(job, q.pods, q.verdict, ADMITTED, decided.workers, placed, placed)
             out.append(jp)
             continue
-        jp = JobPlan(
-            job, q.pods, q.verdict, QUEUED, 0, explain=decided.explain, reason=decided.reason
-        )
+        explain: Callable[[], str] = decided.explain
+        reason = decided.reason
         since = enqueue_time(job, now)
         starving = now - since >= rules.starvation
         # DRAGON makes room for the head of the queue only; Dragonet for the first job that
@@ -351,26 +350,36 @@ def _admit_queue(
             room = make_room(ledger, job, priority(job, priorities), since, running, q.queue)
             room_made = isinstance(room, Reserved) or rules.block_behind_head
             if isinstance(room, Reserved):
-                jp = replace(jp, explain=room.explain, reason=room.reason)
+                explain, reason = room.explain, room.reason
                 ledger.head_waits = ledger.head_waits or starving
             elif starving:
                 ledger.head_waits = True
                 blocked = job.key if rules.block_behind_head else None
                 if room.could_shrink:
-                    unhelped = partial(unhelped_message, jp.explain)
-                    jp = replace(jp, explain=unhelped, reason=NO_SHRINK_HELPS)
-        if jp.reason != WAITING_FOR_SHRINK and preemption.may_help(job, priorities, q.queue):
+                    explain, reason = partial(unhelped_message, explain), NO_SHRINK_HELPS
+        if reason != WAITING_FOR_SHRINK and preemption.may_help(job, priorities, q.queue):
             prio = priority(job, priorities)
             got = preempt(ledger, job, prio, q.queue, running, wakes)
             if isinstance(got, Preempted):
                 preemption.done = True
-                jp = replace(jp, explain=got.explain, reason=got.reason)
+                explain, reason = got.explain, got.reason
+        wake_at = None
         if rules.elastic and not starving and since != NEVER:  # NEVER: no time to wake at
-            jp = replace(jp, wake_at=since + rules.starvation)
+            wake_at = since + rules.starvation
         if priorities.value(job.priority_class) is None:
-            unknown = partial(unknown_class_message, jp.explain, job.priority_class, priorities)
-            jp = replace(jp, explain=unknown)
-        out.append(jp)
+            explain = partial(unknown_class_message, explain, job.priority_class, priorities)
+        out.append(
+            JobPlan(
+                job,
+                q.pods,
+                q.verdict,
+                QUEUED,
+                0,
+                explain=explain,
+                wake_at=wake_at,
+                reason=reason,
+            )
+        )
     return out
 
 

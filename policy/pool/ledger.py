@@ -14,24 +14,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-import orjson
-
 from policy.memo import NO_MEMO, Memo
 from policy.model.admission import LastScale
 from policy.model.cluster import Cluster, Pod
-from policy.model.jobs import Job
+from policy.model.jobs import Job, constraints_key
 from policy.model.resources import Resources
 from policy.pool.filters import rejection
 from policy.pool.placement import Eligible
 from policy.pool.rules import Rules
-
-
-def _constraints(spec: Mapping) -> bytes:
-    """What the filter phase reads of a pod spec, as a hashable key."""
-    return orjson.dumps(
-        [spec.get("nodeSelector"), spec.get("affinity"), spec.get("tolerations")],
-        option=orjson.OPT_SORT_KEYS,
-    )
 
 
 @dataclass(frozen=True)
@@ -54,7 +44,7 @@ class Ledger:
     free: dict[str, Resources] = field(default_factory=dict)
     allocatable: dict[str, Resources] = field(default_factory=dict)
     # Jobs that took capacity in this cycle, in order (to say who is ahead of a waiting job).
-    claimed_by: list[str] = field(default_factory=list)
+    claimed_by: tuple[str, ...] = ()
     # Capacity that frees once pods on their way out are gone: terminating pods, workers a
     # shrink takes. A job that waits for it reserves it from younger jobs.
     releasing: dict[str, list[tuple[str, Pod]]] = field(default_factory=dict)
@@ -65,13 +55,15 @@ class Ledger:
     acted: bool = False  # admitted or shrank something in this cycle
     head_waits: bool = False  # a starving queue head still waits (DRAGON: no growth)
     # Work saved within the cycle (never changes a decision):
-    failed: set[tuple] = field(default_factory=set)  # gang shapes that found no room
-    fits_observed: dict[tuple, bool] = field(default_factory=dict)
+    failed: set[int] = field(default_factory=set)  # gang shapes that found no room
+    fits_observed: dict[int, bool] = field(default_factory=dict)
     unhelped: dict[tuple, bool] = field(default_factory=dict)  # shapes no shrink can help
-    fits_empty: dict[tuple, bool] = field(default_factory=dict)  # in the pool with no pods
+    fits_empty: dict[int, bool] = field(default_factory=dict)  # in the pool with no pods
+    reasons: dict[int, str] = field(default_factory=dict)  # why a shape waits (a code)
     candidates: dict[tuple, list] = field(default_factory=dict)  # shrink victims, in order
     _eligible: dict[bytes, frozenset[str]] = field(default_factory=dict)
     _eligible_by_job: dict[str, Eligible] = field(default_factory=dict)
+    _shapes: dict[tuple, int] = field(default_factory=dict)
     # The pool's memo, across syncs: what depends on the nodes alone (NO_MEMO: nothing).
     memo: Memo = field(default_factory=lambda: NO_MEMO)
 
@@ -97,7 +89,7 @@ class Ledger:
     def take(self, job_key: str, free: Mapping[str, Resources]) -> None:
         """A phase placed pods for ``job_key``: what it left is what is free now."""
         self.free = dict(free)
-        self.claimed_by.append(job_key)
+        self.claimed_by = (*self.claimed_by, job_key)
 
     def eligible(self, job: Job) -> Eligible:
         """Nodes that may take each replica type; jobs with equal constraints share the work."""
@@ -105,25 +97,33 @@ class Ledger:
         if known is not None:
             return known
         out = {}
-        for t, r in job.replicas.items():
-            spec = r.template.get("spec") or {}
-            key = _constraints(spec)
-            if key not in self._eligible:
-                self._eligible[key] = frozenset(
-                    n.name for n in self.cluster.nodes if rejection(n, spec) is None
-                )
-            out[t] = self._eligible[key]
+        for t, key in job.constraints:
+            nodes = self._eligible.get(key)
+            if nodes is None:
+                spec = job.replicas[t].template.get("spec") or {}
+                nodes = self._eligible[key] = self._filter(spec)
+            out[t] = nodes
         self._eligible_by_job[job.key] = out
         return out
 
+    def shape(self, job: Job) -> int:
+        """What decides whether the job's gang fits: each gang type's count and request, and
+        the nodes each type may go to (``Job.placement_shape``). Jobs of one shape fit alike,
+        so one that failed is not tried again. A number that stands for the shape in this
+        cycle: its keys are hashed for every queued job."""
+        shapes = self._shapes
+        return shapes.setdefault(job.placement_shape, len(shapes))
+
     def eligible_for(self, spec: Mapping) -> frozenset[str]:
         """Nodes that may take a pod of this spec (pods of equal constraints share the work)."""
-        key = _constraints(spec)
-        if key not in self._eligible:
-            self._eligible[key] = frozenset(
-                n.name for n in self.cluster.nodes if rejection(n, spec) is None
-            )
-        return self._eligible[key]
+        key = constraints_key(spec)
+        nodes = self._eligible.get(key)
+        if nodes is None:
+            nodes = self._eligible[key] = self._filter(spec)
+        return nodes
+
+    def _filter(self, spec: Mapping) -> frozenset[str]:
+        return frozenset(n.name for n in self.cluster.nodes if rejection(n, spec) is None)
 
     def future(self, extra: Sequence[Pod] = ()) -> dict[str, Resources]:
         """Free capacity once everything releasing (and ``extra``) is gone."""

@@ -29,7 +29,6 @@ from policy.model.admission import WAITING_FOR_PREEMPTION
 from policy.model.cluster import Pod
 from policy.model.jobs import Job
 from policy.model.resources import Resources
-from policy.pool.admit import shape
 from policy.pool.explain import awaited_message
 from policy.pool.ledger import Ledger
 from policy.pool.placement import Assignment, place_gang, required_slots, slots, used_per_node
@@ -89,7 +88,7 @@ def preempt(
     rules, now = ledger.rules, ledger.now
     eligible = ledger.eligible(job)
     # Capacity only shrinks within a cycle: a shape no preemption could help stays so.
-    failed = (shape(job, eligible), prio, queue)
+    failed = (ledger.shape(job), prio, queue)
     if failed in ledger.unhelped:
         return None
     required = required_slots(job)

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from policy.model import conditions as cond
 from policy.model.jobs import Job
 from policy.model.priority import Priorities
-from policy.model.timeutil import parse_time
 
 NEVER = datetime.max.replace(tzinfo=UTC)
 _NO_PRIORITIES = Priorities()
@@ -15,9 +13,9 @@ _NO_PRIORITIES = Priorities()
 
 def enqueue_time(job: Job, now: datetime) -> datetime:
     """When the job joined the queue; a job just resumed from suspension joins it now."""
-    if cond.is_true(job.status.get("conditions") or [], cond.SUSPENDED) and not job.suspend:
+    if job.resumed:
         return now
-    return parse_time(job.status.get("enqueueTime")) or job.created or NEVER
+    return job.enqueued or NEVER
 
 
 def priority(job: Job, priorities: Priorities) -> int:

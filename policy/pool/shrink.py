@@ -21,7 +21,6 @@ from policy.model.cluster import Pod
 from policy.model.gpushare import DeviceFree
 from policy.model.jobs import Job
 from policy.model.resources import Resources
-from policy.pool.admit import shape
 from policy.pool.explain import awaited_message
 from policy.pool.ledger import Ledger, Scale
 from policy.pool.placement import Eligible, Slot, place_gang, required_slots, slots, used_per_node
@@ -63,7 +62,7 @@ def make_room(
     eligible = ledger.eligible(job)
     starving = ledger.now - since >= ledger.rules.starvation
     # Capacity only shrinks within a cycle: a shape no shrink could help stays unhelped.
-    key = (shape(job, eligible), prio, starving, queue)
+    key = (ledger.shape(job), prio, starving, queue)
     if key in ledger.unhelped:
         return Unresolvable(ledger.unhelped[key])
     required = required_slots(job)
