@@ -9,7 +9,7 @@ Admissions back as children: they are the pool's memory between syncs.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cached_property
 from typing import Any, Literal
 
@@ -289,9 +289,16 @@ class Admission:
     def name(self) -> str:
         return admission_name(self.job_kind, self.job_name)
 
-    @property
+    @cached_property
     def job_key(self) -> str:
         return f"{self.namespace}/{self.job_name}"
+
+    @cached_property
+    def _hash(self) -> int:
+        return hash(tuple(getattr(self, f.name) for f in fields(self)))
+
+    def __hash__(self) -> int:  # what the dataclass's would be, once per object: every
+        return self._hash  # pool sync hashes each Admission it observed (its fingerprint)
 
     @property
     def admitted(self) -> bool:

@@ -31,6 +31,7 @@ from policy.model.gpushare import (
 from policy.model.gpushare import (
     SHAREPOD_KIND as SHAREPOD,
 )
+from policy.model.hashed import HashedTuple
 from policy.model.jobs import pod_limits, pod_request
 from policy.model.resources import Resources
 
@@ -71,14 +72,16 @@ class Node:
     def plan_key(self) -> tuple:
         """Everything of the node a plan reads, by value."""
         labels = tuple(sorted(self.labels.items()))
-        return (
-            self.name,
-            self.hostname,
-            labels,
-            self.allocatable,
-            self.taints,
-            self.unschedulable_reason,
-            self.gpu_memory,
+        return HashedTuple(
+            (
+                self.name,
+                self.hostname,
+                labels,
+                self.allocatable,
+                self.taints,
+                self.unschedulable_reason,
+                self.gpu_memory,
+            )
         )
 
     @classmethod
@@ -150,23 +153,25 @@ class Pod:
     @cached_property
     def plan_key(self) -> tuple:
         """Everything of the pod a plan reads, by value (not when it started or ended)."""
-        return (
-            self.namespace,
-            self.name,
-            self.job,
-            self.replica_type,
-            self.index,
-            self.node,
-            self.phase,
-            self.terminating,
-            self.request,
-            self.exit_code,
-            self.restarts,
-            self.bound,
-            self.unschedulable,
-            self.admission_generation,
-            self.assumed,
-            self.preferred,
+        return HashedTuple(
+            (
+                self.namespace,
+                self.name,
+                self.job,
+                self.replica_type,
+                self.index,
+                self.node,
+                self.phase,
+                self.terminating,
+                self.request,
+                self.exit_code,
+                self.restarts,
+                self.bound,
+                self.unschedulable,
+                self.admission_generation,
+                self.assumed,
+                self.preferred,
+            )
         )
 
     def __post_init__(self) -> None:

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from policy.model import conditions as cond
 from policy.model.bounds import MAX_DEADLINE_SECONDS, MAX_REPLICAS
 from policy.model.gpushare import GPU, BadShare, GpuShare, share_of
+from policy.model.hashed import HashedTuple
 from policy.model.pool import DEFAULT_POOL, pool_of
 from policy.model.resources import PODS, Resources, to_milli
 from policy.model.templates import PodTemplate
@@ -209,20 +210,6 @@ class Replica:
     gpu_share: GpuShare | None = None  # KubeShare: a fraction of one GPU per pod
 
 
-class HashedTuple(tuple):
-    """A tuple that hashes its items once (a plain tuple hashes them on every look-up)."""
-
-    _hash: int
-
-    def __new__(cls, items: tuple) -> HashedTuple:
-        made = super().__new__(cls, items)
-        made._hash = tuple.__hash__(made)
-        return made
-
-    def __hash__(self) -> int:
-        return self._hash
-
-
 @dataclass(frozen=True)
 class Job:
     kind: JobKind
@@ -304,7 +291,7 @@ class Job:
             self.deleting,
             self.checkpoint_interval,
         )
-        return (identity, self.spec_content, conds, memory, self.tensorboard)
+        return HashedTuple((identity, self.spec_content, conds, memory, self.tensorboard))
 
     @cached_property
     def gang_types(self) -> tuple[str, ...]:

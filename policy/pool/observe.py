@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from policy.memo import Memo, content_key
+from policy.memo import Memo
 from policy.model import conditions as cond
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.admission import Admission, Placement
@@ -92,21 +92,21 @@ def objects(group: ObjectMap, type_key: str) -> list[Mapping[str, Any]]:
 
 
 def parsed_job(obj: Mapping[str, Any], kind: JobKind, memo: Memo) -> Job | InvalidJob:
-    def make() -> Job | InvalidJob:
-        try:
-            return parse_job(obj, kind)
-        except InvalidJob as err:
-            return err
+    return memo.parsed("job:" + kind.kind, obj, partial(_job_or_why, kind=kind))
 
-    return memo.get(content_key("job", obj, kind.kind), make)
+
+def _job_or_why(obj: Mapping[str, Any], kind: JobKind) -> Job | InvalidJob:
+    try:
+        return parse_job(obj, kind)
+    except InvalidJob as err:
+        return err
 
 
 def _admissions(children: ObjectMap, memo: Memo) -> dict[str, Admission]:
     out: dict[str, Admission] = {}
     for obj in objects(children, ADMISSIONS):
         try:
-            key = content_key("admission", obj)
-            adm = memo.get(key, lambda obj=obj: Admission.from_object(obj))
+            adm = memo.parsed("admission", obj, Admission.from_object)
         except ValueError:
             continue  # not readable: the pool writes it anew
         out[adm.job_key] = adm
