@@ -101,11 +101,22 @@ class Memo:
         self._keep(key, value)
         return value  # type: ignore[no-any-return]
 
-    def parsed(self, kind: str, obj: Mapping[str, Any], make: Callable[[Any], T]) -> T:
+    def parsed(
+        self,
+        kind: str,
+        obj: Mapping[str, Any],
+        make: Callable[[Any], T],
+        name: str | None = None,
+    ) -> T:
         """``make(obj)``, once per content (``get`` by ``content_key``, without a closure
-        per object: a pool's sync looks up thousands)."""
+        per object: a pool's sync looks up thousands). With the ``name`` the request maps
+        the object under, the entry is found by name and kept only while the bytes are
+        equal: comparing bytes costs a third of hashing them, and an object's older
+        versions leave the memo as it changes."""
         if self.limit <= 0 or type(obj) is not Encoded:
             return make(obj)
+        if name is not None:
+            return self._named(kind, name, obj.raw, obj, make)
         key = (kind, obj.raw)
         value = self.current.get(key, _MISSING)
         if value is _MISSING:
@@ -113,6 +124,24 @@ class Memo:
         self.used += 1
         self.hits += 1
         return value  # type: ignore[no-any-return]
+
+    def _named(
+        self, kind: str, name: str, raw: bytes, obj: Mapping[str, Any], make: Callable[[Any], T]
+    ) -> T:
+        self.used += 1
+        key = ("named", kind, name)
+        entry = self.current.get(key, _MISSING)
+        if entry is not _MISSING and entry[0] == raw:
+            self.hits += 1
+            return entry[1]  # type: ignore[index, no-any-return]
+        entry = self.previous.get(key, _MISSING)
+        if entry is not _MISSING and entry[0] == raw:
+            self.hits += 1
+        else:
+            self.misses += 1
+            entry = (raw, make(obj))
+        self._keep(key, entry)
+        return entry[1]  # type: ignore[index, no-any-return]
 
     def derive(
         self, tag: str, objects: tuple[Any, ...], make: Callable[[], T], *values: Hashable

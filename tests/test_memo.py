@@ -10,6 +10,7 @@ import orjson
 import pytest
 
 from policy.job.sync import sync as job_sync
+from policy.memo import Encoded, Memo
 from policy.pool.sync import sync as pool_sync
 from sim.engine import SimConfig, Simulation
 from sim.scenario import from_trace
@@ -114,3 +115,20 @@ def test_every_pool_answer_of_a_simulated_run_is_the_answer_without_the_memo(
     summary = sim.run().summary
     assert summary["jobs_finished"] == 24
     assert len(compared) > 100
+
+
+def test_an_object_found_by_name_is_parsed_again_when_its_bytes_change() -> None:
+    """Found by the name the request maps it under, an entry holds only while the bytes
+    are equal; an older version is replaced, not kept beside the new one."""
+    memo = Memo()
+    parsed: list[bytes] = []
+
+    def parse(obj: Encoded) -> bytes:
+        parsed.append(obj.raw)
+        return obj.raw
+
+    first, second = b'{"spec":{"cpu":"1"}}', b'{"spec":{"cpu":"2"}}'
+    for raw in (first, first, second, second, first):
+        assert memo.parsed("Node.v1", Encoded(raw), parse, "n-1") == raw
+    assert parsed == [first, second, first]
+    assert len(memo) == 1

@@ -91,8 +91,10 @@ def objects(group: ObjectMap, type_key: str) -> list[Mapping[str, Any]]:
     return [o for _, o in items(group, type_key) if isinstance(o, Mapping)]
 
 
-def parsed_job(obj: Mapping[str, Any], kind: JobKind, memo: Memo) -> Job | InvalidJob:
-    return memo.parsed("job:" + kind.kind, obj, partial(_job_or_why, kind=kind))
+def parsed_job(
+    obj: Mapping[str, Any], kind: JobKind, memo: Memo, name: str | None = None
+) -> Job | InvalidJob:
+    return memo.parsed("job:" + kind.kind, obj, partial(_job_or_why, kind=kind), name)
 
 
 def _job_or_why(obj: Mapping[str, Any], kind: JobKind) -> Job | InvalidJob:
@@ -104,9 +106,11 @@ def _job_or_why(obj: Mapping[str, Any], kind: JobKind) -> Job | InvalidJob:
 
 def _admissions(children: ObjectMap, memo: Memo) -> dict[str, Admission]:
     out: dict[str, Admission] = {}
-    for obj in objects(children, ADMISSIONS):
+    for name, obj in items(children, ADMISSIONS):
+        if not isinstance(obj, Mapping):
+            continue
         try:
-            adm = memo.parsed("admission", obj, Admission.from_object)
+            adm = memo.parsed("admission", obj, Admission.from_object, name)
         except ValueError:
             continue  # not readable: the pool writes it anew
         out[adm.job_key] = adm
@@ -129,7 +133,7 @@ def _jobs(
             try:
                 if not isinstance(obj, Mapping):
                     raise TypeError("not an object")
-                job = parsed_job(obj, kind, memo)
+                job = parsed_job(obj, kind, memo, key)
             except UNREADABLE as err:  # one job never stops the plan for everyone else
                 problems.append(f"{kind.kind} {key} is left out: {_why(err)}")
                 continue
@@ -214,16 +218,16 @@ def observe(
         lambda: PoolSpec.model_validate(raw_spec),
     )
     problems: list[str] = []
-    nodes = _each(related, NODES, partial(memo.parsed, "node", make=Node.from_object), problems)
+    nodes = _each(related, NODES, partial(memo.parsed, NODES, make=Node.from_object), problems)
     renamed = {n.hostname: n.name for n in nodes if n.hostname != n.name}
     pods: dict[tuple[str, str], Pod] = {}
     types = (PODS, SHAREPODS) if spec.kubeshare == "v1" else (PODS,)
-    read_pod = (
-        partial(memo.parsed, "pod", make=_plain_pod)
-        if spec.kubeshare == "none"
-        else partial(_pod, memo=memo, kubeshare=spec.kubeshare)
-    )
     for type_key in types:
+        read_pod = (
+            partial(memo.parsed, type_key, make=_plain_pod)
+            if spec.kubeshare == "none"
+            else partial(_pod, type_key=type_key, memo=memo, kubeshare=spec.kubeshare)
+        )
         for pod in _each(related, type_key, read_pod, problems):
             if pod is not None:
                 pods[(pod.namespace, pod.name)] = pod.on_nodes(renamed) if renamed else pod
@@ -332,15 +336,19 @@ UNREADABLE = (KeyError, TypeError, ValueError, ArithmeticError, AttributeError, 
 
 
 def _each(
-    group: ObjectMap, type_key: str, read: Callable[[Mapping[str, Any]], T], problems: list[str]
+    group: ObjectMap,
+    type_key: str,
+    read: Callable[..., T],
+    problems: list[str],
 ) -> list[T]:
+    """``read(object, name=key)`` of each object of a type (its key in the request)."""
     out = []
     kind = type_key.split(".", 1)[0]
     for key, obj in items(group, type_key):
         try:
             if not isinstance(obj, Mapping):
                 raise TypeError("not an object")
-            out.append(read(obj))
+            out.append(read(obj, name=key))
         except UNREADABLE as err:
             problems.append(f"{kind} {key} is left out: {_why(err)}")
     return out
@@ -351,7 +359,9 @@ def _why(err: BaseException) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def _pod(obj: Mapping[str, Any], memo: Memo, kubeshare: str = "none") -> Pod | None:
+def _pod(
+    obj: Mapping[str, Any], name: str, type_key: str, memo: Memo, kubeshare: str = "none"
+) -> Pod | None:
     """A pod that holds room; None for the Pod KubeShare v1 runs for a SharePod (the
     SharePod is counted) and for its ``kubeshare-vgpu`` pods (seen with ``watchAllPods``),
     as DRAGON skipped both."""
@@ -363,8 +373,8 @@ def _pod(obj: Mapping[str, Any], memo: Memo, kubeshare: str = "none") -> Pod | N
         if str(meta.get("name", "")).startswith(VGPU_POD):
             return None  # its GPU is the vGPU the SharePods on it account for
     if kubeshare == "none":
-        return memo.parsed("pod", obj, _plain_pod)
-    return memo.parsed("pod-shares", obj, _shares_pod)
+        return memo.parsed(type_key, obj, _plain_pod, name)
+    return memo.parsed(f"{type_key} shares", obj, _shares_pod, name)
 
 
 def _plain_pod(obj: Mapping[str, Any]) -> Pod:
