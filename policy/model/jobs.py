@@ -14,7 +14,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cached_property
+from functools import cached_property, lru_cache
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -333,7 +333,7 @@ class Job:
     def placement_shape(self) -> HashedTuple:
         """Its gang shape and where each replica type may go: jobs of one placement shape
         fit alike. Hashed once: a pool's cycle looks it up for every queued job."""
-        return HashedTuple((self.gang_shape, self.constraints))
+        return _interned(HashedTuple((self.gang_shape, self.constraints)))
 
     def type_of(self, label: str) -> str | None:
         """The replica type whose pods carry this (lower-case) replica-type label."""
@@ -425,6 +425,13 @@ def pod_request(pod_spec: Mapping[str, Any]) -> Resources:
         total[k] = total.get(k, 0) + to_milli(v)
     total[PODS] = total.get(PODS, 0) + to_milli(1)
     return Resources(total)
+
+
+@lru_cache(maxsize=4096)
+def _interned(shape: HashedTuple) -> HashedTuple:
+    """The first equal shape seen: jobs of one shape then share one object, which a cycle's
+    look-ups compare by identity instead of item by item."""
+    return shape
 
 
 def constraints_key(pod_spec: Mapping[str, Any]) -> bytes:
