@@ -91,10 +91,8 @@ def objects(group: ObjectMap, type_key: str) -> list[Mapping[str, Any]]:
     return [o for _, o in items(group, type_key) if isinstance(o, Mapping)]
 
 
-def parsed_job(
-    obj: Mapping[str, Any], kind: JobKind, memo: Memo, name: str | None = None
-) -> Job | InvalidJob:
-    return memo.parsed("job:" + kind.kind, obj, partial(_job_or_why, kind=kind), name)
+def parsed_job(obj: Mapping[str, Any], kind: JobKind, memo: Memo) -> Job | InvalidJob:
+    return memo.parsed("job:" + kind.kind, obj, partial(_job_or_why, kind=kind))
 
 
 def _job_or_why(obj: Mapping[str, Any], kind: JobKind) -> Job | InvalidJob:
@@ -129,14 +127,9 @@ def _jobs(
     mine: list[Job] = []
     orphans: list[tuple[Job, str]] = []
     for kind in KINDS:
-        for key, obj in items(related, job_type_key(kind)):
-            try:
-                if not isinstance(obj, Mapping):
-                    raise TypeError("not an object")
-                job = parsed_job(obj, kind, memo, key)
-            except UNREADABLE as err:  # one job never stops the plan for everyone else
-                problems.append(f"{kind.kind} {key} is left out: {_why(err)}")
-                continue
+        # One job that cannot be read never stops the plan for everyone else.
+        read = partial(_job_or_why, kind=kind)
+        for job in _each(related, job_type_key(kind), read, problems, memo):
             if isinstance(job, InvalidJob):
                 continue  # its own sync marks it Failed with what is wrong
             if job.managed_elsewhere:
@@ -218,17 +211,22 @@ def observe(
         lambda: PoolSpec.model_validate(raw_spec),
     )
     problems: list[str] = []
-    nodes = _each(related, NODES, partial(memo.parsed, NODES, make=Node.from_object), problems)
+    nodes = _each(related, NODES, Node.from_object, problems, memo)
     renamed = {n.hostname: n.name for n in nodes if n.hostname != n.name}
     pods: dict[tuple[str, str], Pod] = {}
     types = (PODS, SHAREPODS) if spec.kubeshare == "v1" else (PODS,)
     for type_key in types:
-        read_pod = (
-            partial(memo.parsed, type_key, make=_plain_pod)
+        read = (
+            _each(related, type_key, _plain_pod, problems, memo)
             if spec.kubeshare == "none"
-            else partial(_pod, type_key=type_key, memo=memo, kubeshare=spec.kubeshare)
+            else _each(
+                related,
+                type_key,
+                partial(_pod, type_key=type_key, memo=memo, kubeshare=spec.kubeshare),
+                problems,
+            )
         )
-        for pod in _each(related, type_key, read_pod, problems):
+        for pod in read:
             if pod is not None:
                 pods[(pod.namespace, pod.name)] = pod.on_nodes(renamed) if renamed else pod
     known = None
@@ -340,17 +338,27 @@ def _each(
     type_key: str,
     read: Callable[..., T],
     problems: list[str],
+    memo: Memo | None = None,
 ) -> list[T]:
-    """``read(object, name=key)`` of each object of a type (its key in the request)."""
-    out = []
+    """Each object of a type, read: ``read(object)`` once per content through ``memo``,
+    else ``read(object, name=key)`` (its key in the request). An object that cannot be read
+    is left out, and said in ``problems``."""
     kind = type_key.split(".", 1)[0]
-    for key, obj in items(group, type_key):
+
+    def failed(key: str, err: BaseException) -> None:
+        problems.append(f"{kind} {key} is left out: {_why(err)}")
+
+    pairs = items(group, type_key)
+    if memo is not None:
+        return memo.parsed_all(type_key, pairs, read, UNREADABLE, failed)
+    out = []
+    for key, obj in pairs:
         try:
             if not isinstance(obj, Mapping):
                 raise TypeError("not an object")
             out.append(read(obj, name=key))
         except UNREADABLE as err:
-            problems.append(f"{kind} {key} is left out: {_why(err)}")
+            failed(key, err)
     return out
 
 
