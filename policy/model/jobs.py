@@ -308,6 +308,11 @@ class Job:
         )
 
     @cached_property
+    def finished(self) -> bool:
+        """A terminal condition (Succeeded, Failed) holds in its status."""
+        return cond.terminal(self.status.get("conditions") or []) is not None
+
+    @cached_property
     def resumed(self) -> bool:
         """Just resumed from suspension: Suspended is still true in its status, though its
         spec no longer asks for it (it joins the queue again now)."""

@@ -15,7 +15,6 @@ from typing import Any, TypeVar
 import orjson
 
 from policy.memo import Memo
-from policy.model import conditions as cond
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.admission import Admission, Placement
 from policy.model.cluster import L_JOB, Cluster, Node, Pod
@@ -151,26 +150,31 @@ def _assumed(
 ) -> list[Pod]:
     """Pods the Admission places that the job has not created: they hold their room."""
     out = []
-    for p, key, board in memo.derive("slots", (job, admission), lambda: _slots(job, admission)):
+    for node, key, board, pod in memo.derive(
+        "slots", (job, admission), partial(_slots, job, admission)
+    ):
         if key in (boarded if board else existing):
             continue
-        node = nodes.get(p.node) if p.node is not None else None
-        if p.node is not None and (node is None or node.unschedulable_reason):
+        if node is not None and ((n := nodes.get(node)) is None or n.unschedulable_reason):
             continue  # its node left the pool or takes no new pods: placed again
-        out.append(memo.derive("assumed", (job, p), lambda p=p: _assume(job, p)))
+        out.append(pod)
     return out
 
 
-def _slots(job: Job, admission: Admission) -> tuple[tuple[Placement, tuple[str, str], bool], ...]:
-    """The Admission's pods this job may have, each with the key that says it exists (its
-    namespace and pod name; for a TensorBoard, its job's) and whether it is a TensorBoard."""
+def _slots(
+    job: Job, admission: Admission
+) -> tuple[tuple[str | None, tuple[str, str], bool, Pod], ...]:
+    """The Admission's pods this job may have: each one's node, the key that says it exists
+    (its namespace and pod name; for a TensorBoard, its job's), whether it is a TensorBoard,
+    and the pod assumed until it does."""
     out = []
     for p in admission.pods:
         if p.slot == TENSORBOARD:
             if job.tensorboard_request is not None:
-                out.append((p, (job.namespace, job.name), True))
+                out.append((p.node, (job.namespace, job.name), True, _assume(job, p)))
         elif p.type in job.replicas:
-            out.append((p, (job.namespace, p.pod or child_name(job, p.type, p.index)), False))
+            key = (job.namespace, p.pod or child_name(job, p.type, p.index))
+            out.append((p.node, key, False, _assume(job, p)))
     return tuple(out)
 
 
@@ -188,8 +192,7 @@ def _assume(job: Job, p: Placement) -> Pod:
 
 def _may_run(job: Job) -> bool:
     """Not finished, suspended or going away: its Admission's pods are still to come."""
-    ended = cond.terminal(job.status.get("conditions") or [])
-    return ended is None and not job.suspend and not job.deleting and not job.managed_elsewhere
+    return not (job.finished or job.suspend or job.deleting or job.managed_elsewhere)
 
 
 def observe(
