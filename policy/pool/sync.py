@@ -131,7 +131,7 @@ def sync(
     if isinstance(last, _Answered) and last.key == key and _still_valid(last, now):
         scaled = _scaled(snap, last.children)
         return PoolDecision(last.children, last.status, _resync(last.wake, now), scaled)
-    rules = rules_for(snap.spec)
+    rules = memo.derive("rules", (snap.spec,), partial(rules_for, snap.spec))
     result = plan(
         snap.jobs, snap.cluster, now, rules, snap.priorities, snap.admissions, snap.requests, memo
     )
