@@ -149,33 +149,34 @@ def _assumed(
     memo: Memo,
 ) -> list[Pod]:
     """Pods the Admission places that the job has not created: they hold their room."""
+    slots, assumed = memo.derive("slots", (job, admission), partial(_slots, job, admission))
     out = []
-    for node, key, board, pod in memo.derive(
-        "slots", (job, admission), partial(_slots, job, admission)
-    ):
+    for i, (p, key, board) in enumerate(slots):
         if key in (boarded if board else existing):
             continue
-        if node is not None and ((n := nodes.get(node)) is None or n.unschedulable_reason):
+        if p.node is not None and ((n := nodes.get(p.node)) is None or n.unschedulable_reason):
             continue  # its node left the pool or takes no new pods: placed again
+        pod = assumed.get(i)
+        if pod is None:
+            pod = assumed[i] = _assume(job, p)
         out.append(pod)
     return out
 
 
 def _slots(
     job: Job, admission: Admission
-) -> tuple[tuple[str | None, tuple[str, str], bool, Pod], ...]:
-    """The Admission's pods this job may have: each one's node, the key that says it exists
-    (its namespace and pod name; for a TensorBoard, its job's), whether it is a TensorBoard,
-    and the pod assumed until it does."""
+) -> tuple[tuple[tuple[Placement, tuple[str, str], bool], ...], dict[int, Pod]]:
+    """The Admission's pods this job may have, each with the key that says it exists (its
+    namespace and pod name; for a TensorBoard, its job's) and whether it is a TensorBoard;
+    and, by slot, the pods assumed so far for those not created yet (filled as needed)."""
     out = []
     for p in admission.pods:
         if p.slot == TENSORBOARD:
             if job.tensorboard_request is not None:
-                out.append((p.node, (job.namespace, job.name), True, _assume(job, p)))
+                out.append((p, (job.namespace, job.name), True))
         elif p.type in job.replicas:
-            key = (job.namespace, p.pod or child_name(job, p.type, p.index))
-            out.append((p.node, key, False, _assume(job, p)))
-    return tuple(out)
+            out.append((p, (job.namespace, p.pod or child_name(job, p.type, p.index)), False))
+    return tuple(out), {}
 
 
 def _assume(job: Job, p: Placement) -> Pod:
