@@ -88,7 +88,7 @@ def _metadata(parent: Mapping[str, Any]):
 
 
 def _parsed_job(
-    parent: Mapping[str, Any], kind: JobKind, memo: Memo
+    parent: Mapping[str, Any], kind: JobKind, memo: Memo, status: Mapping[str, Any]
 ) -> tuple[Job | InvalidJob, object]:
     """The job, and what stands for its metadata and spec in the memo's keys.
 
@@ -99,7 +99,8 @@ def _parsed_job(
     ``readable_status`` never fails, so the job is that parse with this status: what
     parsing the whole object returns. The parse without status is the same object for as
     long as the memo keeps it, so what is derived from the spec (the pods, the Services)
-    is keyed by its identity."""
+    is keyed by its identity. ``status``: ``readable_status`` of the parent's (read-only,
+    so the job may share it)."""
     if memo.limit <= 0 or type(parent) is not Encoded:  # not JSON bytes: no content key
         job = parsed_job(parent, kind, memo)
         return job, job
@@ -114,7 +115,7 @@ def _parsed_job(
     base = memo.get(key, partial(_parse, trimmed, kind))
     if isinstance(base, InvalidJob):
         return base, base
-    return replace(base, status=readable_status(parent.get("status"))), base
+    return replace(base, status=status), base
 
 
 def _parse(obj: Mapping[str, Any], kind: JobKind) -> Job | InvalidJob:
@@ -181,7 +182,7 @@ def sync(
     spec = parent.get("spec")
     if isinstance(spec, Mapping) and managed_elsewhere(spec):
         return Decision([], dict(status))  # MultiKueue's job, valid or not: hands off
-    job, spec_of = _parsed_job(parent, kind, memo)
+    job, spec_of = _parsed_job(parent, kind, memo, status)
     if isinstance(job, InvalidJob):
         key = f"{meta.namespace}/{meta.name}"
         created = parse_time(meta.creationTimestamp)
