@@ -4,20 +4,26 @@ by the bytes an object arrived in, so nothing but the same content can hit it.""
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from pathlib import Path
 
 import orjson
 import pytest
 
+from policy.job.sync import JobConfig
 from policy.job.sync import sync as job_sync
 from policy.memo import Encoded, Memo
+from policy.model.jobs import MXJOB, TFJOB
 from policy.pool.sync import sync as pool_sync
 from sim.engine import SimConfig, Simulation
-from sim.scenario import from_trace
+from sim.scenario import Scenario, from_trace, load_scenario
 from tests import metacontroller as mc
 from tests.conftest import NOW, Hook, load_fixture, versioned
+from tests.simkit import COMPAT, file_job, gpu_nodes, scenario
+from tests.test_sim_mxjob import mx_spec
 
 TRACE = Path(__file__).parent / "fixtures" / "traces" / "workload-1.csv"
+EXAMPLES = Path(__file__).parent.parent / "examples"
 POOL_FIXTURES = [
     "pool-sync-job1-cannot-fit.json",
     "pool-sync-job1-one-big-node.json",
@@ -132,3 +138,80 @@ def test_an_object_found_by_name_is_parsed_again_when_its_bytes_change() -> None
         assert memo.parsed("Node.v1", Encoded(raw), parse, "n-1") == raw
     assert parsed == [first, second, first]
     assert len(memo) == 1
+
+
+JOB_HOOKS = {"/tfjobs/sync": TFJOB, "/mxjobs/sync": MXJOB}
+
+
+def _job_answers_checked(sim: Simulation) -> list[str]:
+    """Compare every answer of a job's sync hook in ``sim`` with the job's sync computed
+    afresh without a memo, byte for byte (key order too); the paths compared."""
+    post = sim.webhook.post
+    config = JobConfig(sim.webhook.app.config["DRAGONET_SETTINGS"].cluster_domain)
+    compared: list[str] = []
+
+    def checked(path: str, body: bytes, *, measure: bool = True):
+        answer = post(path, body, measure=measure)
+        req = orjson.loads(body)
+        if path in JOB_HOOKS and answer.status == 200 and not req.get("finalizing"):
+            now = sim.clock().replace(microsecond=0)
+            kind = JOB_HOOKS[path]
+            plain = job_sync(req["parent"], req["children"], req["related"], now, config, kind)
+            expected = {"status": plain.status, "children": plain.children}
+            if plain.resync_after is not None:
+                expected["resyncAfterSeconds"] = plain.resync_after
+            assert orjson.dumps(answer.body) == orjson.dumps(expected)
+            compared.append(path)
+        return answer
+
+    sim.webhook.post = checked  # type: ignore[method-assign]
+    return compared
+
+
+def test_every_job_answer_of_a_simulated_run_is_the_answer_without_the_memo() -> None:
+    """A job's sync keeps the job parsed without its status (keyed by its metadata and
+    spec), and the pods and Services it rendered from it; through a whole run (jobs
+    admitted, growing, shrinking, finishing) every job sync is answered again from
+    scratch."""
+    sim = Simulation(from_trace(TRACE, jobs=24), SimConfig(policy="dragonet"))
+    compared = _job_answers_checked(sim)
+    assert sim.run().summary["jobs_finished"] == 24
+    assert len(compared) > 100
+
+
+def _kubeshare_world() -> Scenario:
+    jobs = [file_job(COMPAT / "dragon-job1-kubeshare.yaml"), mx_spec("mx", 2, arrival=10.0)]
+    return scenario(gpu_nodes(2, gpus=2), jobs)
+
+
+BOTH = {"/tfjobs/sync", "/mxjobs/sync"}
+
+
+@pytest.mark.parametrize(
+    ("world", "config", "hooks"),
+    [
+        (_kubeshare_world, SimConfig(kubeshare="v1"), BOTH),
+        (_kubeshare_world, SimConfig(kubeshare="v2"), BOTH),
+        (
+            lambda: load_scenario(EXAMPLES / "mixed.yaml"),
+            SimConfig(gang_scheduler="volcano"),
+            BOTH,
+        ),
+        (
+            lambda: load_scenario(EXAMPLES / "elastic.yaml"),
+            SimConfig(gang_scheduler="coscheduling"),
+            {"/tfjobs/sync"},
+        ),
+    ],
+    ids=["kubeshare-v1", "kubeshare-v2", "volcano-mixed", "coscheduling-elastic"],
+)
+def test_job_answers_with_fractional_gpus_gangs_and_mxjobs_are_the_answers_without_the_memo(
+    world: Callable[[], Scenario], config: SimConfig, hooks: set[str]
+) -> None:
+    """The pods a memo keeps depend on the Admission too: its binding, generation, gang,
+    grace period, KubeShare mode and device (the memo's key holds each)."""
+    sim = Simulation(world(), config)
+    compared = _job_answers_checked(sim)
+    result = sim.run()
+    assert all(record.finish_s is not None for record in result.jobs)
+    assert set(compared) == hooks

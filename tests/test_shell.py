@@ -216,6 +216,48 @@ def test_metrics_count_hooks_by_code_and_the_pools_queue() -> None:
     assert m[("dragonet_pool_admitted_jobs", (("pool", "default"),))] == 1
 
 
+def test_metrics_keep_each_series_and_count_as_labels_would() -> None:
+    """Metrics looks each labelled series up once: what /metrics shows is what calling
+    ``labels`` on every observation shows, and a series nothing observed stays absent."""
+    from prometheus_client import generate_latest
+
+    from webhooks.metrics import Metrics
+
+    kept, plain = Metrics(), Metrics()
+    answers = [
+        ("/tfjobs/sync", 200, 0.01, 2000, 900),
+        ("/tfjobs/sync", 200, 0.2, None, 900),
+        ("/tfjobs/sync", 413, 0.001, 10**9, None),
+        ("/pools/sync", 200, 3.0, 5 * 2**20, 2**20),
+    ]
+    for hook, code, seconds, request_bytes, size in answers:
+        kept.hook_answer(hook, code, seconds, request_bytes, size)
+        plain.latency.labels(hook).observe(seconds)
+        plain.answers.labels(hook, str(code)).inc()
+        if request_bytes is not None:
+            plain.request_bytes.labels(hook).observe(request_bytes)
+        if size is not None:
+            plain.response_bytes.labels(hook).observe(size)
+    for pool, scaled, status in [
+        ("default", ("up",), {"queued": 2, "admitted": 3}),
+        ("default", ("up", "down"), {"queued": 1}),
+        ("gpu", (), {"admitted": "many"}),  # not a count: no series
+    ]:
+        kept.pool_answer(pool, scaled, status)
+        for gauge, key in ((plain.queued, "queued"), (plain.admitted, "admitted")):
+            if isinstance(status.get(key), int):
+                gauge.labels(pool).set(status[key])
+        for direction in scaled:
+            plain.scaled.labels(pool, direction).inc()
+
+    def shown(m: Metrics) -> list[str]:  # but the times each series was created
+        text = generate_latest(m.registry).decode()
+        return [line for line in text.splitlines() if "_created" not in line]
+
+    assert shown(kept) == shown(plain)
+    assert not any('{pool="gpu"}' in line for line in shown(kept))
+
+
 def test_scale_actions_are_counted_once_each_as_the_pool_decides_them() -> None:
     """Through the simulator (the real app, Metacontroller's two controllers): a job grows
     into idle GPUs, then shrinks for a job that starves. Every new lastScale the pool

@@ -168,3 +168,41 @@ def test_without_a_chief_only_worker_0_carries_the_master_role(hook: Hook) -> No
         if p["metadata"]["labels"].get("training.kubeflow.org/job-role") == "master"
     }
     assert roles == {"plain-worker-0"}
+
+
+def test_jobs_of_one_name_with_other_shapes_get_their_own_cluster() -> None:
+    """A job's cluster is written once and kept by all it is written from (its namespace,
+    name, each type's count and port, the cluster domain): a job of the same name with
+    another shape, seen before or after, lists its own peers."""
+    from policy.job.render import tf_config as render_tf_config
+    from policy.model.jobs import parse_job
+
+    shapes = [
+        ({"Worker": 2, "PS": 1}, 2222, "", "default"),
+        ({"Worker": 3, "PS": 1}, 2222, "", "default"),
+        ({"Worker": 3, "PS": 2}, 3333, "", "default"),
+        ({"Worker": 3, "PS": 2}, 3333, "cluster.local", "default"),
+        ({"Worker": 3, "PS": 2}, 3333, "cluster.local", "team-b"),
+        ({"Worker": 2, "PS": 1}, 2222, "", "default"),  # the first again
+    ]
+    for replicas, port, domain, namespace in shapes:
+        manifest = _job("same", replicas)
+        manifest["metadata"]["namespace"] = namespace
+        for spec in manifest["spec"]["tfReplicaSpecs"].values():
+            container = spec["template"]["spec"]["containers"][0]
+            container["ports"] = [{"name": "tfjob-port", "containerPort": port}]
+        job = parse_job(manifest)
+        suffix = f".{domain}" if domain else ""
+        expected = {
+            t.lower(): [f"same-{t.lower()}-{i}.{namespace}.svc{suffix}:{port}" for i in range(n)]
+            for t, n in sorted(replicas.items(), key=lambda kv: kv[0].lower())
+        }
+        for rtype, n in replicas.items():
+            for index in range(n):
+                config = render_tf_config(job, rtype, index, domain)
+                assert json.loads(config) == {
+                    "cluster": expected,
+                    "task": {"type": rtype.lower(), "index": index},
+                    "environment": "cloud",
+                }
+                assert config == json.dumps(json.loads(config), separators=(",", ":"))

@@ -91,6 +91,28 @@ class Metrics:
             registry=r,
         )
 
+        # Each labelled series, looked up once: the very child ``labels`` returns, without
+        # its checks and lock on every request (a series appears once first observed).
+        self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
+
+    def _series(self, metric: Any, *values: str) -> Any:
+        key = (metric, values)
+        child = self._children.get(key)
+        if child is None:
+            child = self._children[key] = metric.labels(*values)
+        return child
+
+    def hook_answer(
+        self, hook: str, code: int, seconds: float, request_bytes: int | None, size: int | None
+    ) -> None:
+        """Count one answer of a hook: its latency, its code, and the sizes known."""
+        self._series(self.latency, hook).observe(seconds)
+        self._series(self.answers, hook, str(code)).inc()
+        if request_bytes is not None:
+            self._series(self.request_bytes, hook).observe(request_bytes)
+        if size is not None:
+            self._series(self.response_bytes, hook).observe(size)
+
     def expose(self) -> bytes:
         if multiprocess():
             registry = CollectorRegistry()
@@ -105,9 +127,9 @@ class Metrics:
             for gauge, key in ((self.queued, "queued"), (self.admitted, "admitted")):
                 value = status.get(key)
                 if isinstance(value, int):
-                    gauge.labels(pool).set(value)
+                    self._series(gauge, pool).set(value)
         for direction in scaled:
-            self.scaled.labels(pool, direction).inc()
+            self._series(self.scaled, pool, direction).inc()
 
 
 def prepare(path: str) -> None:

@@ -88,17 +88,18 @@ def install(app: Flask, settings: Settings, time_limit: TimeLimit | None = None)
 
     @app.before_request
     def guard() -> Response | None:
-        if request.endpoint not in hooks:
+        req = request._get_current_object()  # type: ignore[attr-defined]  # once, not per use
+        if req.endpoint not in hooks:
             return None
         g.dragonet_started = time.perf_counter()
-        g.dragonet_log = {"hook": request.path}
-        if secret is not None and not _authorized(request.headers.get("Authorization"), secret):
+        g.dragonet_log = {"hook": req.path}
+        if secret is not None and not _authorized(req.headers.get("Authorization"), secret):
             return _json(
                 {"error": "unauthorized: this webhook requires Authorization: Bearer <secret>"},
                 401,
                 {"WWW-Authenticate": 'Bearer realm="dragonet"'},
             )
-        length = request.content_length
+        length = req.content_length
         if length is not None and length > cap:
             return _json(
                 {
@@ -107,7 +108,7 @@ def install(app: Flask, settings: Settings, time_limit: TimeLimit | None = None)
                 },
                 413,
             )
-        if request.endpoint in syncs:
+        if req.endpoint in syncs:
             if not slots.acquire(blocking=False):
                 return _json({"error": "busy: too many syncs in flight"}, 429, {"Retry-After": "1"})
             g.dragonet_slot = True
@@ -120,35 +121,34 @@ def install(app: Flask, settings: Settings, time_limit: TimeLimit | None = None)
 
     @app.after_request
     def record(response: Response) -> Response:
-        if "dragonet_started" not in g:
+        started = g.get("dragonet_started")
+        if started is None:
             return response
-        seconds = time.perf_counter() - g.dragonet_started
-        hook = request.url_rule.rule if request.url_rule is not None else request.path
+        seconds = time.perf_counter() - started
+        req = request._get_current_object()  # type: ignore[attr-defined]  # once, not per use
+        hook = req.url_rule.rule if req.url_rule is not None else req.path
         code = response.status_code
         size = response.calculate_content_length()
-        metrics.latency.labels(hook).observe(seconds)
-        metrics.answers.labels(hook, str(code)).inc()
-        if request.content_length is not None:
-            metrics.request_bytes.labels(hook).observe(request.content_length)
-        if size is not None:
-            metrics.response_bytes.labels(hook).observe(size)
+        metrics.hook_answer(hook, code, seconds, req.content_length, size)
         answer = g.pop("dragonet_pool_answer", None)
         if answer is not None and code == 200:
             try:
                 metrics.pool_answer(g.dragonet_log.get("pool", ""), *answer)
             except Exception:  # counting must never cost the pool its answer
                 log.exception("could not count a pool's answer")
+        level = logging.INFO if code < 500 else logging.ERROR
+        if not access.isEnabledFor(level):
+            return response  # (what follows only builds the log line)
         extra: dict[str, Any] = {
             "status": code,
             "latency_ms": round(seconds * 1000, 1),
-            "request_bytes": request.content_length,
+            "request_bytes": req.content_length,
             "response_bytes": size,
-            "remote": request.remote_addr,
+            "remote": req.remote_addr,
         }
         if code != 200 and response.is_json:
             extra["error"] = (response.get_json(silent=True) or {}).get("error")
-        level = logging.INFO if code < 500 else logging.ERROR
-        access.log(level, "%s %s %d", request.method, request.path, code, extra=extra)
+        access.log(level, "%s %s %d", req.method, req.path, code, extra=extra)
         return response
 
     return metrics

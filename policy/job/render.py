@@ -54,13 +54,37 @@ def tf_config(job: Job, rtype: str, index: int, domain: str = "") -> str:
         else:
             cluster = {"worker": {}, "ps": []}
         body: dict[str, Any] = {"cluster": cluster, "task": task}
-    else:
+        return json.dumps(body, separators=(",", ":"))
+    # {"cluster": ..., "task": ..., "environment": "cloud"}, compact: the same cluster for
+    # every pod of the job, written once.
+    return (
+        f'{{"cluster":{_dense_cluster(job, domain)},"task":'
+        f'{json.dumps(task, separators=(",", ":"))},"environment":"cloud"}}'
+    )
+
+
+# Each job's dense cluster, as JSON, by everything it is written from (a cache: it lists
+# every pod of the job, for each of them, and the job's sync renders its pods again and
+# again). Emptied when full; what it holds is a pure function of its key.
+_CLUSTERS: dict[tuple[str, str, str, tuple[tuple[str, int, int], ...]], str] = {}
+_CLUSTERS_LIMIT = 4096
+
+
+def _dense_cluster(job: Job, domain: str) -> str:
+    """Every address of every type (lists sorted by type), as compact JSON."""
+    shape = tuple((r.type, r.port, cluster_size(job, r)) for r in job.replicas.values())
+    key = (job.namespace, job.name, domain, shape)
+    text = _CLUSTERS.get(key)
+    if text is None:
         cluster = {
             r.type.lower(): [_address(job, r, i, domain) for i in range(cluster_size(job, r))]
             for r in sorted(job.replicas.values(), key=lambda r: r.type.lower())
         }
-        body = {"cluster": cluster, "task": task, "environment": "cloud"}
-    return json.dumps(body, separators=(",", ":"))
+        text = json.dumps(cluster, separators=(",", ":"))
+        if len(_CLUSTERS) >= _CLUSTERS_LIMIT:
+            _CLUSTERS.clear()
+        _CLUSTERS[key] = text
+    return text
 
 
 def labels(job: Job, rtype: str, index: int) -> dict[str, str]:

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from functools import partial
 from typing import Any
+
+import orjson
 
 from policy.job.kubeshare import as_kubeshare_v2, as_sharepod, binding_for
 from policy.job.podgroup import render_pod_group
@@ -19,9 +22,9 @@ from policy.job.render import render_pod, render_service
 from policy.job.status import conditions, invalid, replica_statuses, scheduling, times
 from policy.job.tensorboard import DEPLOYMENTS, board, name_of
 from policy.job.view import FINISHED, SUSPENDED, JobView
-from policy.memo import Memo, content_key
+from policy.memo import Encoded, Memo, content_key
 from policy.model import conditions as cond
-from policy.model.admission import ADMITTED, QUEUED, Admission
+from policy.model.admission import ADMITTED, QUEUED, Admission, Gang
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.cluster import Pod
 from policy.model.gpushare import SHAREPODS
@@ -30,8 +33,10 @@ from policy.model.jobs import (
     InvalidJob,
     Job,
     JobKind,
+    MetadataModel,
     child_name,
     managed_elsewhere,
+    parse_job,
     parse_metadata,
     readable_status,
 )
@@ -43,6 +48,8 @@ from policy.pool.observe import UNREADABLE, MalformedRequest, objects, parsed_jo
 PODS = "Pod.v1"
 SERVICES = "Service.v1"
 _NO_MEMO = Memo(limit=0)
+# What ``parse_job`` reads of a job's metadata (the model ignores every other field).
+_PARSED_METADATA = tuple(MetadataModel.model_fields)
 
 
 @dataclass(frozen=True)
@@ -80,13 +87,51 @@ def _metadata(parent: Mapping[str, Any]):
         raise MalformedRequest(f"parent.metadata: {err}") from err
 
 
-def _own_admission(related: Mapping[str, Any], job: Job) -> Admission | None:
+def _parsed_job(
+    parent: Mapping[str, Any], kind: JobKind, memo: Memo, status: Mapping[str, Any]
+) -> tuple[Job | InvalidJob, object]:
+    """The job, and what stands for its metadata and spec in the memo's keys.
+
+    Every sync of a job sees a new version of it (its status and resourceVersion change),
+    so the memo keeps the job parsed without its status, keyed by the content of all that
+    ``parse_job`` reads but the status: the metadata fields of ``MetadataModel`` and the
+    spec. The status is the one thing of a ``Job`` that comes from the status, and
+    ``readable_status`` never fails, so the job is that parse with this status: what
+    parsing the whole object returns. The parse without status is the same object for as
+    long as the memo keeps it, so what is derived from the spec (the pods, the Services)
+    is keyed by its identity. ``status``: ``readable_status`` of the parent's (read-only,
+    so the job may share it)."""
+    if memo.limit <= 0 or type(parent) is not Encoded:  # not JSON bytes: no content key
+        job = parsed_job(parent, kind, memo)
+        return job, job
+    meta = parent.get("metadata")
+    spec = {"spec": parent["spec"]} if "spec" in parent else {}
+    trimmed = {"metadata": {k: meta[k] for k in _PARSED_METADATA if k in meta}, **spec}
+    try:
+        key = ("job-spec", orjson.dumps(trimmed), kind.kind)
+    except TypeError:  # a value JSON cannot hold (no API server sends one)
+        job = parsed_job(parent, kind, memo)
+        return job, job
+    base = memo.get(key, partial(_parse, trimmed, kind))
+    if isinstance(base, InvalidJob):
+        return base, base
+    return replace(base, status=status), base
+
+
+def _parse(obj: Mapping[str, Any], kind: JobKind) -> Job | InvalidJob:
+    try:
+        return parse_job(obj, kind)
+    except InvalidJob as err:
+        return err
+
+
+def _own_admission(related: Mapping[str, Any], job: Job, memo: Memo) -> Admission | None:
     key = f"{job.namespace}/{admission_name(job.kind.kind, job.name)}"
     obj = (related.get(ADMISSIONS) or {}).get(key)
     if not isinstance(obj, Mapping):
         return None
     try:
-        admission = Admission.from_object(obj)
+        admission = memo.get(content_key("admission", obj), partial(Admission.from_object, obj))
     except ValueError:
         return None
     if admission.job_name != job.name or admission.job_uid not in ("", job.uid):
@@ -137,7 +182,7 @@ def sync(
     spec = parent.get("spec")
     if isinstance(spec, Mapping) and managed_elsewhere(spec):
         return Decision([], dict(status))  # MultiKueue's job, valid or not: hands off
-    job = parsed_job(parent, kind, memo)
+    job, spec_of = _parsed_job(parent, kind, memo, status)
     if isinstance(job, InvalidJob):
         key = f"{meta.namespace}/{meta.name}"
         created = parse_time(meta.creationTimestamp)
@@ -145,7 +190,7 @@ def sync(
         return Decision([], invalid(status, kind, key, meta.name, str(job), stamp, when))
     if job.deleting:
         return Decision([], dict(status))  # going away: hands off
-    admission = _own_admission(related, job)
+    admission = _own_admission(related, job, memo)
     observed = _pods(children, admission, kind, memo)
     stale = admission is not None and any(
         (p.admission_generation or 0) > admission.generation > 0 for p in observed if p.live
@@ -159,15 +204,22 @@ def sync(
     view = JobView(job, pool, pods, verdict, phase, admission, stale)
 
     placed = _desired(view)
+    # Pods and Services are pure functions of the job's metadata and spec and of plain
+    # values: with a memo, one rendered before is answered again (the same dict; nothing
+    # changes an answer once it is made).
     pod_objs = []
     for name, (rtype, index, node, host) in sorted(placed.items()):
-        pod_objs.append(_render(job, admission, rtype, index, node, host, config, name))
+        args = _render_args(job, admission, rtype, index, node, host, config, name)
+        pod_objs.append(memo.derive("pod", (spec_of,), partial(_render, job, *args), *args))
     # A restarting pod keeps its Service: its peers' DNS name never disappears.
     named = {(t, i) for t, i, _, _ in placed.values()}
     named |= {_slot_of(job, p) for p in verdict.restarts} - {None}
     if phase == ADMITTED and admission is not None and not stale:
         named |= {s for s in admission.slots if job.holds(*s)}
-    services = [render_service(job, rtype, index) for rtype, index in sorted(named)]
+    services = [
+        memo.derive("service", (spec_of,), partial(render_service, job, *slot), *slot)
+        for slot in sorted(named)
+    ]
     groups = _pod_group(view)
 
     resumed = cond.is_true(job.status.get("conditions") or [], cond.SUSPENDED) and (
@@ -209,7 +261,23 @@ def _pod_group(v: JobView) -> list[dict[str, Any]]:
     return [group] if group is not None else []
 
 
-def _render(
+PodArgs = tuple[
+    str,
+    int,
+    str | None,
+    str | None,
+    str,
+    str,
+    int,
+    Gang | None,
+    str | None,
+    int | None,
+    str,
+    str | None,
+]
+
+
+def _render_args(
     job: Job,
     admission: Admission | None,
     rtype: str,
@@ -218,9 +286,9 @@ def _render(
     host: str | None,
     config: JobConfig,
     name: str | None = None,
-) -> dict[str, Any]:
-    """The pod, or for a fractional GPU in a KubeShare pool its SharePod (v1) or its pod
-    for kubeshare-scheduler (v2)."""
+) -> PodArgs:
+    """All that a pod is rendered from but the job, as plain values: with the job's
+    metadata and spec, they key the memo's rendered pods."""
     binding = admission.binding if admission is not None else "affinity"
     generation = admission.generation if admission is not None else 0
     gang = admission.gang if admission is not None else None
@@ -228,23 +296,48 @@ def _render(
     share = job.replicas[rtype].gpu_share
     mode = admission.kubeshare if admission is not None and share is not None else ""
     if mode:
-        binding = binding_for(mode, binding)  # type: ignore[assignment]
+        binding = binding_for(mode, binding)
+    gpu = None
+    if mode == "v1" and admission is not None:
+        placement = admission.slots.get((rtype, index))
+        gpu = placement.gpu if placement is not None else None
+    return (rtype, index, node, host, binding, config.cluster_domain, generation, gang, name,
+            grace, mode, gpu)  # fmt: skip
+
+
+def _render(
+    job: Job,
+    rtype: str,
+    index: int,
+    node: str | None,
+    host: str | None,
+    binding: str,
+    domain: str,
+    generation: int,
+    gang: Gang | None,
+    name: str | None,
+    grace: int | None,
+    mode: str,
+    gpu: str | None,
+) -> dict[str, Any]:
+    """The pod, or for a fractional GPU in a KubeShare pool its SharePod (v1) or its pod
+    for kubeshare-scheduler (v2)."""
     pod = render_pod(
         job,
         rtype,
         index,
         node,
         host,
-        binding,
-        config.cluster_domain,
+        binding,  # type: ignore[arg-type]
+        domain,
         generation,
         gang=gang,
         name=name,
         grace_seconds=grace,
     )
-    if mode == "v1" and share is not None and admission is not None:
-        placement = admission.slots.get((rtype, index))
-        return as_sharepod(pod, share, placement.gpu if placement is not None else None)
+    share = job.replicas[rtype].gpu_share
+    if mode == "v1" and share is not None:
+        return as_sharepod(pod, share, gpu)
     if mode == "v2" and share is not None:
         return as_kubeshare_v2(pod, share)
     return pod
