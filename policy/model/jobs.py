@@ -367,7 +367,7 @@ class Job:
     def __post_init__(self) -> None:
         object.__setattr__(self, "_types", {t.lower(): t for t in self.replicas})
 
-    @property
+    @cached_property
     def chief_type(self) -> str | None:
         return next((t for t in self.kind.chief_types if t in self.replicas), None)
 
