@@ -56,6 +56,7 @@ Handler = Callable[[str, Obj | None, Obj | None], None]
 HookKind = Literal["sync", "finalize"]
 Desired = dict[tuple[str, str], dict[str, Any]]  # (type key, key) -> a desired child
 Observed = dict[tuple[str, str], Obj]  # (type key, key) -> a child in a sync's request
+_Made = dict[bytes, dict[str, Any]]  # an answered child's JSON -> the child placed
 
 # plural resource -> (Kind, namespaced): what API discovery tells Metacontroller.
 RESOURCES: dict[str, tuple[str, bool]] = {
@@ -482,8 +483,9 @@ class Controller:
         # that changes nothing cheap:
         # parent uid -> its request's children map and the objects in it (_children);
         self._children_of: dict[str, tuple[list[bytes], Observed]] = {}
-        # parent key -> (children answered, what of the parent they depend on, desired);
-        self._wanted: dict[str, tuple[Sequence[Any], tuple[Any, ...], Desired]] = {}
+        # parent key -> (children answered, what of the parent they depend on, desired, its
+        # in-place children by their answered JSON);
+        self._wanted: dict[str, tuple[Sequence[Any], tuple[Any, ...], Desired, _Made]] = {}
         # parent key -> the observed and desired children of its last sync, if they needed
         # no write: the same two again need none either.
         self._settled: dict[str, tuple[Observed, Desired]] = {}
@@ -851,13 +853,23 @@ class Controller:
         )
         key = object_key(parent)
         hit = self._wanted.get(key)
-        if hit is not None and hit[0] is children and hit[1] == placed:
+        same_parent = hit is not None and hit[1] == placed
+        if same_parent and hit[0] is children:
             return hit[2]
-        wanted = self._place(parent, children, selector)
-        self._wanted[key] = (children, placed, wanted)
+        made: _Made = {}
+        wanted = self._place(parent, children, selector, hit[3] if same_parent else {}, made)
+        self._wanted[key] = (children, placed, wanted, made)
         return wanted
 
-    def _place(self, parent: Obj, children: Sequence[Any], selector: Any) -> Desired:
+    def _place(
+        self, parent: Obj, children: Sequence[Any], selector: Any, before: _Made, made: _Made
+    ) -> Desired:
+        """Place each child. An in-place child answered as before (the same JSON, for the
+        same parent) is the object placed then (``before``): a new answer is parsed anew, and
+        sharing the unchanged children's objects with what their last write stored makes
+        the diff against them (:func:`_merged`) an identity check. Equal JSON, not equal
+        values (``1 == 1.0``), so a reused object writes the same bytes. Every in-place
+        child placed goes to ``made``, by its JSON."""
         meta = parent["metadata"]
         ref = {
             "apiVersion": parent["apiVersion"],
@@ -884,6 +896,14 @@ class Controller:
             name = child["metadata"]["name"]
             if ctype is None:
                 raise InvalidAnswer(f"{tkey} {name} is not a child resource of {self.name}")
+            raw = None
+            if ctype.method == "InPlace":
+                raw = orjson.dumps(child)
+                reused = before.get(raw)
+                if reused is not None:
+                    made[raw] = reused
+                    wanted[(tkey, object_key(reused))] = reused
+                    continue
             cmeta = dict(child["metadata"])
             if ctype.namespaced and not cmeta.get("namespace"):
                 if not meta.get("namespace"):
@@ -904,6 +924,8 @@ class Controller:
             cmeta["ownerReferences"] = [*(cmeta.get("ownerReferences") or ()), ref]
             obj = {**child, "metadata": cmeta}
             wanted[(tkey, object_key(obj))] = obj
+            if raw is not None:
+                made[raw] = obj
         return wanted
 
     def _manage_children(self, sync: _Sync, desired: Desired) -> None:
