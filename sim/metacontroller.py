@@ -489,6 +489,9 @@ class Controller:
         # parent key -> the observed and desired children of its last sync, if they needed
         # no write: the same two again need none either.
         self._settled: dict[str, tuple[Observed, Desired]] = {}
+        # parent key -> its children that its last sync found as desired (observed, desired):
+        # the same two objects again need no diff (_merged) either.
+        self._alike: dict[str, dict[tuple[str, str], tuple[Obj, Obj]]] = {}
 
         view.handlers.append(self._on_change)
         for obj in view.values(self.parent_tkey):
@@ -661,6 +664,7 @@ class Controller:
         self._starts.pop(key, None)
         self._wanted.pop(key, None)
         self._settled.pop(key, None)
+        self._alike.pop(key, None)
         self._children_of.pop(meta["uid"], None)
 
     # --- starting a sync ---------------------------------------------------------------
@@ -932,12 +936,22 @@ class Controller:
         settled = self._settled.get(sync.key)
         if settled is not None and settled[0] is sync.observed and settled[1] is desired:
             return  # what the parent's last sync saw and answered, which needed no write
-        if not self._apply_children(sync.observed, desired):
+        alike: dict[tuple[str, str], tuple[Obj, Obj]] = {}
+        wrote = self._apply_children(sync.observed, desired, self._alike.get(sync.key, {}), alike)
+        self._alike[sync.key] = alike
+        if not wrote:
             self._settled[sync.key] = (sync.observed, desired)
 
-    def _apply_children(self, observed_children: Observed, desired: Desired) -> bool:
+    def _apply_children(
+        self,
+        observed_children: Observed,
+        desired: Desired,
+        was_alike: Mapping[tuple[str, str], tuple[Obj, Obj]],
+        alike: dict[tuple[str, str], tuple[Obj, Obj]],
+    ) -> bool:
         """Delete, create and update children; whether any write was tried. Which writes
-        depends on nothing but the two maps (and the constant update strategies)."""
+        depends on nothing but the two maps (and the constant update strategies). The
+        pairs found alike go to ``alike``; those of ``was_alike`` are not diffed again."""
         wrote = False
         for tkey, ckey in sorted(observed_children):
             observed = observed_children[(tkey, ckey)]
@@ -956,8 +970,13 @@ class Controller:
             method = self.child_types[tkey].method
             if method == "OnDelete" or observed["metadata"].get("deletionTimestamp"):
                 continue
+            pair = was_alike.get((tkey, ckey))
+            if pair is not None and pair[0] is observed and pair[1] is obj:
+                alike[(tkey, ckey)] = pair
+                continue
             merged = _merged(observed, obj)
             if merged is None:
+                alike[(tkey, ckey)] = (observed, obj)
                 continue
             wrote = True
             rv, uid = observed["metadata"]["resourceVersion"], observed["metadata"]["uid"]
