@@ -76,8 +76,7 @@ class ApiServer:
         return iter(list(self.objects.get(tkey, {}).values()))
 
     def serialized(self, obj: Obj) -> bytes:
-        """The object's JSON, computed once per resourceVersion: when it is stored (see
-        :meth:`_store`), or when first asked for (an older version a lagging view holds)."""
+        """The object's JSON, computed once per resourceVersion."""
         k = (type_key(obj), object_key(obj))
         rv = obj["metadata"]["resourceVersion"]
         hit = self._bytes.get(k)
@@ -99,9 +98,6 @@ class ApiServer:
             self._bytes.pop((tkey, key), None)
         else:
             bucket[key] = new
-            # Encoded now, while the new object is still in the CPU's caches: nearly every
-            # version ends up in some hook request, most of them long after it was stored.
-            self._bytes[(tkey, key)] = (new["metadata"]["resourceVersion"], orjson.dumps(new))
         was, now = _owner_uids(old), _owner_uids(new)
         for uid in was - now:
             deps = self._dependents.get(uid)
