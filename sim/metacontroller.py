@@ -406,8 +406,6 @@ class _Sync:
     kind: HookKind
     observed: Observed
     answer: HookResponse
-    desired: Desired | None = None  # the answer's children placed (a 200 answer's)
-    invalid: str | None = None  # why they cannot be placed (the sync fails when it lands)
 
 
 @dataclass
@@ -738,22 +736,7 @@ class Controller:
         self.latencies_s.append(answer.elapsed_s)
         cost += self._charge(len(body), answer)
         sync = _Sync(key, parent, kind, observed, answer)
-        self._place_answer(sync)
         self.schedule(cost, lambda: self._finish(sync))
-
-    def _place_answer(self, sync: _Sync) -> None:
-        """Place a 200 answer's children as soon as it arrives, while its freshly parsed
-        objects are still in the CPU's caches (by the time the sync lands, other syncs'
-        requests have been through them). Placing depends on nothing but the parent the
-        sync saw and the answer, so doing it now changes nothing; an answer that breaks
-        the rules still fails only when the sync lands (:meth:`_finish`)."""
-        body = sync.answer.body
-        if sync.answer.status != 200 or not isinstance(body, Mapping):
-            return
-        try:
-            sync.desired = self._desired(sync.parent, body.get("children") or [])
-        except InvalidAnswer as err:
-            sync.invalid = str(err)
 
     def _cached_rules(self, parent: Obj) -> tuple[Rule, ...] | None:
         meta = parent["metadata"]
@@ -842,9 +825,11 @@ class Controller:
         if answer.status != 200 or not isinstance(answer.body, Mapping):
             self._fail(key, answer, f"{sync.kind} hook answered HTTP {answer.status}")
             return
-        body, desired = answer.body, sync.desired
-        if desired is None:
-            self._fail(key, answer, sync.invalid or "")
+        body = answer.body
+        try:
+            desired = self._desired(sync.parent, body.get("children") or [])
+        except InvalidAnswer as err:
+            self._fail(key, answer, str(err))
             return
         self._failures.pop(key, None)
         resync = body.get("resyncAfterSeconds")
