@@ -56,6 +56,7 @@ Handler = Callable[[str, Obj | None, Obj | None], None]
 HookKind = Literal["sync", "finalize"]
 Desired = dict[tuple[str, str], dict[str, Any]]  # (type key, key) -> a desired child
 Observed = dict[tuple[str, str], Obj]  # (type key, key) -> a child in a sync's request
+_Made = dict[bytes, dict[str, Any]]  # an answered child's JSON -> the child placed
 
 # plural resource -> (Kind, namespaced): what API discovery tells Metacontroller.
 RESOURCES: dict[str, tuple[str, bool]] = {
@@ -216,17 +217,29 @@ def _j(value: Any) -> bytes:
     return orjson.dumps(value)
 
 
-def _type_map(tkey: str, entries: Iterable[bytes]) -> bytes:
-    """One type's entry of a ``children`` or ``related`` map: ``"Kind.v1":{...}``."""
-    return b"".join((_j(tkey), b":{", b",".join(entries), b"}"))
+def _separated(items: Sequence[bytes]) -> list[bytes]:
+    """``items`` with a comma between each two (list slicing: no loop in Python)."""
+    if not items:
+        return []
+    out = [b","] * (2 * len(items) - 1)
+    out[::2] = items
+    return out
 
 
-def _pieces(members: Sequence[bytes]) -> list[bytes]:
-    """The JSON object of these members (``"key":value``), as pieces for the request's one
-    join: a request can be hundreds of KiB, and each concatenation would copy it again."""
+def _type_map(tkey: str, entries: Sequence[bytes]) -> list[bytes]:
+    """One type's entry of a ``children`` or ``related`` map, ``"Kind.v1":{...}``, as pieces
+    (:func:`_pieces`): the objects' cached bytes are copied once, by the request's join."""
+    return [_j(tkey) + b":{", *_separated(entries), b"}"]
+
+
+def _pieces(members: Sequence[Sequence[bytes]]) -> list[bytes]:
+    """The JSON object of these members (each ``"key":value``, as pieces), as pieces for
+    the request's one join: a request can be hundreds of KiB, and each concatenation would
+    copy it again."""
     pieces = [b"{"]
     for m in members:
-        pieces += (m, b",")
+        pieces += m
+        pieces.append(b",")
     if members:
         pieces.pop()
     pieces.append(b"}")
@@ -251,7 +264,7 @@ class _RelatedSet:
         self._members: dict[str, dict[str, bytes]] = {t: {} for t in self.rules_of}
         self._changed: dict[str, set[str]] = {t: set() for t in self.rules_of}
         self._order: dict[str, list[str]] = {}  # type key -> sorted member keys
-        self._maps: dict[str, bytes] = {}  # type key -> its map, while none of it changed
+        self._maps: dict[str, list[bytes]] = {}  # type key -> its map, while none changed
         self._pieces: list[bytes] | None = None
         for tkey in self.rules_of:
             for key in list(view.objects.get(tkey, {})):
@@ -283,7 +296,7 @@ class _RelatedSet:
         self._maps.pop(tkey, None)
         self._pieces = None
 
-    def _map(self, tkey: str) -> bytes:
+    def _map(self, tkey: str) -> list[bytes]:
         members = self._members[tkey]
         order = self._order.get(tkey)
         if order is None:
@@ -470,11 +483,15 @@ class Controller:
         # that changes nothing cheap:
         # parent uid -> its request's children map and the objects in it (_children);
         self._children_of: dict[str, tuple[list[bytes], Observed]] = {}
-        # parent key -> (children answered, what of the parent they depend on, desired);
-        self._wanted: dict[str, tuple[Sequence[Any], tuple[Any, ...], Desired]] = {}
+        # parent key -> (children answered, what of the parent they depend on, desired, its
+        # in-place children by their answered JSON);
+        self._wanted: dict[str, tuple[Sequence[Any], tuple[Any, ...], Desired, _Made]] = {}
         # parent key -> the observed and desired children of its last sync, if they needed
         # no write: the same two again need none either.
         self._settled: dict[str, tuple[Observed, Desired]] = {}
+        # parent key -> its children that its last sync found as desired (observed, desired):
+        # the same two objects again need no diff (_merged) either.
+        self._alike: dict[str, dict[tuple[str, str], tuple[Obj, Obj]]] = {}
 
         view.handlers.append(self._on_change)
         for obj in view.values(self.parent_tkey):
@@ -647,6 +664,7 @@ class Controller:
         self._starts.pop(key, None)
         self._wanted.pop(key, None)
         self._settled.pop(key, None)
+        self._alike.pop(key, None)
         self._children_of.pop(meta["uid"], None)
 
     # --- starting a sync ---------------------------------------------------------------
@@ -854,13 +872,23 @@ class Controller:
         )
         key = object_key(parent)
         hit = self._wanted.get(key)
-        if hit is not None and hit[0] is children and hit[1] == placed:
+        same_parent = hit is not None and hit[1] == placed
+        if same_parent and hit[0] is children:
             return hit[2]
-        wanted = self._place(parent, children, selector)
-        self._wanted[key] = (children, placed, wanted)
+        made: _Made = {}
+        wanted = self._place(parent, children, selector, hit[3] if same_parent else {}, made)
+        self._wanted[key] = (children, placed, wanted, made)
         return wanted
 
-    def _place(self, parent: Obj, children: Sequence[Any], selector: Any) -> Desired:
+    def _place(
+        self, parent: Obj, children: Sequence[Any], selector: Any, before: _Made, made: _Made
+    ) -> Desired:
+        """Place each child. An in-place child answered as before (the same JSON, for the
+        same parent) is the object placed then (``before``): a new answer is parsed anew, and
+        sharing the unchanged children's objects with what their last write stored makes
+        the diff against them (:func:`_merged`) an identity check. Equal JSON, not equal
+        values (``1 == 1.0``), so a reused object writes the same bytes. Every in-place
+        child placed goes to ``made``, by its JSON."""
         meta = parent["metadata"]
         ref = {
             "apiVersion": parent["apiVersion"],
@@ -887,6 +915,14 @@ class Controller:
             name = child["metadata"]["name"]
             if ctype is None:
                 raise InvalidAnswer(f"{tkey} {name} is not a child resource of {self.name}")
+            raw = None
+            if ctype.method == "InPlace":
+                raw = orjson.dumps(child)
+                reused = before.get(raw)
+                if reused is not None:
+                    made[raw] = reused
+                    wanted[(tkey, object_key(reused))] = reused
+                    continue
             cmeta = dict(child["metadata"])
             if ctype.namespaced and not cmeta.get("namespace"):
                 if not meta.get("namespace"):
@@ -907,18 +943,30 @@ class Controller:
             cmeta["ownerReferences"] = [*(cmeta.get("ownerReferences") or ()), ref]
             obj = {**child, "metadata": cmeta}
             wanted[(tkey, object_key(obj))] = obj
+            if raw is not None:
+                made[raw] = obj
         return wanted
 
     def _manage_children(self, sync: _Sync, desired: Desired) -> None:
         settled = self._settled.get(sync.key)
         if settled is not None and settled[0] is sync.observed and settled[1] is desired:
             return  # what the parent's last sync saw and answered, which needed no write
-        if not self._apply_children(sync.observed, desired):
+        alike: dict[tuple[str, str], tuple[Obj, Obj]] = {}
+        wrote = self._apply_children(sync.observed, desired, self._alike.get(sync.key, {}), alike)
+        self._alike[sync.key] = alike
+        if not wrote:
             self._settled[sync.key] = (sync.observed, desired)
 
-    def _apply_children(self, observed_children: Observed, desired: Desired) -> bool:
+    def _apply_children(
+        self,
+        observed_children: Observed,
+        desired: Desired,
+        was_alike: Mapping[tuple[str, str], tuple[Obj, Obj]],
+        alike: dict[tuple[str, str], tuple[Obj, Obj]],
+    ) -> bool:
         """Delete, create and update children; whether any write was tried. Which writes
-        depends on nothing but the two maps (and the constant update strategies)."""
+        depends on nothing but the two maps (and the constant update strategies). The
+        pairs found alike go to ``alike``; those of ``was_alike`` are not diffed again."""
         wrote = False
         for tkey, ckey in sorted(observed_children):
             observed = observed_children[(tkey, ckey)]
@@ -937,8 +985,13 @@ class Controller:
             method = self.child_types[tkey].method
             if method == "OnDelete" or observed["metadata"].get("deletionTimestamp"):
                 continue
+            pair = was_alike.get((tkey, ckey))
+            if pair is not None and pair[0] is observed and pair[1] is obj:
+                alike[(tkey, ckey)] = pair
+                continue
             merged = _merged(observed, obj)
             if merged is None:
+                alike[(tkey, ckey)] = (observed, obj)
                 continue
             wrote = True
             rv, uid = observed["metadata"]["resourceVersion"], observed["metadata"]["uid"]

@@ -70,6 +70,7 @@ class Fake:
     job_status_counter: bool = False  # a job status that changes on every sync
     admission_counter: bool = False  # Admissions that change on every pool sync
     pool_status_counter: bool = False  # a pool status that changes on every sync
+    float_workers: bool = False  # Admissions write spec.workers as a float (1.0, not 1)
     apps: int = 0  # processes started (webhook restarts)
     seen: list[Seen] = field(default_factory=list)
     _counter: int = 0
@@ -158,7 +159,7 @@ class Fake:
             "pool": pool["metadata"]["name"],
             "job": {"kind": "TFJob", "name": meta["name"], "uid": meta["uid"]},
             "phase": "Admitted",
-            "workers": workers,
+            "workers": float(workers) if self.float_workers else workers,
             "pods": pods,
         }
         note = self.notes.get(object_key(tfjob))
@@ -556,6 +557,27 @@ def test_an_admission_is_updated_in_place() -> None:
     pool_syncs = _syncs(spy, POOLS, 45, 95)
     assert len(pool_syncs) == 4
     assert all(50 <= c.t < 50.1 or 70 <= c.t < 70.1 for c in pool_syncs)
+
+
+def test_an_admission_made_again_is_made_from_the_answer_as_written() -> None:
+    """A child is created from the answer that asked for it, byte for byte: an answer equal
+    in value to the last one (``1.0 == 1``) but not in JSON does not bring back the object
+    placed for the last one (the simulator reuses a placed child only for the same JSON)."""
+    fake = Fake()
+    sim, _, _ = _sim([job("a", 1, steps=1e6)], fake=fake)
+
+    def written_as_float() -> None:
+        fake.float_workers = True
+        sim.api.remove(ADMISSIONS, "default/tfjob-a")  # gone: the pool's next sync makes it
+
+    sim.schedule(30.0, written_as_float)
+    sim.schedule(40.0, lambda: None)
+    sim.run()
+
+    made = sim.api.get(ADMISSIONS, "default/tfjob-a")
+    assert made is not None and made["metadata"]["creationTimestamp"] >= "2026-01-01T00:00:30Z"
+    assert made["spec"]["workers"] == 1 and isinstance(made["spec"]["workers"], float)
+    assert b'"workers":1.0' in sim.api.serialized(made)
 
 
 def test_resync_after_seconds_wakes_a_quiet_job() -> None:
