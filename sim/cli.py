@@ -120,14 +120,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "reproducible) or the webhook's measured wall time (varies run to run)",
     )
     s.add_argument(
-        "--webhook-processes",
-        type=int,
-        choices=[1, 2],
-        default=1,
-        help="2: the pools' syncs are answered by a second webhook process, as a second "
-        "replica would (the same run, on two cores; with --sync-cost model)",
-    )
-    s.add_argument(
         "--kubeshare",
         choices=["none", "v1", "v2"],
         default="none",
@@ -277,7 +269,6 @@ def run(args: argparse.Namespace) -> int:
                 mc_workers=args.mc_workers,
                 view_delay_s=args.view_delay,
                 sync_cost=args.sync_cost,
-                webhook_processes=args.webhook_processes,
                 max_time_s=args.horizon * DAY,
                 kubeshare=kubeshare,
                 monitor=MonitorConfig() if args.monitor else None,

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.simkit import comparable
 from webhooks.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -276,12 +275,3 @@ def test_monitor_runs_the_container_monitor_and_counts_its_requests(
     code, out, _ = _simulate(capsys, example, "--policy", "dragonet", "--json")
     (without,) = _summaries(out)
     assert code == 0 and "migration_requests" not in without
-
-
-def test_two_webhook_processes_give_the_same_run(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = [str(EXAMPLES / "elastic.yaml"), "--policy", "dragonet", "--json"]
-    code, one, _ = _simulate(capsys, *argv)
-    assert code == 0
-    code, two, _ = _simulate(capsys, *argv, "--webhook-processes", "2")
-    assert code == 0
-    assert [comparable(s) for s in _summaries(two)] == [comparable(s) for s in _summaries(one)]
