@@ -1,12 +1,10 @@
 """Replay a slice of the Philly trace on a 64-GPU cluster through the real webhook.
 
-    python -m benchmarks.philly_replay [--jobs 1000] [--start 72500] [--load 1.0] [--one-process]
+    python -m benchmarks.philly_replay [--jobs 1000] [--start 72500] [--load 1.0]
 
 Prints the simulation's summary plus what the run cost: wall time, sync calls per second,
-the webhook's latency and the size of its sync requests. The pools' syncs are answered in a
-second webhook process (``SimConfig.webhook_processes``), as a second replica would, so the
-run uses two cores; ``--one-process`` answers everything in this one (the same results).
-Not a test: the numbers depend on the machine (record them in benchmarks/README.md).
+the webhook's latency and the size of its requests. Not a test: the numbers depend on the
+machine (record them in benchmarks/README.md).
 
 The default slice is the 1,000 consecutive filtered Philly jobs starting at row 72,500
 (sorted by submit time): the last such window whose offered load fits 64 GPUs (0.68).
@@ -33,23 +31,17 @@ def main() -> None:
     p.add_argument("--start", type=int, default=72500)
     p.add_argument("--load", type=float, default=1.0)
     p.add_argument("--policy", default="dragonet")
-    p.add_argument(
-        "--one-process",
-        action="store_true",
-        help="answer every hook in this process (default: the pools' syncs in a second one)",
-    )
     args = p.parse_args()
     scenario = from_trace(args.trace, jobs=args.jobs, start=args.start, load=args.load)
-    processes = 1 if args.one_process else 2
-    sim = Simulation(scenario, SimConfig(policy=args.policy, webhook_processes=processes))
+    sim = Simulation(scenario, SimConfig(policy=args.policy))
     sizes: list[int] = []
-    submit = sim.webhook.submit
+    post = sim.webhook.post
 
-    def measured(path: str, body: bytes):
+    def measured(path: str, body: bytes, *, measure: bool = True):
         sizes.append(len(body))
-        return submit(path, body)
+        return post(path, body, measure=measure)
 
-    sim.webhook.submit = measured  # type: ignore[method-assign]
+    sim.webhook.post = measured  # type: ignore[method-assign]
     result = sim.run()
     s = result.summary
     wall = s["wall_time_s"]

@@ -46,7 +46,7 @@ from sim.monitor import Monitor, MonitorConfig
 from sim.results import JobRecord, Progress, Sample, Segment, SimResult
 from sim.spec import JobSpec
 from sim.training import Programs, Training, replica_specs
-from sim.webhook import AppFactory, WebhookClient
+from sim.webhook import WebhookClient
 from webhooks.app import create_app
 from webhooks.config import Settings
 
@@ -60,6 +60,7 @@ CONTROLLERS = (
 )
 POOLS, JOBS = "dragonet-pools", "dragonet-tfjobs"
 TFJOBS = "TFJob.kubeflow.org/v1"
+AppFactory = Callable[[Callable[[], datetime]], Flask]  # (clock) -> a webhook app
 DAY = 86400.0
 
 
@@ -88,10 +89,6 @@ class SimConfig:
     # What a sync costs in simulated time: "model" = base + per KiB of the request, per
     # controller (deterministic); "measured" = the webhook's wall time (not reproducible).
     sync_cost: Literal["model", "measured"] = "model"
-    # Webhook processes: 2 answers the pools' syncs in a second process, as a second
-    # replica would, while this one runs the rest (the same run, on two cores; "model"
-    # costs only, since a measured cost must wait for its answer).
-    webhook_processes: Literal[1, 2] = 1
     pool_sync_base_ms: float = 2.0
     pool_sync_per_kib_ms: float = 0.02
     job_sync_base_ms: float = 1.0
@@ -205,11 +202,6 @@ class Simulation:
                 )
             ]
         )
-        if config.webhook_processes == 2 and config.sync_cost == "model":
-            pools = tuple(
-                c.paths["sync"] for c in self.mc.controllers.values() if c.parent_kind == POOL_KIND
-            )
-            self.webhook.serve_in_process(self._make_app, pools, self.clock)
         self.policy = self._pool_policy()
         if names := self._gang_scheduler_names():
             self.kube.run_gang_scheduler(names)
@@ -232,12 +224,9 @@ class Simulation:
         return EPOCH + timedelta(seconds=self.now)
 
     def _new_app(self) -> Flask:
-        return self._make_app(self.clock)
-
-    def _make_app(self, clock: Callable[[], datetime]) -> Flask:
         if self._app_factory is not None:
-            return self._app_factory(clock)
-        return create_app(self.settings, clock=clock)
+            return self._app_factory(self.clock)
+        return create_app(self.settings, clock=self.clock)
 
     def _own_pool(self) -> Mapping[str, Any] | None:
         """The scenario's own TrainingPool "default", if it brings one."""
@@ -337,7 +326,7 @@ class Simulation:
             self.schedule(after, lambda: self.api.delete(f"{kind}.kubeflow.org/v1", job))
 
     def _restart_webhook(self) -> None:
-        self.webhook.restart(self._new_app())
+        self.webhook.app = self._new_app()
 
     def _all_done(self) -> bool:
         jobs = self.programs.jobs
@@ -378,7 +367,6 @@ class Simulation:
         finally:
             gc.set_threshold(*thresholds)
             gc.unfreeze()
-            self.webhook.close()
 
     def _step(self) -> bool:
         """Run what is due now: one event, else the syncs free workers can start. False

@@ -49,7 +49,7 @@ from urllib.parse import urlsplit
 import orjson
 
 from sim.apiserver import ApiServer, Conflict, Obj, object_key, type_key
-from sim.webhook import HookResponse, Pending, WebhookClient
+from sim.webhook import HookResponse, WebhookClient
 
 Schedule = Callable[[float, Callable[[], None]], None]
 Handler = Callable[[str, Obj | None, Obj | None], None]
@@ -731,27 +731,12 @@ class Controller:
                 b"}",
             ]
         )
+        answer = self.webhook.post(self.paths[kind], body)
         self.sync_calls += 1
-        if self.cost is None:  # its measured time: the answer is needed now
-            answer = self.webhook.post(self.paths[kind], body)
-            self.latencies_s.append(answer.elapsed_s)
-            cost += self._charge(len(body), answer)
-            sync = _Sync(key, parent, kind, observed, answer)
-            self.schedule(cost, lambda: self._finish(sync))
-            return
-        # A modelled cost: the answer is needed only when the sync ends (a second webhook
-        # process may work on it meanwhile: sim.webhook).
-        pending = self.webhook.submit(self.paths[kind], body)
-        seconds = self.cost.seconds(len(body))
-        self.busy_s += seconds
-        self.schedule(cost + seconds, lambda: self._answered(key, parent, kind, observed, pending))
-
-    def _answered(
-        self, key: str, parent: Obj, kind: HookKind, observed: Observed, pending: Pending
-    ) -> None:
-        answer = pending.result()
         self.latencies_s.append(answer.elapsed_s)
-        self._finish(_Sync(key, parent, kind, observed, answer))
+        cost += self._charge(len(body), answer)
+        sync = _Sync(key, parent, kind, observed, answer)
+        self.schedule(cost, lambda: self._finish(sync))
 
     def _cached_rules(self, parent: Obj) -> tuple[Rule, ...] | None:
         meta = parent["metadata"]

@@ -278,25 +278,6 @@ def test_webhook_restart_changes_no_decision(example: Scenario) -> None:
     assert comparable(restarted_result.summary) == comparable(plain_result.summary)
 
 
-def test_a_second_webhook_process_answering_the_pool_changes_no_decision(
-    example: Scenario,
-) -> None:
-    """The pools' syncs answered by a second webhook process (restarted mid-run too, as a
-    replica would be) decide exactly what one process does: the same run on two cores."""
-    plain = Simulation(example, SimConfig())
-    plain_result = plain.run()
-    two = Simulation(example, SimConfig(webhook_processes=2, webhook_restarts_s=(15.0, 300.0)))
-    two_result = two.run()
-    assert two.log == plain.log
-    assert two_result.jobs == plain_result.jobs
-    assert comparable(two_result.summary) == comparable(plain_result.summary)
-    pool = next(c for c in two.mc.controllers.values() if c.parent_kind == "TrainingPool")
-    assert pool.sync_calls > 0 and len(pool.latencies_s) == pool.sync_calls
-    # This process's webhook answered no pool sync: the second one answered them all.
-    assert plain.webhook.app.config["DRAGONET_POOL_MEMOS"]
-    assert not two.webhook.app.config["DRAGONET_POOL_MEMOS"]
-
-
 # --- 5. parallel and stale syncs -------------------------------------------------------
 
 
