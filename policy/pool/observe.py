@@ -219,18 +219,12 @@ def observe(
     renamed = {n.hostname: n.name for n in nodes if n.hostname != n.name}
     pods: dict[tuple[str, str], Pod] = {}
     types = (PODS, SHAREPODS) if spec.kubeshare == "v1" else (PODS,)
+    if spec.kubeshare == "none":
+        read_pod, tag = _plain_pod, ""
+    else:  # (how a pod reads depends on the mode: the memo keys on it)
+        read_pod, tag = partial(_pod, kubeshare=spec.kubeshare), f" {spec.kubeshare}"
     for type_key in types:
-        read = (
-            _each(related, type_key, _plain_pod, problems, memo)
-            if spec.kubeshare == "none"
-            else _each(
-                related,
-                type_key,
-                partial(_pod, type_key=type_key, memo=memo, kubeshare=spec.kubeshare),
-                problems,
-            )
-        )
-        for pod in read:
+        for pod in _each(related, type_key, read_pod, problems, memo, type_key + tag):
             if pod is not None:
                 pods[(pod.namespace, pod.name)] = pod.on_nodes(renamed) if renamed else pod
     known = None
@@ -340,30 +334,21 @@ UNREADABLE = (KeyError, TypeError, ValueError, ArithmeticError, AttributeError, 
 def _each(
     group: ObjectMap,
     type_key: str,
-    read: Callable[..., T],
+    read: Callable[[Mapping[str, Any]], T],
     problems: list[str],
-    memo: Memo | None = None,
+    memo: Memo,
+    tag: str | None = None,
 ) -> list[T]:
-    """Each object of a type, read: ``read(object)`` once per content through ``memo``,
-    else ``read(object, name=key)`` (its key in the request). An object that cannot be read
-    is left out, and said in ``problems``."""
+    """``read`` of each object of a type, once per content (``memo``, under ``tag``: the
+    type key unless said). An object that cannot be read is left out, and said in
+    ``problems``."""
     kind = type_key.split(".", 1)[0]
 
     def failed(key: str, err: BaseException) -> None:
         problems.append(f"{kind} {key} is left out: {_why(err)}")
 
     pairs = items(group, type_key)
-    if memo is not None:
-        return memo.parsed_all(type_key, pairs, read, UNREADABLE, failed)
-    out = []
-    for key, obj in pairs:
-        try:
-            if not isinstance(obj, Mapping):
-                raise TypeError("not an object")
-            out.append(read(obj, name=key))
-        except UNREADABLE as err:
-            failed(key, err)
-    return out
+    return memo.parsed_all(tag or type_key, pairs, read, UNREADABLE, failed)
 
 
 def _why(err: BaseException) -> str:
@@ -371,12 +356,10 @@ def _why(err: BaseException) -> str:
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def _pod(
-    obj: Mapping[str, Any], name: str, type_key: str, memo: Memo, kubeshare: str = "none"
-) -> Pod | None:
-    """A pod that holds room; None for the Pod KubeShare v1 runs for a SharePod (the
-    SharePod is counted) and for its ``kubeshare-vgpu`` pods (seen with ``watchAllPods``),
-    as DRAGON skipped both."""
+def _pod(obj: Mapping[str, Any], kubeshare: str) -> Pod | None:
+    """A pod that holds room in a pool with KubeShare; None for the Pod KubeShare v1 runs
+    for a SharePod (the SharePod is counted) and for its ``kubeshare-vgpu`` pods (seen with
+    ``watchAllPods``), as DRAGON skipped both."""
     if kubeshare == "v1" and obj.get("kind") != SHAREPOD_KIND:
         meta = obj.get("metadata") or {}
         owners = meta.get("ownerReferences") or ()
@@ -384,9 +367,7 @@ def _pod(
             return None
         if str(meta.get("name", "")).startswith(VGPU_POD):
             return None  # its GPU is the vGPU the SharePods on it account for
-    if kubeshare == "none":
-        return memo.parsed(type_key, obj, _plain_pod, name)
-    return memo.parsed(f"{type_key} shares", obj, _shares_pod, name)
+    return _shares_pod(obj)
 
 
 def _plain_pod(obj: Mapping[str, Any]) -> Pod:
