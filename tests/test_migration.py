@@ -577,3 +577,43 @@ def test_a_pool_with_migration_disabled_refuses_saying_so() -> None:
     assert (last["phase"], last["reason"]) == ("Refused", "MigrationDisabled")
     assert "spec.migration.enabled" in last["message"]
     assert not any(move_of(k) for k in watch.created)
+
+
+def test_a_kubeshare_worker_moves_to_a_device_of_its_target() -> None:
+    """A KubeShare v1 worker is a SharePod bound to one GPU of its node: moved, its
+    replacement asks the target for a device of its own (not for the source's device,
+    which no other node has) and names a GPU there; make-before-break as for any pod."""
+    from tests.simkit import gpu_nodes
+    from tests.test_kubeshare import _fractional
+
+    manifest = _fractional("f", "0.5", 2)  # a PS and two half-GPU workers: one device
+    manifest["metadata"]["namespace"] = "default"
+    sim, watch, spy = simulate(
+        [JobSpec(manifest, 0.0, 400.0, SLOW)], gpu_nodes(2, gpus=1), kubeshare="v1"
+    )
+    ask(sim, 60, "f", 1)
+    result = sim.run()
+    assert result.summary["jobs_finished"] == 1 and result.summary["migrations"] == 1
+    assert sim.kubeshare.failed == 0 and sim.kube.rejected == 0 and sim.mc.errors == 0
+    assert watch.phases("default/f-worker-1")[-1] == "Done"
+    assert watch.last("default/f-worker-1")["target"] == "gpu-2"
+    old, new = "default/f-worker-1", "default/f-worker-1-m1"
+    assert watch.first("running", new) <= watch.first("delete", old)  # type: ignore[operator]
+    gpu = "kubeshare/GPUID"
+    answered = [
+        c
+        for call in spy.of("/tfjobs/sync")
+        for c in call.answer["children"]
+        if c["kind"] == "SharePod" and c["metadata"]["name"] in ("f-worker-1", "f-worker-1-m1")
+    ]
+    olds = [c for c in answered if c["metadata"]["name"] == "f-worker-1"]
+    news = [c for c in answered if c["metadata"]["name"] == "f-worker-1-m1"]
+    source = olds[0]["metadata"]["annotations"][gpu]
+    target = news[0]["metadata"]["annotations"][gpu]
+    assert {c["spec"]["nodeName"] for c in olds} == {"gpu-1"}
+    assert {c["spec"]["nodeName"] for c in news} == {"gpu-2"}
+    # The replacement has a device of gpu-2 (KubeShare held a GPU there for it); the old
+    # SharePod is never answered with any device but its own.
+    assert target != source
+    assert any(e[2] == f"kube-system/kubeshare-vgpu-gpu-2-{target}" for e in watch.events)
+    assert {c["metadata"]["annotations"].get(gpu, source) for c in olds} == {source}

@@ -300,7 +300,9 @@ def _render_args(
     gpu = None
     if mode == "v1" and admission is not None:
         placement = admission.slots.get((rtype, index))
-        gpu = placement.gpu if placement is not None else None
+        # The slot's device is on the slot's node: a worker moving away keeps its own
+        # SharePod as it is (OnDelete), never named after a device of its target.
+        gpu = placement.gpu if placement is not None and placement.node == node else None
     return (rtype, index, node, host, binding, config.cluster_domain, generation, gang, name,
             grace, mode, gpu)  # fmt: skip
 

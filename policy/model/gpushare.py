@@ -150,6 +150,16 @@ def with_device(request: Resources, device: str) -> Resources:
     return request + Resources(extra)
 
 
+def without_device(request: Resources) -> Resources:
+    """A fractional pod's request as a new pod of its kind asks it (``with_device``
+    undone): what moving it asks of another node, where its device is not."""
+    if not request[ON_COUNT]:
+        return request
+    return Resources(
+        {k: v for k, v in request.items() if k != ON_COUNT and not k.startswith((ON, MEMORY_ON))}
+    )
+
+
 def device_memory(annotations: Mapping[str, Any]) -> int | None:
     """Bytes of memory per GPU from ``kubeshare/gpu_info`` (its first entry, in MiB)."""
     info = annotations.get(GPU_INFO)

@@ -47,8 +47,8 @@ def name_devices(
             if replica is None or replica.gpu_share is None or node is None:
                 continue
             pod = by_name.get((job.namespace, child_name(job, *slot)))
-            if pod is not None:
-                named[slot] = device_of_pod(pod)
+            if pod is not None and pod.node in (None, node):
+                named[slot] = device_of_pod(pod)  # (a pod moving away is new on its target)
             else:
                 new.setdefault(node, []).append(slot)
         for node, slots in sorted(new.items()):

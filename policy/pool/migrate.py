@@ -28,6 +28,7 @@ from datetime import datetime, timedelta
 
 from policy.model.admission import Slot
 from policy.model.cluster import Pod
+from policy.model.gpushare import without_device
 from policy.model.jobs import WORKER, Job, child_name
 from policy.model.migration import (
     ALREADY_MOVING,
@@ -332,10 +333,9 @@ def _target(
     ledger = state.ledger
     source = pod.node or ""
     eligible = ledger.eligible(state.r.job)[slot[0]]
+    wanted = without_device(pod.request)  # (a SharePod's device is on the source)
     roomy = sorted(
-        n
-        for n in eligible
-        if n != source and n in ledger.free and pod.request.fits_in(ledger.free[n])
+        n for n in eligible if n != source and n in ledger.free and wanted.fits_in(ledger.free[n])
     )
     if not roomy:
         return None, (NO_ROOM, f"no other node has room for {pod.name}'s requests")
@@ -349,7 +349,7 @@ def _start(state: _JobState, pod: Pod, slot: Slot, target: str, reason: str) -> 
     """Claim the target's room and record the move (its count, time and the new name)."""
     ledger = state.ledger
     free = dict(ledger.free)
-    free[target] = free[target] - pod.request
+    free[target] = free[target] - without_device(pod.request)
     ledger.take(state.r.job.key, free)
     source = pod.node or ""
     state.load.move(pod, source, target)
@@ -441,13 +441,12 @@ def _clear(
     order = sorted(movable, key=lambda m: (-sum(m[2].request.values()), m[2].name))
     for st, slot, pod in order[:_MOST_MOVES]:
         eligible = ledger.eligible(st.r.job)[WORKER]
-        roomy = [
-            n for n in sorted(eligible) if n != node and n in free and pod.request.fits_in(free[n])
-        ]
+        wanted = without_device(pod.request)
+        roomy = [n for n in sorted(eligible) if n != node and n in free and wanted.fits_in(free[n])]
         if not roomy:
             continue
         target = min(roomy, key=lambda n: (n not in st.r.ps_nodes, n))
-        free[target] = free[target] - pod.request
+        free[target] = free[target] - wanted
         free[node] = free[node] + pod.request
         moves.append((st, slot, pod, target))
         if gang_fits(ledger, waiting, free):
