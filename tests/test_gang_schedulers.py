@@ -349,3 +349,54 @@ def test_pods_waiting_for_their_gang_are_kept_and_the_status_says_what_they_wait
     hook.pool = mc.pool(gangScheduler="volcano")
     plan = hook.pool_sync(mc.pool_request(w, parent=hook.pool))
     assert plan["status"]["allocated"]["nvidia.com/gpu"] == "1"  # the worker keeps gpu-1's GPU
+
+
+@pytest.mark.parametrize(
+    ("backend", "status", "said"),
+    [
+        (
+            "volcano",
+            {
+                "phase": "Inqueue",
+                "conditions": [
+                    {"type": "Scheduled", "status": "False"},
+                    {
+                        "type": "Unschedulable",
+                        "status": "True",
+                        "reason": "NotEnoughResources",
+                        "message": "2/2 tasks in gang unschedulable: pod group is not ready",
+                    },
+                ],
+            },
+            "Inqueue: 2/2 tasks in gang unschedulable: pod group is not ready",
+        ),
+        ("coscheduling", {"phase": "PreScheduling", "scheduled": 0}, "PreScheduling"),
+    ],
+)
+def test_the_status_repeats_what_the_gang_scheduler_says_of_the_pod_group(
+    backend: str, status: dict[str, Any], said: str
+) -> None:
+    """Pods waiting for the backend to bind their gang: the job's status says what the
+    backend wrote in the PodGroup's status, so nobody has to look it up to see why."""
+    job = _job1()
+    _, scheduler = BACKENDS[backend]
+    slots = [("PS", 0, "n1"), ("Worker", 0, "n1"), ("Worker", 1, "n1")]
+    admission = mc.admission(job, slots, workers=2, gang=(backend, scheduler))
+    request = mc.job_request(mc.world(job, []), admission, gang=[backend])
+    hook = Hook()
+    first = hook.job_sync(request)
+    namespace = job["metadata"]["namespace"]
+    pods = [mc.observed_pod(job, pod, bound=False) for pod in pods_of(first).values()]
+    (group,) = pod_groups(first)
+    request = copy.deepcopy(request)
+    for p in pods:
+        request["children"]["Pod.v1"][f"{namespace}/{p['metadata']['name']}"] = p
+    type_key = f"PodGroup.{BACKENDS[backend][0]}"
+    observed = {**copy.deepcopy(group), "status": status}
+    request["children"][type_key][f"{namespace}/{group['metadata']['name']}"] = observed
+    message = hook.job_sync(request)["status"]["scheduling"]["message"]
+    assert message.startswith(f"3 pod(s) wait for {scheduler} to bind them")
+    assert message.endswith(f"all at once when its pods fit together ({scheduler} says: {said})")
+    # Before the backend wrote anything, the status says only what Dragonet knows.
+    del request["children"][type_key][f"{namespace}/{group['metadata']['name']}"]
+    assert hook.job_sync(request)["status"]["scheduling"]["message"].endswith("fit together")

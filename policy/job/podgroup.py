@@ -34,6 +34,7 @@ GROUP_NAME_ANNOTATION = "scheduling.k8s.io/group-name"
 TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
 # scheduler-plugins' coscheduling finds it by this label (apis/scheduling PodGroupLabel).
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
+_SAID = 300  # characters of a backend's message a job's status repeats
 
 
 def pod_group_child(backend: str) -> dict[str, Any]:
@@ -89,6 +90,33 @@ def min_resources(job: Job, admission: Admission, count: int) -> dict[str, str]:
     slots = members(job, admission)[:count]
     total = Resources.total(job.replicas[t].request for t, _ in slots)
     return {k: format_quantity(k, total[k]) for k in sorted(total) if k != PODS and total[k]}
+
+
+def reported(children: Mapping[str, Any], job: Job, gang: Gang) -> str:
+    """What the backend says of the job's PodGroup, in a few words ("" if nothing yet): its
+    phase, and why it cannot schedule the gang when it says so. Volcano and kube-batch
+    write ``status.phase`` and an ``Unschedulable`` condition with a message;
+    coscheduling writes the phase."""
+    group = (children.get(f"{KIND}.{API_VERSIONS.get(gang.scheduler, '')}") or {}).get(
+        f"{job.namespace}/{pod_group_name(job)}"
+    )
+    status = group.get("status") if isinstance(group, Mapping) else None
+    if not isinstance(status, Mapping):
+        return ""
+    phase = status.get("phase")
+    words = [phase] if isinstance(phase, str) and phase else []
+    conditions = status.get("conditions")
+    for c in reversed(conditions if isinstance(conditions, list) else ()):
+        if (
+            isinstance(c, Mapping)
+            and c.get("type") == "Unschedulable"
+            and c.get("status") == "True"
+            and isinstance(c.get("message"), str)
+            and c["message"]
+        ):
+            words.append(c["message"][:_SAID])
+            break
+    return ": ".join(words)
 
 
 def render_pod_group(job: Job, admission: Admission, gang: Gang) -> dict[str, Any] | None:

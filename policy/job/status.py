@@ -264,9 +264,10 @@ def _foreign_scheduler(v: JobView) -> str:
     gang = v.admission.gang if v.admission is not None else None
     if gang is not None and waiting == [gang.scheduler_name]:
         n = sum(1 for p in v.pods if p.live and not p.bound)
+        said = f" ({gang.scheduler_name} says: {v.pod_group})" if v.pod_group else ""
         return (
             f"{n} pod(s) wait for {gang.scheduler_name} to bind them: it binds PodGroup "
-            f"{pod_group_name(v.job)} all at once when its pods fit together"
+            f"{pod_group_name(v.job)} all at once when its pods fit together{said}"
         )
     n = sum(1 for p in v.pods if p.live and not p.bound and p.scheduler in waiting)
     return (

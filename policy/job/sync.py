@@ -17,7 +17,7 @@ from typing import Any
 import orjson
 
 from policy.job.kubeshare import as_kubeshare_v2, as_sharepod, binding_for
-from policy.job.podgroup import render_pod_group
+from policy.job.podgroup import render_pod_group, reported
 from policy.job.render import render_pod, render_service
 from policy.job.status import conditions, invalid, replica_statuses, scheduling, times
 from policy.job.tensorboard import DEPLOYMENTS, board, name_of
@@ -201,7 +201,9 @@ def sync(
     verdict = assess(job, pods, now)
     phase = _phase(job, admission, verdict.outcome is not None)
     pool = pool_of(spec) if isinstance(spec, Mapping) else "default"
-    view = JobView(job, pool, pods, verdict, phase, admission, stale)
+    gang = admission.gang if admission is not None else None
+    said = reported(children, job, gang) if gang is not None else ""
+    view = JobView(job, pool, pods, verdict, phase, admission, stale, said)
 
     placed = _desired(view)
     # Pods and Services are pure functions of the job's metadata and spec and of plain

@@ -26,3 +26,5 @@ class JobView:
     # The Admission is older than a pod created from it: our view of it is stale, so the
     # sync creates and deletes nothing on its word.
     stale: bool = False
+    # What the pool's gang scheduler says of the job's PodGroup ("" if nothing).
+    pod_group: str = ""
