@@ -43,6 +43,7 @@ from policy.model.jobs import (
 from policy.model.lifecycle import assess
 from policy.model.pool import admission_name, pool_of
 from policy.model.timeutil import format_time, parse_time
+from policy.model.ttl import deletion_note
 from policy.pool.observe import UNREADABLE, MalformedRequest, objects, parsed_job
 
 PODS = "Pod.v1"
@@ -187,7 +188,8 @@ def sync(
         key = f"{meta.namespace}/{meta.name}"
         created = parse_time(meta.creationTimestamp)
         when = format_time(created) if created else None
-        return Decision([], invalid(status, kind, key, meta.name, str(job), stamp, when))
+        failed = invalid(status, kind, key, meta.name, str(job), stamp, when)
+        return Decision([], _say_deletion(failed, kind, spec))
     if job.deleting:
         return Decision([], dict(status))  # going away: hands off
     admission = _own_admission(related, job, memo)
@@ -236,6 +238,8 @@ def sync(
         "replicaStatuses": replica_statuses(view, succeeded),
         "scheduling": scheduling(view, nodes),
     }
+    if phase == FINISHED:
+        _say_deletion(new_status, kind, spec)
     tensorboard = board(view, _deployment(children, job), config.cluster_domain)
     if tensorboard.status is not None:
         new_status["tensorboard"] = tensorboard.status
@@ -243,6 +247,16 @@ def sync(
     if verdict.deadline is not None and phase == ADMITTED:
         resync = max(1.0, math.ceil((verdict.deadline - now).total_seconds()))
     return Decision([*pod_objs, *services, *groups, *tensorboard.children], new_status, resync)
+
+
+def _say_deletion(status: dict[str, Any], kind: JobKind, spec: Any) -> dict[str, Any]:
+    """A finished job with ``ttlSecondsAfterFinished`` says when the reaper deletes it
+    (a hook cannot delete its parent: ``policy.model.ttl``)."""
+    note = deletion_note(kind.kind, spec, status.get("completionTime"))
+    section = status.get("scheduling")
+    if note and isinstance(section, dict):
+        section["message"] = "; ".join(t for t in (section.get("message"), note) if t)
+    return status
 
 
 def _deployment(children: Mapping[str, Any], job: Job) -> Mapping[str, Any] | None:

@@ -14,3 +14,5 @@ them with a Failed condition that names the field.
 
 MAX_REPLICAS = 1024
 MAX_DEADLINE_SECONDS = 100 * 365 * 24 * 3600
+# ttlSecondsAfterFinished is Kubeflow's int32.
+MAX_TTL_SECONDS = 2**31 - 1

@@ -22,7 +22,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from policy.model import conditions as cond
-from policy.model.bounds import MAX_DEADLINE_SECONDS, MAX_REPLICAS
+from policy.model.bounds import MAX_DEADLINE_SECONDS, MAX_REPLICAS, MAX_TTL_SECONDS
 from policy.model.gpushare import GPU, BadShare, GpuShare, share_of
 from policy.model.hashed import HashedTuple
 from policy.model.pool import DEFAULT_POOL, pool_of
@@ -158,7 +158,7 @@ class SchedulingPolicyModel(_Model):
 
 class RunPolicyModel(_Model):
     cleanPodPolicy: CleanPodPolicy | None = None
-    ttlSecondsAfterFinished: int | None = Field(default=None, ge=0)
+    ttlSecondsAfterFinished: int | None = Field(default=None, ge=0, le=MAX_TTL_SECONDS)
     activeDeadlineSeconds: int | None = Field(default=None, ge=0, le=MAX_DEADLINE_SECONDS)
     backoffLimit: int | None = Field(default=None, ge=0)
     schedulingPolicy: SchedulingPolicyModel | None = None
