@@ -17,6 +17,7 @@ from pydantic import ValidationError
 from monitor.config import MonitorSettings
 from monitor.kube import Cluster
 from monitor.service import Monitor
+from webhooks.kubeapi import settings_problem
 
 log = logging.getLogger("dragonet.monitor")
 
@@ -41,9 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = MonitorSettings()
     except ValidationError as err:
-        e = err.errors()[0]
-        where = ".".join(str(p) for p in e["loc"])
-        print(f"dragonet-monitor: setting {where}: {e['msg']}", file=sys.stderr)
+        print(f"dragonet-monitor: {settings_problem(err)}", file=sys.stderr)
         return 2
     from monitor.kube import KubeCluster
 

@@ -8,7 +8,6 @@ create, get and delete Migrations.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -16,23 +15,11 @@ from typing import Any, Protocol
 from monitor.imbalance import RESOURCES, amount
 from policy.model.cluster import L_JOB, L_TYPE
 from policy.model.migration import request_object
+from webhooks.kubeapi import AlreadyExists, Api, ApiError  # noqa: F401 - the monitor's errors
 
 GROUP, VERSION = "dragonet.io", "v1alpha1"
 MIGRATIONS, POOLS = "migrations", "trainingpools"
 WORKER = "worker"  # the lower-case replica-type label of a TFJob's workers
-
-
-class ApiError(Exception):
-    """A call the API answered with an error (``status``), or could not be made (None):
-    logged and counted; the monitor keeps serving."""
-
-    def __init__(self, message: str, status: int | None = None) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-class AlreadyExists(ApiError):
-    """409 on create: a request for that pod is already there."""
 
 
 @dataclass(frozen=True)
@@ -119,28 +106,9 @@ class KubeCluster:
     """``Cluster`` through the official client, in-cluster config (or kubeconfig)."""
 
     def __init__(self, timeout_seconds: float = 5.0) -> None:
-        from kubernetes import client, config
-
-        try:
-            config.load_incluster_config()
-        except config.ConfigException:  # outside a cluster: $KUBECONFIG, as kubectl reads it
-            config.load_kube_config(config_file=os.environ.get("KUBECONFIG"))
-        api = client.ApiClient()
-        self._core = client.CoreV1Api(api)
-        self._custom = client.CustomObjectsApi(api)
-        self._client = client
-        self._timeout = timeout_seconds
-
-    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
-        from kubernetes.client.exceptions import ApiException
-
-        try:
-            return fn(*args, _request_timeout=self._timeout, **kwargs)
-        except ApiException as err:
-            kind = AlreadyExists if err.status == 409 else ApiError
-            raise kind(f"{err.status} {err.reason}", err.status) from err
-        except Exception as err:  # connection refused, timeout, TLS: the API is not there
-            raise ApiError(f"{type(err).__name__}: {err}") from err
+        api = Api(timeout_seconds)
+        self._core, self._custom, self._call = api.core, api.custom, api.call
+        self._options = api.delete_options
 
     def pods_named(self, name: str, node: str, namespace: str | None) -> list[PodInfo]:
         selector = f"metadata.name={name},spec.nodeName={node}"
@@ -193,7 +161,7 @@ class KubeCluster:
             raise
 
     def delete_migration(self, namespace: str, name: str, uid: str) -> None:
-        options = self._client.V1DeleteOptions(preconditions=self._client.V1Preconditions(uid=uid))
+        options = self._options(uid)
         try:
             self._call(
                 self._custom.delete_namespaced_custom_object,

@@ -8,7 +8,6 @@ import json
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
@@ -16,17 +15,9 @@ import pytest
 from kubernetes.client.rest import RESTResponse
 
 from monitor.kube import AlreadyExists, ApiError, KubeCluster, migration
+from tests.kubefake import answer, granted, route, use_kubeconfig
 from tests.monitorkit import pod
 from tests.test_chart import _render
-
-KUBECONFIG = """\
-apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://api.example:6443"}}]
-users: [{name: u, user: {token: "t"}}]
-contexts: [{name: x, context: {cluster: c, user: u}}]
-current-context: x
-"""
 
 # (pattern of the path, API group, resource, whether the path names one object)
 _ROUTES = [
@@ -88,9 +79,9 @@ class FakeApiServer:
                 self.used.append((group, resource, _VERBS[(method, named)]))
                 break
         else:
-            return self._answer(404, {"kind": "Status", "reason": "NotFound"})
+            return answer(404, {"kind": "Status", "reason": "NotFound"})
         if self.fail:
-            return self._answer(self.fail, {"kind": "Status", "message": "injected"})
+            return answer(self.fail, {"kind": "Status", "message": "injected"})
         name = path.rsplit("/", 1)[-1]
         if resource == "pods":
             fields = dict(f.split("=") for f in query["fieldSelector"][0].split(","))
@@ -102,60 +93,45 @@ class FakeApiServer:
                 and p["spec"]["nodeName"] == fields["spec.nodeName"]
                 and ns in (None, p["metadata"]["namespace"])
             ]
-            return self._answer(
+            return answer(
                 200, {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items}
             )
         if resource == "trainingpools":
-            return self._answer(200, self.pool) if name == "default" else self._answer(404, {})
+            return answer(200, self.pool) if name == "default" else answer(404, {})
         if resource == "nodes":
             if self.metrics is None:
-                return self._answer(404, {"kind": "Status", "reason": "NotFound"})
-            return self._answer(200, {"kind": "NodeMetricsList", "items": self.metrics})
+                return answer(404, {"kind": "Status", "reason": "NotFound"})
+            return answer(200, {"kind": "NodeMetricsList", "items": self.metrics})
         if method == "POST":
             obj = json.loads(body) if isinstance(body, (str, bytes)) else body
             key = obj["metadata"]["name"]
             if key in self.migrations:
-                return self._answer(409, {"kind": "Status", "reason": "AlreadyExists"})
+                return answer(409, {"kind": "Status", "reason": "AlreadyExists"})
             obj = {**obj, "metadata": {**obj["metadata"], "uid": f"u-{len(self.used)}"}}
             self.migrations[key] = obj
-            return self._answer(201, obj)
+            return answer(201, obj)
         if method == "GET":
             found = self.migrations.get(name)
-            return self._answer(200, found) if found else self._answer(404, {})
+            return answer(200, found) if found else answer(404, {})
         found = self.migrations.get(name)
         options = json.loads(body) if isinstance(body, (str, bytes)) else body
         self.deleted_with.append(options)
         if found is None:
-            return self._answer(404, {})
+            return answer(404, {})
         if options["preconditions"]["uid"] != found["metadata"]["uid"]:
-            return self._answer(409, {"kind": "Status", "reason": "Conflict"})
+            return answer(409, {"kind": "Status", "reason": "Conflict"})
         del self.migrations[name]
-        return self._answer(200, {"kind": "Status", "status": "Success"})
-
-    @staticmethod
-    def _answer(status: int, obj: Any) -> RESTResponse:
-        raw = SimpleNamespace(
-            status=status,
-            reason="x",
-            data=json.dumps(obj).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        response = RESTResponse(raw)
-        response.read()
-        return response
+        return answer(200, {"kind": "Status", "status": "Success"})
 
 
 @pytest.fixture
 def api(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[tuple[KubeCluster, FakeApiServer]]:
-    config = tmp_path / "kubeconfig"
-    config.write_text(KUBECONFIG)
-    monkeypatch.setenv("KUBECONFIG", str(config))
-    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    use_kubeconfig(tmp_path, monkeypatch)
     cluster = KubeCluster(timeout_seconds=1)
     server = FakeApiServer()
-    monkeypatch.setattr(cluster._core.api_client.rest_client, "request", server.request)
+    route(cluster._core.api_client, server.request, monkeypatch)
     yield cluster, server
 
 
@@ -226,13 +202,6 @@ def test_the_charts_cluster_role_grants_exactly_what_the_monitor_calls(api, helm
         for d in docs
         if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "dragonet-monitor"
     )
-    granted = {
-        (g, r, v)
-        for rule in role["rules"]
-        for g in rule["apiGroups"]
-        for r in rule["resources"]
-        for v in rule["verbs"]
-    }
-    assert granted == used
+    assert granted(role) == used
     (pools,) = [r for r in role["rules"] if r["resources"] == ["trainingpools"]]
     assert pools["resourceNames"] == ["default"]
