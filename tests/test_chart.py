@@ -144,6 +144,19 @@ def _one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
     return found[0]
 
 
+def _webhook(docs: list[dict[str, Any]], kind: str = "Deployment") -> dict[str, Any]:
+    """The webhook's object of that kind (the reaper has a Deployment and a ServiceAccount
+    too)."""
+    found = [
+        d
+        for d in docs
+        if d["kind"] == kind
+        and d["metadata"]["labels"].get("app.kubernetes.io/component") == "webhook"
+    ]
+    assert len(found) == 1, f"expected one webhook {kind}, got {len(found)}"
+    return found[0]
+
+
 def _env(deployment: dict[str, Any]) -> dict[str, str]:
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     return {e["name"]: e["value"] for e in container["env"]}
@@ -193,10 +206,12 @@ def test_chart_has_no_dependency_that_is_not_vendored(helm: str) -> None:
 def test_default_render_has_the_expected_objects(default_docs: list[dict[str, Any]]) -> None:
     kinds = sorted((d["kind"], d["metadata"]["name"]) for d in default_docs)
     assert kinds == [
+        ("ClusterRole", "dragonet-reaper"),
         ("ClusterRole", "dragonet-tfjobs-edit"),
         ("ClusterRole", "dragonet-tfjobs-view"),
         ("ClusterRole", "dragonet-trainingpools-admin"),
         ("ClusterRole", "dragonet-trainingpools-view"),
+        ("ClusterRoleBinding", "dragonet-reaper"),
         ("CompositeController", "dragonet-migrations"),
         ("CompositeController", "dragonet-mxjobs"),
         ("CompositeController", "dragonet-pools"),
@@ -206,10 +221,12 @@ def test_default_render_has_the_expected_objects(default_docs: list[dict[str, An
         ("CustomResourceDefinition", "mxjobs.kubeflow.org"),
         ("CustomResourceDefinition", "tfjobs.kubeflow.org"),
         ("CustomResourceDefinition", "trainingpools.dragonet.io"),
+        ("Deployment", "dragonet-reaper"),
         ("Deployment", "dragonet-webhook"),
         ("NetworkPolicy", "dragonet-webhook"),
         ("PodDisruptionBudget", "dragonet-webhook"),
         ("Service", "dragonet-webhook"),
+        ("ServiceAccount", "dragonet-reaper"),
         ("ServiceAccount", "dragonet-webhook"),
         ("TrainingPool", "default"),
     ]
@@ -225,7 +242,7 @@ def test_custom_render_validates(custom_docs: list[dict[str, Any]]) -> None:
 
 def test_validation_of_rendered_objects_can_fail(default_docs: list[dict[str, Any]]) -> None:
     # The validators used above are not vacuous: a typo in a rendered Deployment is caught.
-    deployment = copy.deepcopy(_one(default_docs, "Deployment"))
+    deployment = copy.deepcopy(_webhook(default_docs))
     deployment["spec"]["template"]["spec"]["containers"][0]["readinessProbe"]["httpGet"]["paht"] = (
         "/healthz"
     )
@@ -245,7 +262,7 @@ def test_validation_of_rendered_objects_can_fail(default_docs: list[dict[str, An
 
 
 def test_default_values_reach_the_webhook_environment(default_docs: list[dict[str, Any]]) -> None:
-    assert _env(_one(default_docs, "Deployment")) == {
+    assert _env(_webhook(default_docs)) == {
         "DRAGONET_PORT": "8080",
         "DRAGONET_CLUSTER_DOMAIN": "",
         "DRAGONET_WORKERS": "2",
@@ -259,7 +276,7 @@ def test_default_values_reach_the_webhook_environment(default_docs: list[dict[st
 
 
 def test_custom_values_reach_the_webhook_environment(custom_docs: list[dict[str, Any]]) -> None:
-    assert _env(_one(custom_docs, "Deployment")) == {
+    assert _env(_webhook(custom_docs)) == {
         "DRAGONET_PORT": "8080",
         "DRAGONET_CLUSTER_DOMAIN": "cluster.local",
         "DRAGONET_WORKERS": "3",
@@ -335,7 +352,7 @@ def test_the_default_pool_is_optional(helm: str) -> None:
 def test_each_value_given_with_set_reaches_its_variable(
     helm: str, flag: str, env_name: str, expected: str
 ) -> None:
-    env = _env(_one(_render(helm, "--set", flag), "Deployment"))
+    env = _env(_webhook(_render(helm, "--set", flag)))
     assert env[env_name] == expected
 
 
@@ -370,7 +387,7 @@ def test_the_webhook_reads_the_environment_the_chart_sets(
     for name in list(os.environ):
         if name.startswith("DRAGONET_"):
             monkeypatch.delenv(name)
-    for name, value in _env(_one(custom_docs, "Deployment")).items():
+    for name, value in _env(_webhook(custom_docs)).items():
         monkeypatch.setenv(name, value)
     settings = Settings()
     assert settings.cluster_domain == "cluster.local"
@@ -381,7 +398,7 @@ def test_the_webhook_reads_the_environment_the_chart_sets(
 
 
 def test_custom_values_reach_the_pod_spec(custom_docs: list[dict[str, Any]]) -> None:
-    deployment = _one(custom_docs, "Deployment")
+    deployment = _webhook(custom_docs)
     assert deployment["spec"]["replicas"] == 3
     pod = deployment["spec"]["template"]
     spec = pod["spec"]
@@ -398,7 +415,7 @@ def test_custom_values_reach_the_pod_spec(custom_docs: list[dict[str, Any]]) -> 
     assert spec["serviceAccountName"] == "dragonet-hooks"
     assert pod["metadata"]["annotations"] == {"prometheus.io/scrape": "true"}
     assert pod["metadata"]["labels"]["team"] == "ml"
-    sa = _one(custom_docs, "ServiceAccount")
+    sa = _webhook(custom_docs, "ServiceAccount")
     assert sa["metadata"]["name"] == "dragonet-hooks"
     assert sa["metadata"]["annotations"] == {"example.com/owner": "ml-platform"}
     pdb = _one(custom_docs, "PodDisruptionBudget")
@@ -436,7 +453,7 @@ def test_invalid_values_are_refused_with_a_message(helm: str, flag: str, message
 
 
 def test_webhook_deployment_defaults(default_docs: list[dict[str, Any]]) -> None:
-    deployment = _one(default_docs, "Deployment")
+    deployment = _webhook(default_docs)
     assert deployment["spec"]["replicas"] == 2
     pod = deployment["spec"]["template"]["spec"]
     [container] = pod["containers"]
@@ -453,17 +470,17 @@ def test_webhook_deployment_defaults(default_docs: list[dict[str, Any]]) -> None
     assert container["securityContext"]["allowPrivilegeEscalation"] is False
     assert container["securityContext"]["capabilities"]["drop"] == ["ALL"]
     assert pod["automountServiceAccountToken"] is False
-    assert _one(default_docs, "ServiceAccount")["automountServiceAccountToken"] is False
+    assert _webhook(default_docs, "ServiceAccount")["automountServiceAccountToken"] is False
     # gunicorn needs a writable /tmp (worker heartbeats) on the read-only root filesystem.
     assert {"name": "tmp", "mountPath": "/tmp"} in container["volumeMounts"]
-    assert pod["serviceAccountName"] == _one(default_docs, "ServiceAccount")["metadata"]["name"]
+    assert pod["serviceAccountName"] == _webhook(default_docs, "ServiceAccount")["metadata"]["name"]
 
 
 @pytest.mark.parametrize("fixture", ["default_docs", "custom_docs"])
 def test_service_reaches_the_webhook_pods(fixture: str, request: pytest.FixtureRequest) -> None:
     docs = request.getfixturevalue(fixture)
     service = _one(docs, "Service")
-    deployment = _one(docs, "Deployment")
+    deployment = _webhook(docs)
     [port] = service["spec"]["ports"]
     assert port["port"] == 80
     [container] = deployment["spec"]["template"]["spec"]["containers"]
@@ -526,7 +543,11 @@ def test_tfjob_permissions_are_aggregated_into_the_default_roles(
 def test_role_aggregation_can_be_turned_off(helm: str) -> None:
     docs = _render(helm, "--set", "rbac.aggregateToDefaultRoles=false")
     roles = [d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRole"]
-    assert roles == ["dragonet-trainingpools-admin", "dragonet-trainingpools-view"]
+    assert sorted(roles) == [
+        "dragonet-reaper",  # bound to the reaper's own ServiceAccount, never aggregated
+        "dragonet-trainingpools-admin",
+        "dragonet-trainingpools-view",
+    ]
 
 
 # --- the CompositeController ------------------------------------------------------------------
@@ -814,9 +835,9 @@ def test_with_tls_and_a_secret_the_webhook_serves_what_metacontroller_is_told(
 ) -> None:
     from webhooks.config import Settings
 
-    pod = _one(secured_docs, "Deployment")["spec"]["template"]["spec"]
+    pod = _webhook(secured_docs)["spec"]["template"]["spec"]
     [container] = pod["containers"]
-    env = _env(_one(secured_docs, "Deployment"))
+    env = _env(_webhook(secured_docs))
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in pod["volumes"]}
     # The same Secrets Metacontroller reads, mounted where the environment says.
@@ -892,7 +913,7 @@ def test_only_metacontroller_reaches_the_webhook_port(
 
     docs = request.getfixturevalue(fixture)
     policy = _one(docs, "NetworkPolicy")
-    deployment = _one(docs, "Deployment")
+    deployment = _webhook(docs)
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
     assert policy["spec"]["policyTypes"] == ["Ingress"]
@@ -972,7 +993,7 @@ def test_the_webhook_pod_meets_the_restricted_pod_security_standard(
     """So the chart installs into a namespace labelled
     pod-security.kubernetes.io/enforce=restricted (chart/README.md)."""
     docs = request.getfixturevalue(fixture)
-    pod = _one(docs, "Deployment")["spec"]["template"]["spec"]
+    pod = _webhook(docs)["spec"]["template"]["spec"]
     assert restricted_violations(pod) == []
     [container] = pod["containers"]
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
@@ -986,7 +1007,7 @@ def test_the_restricted_check_catches_a_weakened_pod(helm: str) -> None:
         "--set",
         "podSecurityContext.seccompProfile.type=Unconfined",
     )
-    pod = _one(docs, "Deployment")["spec"]["template"]["spec"]
+    pod = _webhook(docs)["spec"]["template"]["spec"]
     assert restricted_violations(pod) == [
         "webhook: allowPrivilegeEscalation must be false",
         "webhook: seccompProfile must be RuntimeDefault or Localhost",

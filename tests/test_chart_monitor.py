@@ -10,7 +10,15 @@ import pytest
 
 from monitor.config import MonitorSettings
 from tests.kube_schema import validate_k8s
-from tests.test_chart import CHART, _one, _render, _run, _values_file, restricted_violations
+from tests.test_chart import (
+    CHART,
+    _one,
+    _render,
+    _run,
+    _values_file,
+    _webhook,
+    restricted_violations,
+)
 
 MONITOR_VALUES: dict[str, Any] = {
     "image": {
@@ -148,7 +156,7 @@ def test_the_node_local_service_selects_only_the_monitor_pods(monitor_docs) -> N
     assert service["spec"]["selector"].items() <= labels.items()
     assert service["spec"]["selector"]["app.kubernetes.io/component"] == "monitor"
     assert ds["spec"]["selector"]["matchLabels"] == service["spec"]["selector"]
-    webhook = _one(monitor_docs, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    webhook = _webhook(monitor_docs)["spec"]["template"]["metadata"]["labels"]
     assert not service["spec"]["selector"].items() <= webhook.items()
 
 

@@ -107,3 +107,23 @@ app.kubernetes.io/component: monitor
 {{- default "default" .Values.monitor.serviceAccount.name }}
 {{- end }}
 {{- end }}
+
+{{/* Name of the reaper's Deployment, ServiceAccount and roles. */}}
+{{- define "dragonet.reaperName" -}}
+{{- printf "%s-reaper" (include "dragonet.fullname" .) }}
+{{- end }}
+
+{{/* Selector labels of the reaper pod. */}}
+{{- define "dragonet.reaperSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "dragonet.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: reaper
+{{- end }}
+
+{{- define "dragonet.reaperServiceAccountName" -}}
+{{- if .Values.reaper.serviceAccount.create }}
+{{- default (include "dragonet.reaperName" .) .Values.reaper.serviceAccount.name }}
+{{- else }}
+{{- default "default" .Values.reaper.serviceAccount.name }}
+{{- end }}
+{{- end }}

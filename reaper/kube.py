@@ -1,0 +1,71 @@
+"""What the reaper needs of the Kubernetes API (``Jobs``), so the tests use a fake and the
+process the official client (``KubeJobs``). Every call is one the chart's ClusterRole
+grants, and nothing more: list and delete TFJobs and MXJobs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, Protocol
+
+from policy.model.jobs import MXJOB, TFJOB, JobKind
+from webhooks.kubeapi import Api, ApiError
+
+KINDS: tuple[JobKind, ...] = (TFJOB, MXJOB)
+
+
+def plural(kind: JobKind) -> str:
+    return kind.kind.lower() + "s"
+
+
+class Jobs(Protocol):
+    def list(self, kind: JobKind) -> Iterator[Mapping[str, Any]]:
+        """Every job of that kind, in every namespace."""
+
+    def delete(self, kind: JobKind, namespace: str, name: str, uid: str) -> bool:
+        """Delete that job if it is still the one with ``uid``; False if it was gone or
+        is another job by now."""
+
+
+class KubeJobs:
+    """``Jobs`` through the official client, in-cluster config (or kubeconfig)."""
+
+    def __init__(self, timeout_seconds: float = 10.0, page_size: int = 500) -> None:
+        self._api = Api(timeout_seconds)
+        self._page = page_size
+
+    def list(self, kind: JobKind) -> Iterator[Mapping[str, Any]]:
+        group, version = kind.api_version.split("/")
+        token: str | None = None
+        while True:
+            page = self._api.call(
+                self._api.custom.list_cluster_custom_object,
+                group,
+                version,
+                plural(kind),
+                limit=self._page,
+                **({"_continue": token} if token else {}),
+            )
+            for obj in page.get("items") or []:
+                # Items of a list carry no kind; the rule reads it.
+                yield {"apiVersion": kind.api_version, "kind": kind.kind, **obj}
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return
+
+    def delete(self, kind: JobKind, namespace: str, name: str, uid: str) -> bool:
+        group, version = kind.api_version.split("/")
+        try:
+            self._api.call(
+                self._api.custom.delete_namespaced_custom_object,
+                group,
+                version,
+                namespace,
+                plural(kind),
+                name,
+                body=self._api.delete_options(uid),
+            )
+        except ApiError as err:
+            if err.status in (404, 409):  # gone, or a newer job of that name: leave it
+                return False
+            raise
+        return True
