@@ -43,6 +43,7 @@ from sim.kube import Kube
 from sim.kubeshare import KubeShare
 from sim.metacontroller import Controller, HotLoop, Metacontroller, SyncCost, View
 from sim.monitor import Monitor, MonitorConfig
+from sim.reaper import Reaper
 from sim.results import JobRecord, Progress, Sample, Segment, SimResult
 from sim.spec import JobSpec
 from sim.training import Programs, Training, replica_specs
@@ -97,6 +98,9 @@ class SimConfig:
     grace_s: float = 2.0
     # The user deletes a finished job this long after it finished (None: never).
     delete_finished_after_s: float | None = 60.0
+    # The reaper lists the jobs this often (its DRAGONET_REAPER_INTERVAL_SECONDS): a job
+    # with ttlSecondsAfterFinished is deleted once that has passed.
+    reaper_interval_s: float = 30.0
     starvation_seconds: float = 30.0
     idle_seconds: float = 60.0
     # The default pool's external gang scheduler (none, kube-batch, volcano, coscheduling):
@@ -176,6 +180,8 @@ class Simulation:
         self.kubeshare = KubeShare(self.api, self.schedule, self.kube)
         self.programs = Programs(self.api, self.schedule, self.kube.exit, request=self.kube.request)
         self.deployments = Deployments(self.api, self.schedule)  # TFJobs' TensorBoards
+        # Deletes jobs whose ttlSecondsAfterFinished has passed (reaper/; the chart's).
+        self.reaper = Reaper(self.api, self.schedule, self.clock, config.reaper_interval_s)
         self.programs.on_finish = self._finished
         self.monitor = (
             Monitor(self.api, self.schedule, self.programs, config.monitor)
