@@ -7,6 +7,7 @@ And the simulated gang scheduler itself: all of a group or none, the preferred n
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
 from collections.abc import Callable
 from typing import Any
@@ -19,7 +20,17 @@ from sim.kube import Kube, node_object
 from sim.results import SimResult
 from sim.scenario import load_scenario
 from tests.kube_schema import validate_pod_group
-from tests.simkit import COMPAT, PODS, condition, cpu_nodes, file_job, gpu_nodes, scenario
+from tests.simkit import (
+    COMPAT,
+    PODS,
+    TFJOBS,
+    condition,
+    cpu_nodes,
+    file_job,
+    gpu_nodes,
+    job,
+    scenario,
+)
 from tests.simkit import status_of as tf_status
 
 ROOT = COMPAT.parent.parent.parent
@@ -141,6 +152,121 @@ def test_an_mxjob_and_a_tfjob_share_a_volcano_pool() -> None:
     kinds = {key.split("/")[1] for _, key, _ in history.groups}
     assert len(kinds) == len(result.jobs)  # each job had its PodGroup
     assert set(history.bound_by.values()) == {"volcano"}
+
+
+class Squatters:
+    """Pods Dragonet did not plan: the moment a job is admitted, one on every node takes
+    ``gpus`` GPUs (a plan made from a view that had not seen them yet), for ``hold_s``."""
+
+    def __init__(self, sim: Simulation, gpus: int, hold_s: float) -> None:
+        self.sim, self.gpus, self.hold_s = sim, gpus, hold_s
+        self.came = False
+        sim.api.watchers.append(self._on)
+
+    def _on(self, tkey: str, old: Obj | None, new: Obj | None) -> None:
+        if tkey == ADMISSIONS and old is None and new is not None and not self.came:
+            self.came = True
+            self.sim.schedule(0.0, self._come)
+
+    def _come(self) -> None:
+        names = [f"other/squatter-{n['metadata']['name']}" for n in self.sim.scenario.nodes]
+        for n, key in zip(self.sim.scenario.nodes, names, strict=True):
+            limits = {"nvidia.com/gpu": str(self.gpus)}
+            container = {"name": "squat", "image": "busybox", "resources": {"limits": limits}}
+            meta = {"name": key.split("/")[1], "namespace": "other"}
+            spec = {"nodeName": n["metadata"]["name"], "containers": [container]}
+            self.sim.api.create({"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": spec})
+        self.sim.schedule(self.hold_s, lambda: [self.sim.api.delete(PODS, k) for k in names])
+
+
+class Messages:
+    """Every scheduling message a TFJob's status carried, with the simulated time."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.sim = sim
+        self.said: list[tuple[float, str]] = []
+        sim.api.watchers.append(self._on)
+
+    def _on(self, tkey: str, old: Obj | None, new: Obj | None) -> None:
+        message = ((new or {}).get("status") or {}).get("scheduling", {}).get("message")
+        if tkey == TFJOBS and message and (not self.said or self.said[-1][1] != message):
+            self.said.append((self.sim.now, message))
+
+
+WAIT = (
+    "4 pod(s) wait for {0} to bind them: it binds PodGroup squeezed all at once when its "
+    "pods fit together ({0} says: {1})"
+)
+TASKS = "1/4 tasks in gang unschedulable: pod group is not ready, 4 Pending, 4 minAvailable"
+
+
+@pytest.mark.parametrize(
+    ("backend", "scheduler", "said"),
+    [
+        (
+            "volcano",
+            "volcano",
+            f"Inqueue, 0/4 running: {TASKS}; Pending: 1 Unschedulable, 3 Schedulable",
+        ),
+        ("kube-batch", "kube-batch", f"Inqueue, 0/4 running: {TASKS}."),
+        ("coscheduling", "scheduler-plugins-scheduler", "Scheduling, 0/4 running"),
+    ],
+)
+def test_a_gang_that_cannot_be_placed_at_once_says_what_its_backend_wrote(
+    backend: str, scheduler: str, said: str
+) -> None:
+    """Three 1-GPU workers and a PS admitted onto two 4-GPU nodes, where pods Dragonet did
+    not plan take 3 GPUs of each the moment it is admitted: the simulated backend can place
+    three of the four pods, so it binds none and writes why in the PodGroup's status (a
+    status update: the job's controller re-syncs), and the TFJob's status repeats it. Once
+    the squatters leave, the gang is bound and runs: the PodGroup says Running, 4 running;
+    every status it wrote is valid for the backend's CRD and none was written twice."""
+    spec = job("squeezed", 3)
+    sim = Simulation(
+        scenario(gpu_nodes(2), [spec]), dataclasses.replace(KEEP, gang_scheduler=backend)
+    )
+    history, messages = History(sim), Messages(sim)
+    Squatters(sim, gpus=3, hold_s=60.0)
+    (record,) = sim.run().jobs
+    assert record.finish_s is not None and record.start_s > 60.0
+    expected = WAIT.format(scheduler, said)
+    (when,) = [t for t, m in messages.said if m == expected]
+    # It is what the backend last wrote, and the job's status said it within a job sync of
+    # that write: the status update alone re-synced the job.
+    wrote = [st for t, _, st in history.statuses if t <= when][-1]
+    unschedulable = condition(wrote, "Unschedulable")
+    if backend == "coscheduling":
+        assert wrote == {"phase": "Scheduling"} and unschedulable is None
+    else:
+        assert unschedulable is not None and unschedulable["status"] == "True"
+        assert unschedulable["reason"] == "NotEnoughResources"
+        assert expected.endswith(f"{unschedulable['message']})")
+    assert when - [t for t, _, _ in history.statuses if t <= when][-1] < 0.1
+    running = [st for _, _, st in history.statuses if st.get("running") == 4]
+    assert running and running[0]["phase"] == "Running"
+    assert running[0].get("succeeded") is None and running[0].get("failed") is None
+    # Then the workers succeed, the PS still runs; the group is gone once the job finishes.
+    assert history.statuses[-1][2]["phase"] == "Running"
+    assert history.statuses[-1][2]["running"] == 1 and history.statuses[-1][2]["succeeded"] == 3
+    statuses = [st for _, _, st in history.statuses]
+    assert all(a != b for a, b in itertools.pairwise(statuses))
+    api_version = POD_GROUPS[backend].split(".", 1)[1]
+    for st in statuses:
+        if backend == "kube-batch":
+            # Its CRD (apiextensions v1beta1, never pruned) declares only the counts; its
+            # type (scheduling/v1alpha1 PodGroupStatus) has the phase and conditions too.
+            st = {k: v for k, v in st.items() if k not in ("phase", "conditions")}
+        validate_pod_group(
+            {
+                "apiVersion": api_version,
+                "kind": "PodGroup",
+                "metadata": {"name": "squeezed", "namespace": "default"},
+                "spec": {"minMember": 4},
+                "status": st,
+            }
+        )
+    assert tf_status(sim, spec.key)["scheduling"]["message"] != expected
+    assert list(sim.api.list(POD_GROUPS[backend])) == []
 
 
 # --- the simulated gang scheduler ------------------------------------------------------------
