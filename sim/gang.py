@@ -68,6 +68,10 @@ def preferences(spec: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
+def _min_member(pod_group: Obj) -> int:
+    return int((pod_group.get("spec") or {}).get("minMember") or 1)
+
+
 def _phase_of(pod: Obj) -> str:
     return (pod.get("status") or {}).get("phase") or "Pending"
 
@@ -212,17 +216,13 @@ class GangScheduler:
             self.try_group(key)
 
     def pod_group(self, key: GroupKey) -> Obj | None:
+        """The group's PodGroup, of whichever backend; None while it does not exist."""
         namespace, name = key
         for tkey in TYPE_KEYS:
             group = self.api.get(tkey, f"{namespace}/{name}")
             if group is not None:
                 return group
         return None
-
-    def min_member(self, key: GroupKey) -> int | None:
-        """The group's minMember; None while its PodGroup does not exist."""
-        group = self.pod_group(key)
-        return None if group is None else int((group.get("spec") or {}).get("minMember") or 1)
 
     def pods_of(self, key: GroupKey) -> list[Obj]:
         """The group's pods not being deleted (finished ones too: the backends count them)."""
@@ -252,7 +252,7 @@ class GangScheduler:
             return
         pods = self.pods_of(key)
         old = group.get("status") or {}
-        minimum = int((group.get("spec") or {}).get("minMember") or 1)
+        minimum = _min_member(group)
         backend = BACKEND_OF[group["apiVersion"]]
         now = stamp(self.api.clock())
         status = pod_group_status(backend, old, minimum, pods, self._why.get(key), now)
@@ -261,9 +261,10 @@ class GangScheduler:
             self.api.patch(type_key(group), object_key(group), status=status)
 
     def try_group(self, key: GroupKey) -> None:
-        minimum = self.min_member(key)
-        if minimum is None:
+        group = self.pod_group(key)
+        if group is None:
             return  # the backend binds no pod of a group it does not know
+        minimum = _min_member(group)
         members = [
             p
             for p in self.api.list(PODS)
@@ -281,8 +282,7 @@ class GangScheduler:
             why = f"{bound + len(placed)}/{minimum} pods of PodGroup {key[1]} can be placed at once"
             for pod in pending:
                 self._unschedulable(pod, why)
-            group = self.pod_group(key)
-            backend = BACKEND_OF[group["apiVersion"]] if group is not None else ""
+            backend = BACKEND_OF[group["apiVersion"]]
             if backend in ("volcano", "kube-batch"):
                 tasks = self.pods_of(key)
                 message = unschedulable_message(backend, minimum, tasks, [p for p, _ in placed])
