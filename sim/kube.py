@@ -25,7 +25,7 @@ from policy.model.jobs import pod_request
 from policy.model.resources import Resources
 from policy.pool.filters import rejection
 from sim.apiserver import ApiServer, Obj, object_key, stamp
-from sim.gang import GangScheduler, group_of
+from sim.gang import GangScheduler, group_key, group_of
 
 PODS = "Pod.v1"
 NODES = "Node.v1"
@@ -92,6 +92,7 @@ class Kube:
             self._score,
             self._bind,
             self._mark_unschedulable,
+            lambda action: self.schedule(0.0, action),
         )
 
     # --- accounting ------------------------------------------------------------------
@@ -132,10 +133,15 @@ class Kube:
             self._retry_soon()
             return
         if tkey in POD_GROUPS:
-            self._retry_soon()  # a group's minMember may now be met
+            if old is None or new is None or old.get("spec") != new.get("spec"):
+                self._retry_soon()  # a group's minMember may now be met
+                if self.gang is not None:
+                    self.gang.changed(group_key(new if new is not None else old))
             return
         if tkey != PODS:
             return
+        if self.gang is not None:
+            self._gang_member_changed(old, new)
         for pod, sign in ((old, -1), (new, 1)):
             if self.holds(pod):
                 n = pod["spec"]["nodeName"]
@@ -156,6 +162,23 @@ class Kube:
             and not (old or {}).get("metadata", {}).get("deletionTimestamp")
         ):
             self._stop(new)
+
+    def _gang_member_changed(self, old: Obj | None, new: Obj | None) -> None:
+        """A pod of a PodGroup was created, bound, deleted or removed, or its phase moved:
+        the counts and phase of the group's status may change."""
+        pod = new if new is not None else old
+        group = group_of(pod) if pod is not None else None
+        if group is None or self.gang is None:
+            return
+        if old is not None and new is not None:
+            om, nm = old["metadata"], new["metadata"]
+            if (
+                old["spec"].get("nodeName") == new["spec"].get("nodeName")
+                and (old.get("status") or {}).get("phase") == (new.get("status") or {}).get("phase")
+                and bool(om.get("deletionTimestamp")) == bool(nm.get("deletionTimestamp"))
+            ):
+                return
+        self.gang.changed(group)
 
     # --- kube-scheduler --------------------------------------------------------------
 

@@ -368,9 +368,79 @@ def test_pods_waiting_for_their_gang_are_kept_and_the_status_says_what_they_wait
                     },
                 ],
             },
-            "Inqueue: 2/2 tasks in gang unschedulable: pod group is not ready",
+            "Inqueue, 0/3 running: 2/2 tasks in gang unschedulable: pod group is not ready",
         ),
-        ("coscheduling", {"phase": "PreScheduling", "scheduled": 0}, "PreScheduling"),
+        ("coscheduling", {"phase": "PreScheduling", "scheduled": 0}, "PreScheduling, 0/3 running"),
+        # The counts, where the backend wrote them (zero is left out: omitempty).
+        (
+            "volcano",
+            {
+                "phase": "Unknown",
+                "running": 2,
+                "failed": 1,
+                "conditions": [
+                    {
+                        "type": "Unschedulable",
+                        "status": "True",
+                        "reason": "NotEnoughResources",
+                        "message": "1/3 tasks in gang unschedulable: pod group is not ready",
+                    }
+                ],
+            },
+            "Unknown, 2/3 running, 1 failed: 1/3 tasks in gang unschedulable: pod group is not "
+            "ready",
+        ),
+        (
+            "coscheduling",
+            {"phase": "Scheduling", "running": 1, "succeeded": 1},
+            "Scheduling, 1/3 running, 1 succeeded",
+        ),
+        ("kube-batch", {"running": 1}, "1/3 running"),  # its CRD declares only the counts
+        # Volcano keeps an old Unschedulable condition once the gang is bound: a Scheduled
+        # one written since says it no longer holds; one written before does not.
+        (
+            "volcano",
+            {
+                "phase": "Running",
+                "running": 3,
+                "conditions": [
+                    {
+                        "type": "Unschedulable",
+                        "status": "True",
+                        "lastTransitionTime": "2026-01-01T00:00:00Z",
+                        "message": "1/3 tasks in gang unschedulable: pod group is not ready",
+                    },
+                    {
+                        "type": "Scheduled",
+                        "status": "True",
+                        "lastTransitionTime": "2026-01-01T00:01:02Z",
+                        "reason": "tasks in gang are ready to be scheduled",
+                    },
+                ],
+            },
+            "Running, 3/3 running",
+        ),
+        (
+            "volcano",
+            {
+                "phase": "Unknown",
+                "running": 2,
+                "conditions": [
+                    {
+                        "type": "Scheduled",
+                        "status": "True",
+                        "lastTransitionTime": "2026-01-01T00:01:02Z",
+                    },
+                    {
+                        "type": "Unschedulable",
+                        "status": "True",
+                        "lastTransitionTime": "2026-01-01T00:05:00Z",
+                        "message": "1/3 tasks in gang unschedulable: pod group is not ready",
+                    },
+                ],
+            },
+            "Unknown, 2/3 running: 1/3 tasks in gang unschedulable: pod group is not ready",
+        ),
     ],
 )
 def test_the_status_repeats_what_the_gang_scheduler_says_of_the_pod_group(

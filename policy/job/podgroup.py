@@ -35,6 +35,7 @@ TASK_SPEC_ANNOTATION = "volcano.sh/task-spec"
 # scheduler-plugins' coscheduling finds it by this label (apis/scheduling PodGroupLabel).
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 _SAID = 300  # characters of a backend's message a job's status repeats
+_COUNTS = ("running", "succeeded", "failed")  # a PodGroup status's pod counts
 
 
 def pod_group_child(backend: str) -> dict[str, Any]:
@@ -94,9 +95,11 @@ def min_resources(job: Job, admission: Admission, count: int) -> dict[str, str]:
 
 def reported(children: Mapping[str, Any], job: Job, gang: Gang) -> str:
     """What the backend says of the job's PodGroup, in a few words ("" if nothing yet): its
-    phase, and why it cannot schedule the gang when it says so. Volcano and kube-batch
-    write ``status.phase`` and an ``Unschedulable`` condition with a message;
-    coscheduling writes the phase."""
+    phase and counts ("Inqueue, 0/3 running"), and why it cannot schedule the gang when it
+    says so. All three write ``status.phase`` and ``running``/``succeeded``/``failed``
+    (left out when zero); Volcano and kube-batch also an ``Unschedulable`` condition with a
+    message, which they keep once the gang is bound: a ``Scheduled`` condition written
+    after it (Volcano's) says the message is old."""
     group = (children.get(f"{KIND}.{API_VERSIONS.get(gang.scheduler, '')}") or {}).get(
         f"{job.namespace}/{pod_group_name(job)}"
     )
@@ -105,18 +108,39 @@ def reported(children: Mapping[str, Any], job: Job, gang: Gang) -> str:
         return ""
     phase = status.get("phase")
     words = [phase] if isinstance(phase, str) and phase else []
-    conditions = status.get("conditions")
-    for c in reversed(conditions if isinstance(conditions, list) else ()):
-        if (
-            isinstance(c, Mapping)
-            and c.get("type") == "Unschedulable"
-            and c.get("status") == "True"
-            and isinstance(c.get("message"), str)
-            and c["message"]
-        ):
-            words.append(c["message"][:_SAID])
-            break
-    return ": ".join(words)
+    if words or any(k in status for k in _COUNTS):
+        words += _counts(status, (group.get("spec") or {}).get("minMember"))
+    said = ", ".join(words)
+    message = _unschedulable(status.get("conditions"))
+    return f"{said}: {message}" if said and message else said or message
+
+
+def _counts(status: Mapping[str, Any], min_member: Any) -> list[str]:
+    """``3/4 running`` (of ``minMember``), then succeeded and failed pods when there are."""
+    n = {k: status.get(k) for k in _COUNTS}
+    n = {k: v if isinstance(v, int) and v > 0 else 0 for k, v in n.items()}
+    of = f"/{min_member}" if isinstance(min_member, int) and min_member > 0 else ""
+    return [f"{n['running']}{of} running"] + [f"{n[k]} {k}" for k in _COUNTS[1:] if n[k]]
+
+
+def _unschedulable(conditions: Any) -> str:
+    """The message of the last true ``Unschedulable`` condition, unless a true
+    ``Scheduled`` one is newer (RFC 3339 times compare as strings)."""
+    found: Mapping[str, Any] | None = None
+    scheduled = ""
+    for c in conditions if isinstance(conditions, list) else ():
+        if not isinstance(c, Mapping) or c.get("status") != "True":
+            continue
+        if c.get("type") == "Unschedulable" and isinstance(c.get("message"), str) and c["message"]:
+            found = c
+        elif c.get("type") == "Scheduled" and isinstance(c.get("lastTransitionTime"), str):
+            scheduled = max(scheduled, c["lastTransitionTime"])
+    if found is None:
+        return ""
+    since = found.get("lastTransitionTime")
+    if scheduled and isinstance(since, str) and scheduled > since:
+        return ""
+    return found["message"][:_SAID]
 
 
 def render_pod_group(job: Job, admission: Admission, gang: Gang) -> dict[str, Any] | None:
