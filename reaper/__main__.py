@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dragonet-reaper: no Kubernetes API configuration: {err}", file=sys.stderr)
         return 2
     logging.config.dictConfig(logs.config(settings.log_level))
+    # One line per failed pass says what failed; not three more for urllib3's retries.
+    logging.getLogger("urllib3").setLevel(logging.ERROR)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
