@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from policy.model.jobs import MXJOB, TFJOB, InvalidJob, JobKind, parse_job
-from policy.model.ttl import expiry, sweep, ttl_seconds
+from policy.model.ttl import FIELD, deletion_note, expiry, sweep, ttl_seconds
 from reaper.loop import Pass, reap_once, wait_seconds
 from sim.engine import SimConfig, Simulation
 from sim.spec import JobSpec, tfjob_manifest
@@ -272,3 +272,14 @@ def test_a_ttl_beyond_kubeflows_int32_fails_the_job_naming_the_field() -> None:
     manifest["metadata"]["namespace"] = "default"
     with pytest.raises(InvalidJob, match=r"runPolicy\.ttlSecondsAfterFinished"):
         parse_job(manifest)
+
+
+def test_the_status_says_nothing_of_a_deletion_the_reaper_will_not_make() -> None:
+    done = "2026-11-26T10:00:00Z"
+    assert deletion_note("TFJob", {"runPolicy": {FIELD: 60}}, done) == (
+        "the TFJob is deleted at 2026-11-26T10:01:00Z (runPolicy.ttlSecondsAfterFinished: 60)"
+    )
+    assert deletion_note("TFJob", {"runPolicy": {FIELD: 60, "suspend": True}}, done) == ""
+    assert deletion_note("MXJob", {FIELD: 5, "suspend": True}, done) == ""
+    assert deletion_note("TFJob", {}, done) == ""
+    assert deletion_note("TFJob", {"runPolicy": {FIELD: 60}}, None) == ""

@@ -80,17 +80,21 @@ def finished_at(status: Any) -> datetime | None:
     return None
 
 
+def _held(spec: Mapping[str, Any]) -> bool:
+    """Kubeflow applies no TTL while a job is suspended, nor to MultiKueue's jobs."""
+    run = spec.get("runPolicy")
+    suspended = (isinstance(run, Mapping) and run.get("suspend") is True) or spec.get("suspend")
+    return suspended is True or managed_elsewhere(spec)
+
+
 def expiry(obj: Mapping[str, Any]) -> Expiry | None:
     """When this job is to be deleted; None if never (no TTL, not finished, suspended,
     run by MultiKueue, or already being deleted)."""
     meta, spec = obj.get("metadata"), obj.get("spec")
     if not isinstance(meta, Mapping) or not isinstance(spec, Mapping):
         return None
-    if meta.get("deletionTimestamp") is not None or managed_elsewhere(spec):
+    if meta.get("deletionTimestamp") is not None or _held(spec):
         return None
-    run = spec.get("runPolicy")
-    if (isinstance(run, Mapping) and run.get("suspend") is True) or spec.get("suspend") is True:
-        return None  # Kubeflow: not applied while suspended
     ttl = ttl_seconds(spec)
     ended = finished_at(obj.get("status")) if ttl is not None else None
     name, namespace = meta.get("name"), meta.get("namespace", "default")
@@ -131,7 +135,7 @@ def deletion_note(job_kind: str, spec: Any, completed: Any) -> str:
     ``completionTime`` it writes ("" without a TTL): the reaper's rule, in words."""
     ttl = ttl_seconds(spec)
     ended = parse_time(completed) if isinstance(completed, str) else None
-    if ttl is None or ended is None:
+    if ttl is None or ended is None or _held(spec):
         return ""
     try:
         at = format_time(ended + timedelta(seconds=ttl))
