@@ -6,6 +6,7 @@ simulator, which runs the reaper's real pass over the simulated API server."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -14,7 +15,7 @@ import pytest
 
 from policy.model.jobs import MXJOB, TFJOB, InvalidJob, JobKind, parse_job
 from policy.model.ttl import FIELD, deletion_note, expiry, sweep, ttl_seconds
-from reaper.loop import Pass, reap_once, wait_seconds
+from reaper.loop import Pass, reap_once, run, wait_seconds
 from sim.engine import SimConfig, Simulation
 from sim.spec import JobSpec, tfjob_manifest
 from tests.simkit import PODS, QUICK, TFJOBS, condition, gpu_nodes, scenario
@@ -283,3 +284,23 @@ def test_the_status_says_nothing_of_a_deletion_the_reaper_will_not_make() -> Non
     assert deletion_note("MXJob", {FIELD: 5, "suspend": True}, done) == ""
     assert deletion_note("TFJob", {}, done) == ""
     assert deletion_note("TFJob", {"runPolicy": {FIELD: 60}}, None) == ""
+
+
+def test_the_loop_survives_a_failed_pass_and_stops_when_told() -> None:
+    stop = threading.Event()
+
+    class Flaky(FakeJobs):
+        calls = 0
+
+        def list(self, kind: JobKind) -> Iterator[Mapping[str, Any]]:
+            Flaky.calls += 1
+            if Flaky.calls == 1:
+                raise RuntimeError("a bug in a pass")  # logged; the loop goes on
+            if Flaky.calls >= 3:
+                stop.set()
+            return super().list(kind)
+
+    jobs = Flaky({"TFJob": [finished(0)]})
+    run(jobs, interval=0.01, stop=stop, clock=lambda: T0)
+    assert jobs.deleted == [("TFJob", "team/j", "uid-j")]
+    assert stop.is_set()
