@@ -65,6 +65,10 @@ AppFactory = Callable[[Callable[[], datetime]], Flask]  # (clock) -> a webhook a
 DAY = 86400.0
 
 
+# A run ends this long after its last job finished, whatever far-off events remain.
+TAIL_S = 3600.0
+
+
 class SimulationError(RuntimeError):
     """The run cannot go on (e.g. a sync hot loop: a status that never settles)."""
 
@@ -181,7 +185,9 @@ class Simulation:
         self.programs = Programs(self.api, self.schedule, self.kube.exit, request=self.kube.request)
         self.deployments = Deployments(self.api, self.schedule)  # TFJobs' TensorBoards
         # Deletes jobs whose ttlSecondsAfterFinished has passed (reaper/; the chart's).
-        self.reaper = Reaper(self.api, self.schedule, self.clock, config.reaper_interval_s)
+        self.reaper = Reaper(
+            self.api, self.schedule, self.clock, config.reaper_interval_s, self._goes_on
+        )
         self.programs.on_finish = self._finished
         self.monitor = (
             Monitor(self.api, self.schedule, self.programs, config.monitor)
@@ -334,6 +340,14 @@ class Simulation:
     def _restart_webhook(self) -> None:
         self.webhook.app = self._new_app()
 
+    def _goes_on(self) -> bool:
+        """False once the run is over but for far-off events (``_run``: an hour after the
+        last job finished)."""
+        if not self._all_done():
+            return True
+        last = max((t.finished_s or 0.0 for t in self.programs.jobs.values()), default=0.0)
+        return self.now <= last + TAIL_S
+
     def _all_done(self) -> bool:
         jobs = self.programs.jobs
         return len(jobs) == len(self.scenario.jobs) == len(self.programs.done)
@@ -410,7 +424,7 @@ class Simulation:
                 # Work was still due past the horizon: the run is cut, not over.
                 self.stopped_at_horizon = bool(self._heap) and finished_at is None
                 break
-            if finished_at is not None and self._heap[0][0] > finished_at + 3600:
+            if finished_at is not None and self._heap[0][0] > finished_at + TAIL_S:
                 break  # only far-off resyncs left
             self._report()
             self._advance(self._heap[0][0])

@@ -3,8 +3,9 @@
 
 Like the real one it lists every job each interval, or sooner at the next expiry it
 knows of, and deletes each expired job by its uid. It runs only while some job asks for a
-``ttlSecondsAfterFinished`` (a run without one is unchanged, and a run never waits on a
-reaper with nothing left to do).
+``ttlSecondsAfterFinished`` (a run without one is unchanged), and not past the end of the
+run (``running``: the simulation ends an hour after its last job finished, whatever is
+still to come, and a reaper with a day-long TTL to wait for must not keep it going).
 """
 
 from __future__ import annotations
@@ -56,9 +57,11 @@ class Reaper:
         schedule: Schedule,
         clock: Callable[[], datetime],
         interval_s: float = 30.0,
+        running: Callable[[], bool] = lambda: True,
     ) -> None:
         self.api, self._schedule, self._clock = api, schedule, clock
         self.interval_s = interval_s
+        self._run_goes_on = running
         self._jobs = _Jobs(api)
         self._running = False
         self.deleted: list[tuple[str, str]] = []  # (time, "Kind namespace/name")
@@ -75,7 +78,11 @@ class Reaper:
         now = self._clock().replace(microsecond=0)
         done = reap_once(self._jobs, now)
         self.deleted += ((now.isoformat(), d) for d in done.deleted)
-        if any(ttl_seconds(j.get("spec")) is not None for t in _TYPES for j in self.api.list(t)):
+        if self._asked() and self._run_goes_on():
             self._schedule(wait_seconds(done, now, self.interval_s), self._pass)
         else:
             self._running = False  # started again by the next job that asks for a TTL
+
+    def _asked(self) -> bool:
+        """Some job still asks for a TTL."""
+        return any(ttl_seconds(j.get("spec")) is not None for t in _TYPES for j in self.api.list(t))

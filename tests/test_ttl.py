@@ -304,3 +304,15 @@ def test_the_loop_survives_a_failed_pass_and_stops_when_told() -> None:
     run(jobs, interval=0.01, stop=stop, clock=lambda: T0)
     assert jobs.deleted == [("TFJob", "team/j", "uid-j")]
     assert stop.is_set()
+
+
+def test_a_day_long_ttl_does_not_keep_a_finished_run_going() -> None:
+    sim = Simulation(scenario(gpu_nodes(1), [_spec("daylong", 86_400)]), KEEP)
+    result = sim.run()
+    (record,) = result.jobs
+    assert record.finish_s is not None
+    # The run ends an hour after its last job, as it does with nothing left to wait for;
+    # the job is still there: its TTL has a day to go.
+    assert sim.now <= record.finish_s + 3600 + sim.config.reaper_interval_s
+    assert sim.api.get(TFJOBS, "default/daylong") is not None
+    assert sim.reaper.deleted == []
