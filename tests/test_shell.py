@@ -4,11 +4,13 @@ real gunicorn server are in test_serve.py."""
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import logging
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import NOW, Clock, load_fixture
+from webhooks import shell
 from webhooks.app import create_app
 from webhooks.config import Settings
 from webhooks.deadline import RequestTimeout, TimeLimit
@@ -143,6 +146,64 @@ def test_a_timed_out_sync_gives_its_in_flight_slot_back() -> None:
     assert [_post(app, "/tfjobs/sync", JOB).status_code for _ in range(3)] == [422] * 3
     slow["on"] = False
     assert _post(app, "/tfjobs/sync", JOB).status_code == 200
+
+
+# --- the cycle collector around large requests --------------------------------------------
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_cyclic_garbage_left_by_large_requests_is_still_freed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Every request counts as large here; a full collection after every 5 of them.
+    monkeypatch.setattr(shell, "COLLECTOR", shell.Collector(big=1, every=5))
+    left: list[weakref.ref[_Cycle]] = []
+
+    def clock() -> Any:  # garbage in a reference cycle, made while a request is answered
+        left.append(weakref.ref(_Cycle()))
+        return NOW
+
+    app = create_app(clock=clock)
+    for _ in range(5):
+        assert _post(app, "/pools/sync", POOL).status_code == 200
+    assert len(left) == 5
+    assert [ref() for ref in left] == [None] * 5
+
+
+def test_the_collector_is_off_during_a_large_request_and_back_on_after_any(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(shell, "COLLECTOR", shell.Collector(big=len(orjson.dumps(POOL))))
+    during: list[bool] = []
+
+    def clock() -> Any:
+        during.append(gc.isenabled())
+        return NOW
+
+    def forever() -> Any:
+        while True:
+            pass
+
+    slow = create_app(Settings(request_timeout_seconds=0.05), clock=forever)
+    app = create_app(clock=clock)
+    try:
+        assert _post(app, "/pools/sync", POOL).status_code == 200
+        assert _post(app, "/tfjobs/sync", JOB).status_code == 200  # smaller: left alone
+        assert during == [False, True] and gc.isenabled()
+        assert _post(app, "/pools/sync", b"[" * len(orjson.dumps(POOL))).status_code == 400
+        assert gc.isenabled()
+        assert _post(slow, "/pools/sync", POOL).status_code == 422
+        assert gc.isenabled()
+        gc.disable()  # whoever turned it off keeps it off
+        assert _post(app, "/pools/sync", POOL).status_code == 200
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+        gc.unfreeze()
 
 
 def test_a_request_stuck_in_one_call_gives_the_process_up() -> None:

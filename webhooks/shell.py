@@ -21,10 +21,14 @@ In the order a hook request meets them:
    always too slow would loop hot), not 5xx (the server is fine). Metacontroller records any
    of these as a ``SyncError`` Event on the parent with the JSON body, and retries with its
    exponential backoff.
+
+And one that is not a refusal: while a large request (4 MiB or more: a pool of hundreds of
+nodes) is answered the cycle collector is off, and what it leaves is frozen (``Collector``).
 """
 
 from __future__ import annotations
 
+import gc
 import hmac
 import logging
 import threading
@@ -35,7 +39,7 @@ from typing import Any
 import orjson
 from flask import Flask, Response, g, request
 
-from webhooks.config import Settings
+from webhooks.config import MiB, Settings
 from webhooks.deadline import RequestTimeout, TimeLimit
 from webhooks.metrics import CONTENT_TYPE, Metrics
 
@@ -66,6 +70,70 @@ def note_pool_answer(scaled: tuple[str, ...], status: Any) -> None:
     """Called by the pool's sync with what it answers (the directions of the worker targets
     it changed, its status); counted once the answer is a 200."""
     g.dragonet_pool_answer = (scaled, status)
+
+
+class Collector:
+    """The cycle collector around large hook requests (a pool of hundreds of nodes).
+
+    What such a request leaves alive (its pool's memo: ~300,000 objects at 1,000 nodes)
+    never needs the collector to be freed, yet CPython's would walk each of them in
+    young collections while the request runs (3 of them, 10-14 % of a cold sync at 1,000
+    nodes) and again in older ones later. So, for a request of ``big`` bytes or more: the
+    young generation is collected first (what smaller requests left, their garbage
+    included), the collector stays off while it is answered, and what is alive afterwards
+    is frozen (``gc.freeze``: moved to the permanent generation, which no collection walks;
+    still freed by reference counting as usual). Smaller requests are left to the collector.
+
+    A frozen cycle is never freed, and a request does leave some (werkzeug's router: 8
+    objects each, measured). So after ``every`` large requests everything is unfrozen and
+    collected once, then frozen again.
+
+    Re-entrant across threads: the collector is off from the first large request in
+    flight until the last one ends, and back on only if it was on before.
+    """
+
+    def __init__(self, big: int = 4 * MiB, every: int = 1000) -> None:
+        self.big = big
+        self.every = every
+        self.full_collections = 0
+        self._lock = threading.Lock()
+        self._inflight = 0
+        self._was_enabled = False
+        self._frozen = 0  # large requests since the last full collection
+
+    def enter(self, length: int | None) -> bool:
+        """Called as a request starts; True if it is large (then call ``leave`` after)."""
+        if length is None or length < self.big:
+            return False
+        with self._lock:
+            if self._inflight == 0:
+                self._was_enabled = gc.isenabled()
+                if self._was_enabled:
+                    gc.collect(0)
+                gc.disable()
+            self._inflight += 1
+        return True
+
+    def leave(self) -> None:
+        with self._lock:
+            self._inflight -= 1
+            self._frozen += 1
+            gc.freeze()
+            if self._frozen >= self.every:
+                self.collect()
+            if self._inflight == 0 and self._was_enabled:
+                gc.enable()
+
+    def collect(self) -> None:
+        """One full collection of everything, frozen or not; what is left is frozen."""
+        gc.unfreeze()
+        gc.collect()
+        gc.freeze()
+        self._frozen = 0
+        self.full_collections += 1
+
+
+COLLECTOR = Collector()  # one per process, as the collector is
 
 
 def install(app: Flask, settings: Settings, time_limit: TimeLimit | None = None) -> Metrics:
@@ -112,12 +180,15 @@ def install(app: Flask, settings: Settings, time_limit: TimeLimit | None = None)
             if not slots.acquire(blocking=False):
                 return _json({"error": "busy: too many syncs in flight"}, 429, {"Retry-After": "1"})
             g.dragonet_slot = True
+        g.dragonet_collector = COLLECTOR.enter(length)
         return None
 
     @app.teardown_request
-    def free_slot(_: BaseException | None) -> None:
+    def give_back(_: BaseException | None) -> None:
         if g.pop("dragonet_slot", False):
             slots.release()
+        if g.pop("dragonet_collector", False):
+            COLLECTOR.leave()
 
     @app.after_request
     def record(response: Response) -> Response:
