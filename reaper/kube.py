@@ -7,10 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
-from policy.model.jobs import MXJOB, TFJOB, JobKind
+from policy.model.jobs import JobKind
 from webhooks.kubeapi import Api, ApiError
-
-KINDS: tuple[JobKind, ...] = (TFJOB, MXJOB)
 
 
 def plural(kind: JobKind) -> str:

@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 from policy.model.jobs import JobKind
 from policy.model.timeutil import format_time
 from policy.model.ttl import sweep
-from reaper.kube import KINDS, Jobs
+from policy.pool.observe import KINDS
+from reaper.kube import Jobs
 from webhooks.kubeapi import ApiError
 
 log = logging.getLogger("dragonet.reaper")

@@ -16,18 +16,14 @@ from typing import Any
 
 from policy.model.jobs import JobKind
 from policy.model.ttl import ttl_seconds
-from reaper.kube import KINDS
+from policy.pool.observe import KINDS, job_type_key
 from reaper.loop import reap_once, wait_seconds
 from sim.apiserver import ApiServer, Conflict, Obj
 
 Schedule = Callable[[float, Callable[[], None]], None]
 
 
-def _type_key(kind: JobKind) -> str:
-    return f"{kind.kind}.{kind.api_version}"
-
-
-_TYPES = frozenset(_type_key(k) for k in KINDS)
+_TYPES = frozenset(job_type_key(k) for k in KINDS)
 
 
 class _Jobs:
@@ -37,10 +33,10 @@ class _Jobs:
         self.api = api
 
     def list(self, kind: JobKind) -> Iterator[Mapping[str, Any]]:
-        return self.api.list(_type_key(kind))
+        return self.api.list(job_type_key(kind))
 
     def delete(self, kind: JobKind, namespace: str, name: str, uid: str) -> bool:
-        tkey, key = _type_key(kind), f"{namespace}/{name}"
+        tkey, key = job_type_key(kind), f"{namespace}/{name}"
         if self.api.get(tkey, key) is None:
             return False
         try:
