@@ -1,0 +1,436 @@
+"""A long fuzz campaign against the real server: realistic two-tier traffic, some of it broken.
+
+    python -m benchmarks.fuzz_campaign [--requests 20000] [--workers 2] [--clients 6]
+
+1. **Capture.** Simulations of varied pools (3 to 200 nodes; 5 to 300 TFJobs and MXJobs;
+   Dragonet, its LAS variant and Tiresias; a Volcano gang pool, a KubeShare pool) record
+   every hook request they make, as the bytes Metacontroller would POST: each pool sync
+   followed by its jobs' syncs. A reservoir keeps a bounded, ordered sample of each.
+2. **Mutate.** Most requests are sent as they are; the rest have one object inside a
+   healthy request broken, by one of the classes the campaigns found dangerous: a field
+   replaced, deleted or nested (``tests/fuzz_requests.mutate``); a bare JSON token no
+   parser should turn into a number (``1e400``, ``NaN``, ``-Infinity``); a deep echo (a
+   condition message nested 300 deep); an absurd pool value; an absurd job annotation.
+3. **Send** them to ``dragonet serve`` (real gunicorn, on 127.0.0.1 only) from a few
+   client threads, and check every answer: no 5xx, none later than the request deadline,
+   and every child and status of a 200 valid against the Kubernetes schemas and our CRDs
+   (``tests/kube_schema.py``; identical objects are validated once). Each worker's RSS is
+   read from /proc as the campaign goes.
+
+Bounded in count and time (``--max-seconds``). Not a test: record the numbers in
+benchmarks/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import random
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import requests
+
+from sim.engine import Scenario, SimConfig, Simulation
+from sim.scenario import from_trace, gpu_cluster, load_scenario
+from tests import fuzz_requests
+from tests import kube_schema as schema
+
+ROOT = Path(__file__).resolve().parents[1]
+TRACES = ROOT.parent / "shared" / "traces"
+PHILLY = TRACES / "philly_pollux" / "philly.csv"
+POLLUX = ROOT / "tests" / "fixtures" / "traces" / "workload-1.csv"
+
+# Pool values the CRD accepts and no sane admin writes, and annotation values a tenant can.
+POOL_VALUES: dict[str, tuple[Any, ...]] = {
+    "starvationSeconds": (1e12, 1e18, 1e308),
+    "idleSeconds": (1e18, 1e308),
+    "lasThresholdsGPUHours": ([1e18], [1e308, 1e308], [0.0]),
+    "maxPreemptions": (2**63 - 1, 10**30),
+    "preemptionGraceSeconds": (2**63 - 1, 10**30),
+    "migration": ({"minIntervalSeconds": 1e18}, {"maxMoves": 10**9}, {"minGain": 1e308}),
+}
+ANNOTATIONS = (
+    "dragonet.io/checkpoint-interval-seconds",
+    "dragonet.io/tensorboard",
+    "dragonet.io/gpu-share",
+    "dragonet.io/gpu-memory",
+    "DRAGON_KUBESHARE",
+)
+ANNOTATION_VALUES = ("1e12", "3e11", "1e308", "1e400", "nan", "inf", "-1", "0", "9" * 400, "x")
+TOKENS = (b"1e400", b"-1e400", b"NaN", b"Infinity", b"-Infinity")
+SENTINEL = "__dragonet_fuzz_token__"
+
+
+# -- 1. capture ---------------------------------------------------------------------------
+
+
+@dataclass
+class Reservoir:
+    """An ordered, bounded, uniform sample of a stream (Vitter's algorithm R)."""
+
+    size: int
+    rng: random.Random
+    seen: int = 0
+    kept: list[tuple[int, str, bytes]] = field(default_factory=list)
+
+    def offer(self, path: str, body: bytes) -> None:
+        self.seen += 1
+        if len(self.kept) < self.size:
+            self.kept.append((self.seen, path, body))
+            return
+        j = self.rng.randrange(self.seen)
+        if j < self.size:
+            self.kept[j] = (self.seen, path, body)
+
+    def ordered(self) -> list[tuple[str, bytes]]:
+        return [(p, b) for _, p, b in sorted(self.kept)]
+
+
+def scenarios() -> Iterator[tuple[Scenario, SimConfig]]:
+    """Pools of 3 to 200 nodes, 5 to 300 jobs, every policy family and backend."""
+    yield load_scenario(ROOT / "examples" / "scenario.yaml"), SimConfig()
+    yield load_scenario(ROOT / "examples" / "kubeshare.yaml"), SimConfig(kubeshare="v1")
+    yield load_scenario(ROOT / "examples" / "elastic.yaml"), SimConfig(policy="dragon")
+    yield (
+        from_trace(POLLUX, jobs=40, mx_share=0.25),
+        SimConfig(policy="dragonet-las", gang_scheduler="volcano"),
+    )
+    yield from_trace(POLLUX, jobs=80), SimConfig(policy="tiresias")
+    philly = from_trace(PHILLY, jobs=300, start=72500)
+    yield philly, SimConfig()
+    big = Scenario("philly on 200 nodes", gpu_cluster(200, 4), philly.jobs[:150])
+    yield big, SimConfig(policy="dragonet-las")
+
+
+def capture(per_scenario: int, seed: int, say: Callable[[str], None]) -> list[tuple[str, bytes]]:
+    out: list[tuple[str, bytes]] = []
+    for i, (scenario, config) in enumerate(scenarios()):
+        sample = Reservoir(per_scenario, random.Random(seed + i))
+        sim = Simulation(scenario, config)
+        post = sim.webhook.post
+
+        def recorded(path: str, body: bytes, *, measure: bool = True, _s=sample, _p=post):
+            _s.offer(path, body)
+            return _p(path, body, measure=measure)
+
+        sim.webhook.post = recorded  # type: ignore[method-assign]
+        started = time.monotonic()
+        sim.run()
+        out.extend(sample.ordered())
+        say(
+            f"captured {len(sample.kept):>5} of {sample.seen:>6} requests from "
+            f"{scenario.name} ({config.policy}, {len(scenario.nodes)} nodes, "
+            f"{len(scenario.jobs)} jobs) in {time.monotonic() - started:.0f} s"
+        )
+    return out
+
+
+# -- 2. mutate ----------------------------------------------------------------------------
+
+
+def _objects(request: dict[str, Any]) -> list[tuple[tuple, Any]]:
+    """Paths to the objects inside a request: its parent, and each related or child object."""
+    found: list[tuple[tuple, Any]] = [(("parent",), request.get("parent"))]
+    for top in ("related", "children", "attachments"):
+        for type_key, by_name in (request.get(top) or {}).items():
+            if isinstance(by_name, dict):
+                found.extend(((top, type_key, name), obj) for name, obj in by_name.items())
+    return [(p, o) for p, o in found if isinstance(o, dict)]
+
+
+def _leaves(value: Any, prefix: tuple = ()) -> Iterator[tuple]:
+    for path in fuzz_requests.paths(value, prefix):
+        if path:
+            yield path
+
+
+def _set(root: Any, path: tuple, value: Any) -> None:
+    for key in path[:-1]:
+        root = root[key]
+    root[path[-1]] = value
+
+
+def mutate(body: bytes, rng: random.Random) -> tuple[bytes, str]:
+    """One object of a request broken in one of the campaign's ways (or none)."""
+    request = orjson.loads(body)
+    objects = _objects(request)
+    if not objects:
+        return body, "clean"
+    where, obj = rng.choice(objects)
+    cls = rng.choice(("field", "field", "token", "deep", "pool", "annotation"))
+    if cls == "pool" and request.get("parent", {}).get("kind") == "TrainingPool":
+        spec = request["parent"].setdefault("spec", {})
+        name = rng.choice(sorted(POOL_VALUES))
+        spec[name] = rng.choice(POOL_VALUES[name])
+        return orjson.dumps(request), f"pool spec.{name}"
+    if cls == "annotation" or cls == "pool":
+        meta = obj.setdefault("metadata", {})
+        if not isinstance(meta, dict):
+            return body, "clean"
+        key = rng.choice(ANNOTATIONS)
+        annotations = meta.get("annotations")
+        if not isinstance(annotations, dict):
+            annotations = meta["annotations"] = {}
+        annotations[key] = rng.choice(ANNOTATION_VALUES)
+        return orjson.dumps(request), f"annotation {key} on {'/'.join(map(str, where))}"
+    if cls == "deep":
+        status = obj.setdefault("status", {})
+        if not isinstance(status, dict):
+            return body, "clean"
+        status["conditions"] = [
+            {"type": "Running", "status": "True", "message": fuzz_requests.Deep(300)}
+        ]
+        return fuzz_requests.encode(request), f"deep condition in {'/'.join(map(str, where))}"
+    leaves = list(_leaves(obj))
+    if not leaves:
+        return body, "clean"
+    path = rng.choice(leaves)
+    if cls == "token":
+        _set(obj, path, SENTINEL)
+        raw = orjson.dumps(request).replace(f'"{SENTINEL}"'.encode(), rng.choice(TOKENS), 1)
+        return raw, "bare token"
+    broken, what = fuzz_requests.mutate({"x": obj}, rng, rng.random())
+    _set(request, where, broken.get("x"))  # the whole object may be what was replaced
+    return fuzz_requests.encode(request), f"field: {what[:80]}"
+
+
+# -- 3. send and check --------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _children_of(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
+
+
+def _rss_mib(pid: int) -> float | None:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+@dataclass
+class Checker:
+    """Validates what a 200 answers, each distinct object once."""
+
+    seen: set[bytes] = field(default_factory=set)
+    invalid: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _once(self, obj: Any, check: Callable[[Any], None], what: str) -> None:
+        key = what.encode() + orjson.dumps(obj, option=orjson.OPT_SORT_KEYS)
+        with self.lock:
+            if key in self.seen:
+                return
+            self.seen.add(key)
+        try:
+            check(obj)
+        except AssertionError as err:
+            with self.lock:
+                self.invalid.append(f"{what}: {str(err)[:300]}")
+
+    def answer(self, path: str, parent_kind: str, body: Any) -> None:
+        if not isinstance(body, dict) or not path.endswith("/sync"):
+            return
+        for child in body.get("children") or []:
+            kind = child.get("kind") if isinstance(child, dict) else None
+            if kind in ("Admission", "TrainingPool"):
+                self._once(child, schema.validate_custom, f"{path} child {kind}")
+            elif kind == "PodGroup":
+                self._once(child, schema.validate_pod_group, f"{path} child PodGroup")
+            else:
+                self._once(child, schema.validate_child, f"{path} child {kind}")
+        status = body.get("status")
+        if status is None:
+            return
+        if parent_kind == "TrainingPool":
+            self._once(status, schema.validate_pool_status, f"{path} pool status")
+        elif parent_kind in ("TFJob", "MXJob"):
+            self._once(
+                status,
+                lambda s, k=parent_kind: schema.validate_job_status(k, s),
+                f"{path} {parent_kind} status",
+            )
+
+
+def serve(port: int, workers: int, env: dict[str, str]) -> subprocess.Popen:
+    cmd = [
+        sys.executable,
+        "-c",
+        "from webhooks.cli import main; main()",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        str(workers),
+    ]
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=1).ok:
+                return proc
+        except requests.RequestException:
+            time.sleep(0.2)
+    proc.kill()
+    raise SystemExit("dragonet serve did not answer /healthz within 60 s")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--requests", type=int, default=20000)
+    p.add_argument("--per-scenario", type=int, default=2500, help="requests kept per scenario")
+    p.add_argument("--broken", type=float, default=0.35, help="share of requests mutated")
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--clients", type=int, default=6)
+    p.add_argument("--deadline", type=float, default=8.0, help="the server's request deadline")
+    p.add_argument("--max-seconds", type=float, default=3600)
+    p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--out", help="write the summary (and RSS samples) as JSON here")
+    p.add_argument("--cache", help="keep the captured requests in this file (reused if there)")
+    args = p.parse_args()
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    cache = Path(args.cache) if args.cache else None
+    if cache and cache.exists():
+        base = pickle.loads(cache.read_bytes())
+        say(f"{len(base)} captured requests from {cache}")
+    else:
+        base = capture(args.per_scenario, args.seed, say)
+        if cache:
+            cache.write_bytes(pickle.dumps(base))
+    kinds = {}
+    for _, body in base:  # the parent's kind, for the status schema
+        parent = orjson.loads(body).get("parent") or {}
+        kinds[id(body)] = parent.get("kind", "")
+    port = _free_port()
+    env = {**os.environ, "DRAGONET_LOG_LEVEL": "error"}
+    server = serve(port, args.workers, env)
+    url = f"http://127.0.0.1:{port}"
+    codes: Counter[int] = Counter()
+    late: list[float] = []
+    failures: list[str] = []
+    latencies: list[float] = []
+    classes: Counter[str] = Counter()
+    rss: list[dict[str, Any]] = []
+    checker = Checker()
+    lock = threading.Lock()
+    stop_at = time.monotonic() + args.max_seconds
+    local = threading.local()
+
+    def one(n: int) -> None:
+        if time.monotonic() > stop_at:
+            return
+        path, body = base[n % len(base)]
+        kind = kinds[id(body)]
+        r = random.Random(args.seed * 1_000_003 + n)
+        what = "clean"
+        if r.random() < args.broken:
+            body, what = mutate(body, r)
+        session = getattr(local, "session", None) or requests.Session()
+        local.session = session
+        started = time.monotonic()
+        try:
+            resp = session.post(
+                url + path,
+                data=body,
+                timeout=args.deadline + 30,
+                headers={"Content-Type": "application/json"},
+            )
+            status, answer = resp.status_code, resp.content
+        except requests.RequestException as err:
+            status, answer = 0, str(err).encode()
+        took = time.monotonic() - started
+        with lock:
+            codes[status] += 1
+            classes[what.split(":")[0].split(" on ")[0].split(" in ")[0]] += 1
+            latencies.append(took)
+            if took > args.deadline + 0.5:
+                late.append(took)
+            if status >= 500 or status == 0:
+                failures.append(f"{status} {path} ({what}): {answer[:200]!r}")
+        if status == 200:
+            checker.answer(path, kind, orjson.loads(answer))
+
+    started = time.monotonic()
+    try:
+        with ThreadPoolExecutor(args.clients) as pool:
+            batch = 500
+            for first in range(0, args.requests, batch):
+                list(pool.map(one, range(first, min(first + batch, args.requests))))
+                sample = {
+                    "requests": min(first + batch, args.requests),
+                    "seconds": round(time.monotonic() - started, 1),
+                }
+                for pid in _children_of(server.pid):
+                    sample[f"worker {pid} MiB"] = _rss_mib(pid)
+                rss.append(sample)
+                say(json.dumps(sample))
+                if time.monotonic() > stop_at:
+                    say("stopped at --max-seconds")
+                    break
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+    lat = sorted(latencies)
+    summary = {
+        "requests": sum(codes.values()),
+        "by_status": dict(sorted(codes.items())),
+        "by_class": dict(classes.most_common()),
+        "5xx_or_no_answer": len(failures),
+        "past_deadline": len(late),
+        "invalid_objects": len(checker.invalid),
+        "distinct_objects_validated": len(checker.seen),
+        "latency_s": {
+            "p50": round(statistics.median(lat), 3),
+            "p99": round(lat[int(len(lat) * 0.99) - 1], 3),
+            "max": round(lat[-1], 3),
+        }
+        if lat
+        else {},
+        "wall_s": round(time.monotonic() - started, 1),
+        "rss": rss,
+        "failures": failures[:20],
+        "invalid": checker.invalid[:20],
+    }
+    print(json.dumps({k: v for k, v in summary.items() if k != "rss"}, indent=2))
+    if args.out:
+        Path(args.out).write_text(json.dumps(summary, indent=2))
+
+
+if __name__ == "__main__":
+    main()
