@@ -11,7 +11,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from policy.model.cluster import Node
+from policy.pool.filters import rejection
 from sim.apiserver import Obj
 from sim.engine import SimConfig, Simulation, SimulationError
 from sim.kube import node_object
@@ -822,3 +826,85 @@ def test_bound_by_node_name_a_wrong_plan_is_refused_by_the_kubelet(
         "Predicate NodeAffinity failed: node(s) didn't match Pod's node affinity/selector",
     )
     assert sim.kube.rejected >= 1
+
+
+# --- the policy's filter against this one ---------------------------------------------
+
+LABEL_KEYS = ("gpu", "zone", "cores")
+LABEL_VALUES = ("a", "b", "1", "4", "10", "1_0", "")
+# Values a pod may write in a node selector requirement (the API checks only their count):
+# some are no label values ("+5", "bad value!"), or no integers for Go ("1_0").
+REQUIREMENT_VALUES = (*LABEL_VALUES[:-1], "+5", "bad value!")
+EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+
+
+@st.composite
+def requirements(draw: st.DrawFn) -> dict[str, Any]:
+    op = draw(st.sampled_from(("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")))
+    key = draw(st.sampled_from(LABEL_KEYS))
+    if op in ("Exists", "DoesNotExist"):
+        return expr(key, op)
+    count = 1 if op in ("Gt", "Lt") else draw(st.integers(1, 2))
+    values = draw(st.lists(st.sampled_from(REQUIREMENT_VALUES), min_size=count, max_size=count))
+    return expr(key, op, *values)
+
+
+@st.composite
+def terms(draw: st.DrawFn) -> dict[str, Any]:
+    term: dict[str, Any] = {"matchExpressions": draw(st.lists(requirements(), max_size=2))}
+    if draw(st.booleans()) or not term["matchExpressions"]:
+        op = draw(st.sampled_from(("In", "NotIn")))
+        term["matchFields"] = [expr("metadata.name", op, draw(st.sampled_from(("n1", "n2"))))]
+    return term
+
+
+@st.composite
+def tolerations(draw: st.DrawFn) -> dict[str, str]:
+    """Tolerations the API accepts: an empty key only with Exists, no value with Exists."""
+    op = draw(st.sampled_from(("Equal", "Exists", "")))
+    key = draw(st.sampled_from(("dedicated", "gpu", *(("",) if op == "Exists" else ()))))
+    value = "" if op == "Exists" else draw(st.sampled_from(("", "x")))
+    return tol(key, op, value, draw(st.sampled_from(("", *EFFECTS))))
+
+
+@st.composite
+def pod_specs(draw: st.DrawFn) -> dict[str, Any]:
+    out = spec(tolerations=draw(st.lists(tolerations(), max_size=2)))
+    if draw(st.booleans()):
+        keys = draw(st.lists(st.sampled_from(LABEL_KEYS), max_size=2, unique=True))
+        out["nodeSelector"] = {k: draw(st.sampled_from(LABEL_VALUES[:-1])) for k in keys}
+    if draw(st.booleans()):
+        out["affinity"] = affinity(*draw(st.lists(terms(), min_size=1, max_size=2)))
+    return out
+
+
+@st.composite
+def node_objects(draw: st.DrawFn) -> dict[str, Any]:
+    keys = draw(st.lists(st.sampled_from(LABEL_KEYS), max_size=3, unique=True))
+    taints = draw(
+        st.lists(
+            st.builds(
+                taint,
+                st.sampled_from(("dedicated", "gpu")),
+                st.sampled_from(("", "x")),
+                st.sampled_from(EFFECTS),
+            ),
+            max_size=2,
+        )
+    )
+    return node(
+        draw(st.sampled_from(("n1", "n2"))),
+        labels={k: draw(st.sampled_from(LABEL_VALUES)) for k in keys},
+        taints=taints,
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(pod_specs(), node_objects())
+def test_the_policys_filter_agrees_with_the_kube_schedulers_on_what_the_api_accepts(
+    pod_spec: dict[str, Any], node_obj: dict[str, Any]
+) -> None:
+    """A plan never pins a pod where the kube-scheduler refuses it, nor avoids a node it
+    would take (a Ready, uncordoned node; the pod asks for no resources)."""
+    policy_says = rejection(Node.from_object(node_obj), pod_spec)
+    assert (policy_says is None) == (reasons(pod_spec, node_obj) == []), policy_says
