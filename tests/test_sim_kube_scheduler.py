@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policy.model.cluster import Node
+from policy.model.jobs import pod_request
 from policy.pool.filters import rejection
 from sim.apiserver import Obj
 from sim.engine import SimConfig, Simulation, SimulationError
@@ -908,3 +909,48 @@ def test_the_policys_filter_agrees_with_the_kube_schedulers_on_what_the_api_acce
     would take (a Ready, uncordoned node; the pod asks for no resources)."""
     policy_says = rejection(Node.from_object(node_obj), pod_spec)
     assert (policy_says is None) == (reasons(pod_spec, node_obj) == []), policy_says
+
+
+@settings(max_examples=200, deadline=None)
+@given(pod_specs(), node_objects(), st.sampled_from(("cordoned", "NotReady", "Unknown")))
+def test_on_a_cordoned_or_unready_node_the_policy_is_never_less_strict(
+    pod_spec: dict[str, Any], node_obj: dict[str, Any], state: str
+) -> None:
+    """The policy keeps new pods off such a node even when the pod tolerates its taint
+    (a choice: a drained node takes no training pods), never the other way round."""
+    if state == "cordoned":
+        node_obj["spec"]["unschedulable"] = True
+    else:
+        node_obj["status"]["conditions"][0]["status"] = "False" if state == "NotReady" else state
+    assert rejection(Node.from_object(node_obj), pod_spec) is not None
+
+
+QUANTITIES = {"cpu": ("100m", "1", "2.5", "4"), GPU: ("1", "2"), "memory": ("1Gi", "512Mi")}
+
+
+@st.composite
+def containers(draw: st.DrawFn) -> dict[str, Any]:
+    names = draw(st.lists(st.sampled_from(sorted(QUANTITIES)), max_size=3, unique=True))
+    amounts = {n: draw(st.sampled_from(QUANTITIES[n])) for n in names}
+    kind = draw(st.sampled_from(("requests", "limits")))
+    return container(**({"resources": {kind: amounts}} if amounts else {}))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(containers(), min_size=1, max_size=3),
+    st.lists(st.tuples(containers(), st.booleans()), max_size=3),
+    st.sampled_from(({}, {"cpu": "250m"})),
+)
+def test_the_policys_pod_request_is_what_the_kube_scheduler_counts(
+    main: list[dict[str, Any]], init: list[tuple[dict[str, Any], bool]], overhead: dict
+) -> None:
+    """Containers, init containers, sidecars, overhead, limits-only containers: the policy
+    reserves what NodeResourcesFit counts (cpu in millicores, memory in bytes, GPUs)."""
+    inits = [{**c, "restartPolicy": "Always"} if sidecar else c for c, sidecar in init]
+    pod_spec = spec(*main, initContainers=inits, overhead=overhead)
+    theirs = pod_requests(pod_spec)
+    ours = pod_request(pod_spec)
+    assert ours["cpu"] == theirs.get("cpu", 0)
+    assert ours["memory"] == 1000 * theirs.get("memory", 0)
+    assert ours[GPU] == 1000 * theirs.get(GPU, 0)
