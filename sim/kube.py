@@ -96,6 +96,7 @@ class Kube:
             lambda: self.nodes,
             self.free,
             self._score,
+            self.scheduler.allows,
             self._bind,
             self._mark_unschedulable,
             lambda action: self.schedule(0.0, action),

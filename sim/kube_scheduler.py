@@ -580,24 +580,15 @@ class KubeScheduler:
 
     def filter(self, pod: PodView, state: NodeState) -> list[str]:
         """The reasons of the first filter that rejects the node (none: it fits)."""
-        node = state.view
-        # NodeUnschedulable
-        if node.unschedulable and not tolerated(
-            pod.tolerations, Taint(UNSCHEDULABLE_TAINT, "", NO_SCHEDULE)
-        ):
-            return [UNSCHEDULABLE_REASON]
-        # NodeName
-        if pod.node_name and pod.node_name != node.name:
-            return [NODE_NAME_REASON]
-        # TaintToleration
-        taint = untolerated(node.taints, pod.tolerations, (NO_SCHEDULE, NO_EXECUTE))
-        if taint is not None:
-            return [f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"]
-        # NodeAffinity
-        if not pod.matches_affinity(node):
-            return [AFFINITY_REASON]
-        # NodeResourcesFit
-        return [s.reason for s in shortages(pod.requests, node, state.requested, len(state.pods))]
+        return constraints(pod, state.view) or [
+            s.reason for s in shortages(pod.requests, state.view, state.requested, len(state.pods))
+        ]
+
+    def allows(self, spec: Mapping[str, Any], node: str) -> bool:
+        """The filters a pod's own constraints decide (all but NodeResourcesFit), for
+        schedulers that count room their own way (sim/gang.py, sim/kubeshare.py)."""
+        state = self.nodes.get(node)
+        return state is not None and not constraints(self.view(spec), state.view)
 
     def schedule(self, spec: Mapping[str, Any]) -> Decision:
         """Filter every node, score the feasible ones, take the best (ties: by name)."""
@@ -671,6 +662,23 @@ class KubeScheduler:
             )
         state.admit(uid, pod)
         return None
+
+
+def constraints(pod: PodView, node: NodeView) -> list[str]:
+    """NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, in this order: the reason
+    of the first that rejects the node."""
+    if node.unschedulable and not tolerated(
+        pod.tolerations, Taint(UNSCHEDULABLE_TAINT, "", NO_SCHEDULE)
+    ):
+        return [UNSCHEDULABLE_REASON]
+    if pod.node_name and pod.node_name != node.name:
+        return [NODE_NAME_REASON]
+    taint = untolerated(node.taints, pod.tolerations, (NO_SCHEDULE, NO_EXECUTE))
+    if taint is not None:
+        return [f"node(s) had untolerated taint {{{taint.key}: {taint.value}}}"]
+    if not pod.matches_affinity(node):
+        return [AFFINITY_REASON]
+    return []
 
 
 def least_allocated(pod: PodView, state: NodeState) -> int:
