@@ -737,20 +737,27 @@ def _no_filter(node: object, pod_spec: Mapping[str, Any]) -> None:
 
 @dataclasses.dataclass
 class _PodConditions:
-    """Every (reason, message) a pod's PodScheduled=False condition or failure carried."""
+    """Each (pod, reason, message) of a PodScheduled=False condition or a pod failure, when
+    a write sets it."""
 
     seen: list[tuple[str, str, str]] = dataclasses.field(default_factory=list)
 
-    def __call__(self, tkey: str, old: Obj | None, new: Obj | None) -> None:
-        if tkey != PODS or new is None:
-            return
-        status = new.get("status") or {}
-        name = new["metadata"]["name"]
-        for c in status.get("conditions") or []:
-            if c.get("type") == "PodScheduled" and c.get("status") == "False":
-                self.seen.append((name, c.get("reason", ""), c.get("message", "")))
+    @staticmethod
+    def _said(pod: Obj | None) -> set[tuple[str, str]]:
+        status = (pod or {}).get("status") or {}
+        out = {
+            (c.get("reason", ""), c.get("message", ""))
+            for c in status.get("conditions") or []
+            if c.get("type") == "PodScheduled" and c.get("status") == "False"
+        }
         if status.get("phase") == "Failed" and status.get("reason"):
-            self.seen.append((name, status["reason"], status.get("message", "")))
+            out.add((status["reason"], status.get("message", "")))
+        return out
+
+    def __call__(self, tkey: str, old: Obj | None, new: Obj | None) -> None:
+        if tkey == PODS and new is not None:
+            for reason, message in sorted(self._said(new) - self._said(old)):
+                self.seen.append((new["metadata"]["name"], reason, message))
 
 
 def _run_until_it_loops(sim: Simulation) -> None:
@@ -954,3 +961,56 @@ def test_the_policys_pod_request_is_what_the_kube_scheduler_counts(
     assert ours["cpu"] == theirs.get("cpu", 0)
     assert ours["memory"] == 1000 * theirs.get("memory", 0)
     assert ours[GPU] == 1000 * theirs.get(GPU, 0)
+
+
+# --- a stale plan, with the policy's own filter -----------------------------------------
+
+
+def test_a_plan_on_a_stale_view_gets_upstreams_insufficient_message() -> None:
+    """The pool's view lags 2 s: it plans y onto the GPUs x was just given (the scenario of
+    tests/test_simulate.py); the kube-scheduler says why y's pods wait, as upstream words it."""
+    x = job("x", 4, steps=60)
+    y = job("y", 4, arrival=0.5, steps=60)
+    y.manifest["spec"]["runPolicy"] = {"schedulingPolicy": {"priorityClass": "high"}}
+    high = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "high"},
+        "value": 1000,
+    }
+    base = scenario(gpu_nodes(1), [x, y])
+    sc = type(base)(base.name, base.nodes, base.jobs, (high,))
+    sim = Simulation(sc, SimConfig(policy="dragon", view_delay_s=2.0, delete_finished_after_s=5))
+    conditions = _PodConditions()
+    sim.api.watchers.append(conditions)
+    assert sim.run().summary["jobs_finished"] == 2
+    assert conditions.seen
+    assert {(r, m) for _, r, m in conditions.seen} == {
+        ("Unschedulable", "0/1 nodes are available: 1 Insufficient nvidia.com/gpu.")
+    }
+
+
+def test_bound_by_node_name_on_a_stale_view_the_kubelet_refuses_with_its_own_words() -> None:
+    """A pod planned on GPUs another job holds reaches a full node: OutOfnvidia.com/gpu,
+    with the kubelet's message; every job still finishes."""
+    sc = scenario(
+        gpu_nodes(2),
+        [
+            job(f"j{i}", 1 + i % 3, arrival=float(i // 3), steps=20 + 10 * (i % 4))
+            for i in range(12)
+        ],
+    )
+    config = SimConfig(binding="nodeName", view_delay_s=5.0, delete_finished_after_s=5)
+    sim = Simulation(sc, dataclasses.replace(config, max_time_s=400))
+    conditions = _PodConditions()
+    sim.api.watchers.append(conditions)
+    result = sim.run()
+    assert result.summary["jobs_finished"] == 12
+    refused = {(r, m) for _, r, m in conditions.seen}
+    assert refused and all(r == "OutOfnvidia.com/gpu" for r, _ in refused)
+    assert all(
+        m.startswith("Node didn't have enough resource: nvidia.com/gpu, requested: ")
+        and m.endswith(", capacity: 4")
+        for _, m in refused
+    )
+    assert result.summary["kubelet_rejections"] == len(conditions.seen)
