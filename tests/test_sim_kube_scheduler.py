@@ -626,6 +626,24 @@ def test_least_allocated_prefers_the_emptier_node_counting_missing_requests_as_d
     assert ks.schedule(spec(container({"cpu": "1"}))).node == "free"
 
 
+def test_the_plugins_scores_add_up_with_upstreams_weights() -> None:
+    """TaintToleration weighs 3, NodeAffinity 2, NodeResourcesFit 1: an untolerated
+    PreferNoSchedule taint (-300) outweighs the emptier node, a preferred node (+200) the
+    fuller one."""
+    ks = scheduler(
+        node("empty", taints=[taint("spot", "yes", "PreferNoSchedule")]),
+        node("full", labels={"zone": "a"}),
+    )
+    ks.bind("p0", "full", spec(container({"cpu": "3", "memory": "12Gi"})))
+    assert ks.schedule(spec(container({"cpu": "500m"}))).node == "full"
+    tolerant = spec(container({"cpu": "500m"}), tolerations=[tol("spot", "Exists")])
+    assert ks.schedule(tolerant).node == "empty"
+    preference = {"weight": 1, "preference": {"matchExpressions": [expr("zone", "In", "a")]}}
+    prefers = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [preference]}}
+    both = spec(container({"cpu": "500m"}), tolerations=[tol("spot", "Exists")], affinity=prefers)
+    assert ks.schedule(both).node == "full"
+
+
 def test_equal_nodes_are_chosen_by_name_so_runs_repeat() -> None:
     """The real scheduler picks at random among the best; this one takes the first name."""
     ks = scheduler(node("b"), node("a"), node("c"))
