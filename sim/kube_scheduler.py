@@ -7,9 +7,9 @@ pod Failed by its kubelet).
 Followed, in ``kubernetes/kubernetes`` (master, 2026):
 
 * ``pkg/scheduler/apis/config/v1/default_plugins.go``: the filter order (NodeUnschedulable,
-  NodeName, TaintToleration, NodeAffinity, NodeResourcesFit; a node carries the reasons of
-  the first filter that rejects it) and the score weights (TaintToleration 3, NodeAffinity
-  2, NodeResourcesFit 1).
+  NodeName, TaintToleration, NodeAffinity, NodePorts, NodeResourcesFit; a node carries the
+  reasons of the first filter that rejects it) and the score weights (TaintToleration 3,
+  NodeAffinity 2, NodeResourcesFit 1).
 * ``pkg/scheduler/framework/plugins/nodeunschedulable/node_unschedulable.go``:
   ``spec.unschedulable`` unless the pod tolerates ``node.kubernetes.io/unschedulable:NoSchedule``.
 * ``pkg/scheduler/framework/plugins/nodename/node_name.go``.
@@ -23,6 +23,10 @@ Followed, in ``kubernetes/kubernetes`` (master, 2026):
   (In/NotIn with one value) and the PreFilter that narrows the nodes to those names;
   ``staging/src/k8s.io/apimachinery/pkg/labels/selector.go`` (``Requirement.Matches``, Go's
   ``strconv.ParseInt`` for Gt/Lt).
+* ``pkg/scheduler/framework/plugins/nodeports/node_ports.go`` and ``HostPortInfo`` in
+  ``pkg/scheduler/framework/types.go``: a host port is taken per protocol, and a host IP of
+  0.0.0.0 takes it on every IP; ``pkg/apis/core/v1/defaults.go`` gives a ``hostNetwork``
+  pod's container ports their own number as host port.
 * ``pkg/scheduler/framework/plugins/noderesources/fit.go``, ``least_allocated.go``,
   ``resource_allocation.go``; ``staging/src/k8s.io/component-helpers/resource/helpers.go``
   (``PodRequests``: containers summed, init containers as a maximum, sidecars added,
@@ -35,15 +39,16 @@ Followed, in ``kubernetes/kubernetes`` (master, 2026):
   out, so a node holds its non-terminal bound pods (terminating ones too).
 * ``pkg/kubelet/lifecycle/predicate.go``: the kubelet admits a pod against the pods it
   admitted before: resources (extended resources the node does not know are dropped), node
-  affinity and selector, node name, then NoExecute taints only; the first failure is the
-  reason (``OutOfcpu``, ``OutOfnvidia.com/gpu``, ``NodeAffinity``, ``TaintToleration``).
+  affinity and selector, node name, host ports, then NoExecute taints only; the first
+  failure is the reason (``OutOfcpu``, ``OutOfnvidia.com/gpu``, ``NodeAffinity``,
+  ``NodePorts``, ``TaintToleration``).
 * ``pkg/controller/nodelifecycle``: the taints a real cluster puts on a cordoned or
   not-Ready node (``node.kubernetes.io/unschedulable``, ``not-ready``, ``unreachable``).
 
-Not modelled: preemption (PostFilter, and its part of the message), host ports,
-inter-pod affinity, topology spread, volumes, BalancedAllocation and ImageLocality scores,
-and the sampling of nodes above 100. Among nodes of equal score the real scheduler picks at
-random; this one takes the first by name, so runs stay reproducible.
+Not modelled: preemption (PostFilter, and its part of the message), inter-pod affinity,
+topology spread, volumes, the BalancedAllocation and ImageLocality scores, and the sampling
+of nodes above 100. Among nodes of equal score the real scheduler picks at random; this one
+takes the first by name, so runs stay reproducible.
 """
 
 from __future__ import annotations
@@ -75,6 +80,7 @@ AFFINITY_REASON = "node(s) didn't match Pod's node affinity/selector"
 AFFINITY_CONFLICT = "pod affinity terms conflict"
 PREFILTER_REASON = "node(s) didn't satisfy plugin(s) [NodeAffinity]"
 TAINTS_REASON = "node(s) had taints that the pod didn't tolerate"
+PORTS_REASON = "node(s) didn't have free ports for the requested pod ports"
 TOO_MANY_PODS = "Too many pods"
 
 Quantities = dict[str, int]
@@ -136,6 +142,33 @@ def pod_requests(spec: Mapping[str, Any], non_missing: Quantities | None = None)
     for k, v in (spec.get("overhead") or {}).items():
         reqs[k] = reqs.get(k, 0) + quantity(k, v)
     return reqs
+
+
+HostPort = tuple[str, str, int]  # host IP, protocol, port
+
+
+def host_ports(spec: Mapping[str, Any]) -> tuple[HostPort, ...]:
+    """The host ports a pod's containers take (``getContainerPorts``): those with a host
+    port, which a ``hostNetwork`` pod's ports all have (defaulted to the container port)."""
+    out = []
+    network = bool(spec.get("hostNetwork"))
+    for c in spec.get("containers") or []:
+        for p in c.get("ports") or []:
+            port = int(p.get("hostPort") or (p.get("containerPort") if network else 0) or 0)
+            if port > 0:
+                out.append((p.get("hostIP") or "0.0.0.0", p.get("protocol") or "TCP", port))
+    return tuple(out)
+
+
+def ports_conflict(wanted: Iterable[HostPort], taken: Iterable[HostPort]) -> bool:
+    """``HostPortInfo.CheckConflict``: one protocol and port, and either IP is 0.0.0.0 or
+    both are the same."""
+    taken = list(taken)
+    return any(
+        proto == p and port == q and ("0.0.0.0" in (ip, i) or ip == i)
+        for ip, proto, port in wanted
+        for i, p, q in taken
+    )
 
 
 def is_extended(name: str) -> bool:
@@ -384,6 +417,7 @@ class PodView:
     prefilter_names: frozenset[str] | None  # metadata.name In ...: only these nodes
     preferred: tuple[tuple[int, Term], ...]
     tolerations: tuple[Toleration, ...]
+    ports: tuple[HostPort, ...] = ()
 
     @staticmethod
     def parse(spec: Mapping[str, Any]) -> PodView:
@@ -411,6 +445,7 @@ class PodView:
             prefilter_names=names,
             preferred=tuple(preferred),
             tolerations=tuple(Toleration.parse(t) for t in spec.get("tolerations") or []),
+            ports=host_ports(spec),
         )
 
     def matches_affinity(self, node: NodeView) -> bool:
@@ -580,7 +615,13 @@ class KubeScheduler:
 
     def filter(self, pod: PodView, state: NodeState) -> list[str]:
         """The reasons of the first filter that rejects the node (none: it fits)."""
-        return constraints(pod, state.view) or [
+        if why := constraints(pod, state.view):
+            return why
+        if pod.ports and ports_conflict(
+            pod.ports, (q for p in state.pods.values() for q in p.ports)
+        ):
+            return [PORTS_REASON]
+        return [
             s.reason for s in shortages(pod.requests, state.view, state.requested, len(state.pods))
         ]
 
@@ -656,6 +697,10 @@ class KubeScheduler:
             return Rejection("NodeAffinity", f"Predicate NodeAffinity failed: {AFFINITY_REASON}")
         if pod.node_name and pod.node_name != node:
             return Rejection("NodeName", f"Predicate NodeName failed: {NODE_NAME_REASON}")
+        if pod.ports and ports_conflict(
+            pod.ports, (q for u, p in state.admitted.items() if u != uid for q in p.ports)
+        ):
+            return Rejection("NodePorts", f"Predicate NodePorts failed: {PORTS_REASON}")
         if untolerated(state.view.taints, pod.tolerations, (NO_EXECUTE,)) is not None:
             return Rejection(
                 "TaintToleration", f"Predicate TaintToleration failed: {TAINTS_REASON}"

@@ -1032,3 +1032,69 @@ def test_bound_by_node_name_on_a_stale_view_the_kubelet_refuses_with_its_own_wor
         for _, m in refused
     )
     assert result.summary["kubelet_rejections"] == len(conditions.seen)
+
+
+# --- NodePorts --------------------------------------------------------------------------
+
+
+def ported(*ports: str, host_network: bool = False) -> dict[str, Any]:
+    """A pod whose container takes host ports written "PROTO/IP:port"."""
+    out = []
+    for p in ports:
+        proto, rest = p.split("/")
+        ip, port = rest.rsplit(":", 1)
+        out.append(
+            {"containerPort": int(port), "hostPort": int(port), "protocol": proto, "hostIP": ip}
+        )
+    return spec(container(ports=out), **({"hostNetwork": True} if host_network else {}))
+
+
+@pytest.mark.parametrize(
+    ("wanted", "taken", "fits"),
+    [
+        # upstream node_ports_test.go, case by case:
+        (("UDP/127.0.0.1:8080",), (), True),  # "nothing running"
+        (("UDP/127.0.0.1:8080",), ("UDP/127.0.0.1:9090",), True),  # "other port"
+        (("UDP/127.0.0.1:8080",), ("UDP/127.0.0.1:8080",), False),  # "same udp port"
+        (("TCP/127.0.0.1:8080",), ("TCP/127.0.0.1:8080",), False),  # "same tcp port"
+        (("TCP/127.0.0.1:8080",), ("TCP/127.0.0.2:8080",), True),  # "different host ip"
+        (("UDP/127.0.0.1:8080",), ("TCP/127.0.0.1:8080",), True),  # "different protocol"
+        # "second udp port conflict"
+        (("UDP/127.0.0.1:8000", "UDP/127.0.0.1:8080"), ("UDP/127.0.0.1:8080",), False),
+        # "first tcp port conflict"
+        (("TCP/127.0.0.1:8001", "UDP/127.0.0.1:8080"), ("TCP/127.0.0.1:8001",), False),
+        # "first tcp port conflict due to 0.0.0.0 hostIP"
+        (("TCP/0.0.0.0:8001",), ("TCP/127.0.0.1:8001",), False),
+        # "TCP hostPort conflict due to 0.0.0.0 hostIP"
+        (("TCP/10.0.10.10:8001", "TCP/0.0.0.0:8001"), ("TCP/127.0.0.1:8001",), False),
+        # "second tcp port conflict to 0.0.0.0 hostIP"
+        (("TCP/127.0.0.1:8001",), ("TCP/0.0.0.0:8001",), False),
+        # "second different protocol"
+        (("UDP/127.0.0.1:8001",), ("TCP/0.0.0.0:8001",), True),
+        # "UDP hostPort conflict due to 0.0.0.0 hostIP"
+        (("UDP/0.0.0.0:8001",), ("TCP/0.0.0.0:8001", "UDP/0.0.0.0:8001"), False),
+    ],
+)
+def test_node_ports_filter(wanted: tuple[str, ...], taken: tuple[str, ...], fits: bool) -> None:
+    ks = scheduler(node())
+    ks.bind("other", "node-1", ported(*taken))
+    assert ks.filter(ks.view(ported(*wanted)), ks.nodes["node-1"]) == (
+        [] if fits else ["node(s) didn't have free ports for the requested pod ports"]
+    )
+
+
+def test_two_host_network_pods_of_one_port_never_share_a_node() -> None:
+    """On the host network a container's port is a host port (the API server defaults it):
+    the second TF task listening on 2222 waits, and its kubelet refuses it if bound."""
+    task = spec(container(ports=[{"name": "tfjob-port", "containerPort": 2222}]), hostNetwork=True)
+    ks = scheduler(node())
+    ks.bind("ps", "node-1", task)
+    assert ks.admit("ps", task, "node-1") is None
+    assert ks.schedule(task).message == (
+        "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports."
+    )
+    ks.bind("worker", "node-1", task)
+    rejection = ks.admit("worker", task, "node-1")
+    assert rejection is not None and rejection.reason == "NodePorts"
+    plain = spec(container(ports=[{"name": "tfjob-port", "containerPort": 2222}]))
+    assert ks.schedule(plain).node == "node-1"
