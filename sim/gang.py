@@ -31,7 +31,6 @@ from policy.job.podgroup import API_VERSIONS, GROUP_NAME_ANNOTATION, POD_GROUP_L
 from policy.model.cluster import Node
 from policy.model.jobs import pod_request
 from policy.model.resources import Resources
-from policy.pool.filters import rejection
 from sim.apiserver import ApiServer, Obj, object_key, stamp, type_key
 
 PODS = "Pod.v1"
@@ -186,6 +185,7 @@ class GangScheduler:
         nodes: Callable[[], Mapping[str, Node]],
         free: Callable[[str], Resources],
         score: Callable[[str, Resources], tuple[float, str]],
+        allows: Callable[[Mapping[str, Any], str], bool],
         bind: Callable[[Obj, str], None],
         unschedulable: Callable[[Obj, str], None],
         soon: Callable[[Callable[[], None]], None],
@@ -194,7 +194,7 @@ class GangScheduler:
         from inside a watcher (every watcher sees one change before the next)."""
         self.api = api
         self.names = frozenset(names)
-        self._nodes, self._free, self._score = nodes, free, score
+        self._nodes, self._free, self._score, self._allows = nodes, free, score, allows
         self._bind, self._unschedulable, self._soon = bind, unschedulable, soon
         self.groups_bound = 0  # groups bound (in full or a further member of a bound one)
         self.status_writes = 0  # PodGroup status updates
@@ -306,11 +306,7 @@ class GangScheduler:
         for pod in pending:
             spec = pod["spec"]
             req = pod_request(spec)
-            fits = [
-                n
-                for n, node in sorted(nodes.items())
-                if rejection(node, spec) is None and req.fits_in(free[n])
-            ]
+            fits = [n for n in sorted(nodes) if self._allows(spec, n) and req.fits_in(free[n])]
             if not fits:
                 continue
             prefer = preferences(spec)

@@ -1,15 +1,19 @@
 """Nodes, the kube-scheduler and the kubelets, acting on the API server's truth.
 
 * The kube-scheduler binds pods that have no ``spec.nodeName`` (and the default scheduler
-  name), one at a time in creation order, to the feasible node with the most room left
-  (kube-scheduler's default LeastAllocated scoring over cpu and memory). A pod that fits
-  nowhere gets ``PodScheduled=False/Unschedulable`` and is retried when room frees up.
-* A kubelet admits a bound pod only if it fits the node (else the pod fails with reason
-  ``OutOf<resource>``, as a real kubelet does for a ``nodeName`` pod it cannot hold),
-  starts it after a start delay, and removes a deleted pod after its grace period.
+  name), one at a time in creation order, with the default plugins' filters and scores
+  (``sim.kube_scheduler``: written from upstream, sharing no code with ``policy/``). A pod
+  that fits nowhere gets ``PodScheduled=False/Unschedulable`` with upstream's message
+  ("0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 2 node(s) had untolerated
+  taint {...}.") and is retried when room frees up or a node changes.
+* A kubelet admits a bound pod as the real one does (resources against the pods it admitted
+  before, node affinity and selector, NoExecute taints); a pod it refuses fails with its
+  reason (``OutOfnvidia.com/gpu``, ``NodeAffinity``, ``TaintToleration``). It starts an
+  admitted pod after a start delay and removes a deleted pod after its grace period.
 
-Capacity parsing and the filter predicates are the policy's own (``policy.model.cluster``,
-``policy.pool.filters``): the simulator checks scheduling decisions, not quantity parsing.
+``used`` and ``free`` (the policy's resource vectors) serve the simulated gang schedulers,
+KubeShare and the run's measurements; what the kube-scheduler and kubelets decide never
+reads them.
 """
 
 from __future__ import annotations
@@ -23,9 +27,9 @@ from policy.job.podgroup import TYPE_KEYS as POD_GROUPS
 from policy.model.cluster import Node
 from policy.model.jobs import pod_request
 from policy.model.resources import Resources
-from policy.pool.filters import rejection
 from sim.apiserver import ApiServer, Obj, object_key, stamp
 from sim.gang import GangScheduler, group_key, group_of
+from sim.kube_scheduler import KubeScheduler
 
 PODS = "Pod.v1"
 NODES = "Node.v1"
@@ -78,6 +82,8 @@ class Kube:
     gang: GangScheduler | None = None  # a gang-backend pool's scheduler (sim/gang.py)
     _used_total: Resources | None = None  # ``used`` added up (None: changed since)
     _requests: dict[int, tuple[Mapping[str, Any], Resources]] = field(default_factory=dict)
+    # The default scheduler's cache and the kubelets' admitted pods (sim/kube_scheduler.py).
+    scheduler: KubeScheduler = field(default_factory=KubeScheduler)
 
     def __post_init__(self) -> None:
         self.api.watchers.append(self._on_change)
@@ -90,6 +96,7 @@ class Kube:
             lambda: self.nodes,
             self.free,
             self._score,
+            self.scheduler.allows,
             self._bind,
             self._mark_unschedulable,
             lambda action: self.schedule(0.0, action),
@@ -128,8 +135,10 @@ class Kube:
         if tkey == NODES:
             if new is None:
                 self.nodes.pop(old["metadata"]["name"], None)
+                self.scheduler.remove_node(old["metadata"]["name"])
             else:
                 self.nodes[new["metadata"]["name"]] = Node.from_object(new)
+                self.scheduler.set_node(new)
             self._retry_soon()
             return
         if tkey in POD_GROUPS:
@@ -149,8 +158,14 @@ class Kube:
                 cur = self.used.get(n, Resources({}))
                 self.used[n] = cur + req if sign > 0 else cur - req
                 self._used_total = None
+        held, holds = self.holds(old), self.holds(new)
+        if held and not holds:
+            self.scheduler.unbind(old["metadata"]["uid"], old["spec"]["nodeName"])
+        elif holds and not held:
+            self.scheduler.bind(new["metadata"]["uid"], new["spec"]["nodeName"], new["spec"])
         if old is not None and (new is None or new["spec"] is not old["spec"]):
             self._requests.pop(id(old["spec"]), None)  # gone, or bound: a new spec
+            self.scheduler.forget(old["spec"])
         if new is None or (self.holds(old) and not self.holds(new)):
             self._retry_soon()  # room freed
         if new is not None and old is None:
@@ -212,20 +227,18 @@ class Kube:
         return (-(sum(frac) / len(frac)) if frac else 0.0, node)
 
     def _try_bind(self, pod: Obj) -> None:
-        req = self.request(pod["spec"])
-        fits = [
-            n
-            for n, node in sorted(self.nodes.items())
-            if rejection(node, pod["spec"]) is None and req.fits_in(self.free(n))
-        ]
-        if not fits:
-            self._mark_unschedulable(pod, f"0/{len(self.nodes)} nodes are available")
-            return
-        self._bind(pod, min(fits, key=lambda n: self._score(n, req)))
+        decision = self.scheduler.schedule(pod["spec"])
+        if decision.node is None:
+            self._mark_unschedulable(pod, decision.message)
+        else:
+            self._bind(pod, decision.node)
 
     def _mark_unschedulable(self, pod: Obj, message: str) -> None:
+        """The scheduler writes the condition when it or its message changes."""
         conds = (pod.get("status") or {}).get("conditions") or []
-        if not any(c.get("reason") == "Unschedulable" for c in conds):
+        if not any(
+            c.get("reason") == "Unschedulable" and c.get("message") == message for c in conds
+        ):
             status = {
                 **(pod.get("status") or {}),
                 "phase": "Pending",
@@ -257,19 +270,21 @@ class Kube:
             self.gang.try_group(group)
 
     def _start(self, pod: Obj) -> None:
+        """The node's kubelet admits the pod (or fails it, as a real one does), then
+        starts it."""
         node = pod["spec"]["nodeName"]
-        key = object_key(pod)
-        over = self._overcommitted(node)
-        if node not in self.nodes or over:
+        key, uid = object_key(pod), pod["metadata"]["uid"]
+        if node not in self.nodes:
+            refused = ("NodeLost", f"rejected by {node}")
+        elif rejection := self.scheduler.admit(uid, pod["spec"], node):
+            refused = (rejection.reason, rejection.message)
+        else:
+            refused = None
+        if refused is not None:
             self.rejected += 1
-            reason = f"OutOf{over}" if over else "NodeLost"
-            self.api.patch(
-                PODS,
-                key,
-                status={"phase": "Failed", "reason": reason, "message": f"rejected by {node}"},
-            )
+            status = {"phase": "Failed", "reason": refused[0], "message": refused[1]}
+            self.api.patch(PODS, key, status=status)
             return
-        uid = pod["metadata"]["uid"]
         self.schedule(self._start_delay(node), lambda: self._run(key, uid))
 
     def _start_delay(self, node: str) -> float:
@@ -280,12 +295,6 @@ class Kube:
             batch = (now, self.rng.uniform(*self.start_delay_s))
             self._batches[node] = batch
         return batch[1]
-
-    def _overcommitted(self, node: str) -> str | None:
-        if node not in self.nodes:
-            return None
-        free = self.free(node)
-        return next((k for k in free if free[k] < 0), None)
 
     def _current(self, key: str, uid: str) -> Obj | None:
         pod = self.api.get(PODS, key)

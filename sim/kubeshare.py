@@ -39,7 +39,6 @@ from policy.model.gpushare import (
     share_of,
 )
 from policy.model.jobs import pod_request
-from policy.pool.filters import rejection
 from sim.apiserver import ApiServer, Obj, object_key
 from sim.kube import NODES, PODS, Kube, _condition
 
@@ -201,8 +200,8 @@ class KubeShare:
         ``kube-default`` baseline writes): the first node with room, the vGPU there it
         fills best, else a new one."""
         request = pod_request(sp["spec"])
-        for name, node in sorted(self.kube.nodes.items()):
-            if rejection(node, sp["spec"]) is not None:
+        for name in sorted(self.kube.nodes):
+            if not self.kube.scheduler.allows(sp["spec"], name):
                 continue
             if not request.fits_in(self.kube.free(name)):
                 continue
@@ -281,8 +280,8 @@ class KubeShare:
         share = _share(pod)
         request = pod_request(pod["spec"])
         key = object_key(pod)
-        for name, node in sorted(self.kube.nodes.items()):
-            if rejection(node, pod["spec"]) is not None:
+        for name in sorted(self.kube.nodes):
+            if not self.kube.scheduler.allows(pod["spec"], name):
                 continue
             if share is None or not request.fits_in(self.kube.free(name)):
                 continue

@@ -64,6 +64,26 @@ def test_init_containers_and_overhead_count(hook: Hook) -> None:
     assert placed["job1-ps-0"] == "n-1", "the init container's 12 cpu fits only on n-1"
 
 
+def test_a_sidecar_adds_to_the_containers_it_runs_beside(hook: Hook) -> None:
+    """A sidecar (init container with ``restartPolicy: Always``, Kubernetes 1.29+) keeps
+    running beside the PS's own 4 cpu: the PS needs 4 + 8, not the larger of the two, so it
+    fills n-2 (12 cpu) alone; counted as 8 it would share n-2 with a 4-cpu worker, which the
+    kube-scheduler would leave Pending."""
+    job = mc.compat("dragon-job1-cpu.yaml")
+    spec = job["spec"]["tfReplicaSpecs"]["PS"]["template"]["spec"]
+    spec["initContainers"] = [
+        {
+            "name": "proxy",
+            "image": "busybox",
+            "restartPolicy": "Always",
+            "resources": {"requests": {"cpu": "8"}},
+        }
+    ]
+    nodes = [mc.node("n-1", cpu="11", memory="64Gi"), mc.node("n-2", cpu="12", memory="64Gi")]
+    placed = _placed(hook.sync(mc.world(mc.tfjob(job), nodes)))
+    assert [pod for pod, node in placed.items() if node == "n-2"] == ["job1-ps-0"]
+
+
 def test_running_and_terminating_pods_occupy_their_node(hook: Hook) -> None:
     other, pods = _other_job("other", "n-1", terminating=True)
     nodes = [mc.node("n-1", cpu="24", memory="64Gi"), mc.node("n-2", cpu="24", memory="64Gi")]

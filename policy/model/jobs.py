@@ -412,7 +412,9 @@ def _format_validation_error(err: ValidationError, prefix: str) -> str:
 def pod_request(pod_spec: Mapping[str, Any]) -> Resources:
     """What the scheduler reserves for a pod: containers' requests (limits where a container
     gives only limits, as the API server defaults them), at least each init container's,
-    plus overhead and one ``pods`` slot."""
+    plus overhead and one ``pods`` slot. A sidecar (an init container that restarts
+    ``Always``) runs beside the containers and the init containers after it, so it adds up
+    (component-helpers' ``PodRequests``)."""
 
     def container_request(c: Mapping[str, Any]) -> dict[str, int]:
         res = c.get("resources") or {}
@@ -423,9 +425,21 @@ def pod_request(pod_spec: Mapping[str, Any]) -> Resources:
     for c in pod_spec.get("containers") or []:
         for k, v in container_request(c).items():
             total[k] = total.get(k, 0) + v
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
     for c in pod_spec.get("initContainers") or []:
-        for k, v in container_request(c).items():
-            total[k] = max(total.get(k, 0), v)
+        own = container_request(c)
+        if c.get("restartPolicy") == "Always":
+            for k, v in own.items():
+                total[k] = total.get(k, 0) + v
+                sidecars[k] = sidecars.get(k, 0) + v
+            step = sidecars
+        else:
+            step = {k: own.get(k, 0) + sidecars.get(k, 0) for k in own.keys() | sidecars.keys()}
+        for k, v in step.items():
+            init_peak[k] = max(init_peak.get(k, 0), v)
+    for k, v in init_peak.items():
+        total[k] = max(total.get(k, 0), v)
     for k, v in (pod_spec.get("overhead") or {}).items():
         total[k] = total.get(k, 0) + to_milli(v)
     total[PODS] = total.get(PODS, 0) + to_milli(1)

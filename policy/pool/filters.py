@@ -7,12 +7,17 @@ pod to a node the scheduler would refuse. Each rejection is a short phrase for u
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
 from policy.model.cluster import Node, Taint
 
 _BLOCKING = ("NoSchedule", "NoExecute")
+# What the kube-scheduler's label selector accepts as a requirement's value (a label value)
+# and as a Gt/Lt number (Go's strconv.ParseInt: a sign and decimal digits, no "1_0").
+_LABEL_VALUE = re.compile(r"(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?")
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 def _tolerates(tolerations: list[Mapping[str, Any]], taint: Taint) -> bool:
@@ -27,6 +32,24 @@ def _tolerates(tolerations: list[Mapping[str, Any]], taint: Taint) -> bool:
     return False
 
 
+def _integer(text: Any) -> int | None:
+    if not isinstance(text, str) or not _INTEGER.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -(2**63) <= value < 2**63 else None
+
+
+def _parses(expr: Mapping[str, Any]) -> bool:
+    """The kube-scheduler parses a requirement only if its values are label values (the
+    API server does not check them): one that does not parse makes its term match no node."""
+    values = expr.get("values") or []
+    if not all(isinstance(v, str) and len(v) <= 63 and _LABEL_VALUE.fullmatch(v) for v in values):
+        return False
+    return expr.get("operator") not in ("Gt", "Lt") or (
+        len(values) == 1 and _integer(values[0]) is not None
+    )
+
+
 def _match_expression(labels: Mapping[str, str], expr: Mapping[str, Any]) -> bool:
     key, op, values = expr.get("key"), expr.get("operator"), expr.get("values") or []
     present = key in labels
@@ -39,9 +62,8 @@ def _match_expression(labels: Mapping[str, str], expr: Mapping[str, Any]) -> boo
     if op == "DoesNotExist":
         return not present
     if op in ("Gt", "Lt") and present and len(values) == 1:
-        try:
-            have, want = int(labels[key]), int(values[0])
-        except ValueError:
+        have, want = _integer(labels[key]), _integer(values[0])
+        if have is None or want is None:
             return False
         return have > want if op == "Gt" else have < want
     return False
@@ -52,7 +74,7 @@ def _match_term(node: Node, term: Mapping[str, Any]) -> bool:
     fields = term.get("matchFields") or []
     if not exprs and not fields:
         return False  # an empty term matches nothing
-    return all(_match_expression(node.labels, e) for e in exprs) and all(
+    return all(_parses(e) and _match_expression(node.labels, e) for e in exprs) and all(
         _match_expression({"metadata.name": node.name}, f) for f in fields
     )
 
