@@ -113,6 +113,11 @@ class MigrationSettings(BaseModel):
     # waiting gang, which fits in the pool's free room but on no placement, fits there
     # (off until measured: benchmarks/README.md).
     defragment: bool = False
+    # The planner moves a running CPU worker (no GPUs) off a node whose CPU its workers
+    # oversubscribe (their limits exceed what the parameter servers leave) to where the
+    # score says it runs minGain faster. None: on under the dragonet score
+    # (benchmarks/README.md, container-migration's speed scenarios).
+    balance: bool | None = None
 
 
 class PoolSpec(BaseModel):
