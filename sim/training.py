@@ -188,6 +188,7 @@ class Programs:
     _blocked: Resources | None = None
     _cpu: dict[str, Usage] | None = None  # every running pod's CPU (None: to work out again)
     _cpu_bound: set[str] = field(default_factory=set)  # unfinished jobs of CPU-bound profiles
+    _on_node: dict[str, set[str]] = field(default_factory=dict)  # node -> CPU-bound jobs seen
 
     def __post_init__(self) -> None:
         self.api.watchers.append(self._on_change)
@@ -207,7 +208,14 @@ class Programs:
         self._cpu = None
         pod = new if new is not None else old
         job = job_of(pod)
+        # a pod on a node slows or frees the CPU-bound jobs there
+        nodes = {n for o in (old, new) if o is not None and (n := o["spec"].get("nodeName"))}
+        if job in self._cpu_bound:
+            for n in nodes:
+                self._on_node.setdefault(n, set()).add(job)
+        crowd = {j for n in nodes for j in self._on_node.get(n, ())} & self._cpu_bound
         if job is None or job not in self.jobs or _role(pod) == TENSORBOARD:
+            self._mark(crowd)
             return  # a TensorBoard is no part of training (its room shows in the cluster's)
         key = object_key(pod)
         t = self.jobs[job]
@@ -242,8 +250,13 @@ class Programs:
             ):
                 self.scale_actions += 1
                 self._shrunk.add(key)
-        self._dirty.add(job)
-        self._dirty.update(self._cpu_bound)  # a pod on a node slows or frees the others there
+        self._mark({job, *crowd})
+
+    def _mark(self, jobs: set[str]) -> None:
+        """Update these jobs once this instant's changes are in."""
+        if not jobs:
+            return
+        self._dirty.update(jobs)
         if not self._flush_pending:
             self._flush_pending = True
             self.schedule(0.0, self._flush)
