@@ -154,6 +154,9 @@ def _queued(st: _JobState) -> tuple[float, str]:
 def _bursts(r: Running) -> bool:
     """A running CPU worker of the job may use more CPU than it requests: only such
     workers can oversubscribe a node's CPU (the scheduler fits requests)."""
+    worker = r.job.replicas.get(WORKER)
+    if worker is None or worker.request[GPU]:
+        return False  # (most jobs of a GPU pool, at one look-up each cycle)
     return any(_bursting(p) for p in r.pods)
 
 
