@@ -74,3 +74,15 @@ def test_a_gpu_worker_is_never_balanced() -> None:
 def test_dragons_score_does_not_balance() -> None:
     piled = tuple(_job(f"job{i}", "node-1") for i in (1, 2, 3))
     assert _moves(_run(piled, policy="dragon")) == 0
+
+
+def test_idle_cpu_goes_to_the_first_job_in_the_queue_first() -> None:
+    """Two idle nodes and two piled-up jobs of two workers: both moves are the first job's,
+    so it finishes well before the second, instead of both finishing late."""
+    piled = (_job("job1", "node-1", workers=2), _job("job2", "node-1", workers=2))
+    sim = Simulation(Scenario("queue", _nodes(), piled), SimConfig())
+    result = sim.run()
+    moved = [pod for _, event, pod, _ in sim.log if event == "create" and "-m1" in pod]
+    assert moved[:2] == ["default/job1-worker-0-m1", "default/job1-worker-1-m1"]
+    jct = {r.key: r.jct_s or 0.0 for r in result.jobs}
+    assert jct["default/job1"] < 0.8 * jct["default/job2"]

@@ -114,9 +114,10 @@ class MigrationSettings(BaseModel):
     # (off until measured: benchmarks/README.md).
     defragment: bool = False
     # The planner moves a running CPU worker (no GPUs) off a node whose CPU its workers
-    # oversubscribe (their limits exceed what the parameter servers leave) to where the
-    # score says it runs minGain faster. None: on under the dragonet score
-    # (benchmarks/README.md, container-migration's speed scenarios).
+    # oversubscribe (their limits exceed what the parameter servers leave) to a node with
+    # idle CPU where the score says it runs minGain faster, one a cycle, in the queue's
+    # order. None: on under the dragonet score (benchmarks/README.md, container-migration's
+    # speed scenarios).
     balance: bool | None = None
 
 

@@ -20,11 +20,11 @@ parameter servers, then the CPU share its limits would get. A requested move (no
 ``Manual``) must make the worker ``minGain`` faster under ``dragonet``.
 
 The planner's own moves: ``balance`` (on under ``dragonet``) moves a running CPU worker
-off a node whose CPU its workers oversubscribe, when the score finds a node where it runs
-``minGain`` faster, one per job per cycle: the monitor asks for workers of a node that
-stands out from the pool, not for those of a node as full as the others but shared by
-more (container-migration's speed-b: two busy nodes, one empty). ``consolidate`` and
-``defragment`` (off by default) are below.
+off a node whose CPU its workers oversubscribe to a node with idle CPU where the score
+finds it ``minGain`` faster, one a cycle, in the queue's order. The monitor asks for the
+workers of a node that stands out from the pool, not for those of a node as full as the
+others but shared by more (container-migration's speed-b: two busy nodes, one empty).
+``consolidate`` and ``defragment`` (off by default) are below.
 """
 
 from __future__ import annotations
@@ -116,10 +116,13 @@ def migrate(
         load = NodeLoad.of(ledger.cluster.pods, ledger.allocatable)
         for r in busy:
             states.append(_job_moves(ledger, load, r, requests.get(r.job.key, ()), rules, now))
-    if balance and rules is not None:  # the youngest job first: it has the longest to run
-        for st in sorted((st for st, _, _ in states), key=_queued, reverse=True):
-            if not st.moving:
-                _balance(st, rules)
+    if balance and rules is not None and not any(st.moving for st, _, _ in states):
+        # One move a cycle, the first job in the queue's order first (and it waits for its
+        # crowded workers still starting): idle CPU goes to one job, which then finishes
+        # sooner, rather than a little of it to each.
+        for st in sorted((st for st, _, _ in states), key=_queued):
+            if _balance(st, rules) is not False:
+                break
     if defragment and waiting is not None and rules is not None:
         _defragment(ledger, [st for st, _, _ in states], waiting, rules)
     out: dict[str, JobMoves] = {}
@@ -456,25 +459,30 @@ def _consolidate(state: _JobState, rules: MigrationRules) -> None:
             return
 
 
-def _balance(state: _JobState, rules: MigrationRules) -> None:
+def _balance(state: _JobState, rules: MigrationRules) -> bool | None:
     """Move one running CPU worker off a node whose CPU its workers oversubscribe to a
     node with idle CPU, the one the score chooses, when that pays ``minGain``; never when
     its going would leave CPU idle on its node. It only puts idle CPU to work: where
     every node is busy, moving workers around only moves CPU from one job to another,
-    and each move costs a restore. Nothing while one of the job's moves is in flight: the
-    next cycle sees where the last one left the load."""
+    and each move costs a restore. True: one moves; None: such a worker is still starting
+    (it may move once it runs); False: none."""
     load = state.load
+    starting = False
     for slot, pods in sorted(state.by_slot.items()):
-        if not _movable(state, slot, pods, rules) or not _cpu_worker(pods[0]):
-            continue
         pod = pods[0]
-        node = pod.node or ""
-        if load.share(node, pod) >= 1.0 or not load.full_without(node, pod):
+        if slot[0] != WORKER or len(pods) != 1 or not _cpu_worker(pod) or pod.node is None:
+            continue
+        if load.share(pod.node, pod) >= 1.0 or not load.full_without(pod.node, pod):
+            continue
+        if pod.phase == "Pending" and not pod.terminating and not state.moving:
+            starting = True
+        if not _movable(state, slot, pods, rules):
             continue
         target, _ = _target(state, pod, slot, rules, False, _idle(state))
         if target is not None:
             _start(state, pod, slot, target, BALANCE)
-            return
+            return True
+    return None if starting else False
 
 
 DEFRAGMENT = "Defragment"
