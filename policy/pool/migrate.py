@@ -465,7 +465,8 @@ def _balance(state: _JobState, rules: MigrationRules) -> bool | None:
     its going would leave CPU idle on its node. It only puts idle CPU to work: where
     every node is busy, moving workers around only moves CPU from one job to another,
     and each move costs a restore. True: one moves; None: such a worker is still starting
-    (it may move once it runs); False: none."""
+    (created less than ``_STARTING`` ago: it may move once it runs; one that never starts
+    holds nobody up for longer); False: none."""
     load = state.load
     starting = False
     for slot, pods in sorted(state.by_slot.items()):
@@ -474,7 +475,7 @@ def _balance(state: _JobState, rules: MigrationRules) -> bool | None:
             continue
         if load.share(pod.node, pod) >= 1.0 or not load.full_without(pod.node, pod):
             continue
-        if pod.phase == "Pending" and not pod.terminating and not state.moving:
+        if pod.phase == "Pending" and not pod.terminating and _new(pod, state.now):
             starting = True
         if not _movable(state, slot, pods, rules):
             continue
@@ -483,6 +484,14 @@ def _balance(state: _JobState, rules: MigrationRules) -> bool | None:
             _start(state, pod, slot, target, BALANCE)
             return True
     return None if starting else False
+
+
+_STARTING = timedelta(seconds=60)  # a Pending pod this young is starting, not stuck
+
+
+def _new(pod: Pod, now: datetime) -> bool:
+    created = parse_time(pod.created)
+    return created is not None and now - created < _STARTING
 
 
 DEFRAGMENT = "Defragment"
