@@ -1,20 +1,29 @@
 """Container migration, measured: container-migration's speed scenarios and a trace.
 
     python -m benchmarks.migration [--scenarios a,b,c,d,e] [--trace-jobs 60] [--no-trace]
-        [--json OUT.json] [--markdown]
+        [--json OUT.json] [--markdown] [--examples]
+
+**The examples, through the CLI** (``--examples``): ``examples/migration/speed-*/``, the
+same scenarios as manifests, run as a user runs them, ``dragonet simulate job1.yaml
+job2.yaml job3.yaml --nodes examples/migration/nodes.yaml --monitor --policy
+dragon,dragonet --json``: the CPU the manifests imply (``sim/cpu.py``), 1 s per step
+alone and a 30 s restore (the simulator's defaults). Prints DRAGON's and Dragonet's
+average JCT, their ratio and the moves of each.
 
 **Speed scenarios** (dragon-algorithm.md §10, speed-a ... speed-e): three TFJobs of one
 parameter server and 1-3 workers (min = max = replicas), requests 250m/500Mi (speed-b:
 500m/1Gi, and one job 1 CPU/2Gi), limits 4 CPU/8Gi, on three 4-CPU/16Gi nodes, with a
 ``node-preference`` that piles them up (a, b, d) or spreads them (c, e). Training is
-CPU-bound (a worker runs at its node's CPU share, ``TrainingProfile.cpu_bound``) and a
+CPU-bound (a worker runs at the CPU its node's CFS gives it, ``sim/cpu.py``) and a
 moved worker restores for ``restore_s`` before it counts again. Each runs under:
 
 * ``dragon``: DRAGON's rules, no migration (no monitor);
-* ``dragon+mig``: DRAGON's rules, the Container Monitor (converged or overloaded workers)
-  and DRAGON's target choice (``spec.migration.score: dragon``);
-* ``dragonet``: Dragonet's policy, the same monitor, and Dragonet's target choice (the
-  worker's expected speed, a move only when it pays ``minGain``);
+* ``dragon+mig``: DRAGON's rules, DRAGON's Container Monitor (converged workers, or those
+  of a node overloaded by its pods' limits) and DRAGON's target choice
+  (``spec.migration.score: dragon``);
+* ``dragonet``: Dragonet's policy, Dragonet's monitor (a node's load is what its pods
+  request or use), Dragonet's target choice (the worker's expected speed, a move only when
+  it pays ``minGain`` and puts idle CPU to work) and its ``balance`` moves;
 * ``dragonet-nomig``: Dragonet's policy without migration (what the policy alone does).
 
 The jobs carry ``dragonet.io/chief-movable: "true"``: container-migration's preemptible
@@ -32,11 +41,14 @@ Not a test: the exit code is 0 whatever the numbers.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import sys
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from policy.model.migration import CHIEF_MOVABLE_ANNOTATION
@@ -132,7 +144,7 @@ def speed_scenario(letter: str) -> Scenario:
 SYSTEMS: Mapping[str, SimConfig] = {
     "dragon": SimConfig(policy="dragon", migration={"enabled": False}),
     "dragon+mig": SimConfig(
-        policy="dragon", monitor=MonitorConfig(), migration={"score": "dragon"}
+        policy="dragon", monitor=MonitorConfig(load="limits"), migration={"score": "dragon"}
     ),
     "dragonet": SimConfig(
         policy="dragonet", monitor=MonitorConfig(), migration={"score": "dragonet"}
@@ -240,6 +252,49 @@ def _table(rows: Sequence[Mapping[str, Any]], systems: Sequence[str], markdown: 
     return "\n".join(fmt.format(*r) for r in (head, *lines))
 
 
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "migration"
+EXAMPLE_STEPS = {"b": 500}  # speed-b's global_steps; the others' 1000, the CLI's default
+
+
+def run_example(letter: str) -> dict[str, Any]:
+    """One scenario of ``examples/migration`` through ``dragonet simulate``, both policies."""
+    from webhooks.cli import main as dragonet
+
+    jobs = sorted(str(p) for p in (EXAMPLES / f"speed-{letter}").glob("job*.yaml"))
+    argv = ["simulate", *jobs, "--nodes", str(EXAMPLES / "nodes.yaml"), "--monitor"]
+    argv += ["--policy", "dragon,dragonet", "--json"]
+    argv += ["--steps", str(EXAMPLE_STEPS.get(letter, 1000))]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        code = dragonet(argv)
+    if code != 0:
+        raise RuntimeError(f"dragonet {' '.join(argv)}: exit {code}")
+    runs = {s["policy"]: s for s in map(json.loads, out.getvalue().splitlines())}
+    dragon, dragonet_ = runs["dragon"], runs["dragonet"]
+    return {
+        "scenario": f"speed-{letter}",
+        "dragon_jct_s": dragon["avg_jct_s"],
+        "dragonet_jct_s": dragonet_["avg_jct_s"],
+        "ratio": dragonet_["avg_jct_s"] / dragon["avg_jct_s"],
+        "dragon_moves": dragon.get("migrations", 0),
+        "dragonet_moves": dragonet_.get("migrations", 0),
+    }
+
+
+def _examples_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    out = [
+        "| scenario | DRAGON avg JCT | Dragonet avg JCT | Dragonet / DRAGON "
+        "| moves (DRAGON / Dragonet) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for r in rows:
+        out.append(
+            f"| {r['scenario']} | {r['dragon_jct_s']:.0f} s | {r['dragonet_jct_s']:.0f} s | "
+            f"{r['ratio']:.2f}x | {r['dragon_moves']} / {r['dragonet_moves']} |"
+        )
+    return "\n".join(out)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--scenarios", default="a,b,c,d,e")
@@ -248,12 +303,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--json", help="write every cell's numbers here")
     p.add_argument("--markdown", action="store_true")
     p.add_argument("--jobs-parallel", type=int, default=2)
+    p.add_argument(
+        "--examples",
+        action="store_true",
+        help="run examples/migration through 'dragonet simulate --monitor' instead",
+    )
     args = p.parse_args(argv)
     letters = [x for x in args.scenarios.split(",") if x]
     unknown = [x for x in letters if x not in SPEED_CASES]
     if unknown:
         print(f"unknown scenario(s): {', '.join(unknown)} (a-e)", file=sys.stderr)
         return 2
+    if args.examples:
+        with ProcessPoolExecutor(max_workers=max(1, args.jobs_parallel)) as pool:
+            rows = list(pool.map(run_example, letters))
+        print(_examples_table(rows))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"examples": rows}, f, indent=2)
+        return 0
     with ProcessPoolExecutor(max_workers=max(1, args.jobs_parallel)) as pool:
         speed = [pool.submit(run_speed, x, s) for x in letters for s in SYSTEMS]
         trace = (

@@ -142,6 +142,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
 
 
+def monitor_config(policy: str) -> MonitorConfig:
+    """The Container Monitor of a policy: DRAGON's judges nodes by their pods' limits
+    (its ``/cluster-info``), Dragonet's by what they request and use."""
+    return MonitorConfig(load="limits" if policy == "dragon" else "usage")
+
+
 def _policies(raw: str) -> list[str]:
     names = list(POLICIES) if raw == "all" else [p.strip() for p in raw.split(",") if p.strip()]
     unknown = [p for p in names if p not in POLICIES]
@@ -271,7 +277,7 @@ def run(args: argparse.Namespace) -> int:
                 sync_cost=args.sync_cost,
                 max_time_s=args.horizon * DAY,
                 kubeshare=kubeshare,
-                monitor=MonitorConfig() if args.monitor else None,
+                monitor=monitor_config(policy) if args.monitor else None,
             )
             try:
                 results.append(Simulation(scenario, config, on_progress=live.update).run())

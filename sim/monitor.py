@@ -10,6 +10,12 @@ monitor decides with the Container Monitor's own code, behind a small interface:
   Converged: ``monitor.convergence.ConvergenceTracker``;
 * ``Overloaded`` (``(node_load, loads, threshold) -> bool``): ``monitor.imbalance.overloaded``.
 
+A node's load is what Dragonet's monitor computes (``monitor.imbalance.NodeLoad``): the
+larger of what its pods request and what they use, where use is what the node's cgroups
+show of the CPU the simulator gives them (``Programs.cpu``, ``sim/cpu.py``); memory use is
+not modelled (its requests stand for it). ``load="limits"`` is DRAGON's ``/cluster-info``
+load instead: every pod at its limits, whatever it uses.
+
 A decision becomes
 a ``Migration`` in the API server (``policy.model.migration.request_object``), at most
 one per pod per ``throttle_s``; a ``Refused`` one is deleted after ``retry_s`` (doubled
@@ -22,16 +28,17 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Literal, Protocol
 
 from monitor.convergence import ConvergenceTracker
-from monitor.imbalance import overloaded
+from monitor.imbalance import NodeLoad, overloaded
 from policy.model.cluster import L_TYPE
-from policy.model.jobs import pod_limits
+from policy.model.jobs import pod_limits, pod_request
 from policy.model.migration import REFUSED, request_object
 from policy.model.migration import TYPE_KEY as MIGRATIONS
 from policy.model.resources import Resources
 from sim.apiserver import ApiServer, Conflict, Obj, object_key
+from sim.cpu import Usage
 from sim.training import CHIEFS, PODS, Programs, job_of
 
 NODES = "Node.v1"
@@ -64,6 +71,8 @@ class MonitorConfig:
     converged: bool = True  # ask to move converged workers (DRAGON does)
     overload: bool = True  # ask to move workers of overloaded nodes
     quiet_steps_per_worker: float = 5.0  # no report within 5 x max workers steps of the end
+    # a node's load: requests or cgroup usage (Dragonet's monitor), or DRAGON's limits
+    load: Literal["usage", "limits"] = "usage"
 
 
 @dataclass
@@ -86,7 +95,11 @@ class Monitor:
     def _tick(self) -> None:
         now = self.api.clock()
         pods = list(self.api.list(PODS))
-        loads = _loads(self.api, pods)
+        loads = (
+            _limit_loads(self.api, pods)
+            if self.config.load == "limits"
+            else _usage_loads(self.api, pods, self.programs.cpu())
+        )
         values = list(loads.values())
         for pod in sorted(pods, key=object_key):
             reason = self._reason(pod, now, loads, values)
@@ -158,7 +171,29 @@ class Monitor:
                 self.api.delete(MIGRATIONS, key)
 
 
-def _loads(api: ApiServer, pods: Sequence[Obj]) -> dict[str, float]:
+def _usage_loads(api: ApiServer, pods: Sequence[Obj], cpu: Mapping[str, Usage]) -> dict[str, float]:
+    """Dragonet's monitor's per-node load: cpu and memory, the larger of what the pods
+    bound there request and what they use (cgroup usage, as metrics.k8s.io reports it)."""
+    requested: dict[str, Resources] = {}
+    used: dict[str, float] = {}
+    for pod in pods:
+        node = pod["spec"].get("nodeName")
+        if not node or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            continue
+        requested[node] = requested.get(node, Resources({})) + pod_request(pod["spec"])
+        if (u := cpu.get(object_key(pod))) is not None:
+            used[node] = used.get(node, 0.0) + u.cores
+    out: dict[str, float] = {}
+    for node in api.list(NODES):
+        name = node["metadata"]["name"]
+        alloc, req = Resources.parse(node["status"].get("allocatable")), requested.get(name)
+        plain = {r: alloc[r] / 1000 for r in ("cpu", "memory")}
+        asked = {r: (req or Resources({}))[r] / 1000 for r in ("cpu", "memory")}
+        out[name] = NodeLoad(name, plain, asked, {"cpu": used.get(name, 0.0)}).load
+    return out
+
+
+def _limit_loads(api: ApiServer, pods: Sequence[Obj]) -> dict[str, float]:
     """DRAGON's per-node load (/cluster-info): 0.5 cpu limits/allocatable + 0.5 memory,
     over the pods bound there that have not finished."""
     used: dict[str, Resources] = {}

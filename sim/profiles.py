@@ -27,6 +27,7 @@ import io
 import math
 import warnings
 from collections.abc import Mapping
+from dataclasses import replace
 from importlib import resources
 from types import MappingProxyType
 
@@ -42,6 +43,9 @@ RESTORE_S: Mapping[str, float] = MappingProxyType(
 
 # What a job without a known application trains like: Pollux's 30 s restore, x0.65 cross-node.
 DEFAULT_PROFILE = TrainingProfile()
+# A user's own manifests (``dragonet simulate`` on job files or a scenario file): the same,
+# with the CPU their pods imply (sim/cpu.py): burstable pods compete for their node's CPU.
+MANIFEST_PROFILE = replace(DEFAULT_PROFILE, name="manifest", cpu_bound=True)
 
 SINGLE, PACKED, SPREAD = "1", "4", "1111"
 

@@ -10,6 +10,9 @@ A scenario file (YAML)::
         arrival: 0              # seconds after the start
         steps: 4000             # global steps to train (the simulated program)
         profile: imagenet       # optional: a Pollux application's speed profile
+
+A job without a ``profile`` trains at the CPU its pods get (``sim.cpu``): burstable pods
+(limits above requests) compete for their node's CPU; a GPU worker steps at its GPUs' pace.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sim.engine import Scenario
 from sim.kube import node_object
-from sim.profiles import DEFAULT_PROFILE, profile
+from sim.profiles import MANIFEST_PROFILE, profile
 from sim.spec import JobSpec, as_mxjob
 from sim.traces import load_philly, load_pollux
 from webhooks.manifests import (
@@ -73,7 +76,7 @@ def _spec(manifest: Mapping[str, Any], arrival: float, steps: float, app: str | 
         manifest={**manifest, "metadata": meta},
         arrival_s=arrival,
         steps=steps,
-        profile=profile(app) if app else DEFAULT_PROFILE,
+        profile=profile(app) if app else MANIFEST_PROFILE,
     )
 
 

@@ -31,9 +31,9 @@ class TrainingProfile:
     remote_factor: float = 0.65
     contention: float = 0.05
     restore_s: float = 30.0
-    # CPU-bound training (container-migration's speed scenarios): a worker runs at the CPU
-    # share of its node, allocatable cpu over what the running pods there may use (workers
-    # their cpu limits, parameter servers their requests), at most 1.
+    # Training at the CPU its pods get (a user's manifests, container-migration's speed
+    # scenarios): a CPU worker runs at the share of its cap its node's CFS gives it
+    # (sim/cpu.py); a GPU worker at its GPUs' pace.
     cpu_bound: bool = False
 
     def efficiency(self, workers: int, ps: int) -> float:

@@ -5,7 +5,11 @@ chief (if any) Running, and at least ``min-instances`` workers (all of ``Worker.
 for a job without DRAGON's bounds). Its speed comes from :class:`TrainingProfile`: each
 worker contributes once it has restored the checkpoint (``restore_s`` after it started),
 faster next to a parameter server than across the network, and (a CPU-bound profile) at
-the CPU share of its node. A moved worker is a new pod: it restores before it contributes,
+the share of the CPU it could use that its node's CFS gives it (``sim.cpu``): a CPU worker
+wants all its limit allows, a GPU worker, a parameter server or a scheduler its request,
+and a GPU worker steps at its GPUs' pace. Asynchronous parameter-server training adds the
+workers' steps (each pushes its own gradients), so a slowed worker slows only its own part.
+A moved worker is a new pod: it restores before it contributes,
 so every migration costs ``restore_s`` of that worker. When the global steps are
 done, the chief and the workers exit 0; parameter servers run until they are deleted.
 
@@ -27,10 +31,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policy.model.cluster import L_INDEX, L_JOB, L_OPERATOR, L_TYPE, OPERATOR_NAME
-from policy.model.jobs import CHECKPOINT_ANNOTATION, pod_limits, pod_request
+from policy.model.jobs import CHECKPOINT_ANNOTATION, pod_request
 from policy.model.migration import move_of
 from policy.model.resources import Resources
 from sim.apiserver import ApiServer, Obj, object_key
+from sim.cpu import Claim, Usage, claim_of, fair_share
 from sim.results import Segment, State
 from sim.spec import JobSpec
 
@@ -181,6 +186,9 @@ class Programs:
     _holding: set[str] = field(default_factory=set)
     done: set[str] = field(default_factory=set)  # the jobs that have finished
     _blocked: Resources | None = None
+    _cpu: dict[str, Usage] | None = None  # every running pod's CPU (None: to work out again)
+    _cpu_bound: set[str] = field(default_factory=set)  # unfinished jobs of CPU-bound profiles
+    _on_node: dict[str, set[str]] = field(default_factory=dict)  # node -> CPU-bound jobs seen
 
     def __post_init__(self) -> None:
         self.api.watchers.append(self._on_change)
@@ -188,6 +196,8 @@ class Programs:
     def add(self, spec: JobSpec, now: float) -> None:
         self.jobs[spec.key] = Training.of(spec, now)
         self.done.discard(spec.key)
+        if spec.profile.cpu_bound:
+            self._cpu_bound.add(spec.key)
         if spec.key in self._holding:  # a new job of that name starts queued
             self._holding.discard(spec.key)
             self._blocked = None
@@ -195,9 +205,17 @@ class Programs:
     def _on_change(self, tkey: str, old: Obj | None, new: Obj | None) -> None:
         if tkey != PODS:
             return
+        self._cpu = None
         pod = new if new is not None else old
         job = job_of(pod)
+        # a pod on a node slows or frees the CPU-bound jobs there
+        nodes = {n for o in (old, new) if o is not None and (n := o["spec"].get("nodeName"))}
+        if job in self._cpu_bound:
+            for n in nodes:
+                self._on_node.setdefault(n, set()).add(job)
+        crowd = {j for n in nodes for j in self._on_node.get(n, ())} & self._cpu_bound
         if job is None or job not in self.jobs or _role(pod) == TENSORBOARD:
+            self._mark(crowd)
             return  # a TensorBoard is no part of training (its room shows in the cluster's)
         key = object_key(pod)
         t = self.jobs[job]
@@ -232,9 +250,13 @@ class Programs:
             ):
                 self.scale_actions += 1
                 self._shrunk.add(key)
-        self._dirty.add(job)
-        if t.spec.profile.cpu_bound:  # a pod on a node slows or frees the others there
-            self._dirty.update(k for k, o in self.jobs.items() if o.finished_s is None)
+        self._mark({job, *crowd})
+
+    def _mark(self, jobs: set[str]) -> None:
+        """Update these jobs once this instant's changes are in."""
+        if not jobs:
+            return
+        self._dirty.update(jobs)
         if not self._flush_pending:
             self._flush_pending = True
             self.schedule(0.0, self._flush)
@@ -283,7 +305,7 @@ class Programs:
         )
         local = remote = 0
         shares: list[tuple[bool, float]] = []
-        cpu_share = self._cpu_shares() if t.spec.profile.cpu_bound else {}
+        cpu = self.cpu() if t.spec.profile.cpu_bound else {}
         next_warm = None
         for p in workers:
             key = object_key(p)
@@ -300,7 +322,7 @@ class Programs:
                 local += 1
             else:
                 remote += 1
-            shares.append((near, cpu_share.get(p["spec"]["nodeName"], 1.0)))
+            shares.append((near, cpu[key].speed if key in cpu and not _gpus(p) else 1.0))
         state_up = bool(t.ps) and ps_up >= t.ps
         if t.state_up and not state_up and t.progress > 0:
             t.lose_state()
@@ -333,24 +355,21 @@ class Programs:
         if next_warm is not None:
             self.schedule(next_warm - now, lambda: self._rewarm(job, token))
 
-    def _cpu_shares(self) -> dict[str, float]:
-        """Per node: allocatable cpu over what its running training pods may use (workers
-        and chiefs their cpu limits, parameter servers and schedulers their requests)."""
-        used: dict[str, int] = {}
-        for pod in self.api.list(PODS):
-            if not _running(pod) or job_of(pod) is None:
-                continue
-            role = _role(pod)
-            use = pod_limits(pod["spec"]) if role in ("worker", *CHIEFS) else None
-            cpu = (use or pod_request(pod["spec"]))["cpu"]
-            node = pod["spec"]["nodeName"]
-            used[node] = used.get(node, 0) + cpu
-        out = {}
-        for node in self.api.list(NODES):
-            name = node["metadata"]["name"]
-            alloc = Resources.parse(node["status"].get("allocatable"))["cpu"]
-            out[name] = min(1.0, alloc / used[name]) if used.get(name) else 1.0
-        return out
+    def cpu(self) -> dict[str, Usage]:
+        """Every running pod's CPU, by pod key, as its node's cgroups would show it."""
+        if self._cpu is None:
+            claims: dict[str, dict[str, Claim]] = {}
+            for pod in self.api.list(PODS):
+                if _running(pod):
+                    node = claims.setdefault(pod["spec"]["nodeName"], {})
+                    node[object_key(pod)] = claim_of(pod["spec"], _want(pod))
+            self._cpu = {}
+            for node in self.api.list(NODES):
+                on = claims.get(node["metadata"]["name"])
+                if on:
+                    alloc = Resources.parse(node["status"].get("allocatable"))["cpu"]
+                    self._cpu.update(fair_share(on, alloc))
+        return self._cpu
 
     def progress_now(self, job: str, now: float) -> float:
         """Global steps done by ``now`` (between updates, at the current rate)."""
@@ -372,6 +391,7 @@ class Programs:
             return
         t.finished_s = now
         self.done.add(job)
+        self._cpu_bound.discard(job)
         t.rate = 0.0
         t.held_history.append((now, Resources({})))  # done: what is left is cleanup
         self._set_state(t, None, now)
@@ -402,6 +422,19 @@ class Programs:
         if self._blocked is None:
             self._blocked = Resources.total(self.jobs[k].held for k in self._holding)
         return self._blocked
+
+
+def _gpus(pod: Obj) -> int:
+    return pod_request(pod["spec"]).get(GPU, 0)
+
+
+def _want(pod: Obj) -> int | None:
+    """What a running pod's program would use alone, in millicores: a CPU worker (or chief)
+    all it may have (None), anything else (a GPU worker feeding its GPUs, a parameter
+    server, a scheduler, a pod of no job) its request."""
+    if job_of(pod) is not None and _role(pod) in ("worker", *CHIEFS) and not _gpus(pod):
+        return None
+    return pod_request(pod["spec"])["cpu"]
 
 
 def _role(pod: Obj) -> str:

@@ -99,6 +99,19 @@ def test_migration_benchmark_prints_every_system_side_by_side(capsys) -> None:
     assert migration.main(["--scenarios", "z", "--no-trace"]) == 2
 
 
+def test_migration_examples_run_through_the_cli(capsys: pytest.CaptureFixture[str]) -> None:
+    """``--examples``: examples/migration through ``dragonet simulate --monitor``, a row per
+    scenario with both policies' JCT, their ratio and their moves."""
+    from benchmarks import migration
+
+    assert migration.main(["--examples", "--scenarios", "c", "--jobs-parallel", "1"]) == 0
+    header, _, row = capsys.readouterr().out.strip().splitlines()
+    assert header.startswith("| scenario | DRAGON avg JCT | Dragonet avg JCT |")
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[0] == "speed-c" and cells[1] == cells[2]  # spread: nobody gains
+    assert (cells[3], cells[4]) == ("1.00x", "0 / 0")
+
+
 def test_monitor_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
     from benchmarks import monitor
 

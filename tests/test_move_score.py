@@ -87,5 +87,33 @@ def test_parameter_servers_count_their_requests_not_their_limits() -> None:
     moving = pod("w", "n-1")
     servers = [pod(f"ps{i}", "n-1", rtype="ps") for i in range(3)]
     loads = load(moving, *servers)
-    assert loads.share("n-1") == pytest.approx(4 / 4.75)
+    # the servers take their requests (3 x 250m), the worker the rest of its 4-CPU limit
+    assert loads.share("n-1", moving) == pytest.approx(3.25 / 4)
     assert loads.dragon("n-1") == pytest.approx(0.5 * 16 / 4 + 0.5 * 32 / 16)
+
+
+@pytest.mark.parametrize(
+    ("case", "others", "joining", "expected"),
+    [
+        ("alone with room: its whole limit", (), False, 1.0),
+        ("two alike split the node", (("n-1", "250m"),), False, 0.5),
+        ("a heavier request takes more (CFS weights)", (("n-1", "750m"),), False, 0.25),
+        ("joining a node of one alike: half", (("n-2", "250m"),), True, 0.5),
+    ],
+)
+def test_a_workers_share_follows_cfs_weights(
+    case: str, others: tuple[tuple[str, str], ...], joining: bool, expected: float
+) -> None:
+    moving = pod("w", "n-1")
+    loads = load(moving, *(pod(f"o{i}", n, request=r) for i, (n, r) in enumerate(others)))
+    node = "n-2" if joining else "n-1"
+    assert loads.share(node, moving, joining) == pytest.approx(expected), case
+
+
+def test_idle_cpu_is_what_servers_and_workers_limits_leave() -> None:
+    moving = pod("w", "n-1", cpu="2")
+    loads = load(moving, pod("ps", "n-1", rtype="ps"), pod("x", "n-2"))
+    assert (loads.idle("n-1"), loads.idle("n-2"), loads.idle("n-3")) == (1750, 0, 4000)
+    assert not loads.full_without("n-1", moving)  # its going would leave 3.75 CPUs idle
+    crowded = load(moving, pod("x", "n-1"), pod("y", "n-1"))
+    assert crowded.full_without("n-1", moving)  # two busy workers still use all 4

@@ -113,6 +113,12 @@ class MigrationSettings(BaseModel):
     # waiting gang, which fits in the pool's free room but on no placement, fits there
     # (off until measured: benchmarks/README.md).
     defragment: bool = False
+    # The planner moves a running CPU worker (no GPUs) off a node whose CPU its workers
+    # oversubscribe (their limits exceed what the parameter servers leave) to a node with
+    # idle CPU where the score says it runs minGain faster, one a cycle, in the queue's
+    # order. None: on under the dragonet score (benchmarks/README.md, container-migration's
+    # speed scenarios).
+    balance: bool | None = None
 
 
 class PoolSpec(BaseModel):

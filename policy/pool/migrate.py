@@ -18,17 +18,24 @@ charged the target without checking), never a node the pod's constraints exclude
 among the best); the ``dragonet`` score is the worker's expected speed: next to its
 parameter servers, then the CPU share its limits would get. A requested move (not
 ``Manual``) must make the worker ``minGain`` faster under ``dragonet``.
+
+The planner's own moves: ``balance`` (on under ``dragonet``) moves a running CPU worker
+off a node whose CPU its workers oversubscribe to a node with idle CPU where the score
+finds it ``minGain`` faster, one a cycle, in the queue's order. The monitor asks for the
+workers of a node that stands out from the pool, not for those of a node as full as the
+others but shared by more (container-migration's speed-b: two busy nodes, one empty).
+``consolidate`` and ``defragment`` (off by default) are below.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from policy.model.admission import Slot
 from policy.model.cluster import Pod
-from policy.model.gpushare import without_device
+from policy.model.gpushare import GPU, without_device
 from policy.model.jobs import WORKER, Job, child_name
 from policy.model.migration import (
     ALREADY_MOVING,
@@ -38,6 +45,7 @@ from policy.model.migration import (
     IS_CHIEF,
     MOVE_CAP_REACHED,
     MOVING,
+    NO_GAIN,
     NO_ROOM,
     NOT_A_WORKER,
     NOT_RUNNING,
@@ -59,6 +67,7 @@ from policy.pool.move_score import NodeLoad, Refusal
 from policy.pool.rules import MigrationRules
 from policy.pool.running import Running, current_pod
 
+BALANCE = "Balance"
 CONSOLIDATE = "Consolidate"
 MANUAL = "Manual"
 
@@ -94,12 +103,26 @@ def migrate(
     """Every running job's moves and every job's answers, by job key. ``waiting``: the
     first queued gang that found no room in this cycle (defragmentation's beneficiary)."""
     defragment = rules is not None and rules.defragment and waiting is not None
-    busy = [r for r in running if defragment or not _quiet(r, requests.get(r.job.key, ()), rules)]
+    balance = rules is not None and rules.balance
+    busy = [
+        r
+        for r in running
+        if defragment
+        or (balance and _bursts(r))
+        or not _quiet(r, requests.get(r.job.key, ()), rules)
+    ]
     states: list[tuple[_JobState, list[Decision], list[datetime]]] = []
     if busy:  # (the load of every node: only worth reading when something may move)
         load = NodeLoad.of(ledger.cluster.pods, ledger.allocatable)
         for r in busy:
             states.append(_job_moves(ledger, load, r, requests.get(r.job.key, ()), rules, now))
+    if balance and rules is not None and not any(st.moving for st, _, _ in states):
+        # One move a cycle, the first job in the queue's order first (and it waits for its
+        # crowded workers still starting): idle CPU goes to one job, which then finishes
+        # sooner, rather than a little of it to each.
+        for st in sorted((st for st, _, _ in states), key=_queued):
+            if _balance(st, rules) is not False:
+                break
     if defragment and waiting is not None and rules is not None:
         _defragment(ledger, [st for st, _, _ in states], waiting, rules)
     out: dict[str, JobMoves] = {}
@@ -123,6 +146,35 @@ def _quiet(r: Running, reqs: Sequence[MigrationRequest], rules: MigrationRules |
     if reqs or (rules is not None and rules.consolidate):
         return False
     return not r.has_moves
+
+
+def _queued(st: _JobState) -> tuple[float, str]:
+    """A job's place in the queue's order: enqueue time, then key."""
+    enqueued = st.r.job.enqueued
+    return (enqueued.timestamp() if enqueued else 0.0, st.r.job.key)
+
+
+def _bursts(r: Running) -> bool:
+    """A running CPU worker of the job may use more CPU than it requests: only such
+    workers can oversubscribe a node's CPU (the scheduler fits requests)."""
+    worker = r.job.replicas.get(WORKER)
+    if worker is None or worker.request[GPU]:
+        return False  # (most jobs of a GPU pool, at one look-up each cycle)
+    return any(_bursting(p) for p in r.pods)
+
+
+def _bursting(p: Pod) -> bool:
+    return _cpu_worker(p) and p.limits["cpu"] > p.request["cpu"]
+
+
+def _idle(state: _JobState) -> Callable[[str], bool]:
+    """Nodes with CPU that no pod there would use."""
+    return lambda n: state.load.idle(n) > 0
+
+
+def _cpu_worker(p: Pod) -> bool:
+    """A worker that computes on CPU: a GPU worker steps at its GPUs' pace."""
+    return p.replica_type == WORKER.lower() and not p.request[GPU]
 
 
 def _not_running(q: MigrationRequest) -> Decision:
@@ -311,7 +363,16 @@ def _decide(
     if until is not None:
         message = f"worker {slot[1]} moved less than {rules.min_interval.seconds} s ago"
         return Decision(q.name, q.uid, q.pod, PENDING, THROTTLED, message, q.node), until
-    target, why = _target(state, pod, slot, rules, q.reason == MANUAL)
+    manual = q.reason == MANUAL
+    bursting = rules.balance and not manual and _bursting(pod)
+    if bursting and not state.load.full_without(pod.node or "", pod):
+        message = f"{pod.node} would leave CPU idle without {q.pod}: it stays"
+        return _refuse(q, NO_GAIN, message), None
+    among = _idle(state) if bursting else None
+    target, why = _target(state, pod, slot, rules, manual, among)
+    if target is None and why[0] == NO_ROOM and among is not None:
+        message = f"no other node has idle CPU for {q.pod}: a move would only take CPU from others"
+        return _refuse(q, NO_GAIN, message), None
     if target is None:
         return _refuse(q, why[0], why[1]), None
     move = _start(state, pod, slot, target, q.reason)
@@ -326,16 +387,27 @@ def _is_chief(job: Job, slot: Slot) -> bool:
 
 
 def _target(
-    state: _JobState, pod: Pod, slot: Slot, rules: MigrationRules, manual: bool
+    state: _JobState,
+    pod: Pod,
+    slot: Slot,
+    rules: MigrationRules,
+    manual: bool,
+    among: Callable[[str], bool] | None = None,
 ) -> tuple[str | None, tuple[str, str]]:
-    """The best node with room for the pod, by the pool's score, or None and (reason,
-    message). Never the source; never a node the pod's constraints exclude."""
+    """The best node with room for the pod (and ``among`` the nodes it accepts), by the
+    pool's score, or None and (reason, message). Never the source; never a node the
+    pod's constraints exclude."""
     ledger = state.ledger
     source = pod.node or ""
     eligible = ledger.eligible(state.r.job)[slot[0]]
     wanted = without_device(pod.request)  # (a SharePod's device is on the source)
     roomy = sorted(
-        n for n in eligible if n != source and n in ledger.free and wanted.fits_in(ledger.free[n])
+        n
+        for n in eligible
+        if n != source
+        and n in ledger.free
+        and wanted.fits_in(ledger.free[n])
+        and (among is None or among(n))
     )
     if not roomy:
         return None, (NO_ROOM, f"no other node has room for {pod.name}'s requests")
@@ -385,6 +457,41 @@ def _consolidate(state: _JobState, rules: MigrationRules) -> None:
         if target is not None and target in r.ps_nodes:
             _start(state, pod, slot, target, CONSOLIDATE)
             return
+
+
+def _balance(state: _JobState, rules: MigrationRules) -> bool | None:
+    """Move one running CPU worker off a node whose CPU its workers oversubscribe to a
+    node with idle CPU, the one the score chooses, when that pays ``minGain``; never when
+    its going would leave CPU idle on its node. It only puts idle CPU to work: where
+    every node is busy, moving workers around only moves CPU from one job to another,
+    and each move costs a restore. True: one moves; None: such a worker is still starting
+    (created less than ``_STARTING`` ago: it may move once it runs; one that never starts
+    holds nobody up for longer); False: none."""
+    load = state.load
+    starting = False
+    for slot, pods in sorted(state.by_slot.items()):
+        pod = pods[0]
+        if slot[0] != WORKER or len(pods) != 1 or not _cpu_worker(pod) or pod.node is None:
+            continue
+        if load.share(pod.node, pod) >= 1.0 or not load.full_without(pod.node, pod):
+            continue
+        if pod.phase == "Pending" and not pod.terminating and _new(pod, state.now):
+            starting = True
+        if not _movable(state, slot, pods, rules):
+            continue
+        target, _ = _target(state, pod, slot, rules, False, _idle(state))
+        if target is not None:
+            _start(state, pod, slot, target, BALANCE)
+            return True
+    return None if starting else False
+
+
+_STARTING = timedelta(seconds=60)  # a Pending pod this young is starting, not stuck
+
+
+def _new(pod: Pod, now: datetime) -> bool:
+    created = parse_time(pod.created)
+    return created is not None and now - created < _STARTING
 
 
 DEFRAGMENT = "Defragment"

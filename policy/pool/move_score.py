@@ -6,8 +6,10 @@ source is among the best, ties to the first name (DRAGON chose at random among t
 caller offers only nodes with room (DRAGON charged the target without checking).
 
 ``dragonet`` is the worker's expected speed there: 1 next to one of its parameter servers,
-``REMOTE`` elsewhere, times the CPU share it would get (allocatable CPU over what the pods
-there compute with). A requested move must gain ``minGain``; a ``Manual`` one need not.
+``REMOTE`` elsewhere, times the share of its CPU limit it would get, as CFS would give it:
+the parameter servers there take their requests, and the workers split the rest of the
+allocatable CPU in proportion to their requests. A requested move must gain ``minGain``;
+a ``Manual`` one need not.
 
 The pool's rules choose one of them once (``policy.pool.rules``), so the phase never
 checks a policy's name.
@@ -16,7 +18,7 @@ checks a policy's name.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from policy.model.cluster import Pod
 from policy.model.migration import NO_GAIN, SAME_NODE
@@ -45,24 +47,37 @@ class NodeLoad:
     limits: dict[str, Resources]  # DRAGON's load: every pod at its limits
     busy: dict[str, Resources]  # what computes: workers at their limits, servers requests
     alloc: Mapping[str, Resources]
+    serving: dict[str, Resources] = field(default_factory=dict)  # the servers' requests
+    weights: dict[str, Resources] = field(default_factory=dict)  # the workers' requests
 
     @classmethod
     def of(cls, pods: Iterable[Pod], nodes: Mapping[str, Resources]) -> NodeLoad:
         """From the pods that hold room (assumed ones too) and each node's allocatable."""
         limits: dict[str, dict[str, int]] = {}
         busy: dict[str, dict[str, int]] = {}
+        serving: dict[str, dict[str, int]] = {}
+        weights: dict[str, dict[str, int]] = {}
         for p in pods:
             if p.occupies and p.node in nodes:
                 _limits(p).add_to(limits.setdefault(p.node, {}))
                 _busy(p).add_to(busy.setdefault(p.node, {}))
+                _serving(p).add_to(serving.setdefault(p.node, {}))
+                _weight(p).add_to(weights.setdefault(p.node, {}))
         return cls(
             {n: Resources(limits.get(n)) for n in nodes},
             {n: Resources(busy.get(n)) for n in nodes},
             nodes,
+            {n: Resources(serving.get(n)) for n in nodes},
+            {n: Resources(weights.get(n)) for n in nodes},
         )
 
     def move(self, pod: Pod, source: str, target: str) -> None:
-        for used, u in ((self.limits, _limits(pod)), (self.busy, _busy(pod))):
+        for used, u in (
+            (self.limits, _limits(pod)),
+            (self.busy, _busy(pod)),
+            (self.serving, _serving(pod)),
+            (self.weights, _weight(pod)),
+        ):
             used[source] = used[source] - u
             used[target] = used[target] + u
 
@@ -71,12 +86,29 @@ class NodeLoad:
         a, u = self.alloc[node], self.limits[node]
         return 0.5 * u[_CPU] / max(a[_CPU], 1) + 0.5 * u[_MEM] / max(a[_MEM], 1)
 
-    def share(self, node: str, extra: Resources | None = None) -> float:
-        """The CPU share a computing pod gets there: allocatable cpu over what the pods
-        there compute with (workers up to their limits; parameter servers, which mostly
-        wait on the network, at their requests)."""
-        used = self.busy[node] + extra if extra is not None else self.busy[node]
-        return min(1.0, self.alloc[node][_CPU] / used[_CPU]) if used[_CPU] > 0 else 1.0
+    def share(self, node: str, pod: Pod, joining: bool = False) -> float:
+        """The share of its CPU limit a worker gets there (``joining``: if it moved there).
+        The parameter servers, which mostly wait on the network, get their requests first
+        (CFS gives a pod that wants less than its part all it wants); the workers, which
+        compute up to their limits, split the rest in proportion to their requests (CFS's
+        weights). Where every worker fits its limit, 1."""
+        joins = _busy(pod) if joining else Resources({})
+        computing = (self.busy[node] + joins)[_CPU] - self.serving.get(node, Resources({}))[_CPU]
+        left = max(self.alloc[node][_CPU] - self.serving.get(node, Resources({}))[_CPU], 0)
+        if computing <= left:
+            return 1.0
+        weight = self.weights.get(node, Resources({})) + _weight(pod if joining else None)
+        mine, limit = max(pod.request[_CPU], 1), _limits(pod)[_CPU]
+        return min(1.0, left * mine / max(weight[_CPU], mine) / limit) if limit else 1.0
+
+    def idle(self, node: str) -> int:
+        """CPU (millicores) no pod there would use: what the servers' requests and the
+        workers' limits leave of the allocatable CPU."""
+        return self.alloc[node][_CPU] - self.busy[node][_CPU]
+
+    def full_without(self, node: str, pod: Pod) -> bool:
+        """The other workers there would still use all the CPU the servers leave."""
+        return self.idle(node) + _busy(pod)[_CPU] <= 0
 
 
 def _limits(p: Pod) -> Resources:
@@ -85,6 +117,18 @@ def _limits(p: Pod) -> Resources:
 
 
 _SERVERS = ("ps", "server", "scheduler")
+
+
+def _serving(p: Pod) -> Resources:
+    """A server's CPU request (what it takes before the workers); nothing for a worker."""
+    return Resources({_CPU: p.request[_CPU]}) if p.replica_type in _SERVERS else Resources({})
+
+
+def _weight(p: Pod | None) -> Resources:
+    """A computing pod's CPU request (its CFS weight); nothing for a server."""
+    if p is None or p.replica_type in _SERVERS:
+        return Resources({})
+    return Resources({_CPU: max(p.request[_CPU], 1)})
 
 
 def _busy(p: Pod) -> Resources:
@@ -132,14 +176,13 @@ def dragonet_target(
 
     source = pod.node or ""
 
-    def speed(n: str, extra: Resources | None) -> float:
+    def speed(n: str, joining: bool) -> float:
         near = 1.0 if not ps_nodes or n in ps_nodes else REMOTE
-        return near * load.share(n, extra)
+        return near * load.share(n, pod, joining)
 
-    here = speed(source, None)
-    busy = _busy(pod)
-    best = max(roomy, key=lambda n: (speed(n, busy), n in ps_nodes, -load.dragon(n), _neg(n)))
-    gain = speed(best, busy) / here - 1.0 if here > 0 else float("inf")
+    here = speed(source, False)
+    best = max(roomy, key=lambda n: (speed(n, True), n in ps_nodes, -load.dragon(n), _neg(n)))
+    gain = speed(best, True) / here - 1.0 if here > 0 else float("inf")
     if gain <= 0 and not manual:
         return Refusal(SAME_NODE, f"no node would run {pod.name} faster than {source}")
     if gain < min_gain and not manual:

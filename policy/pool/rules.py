@@ -65,6 +65,7 @@ class MigrationRules:
     min_gain: float = 0.2
     consolidate: bool = False
     defragment: bool = False
+    balance: bool = False
 
 
 def migration_rules(spec: PoolSpec) -> MigrationRules | None:
@@ -80,6 +81,7 @@ def migration_rules(spec: PoolSpec) -> MigrationRules | None:
         m.minGain,
         m.consolidate,
         m.defragment,
+        m.balance if m.balance is not None else score == "dragonet",
     )
 
 
