@@ -9,7 +9,6 @@ round-trip would drop fields a newer API server knows.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,7 +21,14 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from policy.model import conditions as cond
-from policy.model.bounds import MAX_DEADLINE_SECONDS, MAX_REPLICAS, MAX_TTL_SECONDS
+from policy.model.bounds import (
+    MAX_DEADLINE_SECONDS,
+    MAX_REPLICAS,
+    MAX_SECONDS,
+    MAX_TTL_SECONDS,
+    OutOfBounds,
+    number,
+)
 from policy.model.gpushare import GPU, BadShare, GpuShare, share_of
 from policy.model.hashed import HashedTuple
 from policy.model.pool import DEFAULT_POOL, pool_of
@@ -539,20 +545,15 @@ def parse_metadata(obj: Mapping[str, Any]) -> MetadataModel:
 
 def checkpoint_interval(annotations: Mapping[str, str]) -> float | None:
     """The declared checkpoint interval, or None; raises ``InvalidJob`` naming the
-    annotation for a value that is not a positive number of seconds."""
+    annotation for a value that is not a positive number of seconds within the bound."""
     raw = annotations.get(CHECKPOINT_ANNOTATION)
     if raw is None:
         return None
+    where = f"metadata.annotations[{CHECKPOINT_ANNOTATION!r}]"
     try:
-        value = float(str(raw).strip())
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise InvalidJob(
-            f"metadata.annotations[{CHECKPOINT_ANNOTATION!r}] is {raw!r}; give the seconds "
-            'between the job\'s checkpoints as a positive number, e.g. "600"'
-        )
-    return value
+        return number(raw, where, most=MAX_SECONDS, example="600")
+    except OutOfBounds as err:
+        raise InvalidJob(f"{err}: the seconds between the job's checkpoints") from None
 
 
 def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
@@ -790,6 +791,9 @@ def readable_status(raw: Any) -> Mapping[str, Any]:
             if isinstance(c, Mapping)
             and isinstance(c.get("type"), str)
             and isinstance(c.get("status"), str)
+            # Kubeflow's JobCondition holds only strings: anything else (a message nested
+            # 300 deep) is not echoed back, the condition is written anew.
+            and all(isinstance(v, str) for v in c.values())
             and all(_is_time(c[k]) for k in ("lastTransitionTime", "lastUpdateTime") if k in c)
         ]
     for key in ("scheduling", "replicaStatuses"):

@@ -309,7 +309,7 @@ def _decide(
         ), None
     until = state.throttled_until(slot, rules.min_interval)
     if until is not None:
-        message = f"worker {slot[1]} moved less than {rules.min_interval.seconds} s ago"
+        message = f"worker {slot[1]} moved less than {rules.min_interval.total_seconds():g} s ago"
         return Decision(q.name, q.uid, q.pod, PENDING, THROTTLED, message, q.node), until
     target, why = _target(state, pod, slot, rules, q.reason == MANUAL)
     if target is None:
