@@ -20,7 +20,7 @@ CRDs had them.
 * Attained service and the least-attained-service thresholds: 10^9 GPU-hours, 10,000 GPUs
   for 11 years; unit-seconds stay far inside a float's exact integers.
 * Counts of events (preemptions, moves): 10^6, more than a job lives through.
-* ``ttlSecondsAfterFinished`` is Kubeflow's int32.
+* Kubeflow's int32 fields (``ttlSecondsAfterFinished``, ``backoffLimit``, ...): 2^31 - 1.
 
 Arithmetic on these values can still reach past the horizon (a threshold divided by a
 thousandth of a GPU): ``later`` says "never" for a time that far away instead of
@@ -41,8 +41,10 @@ MAX_DEADLINE_SECONDS = MAX_SECONDS
 MAX_GPU_HOURS = 10**9
 MAX_GPU_SECONDS = MAX_GPU_HOURS * 3600
 MAX_EVENTS = 10**6
-# ttlSecondsAfterFinished is Kubeflow's int32.
-MAX_TTL_SECONDS = 2**31 - 1
+# Kubeflow's and the PodGroups' int32 fields (ttlSecondsAfterFinished, backoffLimit,
+# minAvailable, scheduleTimeoutSeconds).
+MAX_INT32 = 2**31 - 1
+MAX_TTL_SECONDS = MAX_INT32
 # A relative gain (a migration's minimum speed-up): 100 is a worker 101 times faster.
 MAX_GAIN = 100.0
 

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 from policy.model import conditions as cond
 from policy.model.bounds import (
     MAX_DEADLINE_SECONDS,
+    MAX_INT32,
     MAX_REPLICAS,
     MAX_SECONDS,
     MAX_TTL_SECONDS,
@@ -154,10 +155,10 @@ class ReplicaSpecModel(_Model):
 
 
 class SchedulingPolicyModel(_Model):
-    minAvailable: int | None = None
+    minAvailable: int | None = Field(default=None, ge=0, le=MAX_INT32)  # a PodGroup's int32
     queue: str | None = None
     priorityClass: str | None = None
-    scheduleTimeoutSeconds: int | None = Field(default=None, ge=0, le=2**31 - 1)
+    scheduleTimeoutSeconds: int | None = Field(default=None, ge=0, le=MAX_INT32)
     # The PodGroup's minResources, as given (quantities); else computed from the pods.
     minResources: dict[str, str | int] | None = None
 
@@ -166,7 +167,7 @@ class RunPolicyModel(_Model):
     cleanPodPolicy: CleanPodPolicy | None = None
     ttlSecondsAfterFinished: int | None = Field(default=None, ge=0, le=MAX_TTL_SECONDS)
     activeDeadlineSeconds: int | None = Field(default=None, ge=0, le=MAX_DEADLINE_SECONDS)
-    backoffLimit: int | None = Field(default=None, ge=0)
+    backoffLimit: int | None = Field(default=None, ge=0, le=MAX_INT32)
     schedulingPolicy: SchedulingPolicyModel | None = None
     suspend: bool = False
     managedBy: str | None = None
@@ -466,6 +467,23 @@ def pod_limits(pod_spec: Mapping[str, Any]) -> Resources:
     return Resources(total)
 
 
+def _unreadable_quantity(pod_spec: Mapping[str, Any]) -> str:
+    """Where in a pod spec the first quantity ``to_milli`` cannot read is ("" if none is
+    found there), so that the Failed condition names the field."""
+    _unreadable = (TypeError, ValueError, ArithmeticError, AttributeError)
+    for group in ("containers", "initContainers"):
+        for i, c in enumerate(pod_spec.get(group) or []):
+            res = c.get("resources") if isinstance(c, Mapping) else None
+            for part in ("requests", "limits"):
+                values = res.get(part) if isinstance(res, Mapping) else None
+                for name, v in values.items() if isinstance(values, Mapping) else ():
+                    try:
+                        to_milli(v)
+                    except _unreadable:
+                        return f".{group}[{i}].resources.{part}[{name!r}]"
+    return ".overhead" if pod_spec.get("overhead") else ""
+
+
 def _replica(kind: JobKind, rtype: str, spec: ReplicaSpecModel) -> Replica:
     where = f"spec.{kind.replica_specs_field}.{rtype}.template"
     try:
@@ -494,7 +512,8 @@ def _replica(kind: JobKind, rtype: str, spec: ReplicaSpecModel) -> Replica:
     try:
         request = pod_request(pod_spec)
     except (TypeError, ValueError, ArithmeticError, AttributeError) as err:
-        raise InvalidJob(f"{where} has an unreadable resource quantity: {err}") from err
+        at = _unreadable_quantity(pod_spec)
+        raise InvalidJob(f"{where}{at} has an unreadable resource quantity: {err}") from err
     if share is not None:
         if request[GPU]:
             raise InvalidJob(
