@@ -12,8 +12,11 @@ answers, nobody else's Admission changes, and the bad value is named where its o
 from __future__ import annotations
 
 import copy
+import json
 import math
+import subprocess
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -37,7 +40,8 @@ from tests.fuzz_requests import Deep, bases, encode
 BASES = bases()
 JOBS = "TFJob.kubeflow.org/v1"
 ADMISSIONS = "Admission.dragonet.io/v1alpha1"
-CRDS = ("crd", "chart/crds")
+ROOT = Path(__file__).resolve().parent.parent
+CRDS = (ROOT / "crd", ROOT / "chart" / "crds")
 
 
 def _post(hook: Hook, path: str, body: Any) -> dict[str, Any]:
@@ -164,7 +168,7 @@ def test_a_pool_value_past_its_bound_is_an_error_status_that_keeps_every_admissi
 def test_the_crds_maximums_are_the_webhooks_bounds() -> None:
     """An admin whose value the API server accepts gets a pool that plans with it."""
     for base in CRDS:
-        with open(f"{base}/trainingpools.dragonet.io.yaml") as f:
+        with open(base / "trainingpools.dragonet.io.yaml") as f:
             crd = yaml.safe_load(f)
         spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
         props, migration = spec["properties"], spec["properties"]["migration"]["properties"]
@@ -185,6 +189,32 @@ def test_the_crds_maximums_are_the_webhooks_bounds() -> None:
         for key in ("starvationSeconds", "idleSeconds", "maxPreemptions"):
             with pytest.raises(ValueError, match=key):
                 PoolSpec.model_validate({key: maxima[key] + 1})
+
+
+def test_the_charts_values_schema_refuses_what_the_pool_would() -> None:
+    """The chart writes the default pool from ``scheduling.*``: its schema's maximums are
+    the CRD's, so ``helm install`` refuses the value instead of a pool in error."""
+    with open(ROOT / "chart" / "values.schema.json") as f:
+        scheduling = json.load(f)["properties"]["scheduling"]["properties"]
+    with open(CRDS[0] / "trainingpools.dragonet.io.yaml") as f:
+        crd = yaml.safe_load(f)
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    props = spec["properties"]
+    for key in ("starvationSeconds", "idleSeconds", "maxPreemptions", "preemptionGraceSeconds"):
+        assert scheduling[key]["maximum"] == props[key]["maximum"], key
+    las = scheduling["lasThresholdsGPUHours"]["items"]["maximum"]
+    assert las == props["lasThresholdsGPUHours"]["items"]["maximum"]
+    for key in ("minIntervalSeconds", "minGain", "maxMoves"):
+        chart = scheduling["migration"]["properties"][key]["maximum"]
+        assert chart == props["migration"]["properties"][key]["maximum"], key
+
+
+def test_helm_refuses_an_idle_threshold_past_the_bound(helm: str, tmp_path: Path) -> None:
+    values = tmp_path / "values.yaml"
+    values.write_text(yaml.safe_dump({"scheduling": {"idleSeconds": 1e18}}))
+    command = [helm, "template", "x", str(ROOT / "chart"), "-f", str(values)]
+    result = subprocess.run(command, capture_output=True, text=True)
+    assert result.returncode != 0 and "idleSeconds" in result.stderr
 
 
 def test_a_pool_at_every_maximum_plans_and_answers() -> None:
