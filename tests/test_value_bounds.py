@@ -313,6 +313,15 @@ def test_an_unusable_pool_keeps_an_admission_nested_no_deeper_than_kubernetes_ob
     )
 
 
+def test_a_move_count_no_int64_holds_in_a_jobs_status_reads_as_never_written() -> None:
+    request = copy.deepcopy(BASES["/tfjobs/sync"])
+    moves = [{**_MOVE, "count": 1e308}]
+    request["parent"]["status"]["scheduling"] = {"moves": moves}
+    body = Hook().job_sync(request)
+    assert "moves" not in body["status"]["scheduling"]
+    assert condition(body, "Failed") is None
+
+
 # --- the reading itself -----------------------------------------------------------------------
 
 
@@ -368,7 +377,10 @@ STATUS_FIELDS = [
     ("status", "scheduling", "service", "preemptions"),
     ("status", "scheduling", "lastScale", "from"),
     ("status", "replicaStatuses", "Worker", "active"),
+    ("status", "scheduling", "moves", 0, "count"),
+    ("status", "scheduling", "moves", 0, "index"),
 ]
+_MOVE = {"type": "Worker", "index": 0, "count": 1, "time": mc.T0}
 ADMISSION_FIELDS = [
     ("spec", "workers"),
     ("spec", "service", "gpuSeconds"),
@@ -438,8 +450,10 @@ def _mutated(owner: str, path: tuple, value: Any) -> tuple[dict[str, Any], dict[
     if owner == "pool":
         _set(pool["parent"], ("spec", *path), value)
     elif owner in ("job", "status"):
-        _set(pool["related"][JOBS]["default/running"], path, value)
-        _set(job["parent"], path, value)
+        for obj in (pool["related"][JOBS]["default/running"], job["parent"]):
+            if "moves" in path:  # a move count the status kept (policy.job.status)
+                _set(obj, ("status", "scheduling", "moves"), [dict(_MOVE)])
+            _set(obj, path, value)
     elif owner == "admission":
         _set(pool["children"][ADMISSIONS]["default/tfjob-running"], path, value)
         _set(job["related"][ADMISSIONS]["default/tfjob-running"], path, value)

@@ -79,6 +79,16 @@ def number(raw: Any, where: str, *, above: float = 0.0, most: float, example: st
     return value
 
 
+def whole(raw: Any, where: str, most: int) -> int:
+    """``raw`` (a JSON integer, or a number without a fraction) as an int from 0 to
+    ``most``, or ``OutOfBounds`` naming ``where``."""
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        raise OutOfBounds(f"{where} is {raw!r}, not a whole number")
+    if not (math.isfinite(raw) and float(raw).is_integer() and 0 <= raw <= most):
+        raise OutOfBounds(f"{where} is {raw!r}; give a whole number from 0 to {most}")
+    return int(raw)
+
+
 def later(t: datetime, seconds: float) -> datetime | None:
     """``t`` plus ``seconds`` (at least 0), or None for a time past the horizon: a wake-up
     more than ``MAX_SECONDS`` away never comes in a cluster's life, and could not be
