@@ -303,6 +303,18 @@ def test_an_unusable_pool_keeps_its_admissions_but_one_too_deep_to_echo_which_it
     assert kept == {k.split("/")[1]: a["spec"] for k, a in admissions.items() if "running" not in k}
 
 
+@pytest.mark.parametrize("token", [b"1e400", b'{"spec":{"workers":1e400}}'])
+def test_an_unusable_pool_names_an_admission_entry_no_decoder_holds(token: bytes) -> None:
+    request = copy.deepcopy(BASES["/pools/sync"])
+    request["parent"]["spec"]["idleSeconds"] = 1e18
+    body = _entry(encode(request), ADMISSIONS.encode().join([b'"', b'":{']), token)
+    answer = _post(Hook(), "/pools/sync", body)
+    [problem] = answer["status"]["problems"]
+    assert problem.startswith("Admission default/zz is left out")
+    kept = sorted((a["metadata"]["name"], a["spec"]) for a in answer["children"])
+    assert kept == _observed(request)
+
+
 def test_an_unusable_pool_keeps_an_admission_nested_no_deeper_than_kubernetes_objects() -> None:
     request = copy.deepcopy(BASES["/pools/sync"])
     request["parent"]["spec"]["idleSeconds"] = -1
