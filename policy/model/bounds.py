@@ -61,9 +61,12 @@ class OutOfBounds(ValueError):
     """A number that is not one, or not within its bound; the message names the field."""
 
 
-def number(raw: Any, where: str, *, above: float = 0.0, most: float, example: str) -> float:
+def number(
+    raw: Any, where: str, *, what: str, most: float, above: float = 0.0, example: str
+) -> float:
     """``raw`` (a JSON number or its text, as annotations hold it) as a finite float with
-    ``above < value <= most``, or ``OutOfBounds`` naming ``where``."""
+    ``above < value <= most``, or ``OutOfBounds`` naming ``where`` and saying ``what`` it
+    holds."""
     if isinstance(raw, bool) or not isinstance(raw, (int, float, str)):
         value = math.nan
     else:
@@ -73,8 +76,8 @@ def number(raw: Any, where: str, *, above: float = 0.0, most: float, example: st
             value = math.nan
     if not math.isfinite(value) or not above < value <= most:
         raise OutOfBounds(
-            f"{where} is {raw!r}; give a number greater than {above:g} and at most {most:g}, "
-            f"e.g. {example!r}"
+            f"{where} is {raw!r}; give {what} as a number greater than {above:g} and at most "
+            f"{most:.15g}, e.g. {example!r}"
         )
     return value
 

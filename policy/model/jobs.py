@@ -569,10 +569,11 @@ def checkpoint_interval(annotations: Mapping[str, str]) -> float | None:
     if raw is None:
         return None
     where = f"metadata.annotations[{CHECKPOINT_ANNOTATION!r}]"
+    what = "the seconds between the job's checkpoints (at most 100 years)"
     try:
-        return number(raw, where, most=MAX_SECONDS, example="600")
+        return number(raw, where, what=what, most=MAX_SECONDS, example="600")
     except OutOfBounds as err:
-        raise InvalidJob(f"{err}: the seconds between the job's checkpoints") from None
+        raise InvalidJob(str(err)) from None
 
 
 def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
