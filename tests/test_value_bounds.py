@@ -24,6 +24,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from policy.model.admission import Admission
 from policy.model.bounds import (
     MAX_GAIN,
     MAX_GPU_HOURS,
@@ -189,6 +190,52 @@ def test_the_crds_maximums_are_the_webhooks_bounds() -> None:
         for key in ("starvationSeconds", "idleSeconds", "maxPreemptions"):
             with pytest.raises(ValueError, match=key):
                 PoolSpec.model_validate({key: maxima[key] + 1})
+
+
+def _crd_field(schema: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
+    for key in path:
+        schema = schema["items"] if key == "[]" else schema["properties"][key]
+    return schema
+
+
+ADMISSION_MAXIMA = [
+    ("workers",),
+    ("pods", "[]", "index"),
+    ("moves", "[]", "count"),
+    ("moves", "[]", "index"),
+    ("migrations", "[]", "move"),
+    ("service", "gpuSeconds"),
+    ("service", "preemptions"),
+    ("service", "lasPreemptions"),
+    ("gracePeriodSeconds",),
+]
+
+
+@pytest.mark.parametrize("path", ADMISSION_MAXIMA, ids=".".join)
+def test_an_admission_at_its_crds_maximum_is_read_and_one_past_it_is_not(path: tuple) -> None:
+    with open(CRDS[0] / "admissions.dragonet.io.yaml") as f:
+        crd = yaml.safe_load(f)
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    maximum = _crd_field(spec, path)["maximum"]
+    with open(CRDS[1] / "admissions.dragonet.io.yaml") as f:
+        assert yaml.safe_load(f) == crd  # the chart's copy says the same
+    job = BASES["/tfjobs/sync"]["parent"]
+    entries = {
+        "pods": {"type": "Worker", "index": 0},
+        "moves": {"type": "Worker", "index": 0, "count": 1, "time": mc.T0},
+        "migrations": {"request": "r", "phase": "Done"},
+    }
+    for value, readable in ((maximum, True), (maximum + 1, False)):
+        admission = mc.admission(job, [("PS", 0, "n-1")], workers=1)
+        if path[0] in entries:
+            admission["spec"][path[0]] = [{**entries[path[0]], path[-1]: value}]
+        else:
+            _set(admission["spec"], tuple(p for p in path if p != "[]"), value)
+        if readable:
+            Admission.from_object(admission)
+        else:
+            with pytest.raises(ValueError, match="unreadable Admission spec"):
+                Admission.from_object(admission)
 
 
 def test_the_charts_values_schema_refuses_what_the_pool_would() -> None:
