@@ -227,6 +227,8 @@ def test_an_admission_at_its_crds_maximum_is_read_and_one_past_it_is_not(path: t
     }
     for value, readable in ((maximum, True), (maximum + 1, False)):
         admission = mc.admission(job, [("PS", 0, "n-1")], workers=1)
+        if path[0] == "service":  # a record always holds its GPU-seconds
+            admission["spec"]["service"] = {"gpuSeconds": 0.0}
         if path[0] in entries:
             admission["spec"][path[0]] = [{**entries[path[0]], path[-1]: value}]
         else:
@@ -379,6 +381,22 @@ def test_a_move_count_no_int64_holds_in_a_jobs_status_reads_as_never_written() -
     body = Hook().job_sync(request)
     assert "moves" not in body["status"]["scheduling"]
     assert condition(body, "Failed") is None
+
+
+@pytest.mark.parametrize("junk", [{"a": 1}, {}, Deep(300)])
+def test_a_service_record_without_its_gpu_seconds_is_no_record_on_a_warm_or_fresh_webhook(
+    junk: Any,
+) -> None:
+    """Read with every field defaulted, such a section once became a zero record in the
+    running job's Admission, but only in a fresh process: a warm one reused its plan."""
+    request = copy.deepcopy(BASES["/pools/sync"])
+    request["related"][JOBS]["default/running"]["status"]["scheduling"] = {"service": junk}
+    warm = Hook()
+    before = _admissions(_post(warm, "/pools/sync", BASES["/pools/sync"]))
+    for hook in (warm, Hook()):
+        answer = _admissions(_post(hook, "/pools/sync", request))
+        assert "service" not in answer["running"]
+        assert answer == before
 
 
 # --- the reading itself -----------------------------------------------------------------------

@@ -112,7 +112,7 @@ class PreemptionModel(_Model):
 
 
 class ServiceModel(_Model):
-    gpuSeconds: GpuSeconds = 0.0
+    gpuSeconds: GpuSeconds  # always written (Service.to_json): without it, not a record
     preemptions: Events = 0
     lasPreemptions: Events = 0
     lastPreemption: PreemptionModel | None = None
