@@ -204,3 +204,160 @@ def mutate(request: dict[str, Any], rng: random.Random, junk: Any) -> tuple[dict
     value = rng.choice(SPECIAL) if op < 0.6 else junk
     parent[where[-1]] = value
     return out, f"{where} = {value!r}"[:300]
+
+
+# --- one object broken inside a healthy pool (tests/test_fuzz.py, issue 24) ---------------
+
+JOBS = "TFJob.kubeflow.org/v1"
+ADMISSIONS = "Admission.dragonet.io/v1alpha1"
+MXJOBS = "MXJob.kubeflow.org/v1"
+_TOKEN = "__bare_token__"
+# JSON allows every one of these; 1e400 and the 401-digit integer are infinite as doubles.
+TOKENS = (b"1e400", b"-1e400", b"1e-400", b"18446744073709551616", b"1" + b"0" * 400)
+# Outside every pool field's bound (policy/model/bounds.py), and accepted by the old CRDs.
+ABSURD = (1e12, 3e11, 1e18, 1e308, -1, 2**63 - 1, 2**64 - 1, -0.5)
+POOL_NUMBERS = (
+    ("starvationSeconds",),
+    ("idleSeconds",),
+    ("lasThresholdsGPUHours",),
+    ("maxPreemptions",),
+    ("preemptionGraceSeconds",),
+    ("migration", "minIntervalSeconds"),
+    ("migration", "minGain"),
+    ("migration", "maxMoves"),
+)
+POLICIES = ("dragonet", "dragon", "dragonet-las", "tiresias", "gang-fifo")
+ANNOTATIONS = (
+    "dragonet.io/checkpoint-interval-seconds",
+    "dragonet.io/tensorboard",
+    "DRAGON_KUBESHARE",
+    "kubeshare/gpu_request",
+    "kubeshare/gpu_limit",
+    "kubeshare/gpu_mem",
+)
+ANNOTATION_VALUES = ("1e12", "3e11", "1e18", "1e308", "1e400", "-1", "nan", "inf", "", "1" * 400)
+# Where a deep value would be echoed back: (type key, object key, path).
+DEEP_PLACES = (
+    (JOBS, "default/running", ("status", "conditions", 0)),
+    (JOBS, "default/running", ("status", "conditions", 0, "message")),
+    (JOBS, "default/running", ("status", "somethingNew")),
+    (JOBS, "default/running", ("status", "scheduling", "service")),
+    (JOBS, "default/starving", ("status", "scheduling")),
+    (JOBS, "default/queued", ("metadata", "labels", "team")),
+    (ADMISSIONS, "default/tfjob-running", ("spec", "message")),
+    (ADMISSIONS, "default/tfjob-running", ("spec", "pods", 0)),
+    ("Pod.v1", "default/running-worker-1", ("status", "message")),
+    ("Pod.v1", "default/running-worker-1", ("metadata", "annotations", "x")),
+    ("Node.v1", "n-1", ("status", "conditions", 0, "message")),
+)
+_CONDITION = {
+    "type": "Created",
+    "status": "True",
+    "reason": "TFJobCreated",
+    "lastTransitionTime": OLD,
+    "lastUpdateTime": OLD,
+}
+
+
+def group_of(tkey: str) -> str:
+    """Where a type's objects are in the pool's request: its Admissions are children."""
+    return "children" if tkey == ADMISSIONS else "related"
+
+
+def _leaves(value: Any, prefix: tuple = ()) -> list[tuple]:
+    """The paths to every number and string of a JSON value."""
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in _leaves(v, (*prefix, k))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in _leaves(v, (*prefix, i))]
+    return [prefix] if isinstance(value, (int, float, str)) and prefix else []
+
+
+def _place(obj: Any, path: tuple, value: Any) -> None:
+    for key, following in zip(path, (*path[1:], None), strict=True):
+        if following is None:
+            obj[key] = value
+        elif isinstance(obj, dict) and not isinstance(obj.get(key), (dict, list)):
+            obj[key] = [dict(_CONDITION)] if isinstance(following, int) else {}
+            obj = obj[key]
+        else:
+            obj = obj[key]
+
+
+def broken_in_pool(
+    pool: dict[str, Any], rng: random.Random
+) -> tuple[dict[str, Any], bytes, tuple[str, str] | None, str, bool]:
+    """A copy of a healthy pool's request with one object broken by one of four classes
+    of mutation (a bare JSON token no decoder holds, a deep value the webhook would echo
+    back, an absurd pool value, an absurd annotation): (the request, the token its
+    placeholder stands for (``with_token``), the broken object (type key, key) or None for
+    the pool's spec, what was done, whether the pool's spec is unusable)."""
+    request = copy.deepcopy(pool)
+    cls = rng.choice(("bare token", "deep echo", "absurd pool value", "annotation"))
+    token = b""
+    if cls == "absurd pool value":
+        path, value = rng.choice(POOL_NUMBERS), rng.choice(ABSURD)
+        request["parent"]["spec"]["policy"] = rng.choice(POLICIES)
+        _place(request["parent"]["spec"], path, [value] if path[-1].startswith("las") else value)
+        return request, token, None, f"pool spec {path} = {value!r}", True
+    if cls == "deep echo":
+        tkey, key, path = rng.choice(DEEP_PLACES)
+        _place(request[group_of(tkey)][tkey][key], path, Deep(rng.choice((300, 2000))))
+        if tkey == ADMISSIONS and rng.random() < 0.5:  # an unusable pool echoes it
+            request["parent"]["spec"]["policy"] = "no-such-policy"
+            return request, token, (tkey, key), f"deep {path} of {key}, pool unusable", True
+        return request, token, (tkey, key), f"deep {path} of {key}", False
+    if cls == "annotation":
+        tkey = rng.choice((JOBS, JOBS, MXJOBS, "Pod.v1"))
+        key = rng.choice(sorted(request["related"][tkey]))
+        name, value = rng.choice(ANNOTATIONS), rng.choice(ANNOTATION_VALUES)
+        obj = request["related"][tkey][key]
+        obj["metadata"].setdefault("annotations", {})[name] = value
+        return request, token, (tkey, key), f"{key} annotation {name} = {value!r}", False
+    tkey = rng.choice(sorted(t for t in (*request["related"], ADMISSIONS) if t in _TYPES))
+    key = rng.choice(sorted(request[group_of(tkey)][tkey]))
+    obj = request[group_of(tkey)][tkey][key]
+    path = rng.choice(_leaves(obj))
+    _place(obj, path, _TOKEN)
+    token = rng.choice(TOKENS)
+    return request, token, (tkey, key), f"{key} {path} = {token[:20]!r}", False
+
+
+_TYPES = (JOBS, MXJOBS, "Pod.v1", "Node.v1", "PriorityClass.scheduling.k8s.io/v1", ADMISSIONS)
+
+
+def with_token(body: dict[str, Any], token: bytes) -> bytes:
+    """The request's bytes (``encode``), the bare token in its placeholder's place."""
+    return encode(body).replace(f'"{_TOKEN}"'.encode(), token)
+
+
+def job_sync_after(
+    pool: dict[str, Any], tkey: str, key: str, answer: dict[str, Any], base: dict[str, Any]
+) -> dict[str, Any]:
+    """The job's sync as Metacontroller sends it after the pool's answer: its own pods as
+    children, the Admission the pool answered (as stored) as related; the controller and
+    child types are those of ``base``, a job sync request of the same kind."""
+    job = pool["related"][tkey][key]
+    uid = job["metadata"].get("uid") if isinstance(job.get("metadata"), dict) else None
+    pods = {
+        k: p
+        for k, p in pool["related"]["Pod.v1"].items()
+        if isinstance(p.get("metadata"), dict)
+        and isinstance(p["metadata"].get("labels"), dict)
+        and p["metadata"]["labels"].get("controller-uid") == uid
+    }
+    kind = "mxjob" if tkey == MXJOBS else "tfjob"
+    name = f"default/{kind}-{key.split('/')[1]}"
+    stored = {}
+    for a in answer["children"]:
+        if f"{a['metadata']['namespace']}/{a['metadata']['name']}" == name:
+            stored[name] = mc.stored_admission(pool["parent"], a, None)
+    children = {t: {} for t in base["children"]}
+    children["Pod.v1"] = pods
+    return {
+        "controller": base["controller"],
+        "parent": job,
+        "children": children,
+        "related": {ADMISSIONS: stored},
+        "finalizing": False,
+    }

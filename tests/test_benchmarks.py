@@ -138,3 +138,15 @@ def test_kubeshare_packing_benchmark_runs_and_shares_beat_whole_gpus(
     assert all(row[1] == "12" and row[-1] == "0" for row in table.values())
     assert float(table["v1"][3]) < float(table["whole"][3])  # p95 JCT
     assert float(table["v1"][4]) < float(table["whole"][4])  # makespan
+
+
+def test_two_tier_fuzz_runs_against_the_real_server_without_a_5xx(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from benchmarks import two_tier_fuzz
+
+    two_tier_fuzz.main(["--pools", "30"])
+    out = capsys.readouterr().out
+    assert "5xx" not in out
+    (summary,) = [line for line in out.splitlines() if " requests (" in line]
+    assert "pool 200: 30" in summary

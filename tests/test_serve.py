@@ -205,6 +205,34 @@ def test_a_killed_worker_is_replaced_and_its_counts_are_kept(serving: Server) ->
     assert serving.metrics()[key] == before + 4
 
 
+def test_a_worker_that_exits_leaves_the_servers_own_metrics_directory(tmp_path: Path) -> None:
+    """Without PROMETHEUS_MULTIPROC_DIR the server makes its own directory and removes it
+    when it stops. A worker that exited (recycled, or SIGTERM) removed it too, and every
+    answer that made a new metric series was a 500 from then on (found by issue 24's
+    fuzz against the real server)."""
+    started = start_server(tmp_path, PROMETHEUS_MULTIPROC_DIR="", TMPDIR=str(tmp_path))
+    serving = next(started)
+    try:
+        [made] = tmp_path.glob("dragonet-metrics-*")
+        victim = min(serving.workers())
+        os.kill(victim, signal.SIGTERM)  # a graceful exit: what max_requests does
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            now = serving.workers()
+            if victim not in now and len(now) == 2:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail(f"no new worker for {victim}: {serving.workers()}")
+        assert made.is_dir()
+        body = load_fixture("pool-sync-two-jobs.json")
+        for _ in range(6):  # both workers, a series neither has written yet
+            assert _fresh(f"{serving.url}/pools/sync", body).status_code == 200
+    finally:
+        started.close()
+    assert not made.exists()  # the arbiter removed it when it stopped
+
+
 # --- the guards, on the real server -----------------------------------------------------
 
 SECRET = "a-shared-secret"

@@ -93,7 +93,8 @@ INVALID: list[tuple[str, Edit, str]] = [
     (
         "unreadable quantity",
         lambda j: _container(j)["resources"]["limits"].update(cpu="4 cores"),
-        "spec.tfReplicaSpecs.Worker.template.spec has an unreadable resource quantity",
+        "spec.tfReplicaSpecs.Worker.template.spec.containers[0].resources.limits['cpu'] has an "
+        "unreadable resource quantity",
     ),
     (
         "env not a list",

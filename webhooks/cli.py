@@ -51,6 +51,9 @@ def serve(settings: Settings) -> None:
     # set here, so choose again: no metric exists yet (each worker makes its app).
     given = os.environ.get(metrics.MULTIPROC_DIR)
     path = given or tempfile.mkdtemp(prefix="dragonet-metrics-")
+    # A worker that exits leaves through this function too (gunicorn forks inside run() and
+    # raises SystemExit in the child): only the arbiter that made the directory removes it.
+    arbiter = os.getpid()
     os.environ[metrics.MULTIPROC_DIR] = path
     metrics.prepare(path)
     values.ValueClass = values.get_value_class()
@@ -66,7 +69,7 @@ def serve(settings: Settings) -> None:
     try:
         Server().run()
     finally:
-        if not given:
+        if not given and os.getpid() == arbiter:
             shutil.rmtree(path, ignore_errors=True)
 
 

@@ -39,11 +39,16 @@ def _is_object(raw: msgspec.Raw | bytes) -> bool:
 
 def _encoded(raw: msgspec.Raw) -> Encoded | Any:
     """An object stays its bytes; anything else (no API server sends one) is decoded, so
-    whoever reads the map finds it is not an object and leaves that one entry out."""
+    whoever reads the map finds it is not an object and leaves that one entry out. A
+    number JSON allows and no decoder holds (``1e400``) stays bytes too: reading it raises
+    ``Undecodable``, so that one entry is left out and named (DESIGN §2.8)."""
     data = bytes(raw)
     if data[:1] == b"{" or data.lstrip()[:1] == b"{":
         return Encoded(data)
-    return orjson.loads(data)
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return Encoded(data)
 
 
 @dataclass(frozen=True)

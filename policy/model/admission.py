@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from policy.model.bounds import MAX_REPLICAS
+from policy.model.bounds import MAX_REPLICAS, Events, GpuSeconds, WholeSeconds
 from policy.model.migration import Decision, Moves
 from policy.model.pool import ADMISSION_KIND, GROUP, VERSION, Binding, admission_name
 
@@ -67,7 +67,7 @@ class PodEntry(_Model):
 class MovesModel(_Model):
     type: str
     index: int = Field(ge=0, lt=MAX_REPLICAS)
-    count: int = Field(ge=0)
+    count: Events
     time: str = ""
     from_: str = Field(default="", alias="from")
     to: str = ""
@@ -83,7 +83,7 @@ class DecisionModel(_Model):
     message: str = ""
     from_: str | None = Field(default=None, alias="from")
     to: str | None = None
-    move: int = Field(default=0, ge=0)
+    move: Events = 0
 
 
 class JobRef(_Model):
@@ -95,8 +95,8 @@ class JobRef(_Model):
 
 class LastScaleModel(_Model):
     time: str
-    from_: int = Field(alias="from")
-    to: int
+    from_: int = Field(alias="from", ge=0, le=MAX_REPLICAS)
+    to: int = Field(ge=0, le=MAX_REPLICAS)
     reason: str = ""
 
 
@@ -112,9 +112,9 @@ class PreemptionModel(_Model):
 
 
 class ServiceModel(_Model):
-    gpuSeconds: float = Field(default=0.0, ge=0)
-    preemptions: int = Field(default=0, ge=0)
-    lasPreemptions: int = Field(default=0, ge=0)
+    gpuSeconds: GpuSeconds  # always written (Service.to_json): without it, not a record
+    preemptions: Events = 0
+    lasPreemptions: Events = 0
     lastPreemption: PreemptionModel | None = None
 
 
@@ -135,7 +135,7 @@ class AdmissionSpec(_Model):
     gang: GangModel | None = None
     gangNote: str = ""
     service: ServiceModel | None = None
-    gracePeriodSeconds: int | None = Field(default=None, ge=0)
+    gracePeriodSeconds: WholeSeconds | None = None
 
 
 @dataclass(frozen=True)

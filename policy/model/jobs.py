@@ -9,7 +9,6 @@ round-trip would drop fields a newer API server knows.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -22,7 +21,15 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from policy.model import conditions as cond
-from policy.model.bounds import MAX_DEADLINE_SECONDS, MAX_REPLICAS, MAX_TTL_SECONDS
+from policy.model.bounds import (
+    MAX_DEADLINE_SECONDS,
+    MAX_INT32,
+    MAX_REPLICAS,
+    MAX_SECONDS,
+    MAX_TTL_SECONDS,
+    OutOfBounds,
+    number,
+)
 from policy.model.gpushare import GPU, BadShare, GpuShare, share_of
 from policy.model.hashed import HashedTuple
 from policy.model.pool import DEFAULT_POOL, pool_of
@@ -148,10 +155,10 @@ class ReplicaSpecModel(_Model):
 
 
 class SchedulingPolicyModel(_Model):
-    minAvailable: int | None = None
+    minAvailable: int | None = Field(default=None, ge=0, le=MAX_INT32)  # a PodGroup's int32
     queue: str | None = None
     priorityClass: str | None = None
-    scheduleTimeoutSeconds: int | None = Field(default=None, ge=0, le=2**31 - 1)
+    scheduleTimeoutSeconds: int | None = Field(default=None, ge=0, le=MAX_INT32)
     # The PodGroup's minResources, as given (quantities); else computed from the pods.
     minResources: dict[str, str | int] | None = None
 
@@ -160,7 +167,7 @@ class RunPolicyModel(_Model):
     cleanPodPolicy: CleanPodPolicy | None = None
     ttlSecondsAfterFinished: int | None = Field(default=None, ge=0, le=MAX_TTL_SECONDS)
     activeDeadlineSeconds: int | None = Field(default=None, ge=0, le=MAX_DEADLINE_SECONDS)
-    backoffLimit: int | None = Field(default=None, ge=0)
+    backoffLimit: int | None = Field(default=None, ge=0, le=MAX_INT32)
     schedulingPolicy: SchedulingPolicyModel | None = None
     suspend: bool = False
     managedBy: str | None = None
@@ -474,6 +481,23 @@ def pod_limits(pod_spec: Mapping[str, Any]) -> Resources:
     return Resources(total)
 
 
+def _unreadable_quantity(pod_spec: Mapping[str, Any]) -> str:
+    """Where in a pod spec the first quantity ``to_milli`` cannot read is ("" if none is
+    found there), so that the Failed condition names the field."""
+    _unreadable = (TypeError, ValueError, ArithmeticError, AttributeError)
+    for group in ("containers", "initContainers"):
+        for i, c in enumerate(pod_spec.get(group) or []):
+            res = c.get("resources") if isinstance(c, Mapping) else None
+            for part in ("requests", "limits"):
+                values = res.get(part) if isinstance(res, Mapping) else None
+                for name, v in values.items() if isinstance(values, Mapping) else ():
+                    try:
+                        to_milli(v)
+                    except _unreadable:
+                        return f".{group}[{i}].resources.{part}[{name!r}]"
+    return ".overhead" if pod_spec.get("overhead") else ""
+
+
 def _replica(kind: JobKind, rtype: str, spec: ReplicaSpecModel) -> Replica:
     where = f"spec.{kind.replica_specs_field}.{rtype}.template"
     try:
@@ -502,7 +526,8 @@ def _replica(kind: JobKind, rtype: str, spec: ReplicaSpecModel) -> Replica:
     try:
         request = pod_request(pod_spec)
     except (TypeError, ValueError, ArithmeticError, AttributeError) as err:
-        raise InvalidJob(f"{where} has an unreadable resource quantity: {err}") from err
+        at = _unreadable_quantity(pod_spec)
+        raise InvalidJob(f"{where}{at} has an unreadable resource quantity: {err}") from err
     if share is not None:
         if request[GPU]:
             raise InvalidJob(
@@ -553,20 +578,16 @@ def parse_metadata(obj: Mapping[str, Any]) -> MetadataModel:
 
 def checkpoint_interval(annotations: Mapping[str, str]) -> float | None:
     """The declared checkpoint interval, or None; raises ``InvalidJob`` naming the
-    annotation for a value that is not a positive number of seconds."""
+    annotation for a value that is not a positive number of seconds within the bound."""
     raw = annotations.get(CHECKPOINT_ANNOTATION)
     if raw is None:
         return None
+    where = f"metadata.annotations[{CHECKPOINT_ANNOTATION!r}]"
+    what = "the seconds between the job's checkpoints (at most 100 years)"
     try:
-        value = float(str(raw).strip())
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise InvalidJob(
-            f"metadata.annotations[{CHECKPOINT_ANNOTATION!r}] is {raw!r}; give the seconds "
-            'between the job\'s checkpoints as a positive number, e.g. "600"'
-        )
-    return value
+        return number(raw, where, what=what, most=MAX_SECONDS, example="600")
+    except OutOfBounds as err:
+        raise InvalidJob(str(err)) from None
 
 
 def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
@@ -804,6 +825,9 @@ def readable_status(raw: Any) -> Mapping[str, Any]:
             if isinstance(c, Mapping)
             and isinstance(c.get("type"), str)
             and isinstance(c.get("status"), str)
+            # Kubeflow's JobCondition holds only strings: anything else (a message nested
+            # 300 deep) is not echoed back, the condition is written anew.
+            and all(isinstance(v, str) for v in c.values())
             and all(_is_time(c[k]) for k in ("lastTransitionTime", "lastUpdateTime") if k in c)
         ]
     for key in ("scheduling", "replicaStatuses"):

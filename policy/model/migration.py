@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from policy.model.bounds import MAX_EVENTS, MAX_REPLICAS, whole
 from policy.model.pool import GROUP, VERSION
 
 MIGRATION_KIND = "Migration"
@@ -161,7 +162,7 @@ class Decision:
             message=str(raw.get("message") or ""),
             source=raw.get("from"),
             target=raw.get("to"),
-            move=int(raw.get("move") or 0),
+            move=whole(raw.get("move") or 0, "move", MAX_EVENTS),
         )
 
     def status(self) -> dict[str, Any]:
@@ -204,8 +205,8 @@ class Moves:
     def from_json(cls, raw: Mapping[str, Any]) -> Moves:
         return cls(
             type=str(raw["type"]),
-            index=int(raw["index"]),
-            count=int(raw["count"]),
+            index=whole(raw["index"], "index", MAX_REPLICAS - 1),
+            count=whole(raw["count"], "count", MAX_EVENTS),
             time=str(raw.get("time") or ""),
             source=str(raw.get("from") or ""),
             target=str(raw.get("to") or ""),

@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from policy.model.bounds import Events, Gain, GpuHours, Seconds, WholeSeconds
+
 GROUP = "dragonet.io"
 VERSION = f"{GROUP}/v1alpha1"
 POOL_KIND = "TrainingPool"
@@ -102,10 +104,10 @@ class MigrationSettings(BaseModel):
     enabled: bool = True  # answer Migration requests (false: refuse each, saying so)
     score: MigrationScore | None = None  # None: the pool policy's (dragon -> dragon)
     maxMoves: int = Field(default=3, ge=0, le=100)  # per worker, durable
-    minIntervalSeconds: float = Field(default=3.0, ge=0)  # per worker, between moves
+    minIntervalSeconds: Seconds = 3.0  # per worker, between moves
     # (dragonet score) a requested move must make the worker this much faster, relatively
     # (a restore costs time); a Manual request skips this test.
-    minGain: float = Field(default=0.2, ge=0)
+    minGain: Gain = 0.2
     # The planner moves a lonely worker onto its parameter servers' node when room frees
     # there (off until measured: benchmarks/README.md).
     consolidate: bool = False
@@ -133,20 +135,20 @@ class PoolSpec(BaseModel):
     binding: Binding = "affinity"
     # DRAGON's elastic thresholds: shrink for a job that waited this long; grow after
     # this long without any scheduling or scaling action.
-    starvationSeconds: float = Field(default=30.0, ge=0)
-    idleSeconds: float = Field(default=60.0, ge=0)
+    starvationSeconds: Seconds = 30.0
+    idleSeconds: Seconds = 60.0
     # Count every pod on the pool's nodes, not only Dragonet's (costlier hook requests).
     watchAllPods: bool = False
     # Least attained service (dragonet-las, tiresias): the queues' upper limits in GPU-hours
     # a job has received (Tiresias' discretised LAS); a job that attained more than the
     # last one is in the last queue.
-    lasThresholdsGPUHours: tuple[float, ...] = Field(default=(1.0, 10.0), max_length=8)
+    lasThresholdsGPUHours: tuple[GpuHours, ...] = Field(default=(1.0, 10.0), max_length=8)
     # The starvation guard: a job is preempted for least attained service at most this
     # many times (priority preemption is not limited).
-    maxPreemptions: int = Field(default=3, ge=0)
+    maxPreemptions: Events = 3
     # terminationGracePeriodSeconds of the pods the pool admits (a pod template's own value
     # wins): how long training code has to checkpoint when preempted. None: Kubernetes' 30 s.
-    preemptionGraceSeconds: int | None = Field(default=None, ge=0)
+    preemptionGraceSeconds: WholeSeconds | None = None
     kubeshare: KubeShare = "none"
     migration: MigrationSettings = Field(default_factory=MigrationSettings)
     # An external gang scheduler binds the pods: each admitted job gets that backend's

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from policy.model.bounds import MAX_INT32
+
 SYSTEM_CLASSES = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
 
 
@@ -27,8 +29,8 @@ class Priorities:
         for obj in sorted(objects, key=_name):
             name = _name(obj)
             value = obj.get("value")
-            if not name or type(value) is not int:
-                continue
+            if not name or type(value) is not int or not -MAX_INT32 - 1 <= value <= MAX_INT32:
+                continue  # (the API server stores an int32; a user's class at most 10^9)
             classes[name] = value
             if obj.get("globalDefault") is True:
                 default = value

@@ -361,7 +361,7 @@ def _decide(
         ), None
     until = state.throttled_until(slot, rules.min_interval)
     if until is not None:
-        message = f"worker {slot[1]} moved less than {rules.min_interval.seconds} s ago"
+        message = f"worker {slot[1]} moved less than {rules.min_interval.total_seconds():g} s ago"
         return Decision(q.name, q.uid, q.pod, PENDING, THROTTLED, message, q.node), until
     manual = q.reason == MANUAL
     bursting = rules.balance and not manual and _bursting(pod)

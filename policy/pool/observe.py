@@ -266,7 +266,8 @@ def observe(
         for pod in _assumed(by_key[key], adm, existing, by_name, boarded, memo)
     ]
     cluster = Cluster.observe(nodes, [*pods.values(), *assumed], spec.kubeshare != "none", memo)
-    priorities = Priorities.observe(objects(related, PRIORITY_CLASSES))
+    classes = _each(related, PRIORITY_CLASSES, _decoded, problems, memo)
+    priorities = Priorities.observe(classes)
     requests = _requests(related, pods, by_key, problems)
     return PoolSnapshot(
         name,
@@ -349,6 +350,12 @@ def _each(
 
     pairs = items(group, type_key)
     return memo.parsed_all(tag or type_key, pairs, read, UNREADABLE, failed)
+
+
+def _decoded(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The object itself, once its bytes are known to decode (``Undecodable`` if not)."""
+    len(obj)
+    return obj
 
 
 def _why(err: BaseException) -> str:

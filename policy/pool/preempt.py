@@ -22,10 +22,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from functools import partial
 
 from policy.model.admission import WAITING_FOR_PREEMPTION
+from policy.model.bounds import later
 from policy.model.cluster import Pod
 from policy.model.jobs import Job
 from policy.model.resources import Resources
@@ -180,8 +181,9 @@ def _allowed(
     started = service.run_started
     if started is None:
         return None
-    due = started + timedelta(seconds=interval)
-    if now < due:
-        wakes.append(due)  # not one checkpoint yet in this run
+    due = later(started, interval)
+    if due is None or now < due:
+        if due is not None:
+            wakes.append(due)  # not one checkpoint yet in this run
         return None
     return Stopped(waiting.key, _las_reason(r, waiting, queue, service), las=True)

@@ -17,9 +17,10 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from policy.model.admission import Admission, Service
+from policy.model.bounds import later
 from policy.model.cluster import Pod
 from policy.model.jobs import Job
 from policy.model.resources import Resources
@@ -110,11 +111,11 @@ def attained(
     queue = bisect_right(las, total) if las else 0
     wake: datetime | None = None
     if rate > 0 and queue < len(las):
-        wake = now + timedelta(seconds=max((las[queue] - total) / rate, 0.0) + 1e-3)
+        wake = later(now, (las[queue] - total) / rate + 1e-3)
     if preempted and past.last is not None and queue > 0:
         # Tiresias' promotion: waited (since its preemption) as long as it ran.
         since = parse_time(past.last.time)
-        due = since + timedelta(seconds=past.gpu_seconds / max(gang_units, 1e-9)) if since else None
+        due = later(since, past.gpu_seconds / max(gang_units, 1e-9)) if since else None
         if due is not None and now >= due:
             queue = 0
         elif due is not None:

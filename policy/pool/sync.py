@@ -29,6 +29,7 @@ from policy.model.admission import (
     Service,
 )
 from policy.model.admission import TYPE_KEY as ADMISSIONS
+from policy.model.bounds import MAX_DEPTH, nested_within
 from policy.model.cluster import Cluster, Node
 from policy.model.jobs import Job
 from policy.model.lifecycle import resuming
@@ -39,7 +40,7 @@ from policy.model.timeutil import format_time
 from policy.pool.cycle import JobPlan, plan
 from policy.pool.devices import name_devices
 from policy.pool.gang import gang_of, note
-from policy.pool.observe import PoolSnapshot, objects, observe
+from policy.pool.observe import PoolSnapshot, items, observe
 from policy.pool.rules import LAS_POLICIES, rules_for
 from policy.pool.running import last_scale
 
@@ -462,16 +463,32 @@ def _usage(capacity: Resources, allocated: Resources) -> str:
 
 
 def _unchanged(children: Mapping[str, Any], problem: str) -> PoolDecision:
-    """Keep every Admission as observed (leaving one out would delete it), and say why."""
-    kept = []
-    for obj in objects(children, ADMISSIONS):
-        meta = obj.get("metadata") or {}
-        kept.append(
-            {
+    """Keep every Admission as observed (leaving one out would delete it), and say why.
+    One that cannot be echoed (not JSON we can read, or nested deeper than any Admission
+    the API server stores) is left out and named: its job keeps its pods (they are facts,
+    policy.job.sync), and the pool writes its Admission anew once the spec is usable."""
+    kept, problems = [], []
+    for key, obj in items(children, ADMISSIONS):
+        try:
+            meta = obj.get("metadata") or {}
+            labels = meta.get("labels")
+            echo = {
                 "apiVersion": obj.get("apiVersion"),
                 "kind": obj.get("kind"),
-                "metadata": {k: meta[k] for k in ("name", "namespace", "labels") if k in meta},
+                "metadata": {k: meta[k] for k in ("name", "namespace") if k in meta},
                 "spec": obj.get("spec"),
             }
-        )
-    return PoolDecision(kept, {"message": problem})
+            if isinstance(labels, Mapping):
+                strings = {k: v for k, v in labels.items() if isinstance(v, str)}
+                echo["metadata"]["labels"] = strings
+        except (AttributeError, ValueError) as err:  # not an object, or undecodable
+            problems.append(f"Admission {key} is left out: {err or type(err).__name__}")
+            continue
+        if not nested_within(echo):
+            problems.append(f"Admission {key} is left out: nested deeper than {MAX_DEPTH} levels")
+            continue
+        kept.append(echo)
+    status: dict[str, Any] = {"message": problem}
+    if problems:
+        status["problems"] = problems[:_PROBLEMS_SHOWN]
+    return PoolDecision(kept, status)
