@@ -208,6 +208,10 @@ class Memo:
     def rotate(self) -> None:
         self.previous, self.current = self.current, {}
 
+    def clear(self) -> None:
+        """Forget everything (a fresh process's memo)."""
+        self.current, self.previous, self.last, self.used = {}, {}, None, 0
+
     def __len__(self) -> int:
         return len(self.current) + len(self.previous)
 

@@ -4,7 +4,10 @@ by the bytes an object arrived in, so nothing but the same content can hit it.""
 from __future__ import annotations
 
 import copy
+import random
+from collections import Counter
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import orjson
@@ -18,9 +21,12 @@ from policy.pool.sync import sync as pool_sync
 from sim.engine import SimConfig, Simulation
 from sim.scenario import Scenario, from_trace, load_scenario
 from tests import metacontroller as mc
-from tests.conftest import NOW, Hook, load_fixture, versioned
+from tests.conftest import NOW, Clock, Hook, load_fixture, versioned
+from tests.fuzz_requests import two_tier
 from tests.simkit import COMPAT, file_job, gpu_nodes, scenario
 from tests.test_sim_mxjob import mx_spec
+from webhooks.app import create_app
+from webhooks.config import Settings
 
 TRACE = Path(__file__).parent / "fixtures" / "traces" / "workload-1.csv"
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -215,3 +221,89 @@ def test_job_answers_with_fractional_gpus_gangs_and_mxjobs_are_the_answers_witho
     result = sim.run()
     assert all(record.finish_s is not None for record in result.jobs)
     assert set(compared) == hooks
+
+
+def _captured(sim: Simulation) -> list[tuple[str, bytes, datetime | None]]:
+    """Every hook request of a whole simulated run, with the simulated time it was sent."""
+    post = sim.webhook.post
+    sent: list[tuple[str, bytes, datetime | None]] = []
+
+    def capture(path: str, body: bytes, *, measure: bool = True):
+        sent.append((path, body, sim.clock()))
+        return post(path, body, measure=measure)
+
+    sim.webhook.post = capture  # type: ignore[method-assign]
+    sim.run()
+    return sent
+
+
+def _mixed_traffic(rng: random.Random) -> list[tuple[str, bytes, datetime | None]]:
+    """The campaign's mix, interleaved: whole runs under least attained service (preempting,
+    so recording what a victim attained by now), DRAGON's rules, a gang scheduler and
+    KubeShare, and generated pools of every policy each followed by its jobs' syncs, some
+    with a job or node mutated (those carry no time: they are sent at the replay's)."""
+    from tests.test_preemption import _las_jobs, _las_pool
+    from tests.test_preemption import _world as las_world
+
+    streams = [
+        _captured(
+            Simulation(
+                las_world(_las_jobs(), _las_pool(), gpus_nodes=1),
+                SimConfig(delete_finished_after_s=None),
+            )
+        ),
+        _captured(Simulation(from_trace(TRACE, jobs=10), SimConfig(policy="dragon"))),
+        _captured(
+            Simulation(load_scenario(EXAMPLES / "mixed.yaml"), SimConfig(gang_scheduler="volcano"))
+        ),
+        _captured(Simulation(_kubeshare_world(), SimConfig(kubeshare="v1"))),
+    ]
+    for i in range(6):
+        pool = "default" if i % 2 else f"pool-{i}"
+        sent = two_tier(rng, rng.randint(3, 16), rng.randint(5, 16), pool, mutate_p=0.5)
+        streams.append([(path, body, None) for path, body in sent])
+    mixed: list[tuple[str, bytes, datetime | None]] = []
+    while any(streams):
+        stream = rng.choice([s for s in streams if s])
+        take = rng.randint(1, 8)
+        mixed += stream[:take]
+        del stream[:take]
+    return mixed
+
+
+def _fresh(app) -> None:
+    """Empty every memo of ``app``: it answers the next request as a new process would."""
+    app.config["DRAGONET_POOL_MEMOS"].clear()
+    app.config["DRAGONET_MEMO"].clear()
+
+
+def test_a_long_lived_worker_answers_every_request_as_a_fresh_one_across_wall_clock_gaps() -> None:
+    """Any replica, any restart, same decision (DESIGN §2): the campaign's mixed traffic
+    through one long-lived app, each request answered at a clock that only moves forward
+    (by 0 s to 5 min between requests), and the same request again after a gap, as a
+    retry or another replica sends it; each answer is compared byte for byte with the
+    answer of an app that remembers nothing, at the same time."""
+    rng = random.Random(24)
+    traffic = _mixed_traffic(rng)
+    warm_clock, fresh_clock = Clock(), Clock()
+    warm = create_app(Settings(), clock=warm_clock)
+    fresh = create_app(Settings(), clock=fresh_clock)
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    compared: Counter[str] = Counter()
+    for path, body, sent_at in traffic:
+        now = max(now, sent_at or now)
+        for _ in range(rng.choice((1, 2))):  # (the second time: after a gap)
+            now += timedelta(seconds=rng.choice((0, 0, 1, 5, 12, 31, 61, 300)))
+            warm_clock.now = fresh_clock.now = now
+            answer = warm.test_client().post(path, data=body, content_type="application/json")
+            _fresh(fresh)
+            expected = fresh.test_client().post(path, data=body, content_type="application/json")
+            assert (answer.status_code, answer.data) == (expected.status_code, expected.data), (
+                path,
+                now,
+            )
+            compared[path] += 1
+    assert compared["/pools/sync"] > 150 and compared["/tfjobs/sync"] > 300
+    assert compared["/mxjobs/sync"] > 10
+    pool_memo = warm.config["DRAGONET_POOL_MEMOS"]["default"]
+    assert pool_memo.hits > 0 and warm.config["DRAGONET_MEMO"].hits > 0
