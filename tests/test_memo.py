@@ -15,7 +15,7 @@ import pytest
 
 from policy.job.sync import JobConfig
 from policy.job.sync import sync as job_sync
-from policy.memo import Encoded, Memo
+from policy.memo import Encoded, Memo, Memos
 from policy.model.jobs import MXJOB, TFJOB
 from policy.pool.sync import sync as pool_sync
 from sim.engine import SimConfig, Simulation
@@ -273,8 +273,7 @@ def _mixed_traffic(rng: random.Random) -> list[tuple[str, bytes, datetime | None
 
 def _fresh(app) -> None:
     """Empty every memo of ``app``: it answers the next request as a new process would."""
-    app.config["DRAGONET_POOL_MEMOS"].clear()
-    app.config["DRAGONET_MEMO"].clear()
+    app.config["DRAGONET_MEMOS"].clear()
 
 
 def test_a_long_lived_worker_answers_every_request_as_a_fresh_one_across_wall_clock_gaps() -> None:
@@ -307,3 +306,57 @@ def test_a_long_lived_worker_answers_every_request_as_a_fresh_one_across_wall_cl
     assert compared["/mxjobs/sync"] > 10
     pool_memo = warm.config["DRAGONET_POOL_MEMOS"]["default"]
     assert pool_memo.hits > 0 and warm.config["DRAGONET_MEMO"].hits > 0
+
+
+def test_a_memo_never_holds_more_than_its_limit_and_still_answers_what_parsing_does() -> None:
+    memo = Memo(limit=10)
+    for i in range(100):
+        raw = orjson.dumps({"spec": {"n": i}})
+        assert memo.parsed("Node.v1", Encoded(raw), lambda o: o["spec"]["n"]) == i
+        assert memo.derive("double", (), lambda i=i: 2 * i, i) == 2 * i
+        assert len(memo) <= 10
+    assert memo.parsed("Node.v1", Encoded(b'{"spec":{"n":99}}'), lambda o: -1) == 99  # kept
+
+
+def test_the_memos_give_way_pool_by_pool_the_least_recently_synced_first() -> None:
+    memos = Memos(max_entries=100, jobs_share=0.2)
+    assert memos.jobs.limit == 20  # the pools share the other 80
+
+    def sync(name: str, entries: int) -> None:
+        memo = memos.pool(name)
+        memo.begin()
+        for i in range(entries):
+            memo.derive(name, (), lambda: None, i)
+        memos.settle(memo)
+
+    for name in ("a", "b", "c"):
+        sync(name, 25)
+    assert list(memos.pools) == ["a", "b", "c"] and len(memos) == 75
+    memos.pool("a")  # synced again: now the most recent
+    sync("d", 25)
+    assert list(memos.pools) == ["c", "a", "d"] and memos.forgotten == 1
+    sync("huge", 75)  # one pool alone may fill the pools' share: the others go
+    assert list(memos.pools) == ["huge"] and len(memos) == 75 and memos.forgotten == 4
+
+
+def test_a_capped_process_answers_mixed_traffic_as_a_fresh_one_and_stays_under_its_cap() -> None:
+    """Pools of every size under many names, each followed by its jobs' syncs, through one
+    process whose memos hold at most 600 entries: they never hold more, whole pools are
+    forgotten and parsed again, and every answer is a fresh process's, byte for byte."""
+    rng = random.Random(7)
+    cap = 600
+    warm = create_app(Settings(memo_max_entries=cap), clock=Clock())
+    fresh = create_app(Settings(memo_max_entries=cap), clock=Clock())
+    memos = warm.config["DRAGONET_MEMOS"]
+    compared = 0
+    for i in range(14):
+        pool = "default" if i % 3 == 0 else f"pool-{i % 5}"
+        for path, body in two_tier(rng, rng.randint(3, 24), rng.randint(5, 24), pool):
+            answer = warm.test_client().post(path, data=body, content_type="application/json")
+            _fresh(fresh)
+            expected = fresh.test_client().post(path, data=body, content_type="application/json")
+            assert (answer.status_code, answer.data) == (expected.status_code, expected.data)
+            assert len(memos) <= cap
+            compared += 1
+    assert compared > 150
+    assert memos.forgotten > 0 and memos.jobs.hits > 0

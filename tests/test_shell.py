@@ -31,7 +31,8 @@ POOL = load_fixture("pool-sync-two-jobs.json")
 
 def _post(app: Any, path: str, body: Any, **headers: str) -> Any:
     data = body if isinstance(body, bytes) else orjson.dumps(body)
-    return app.test_client().post(path, data=data, headers=headers)
+    # buffered: the body is read and the response closed, as a server sends it
+    return app.test_client().post(path, data=data, headers=headers, buffered=True)
 
 
 def samples(app: Any) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -172,6 +173,41 @@ def test_cyclic_garbage_left_by_large_requests_is_still_freed(
         assert _post(app, "/pools/sync", POOL).status_code == 200
     assert len(left) == 5
     assert [ref() for ref in left] == [None] * 5
+
+
+def test_the_full_collection_runs_after_an_answer_is_sent_while_no_other_hook_runs(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Never inside a request's time budget (the campaign saw one stall a worker for
+    20.6 s): not while any answer is made, only once one has been sent (the server closes
+    it), and only while no other hook request is in flight, unless it is overdue."""
+    collector = shell.Collector(big=1, every=2)
+    monkeypatch.setattr(shell, "COLLECTOR", collector)
+    seen: list[int] = []
+
+    def clock() -> Any:
+        seen.append(collector.full_collections)
+        return NOW
+
+    client = create_app(clock=clock).test_client()
+    try:
+        sent = [client.post("/pools/sync", data=orjson.dumps(POOL)) for _ in range(2)]
+        assert [r.status_code for r in sent] == [200, 200]
+        assert collector.full_collections == 0  # due, but no answer has been sent yet
+        assert collector.enter(None) is False  # another hook request in flight
+        sent[0].close()
+        assert collector.full_collections == 0
+        collector.leave(False)
+        sent[1].close()
+        assert collector.full_collections == 1
+        more = [client.post("/pools/sync", data=orjson.dumps(POOL)) for _ in range(4)]
+        assert seen == [0, 0, 1, 1, 1, 1]  # none ran while an answer was made
+        collector.enter(None)  # a busy process: overdue after 2 x every, it runs anyway
+        more[0].close()
+        assert collector.full_collections == 2
+        collector.leave(False)
+    finally:
+        gc.unfreeze()
 
 
 def test_the_collector_is_off_during_a_large_request_and_back_on_after_any(

@@ -23,7 +23,8 @@ In the order a hook request meets them:
    exponential backoff.
 
 And one that is not a refusal: while a large request (4 MiB or more: a pool of hundreds of
-nodes) is answered the cycle collector is off, and what it leaves is frozen (``Collector``).
+nodes) is answered the cycle collector is off, and what it leaves is frozen (``Collector``);
+the full collection that frees what was frozen runs after an answer has been sent.
 """
 
 from __future__ import annotations
@@ -86,7 +87,11 @@ class Collector:
 
     A frozen cycle is never freed, and a request does leave some (werkzeug's router: 8
     objects each, measured). So after ``every`` large requests everything is unfrozen and
-    collected once, then frozen again.
+    collected once, then frozen again: never inside a request's time budget, but once an
+    answer has been sent (``after``) while no other hook request is in flight in the
+    process; a busy process does it anyway after ``2 * every`` (the requests then in
+    flight wait for it). Its pause grows with what is alive, which the memos' cap bounds
+    (``DRAGONET_MEMO_MAX_ENTRIES``; benchmarks/README.md measures it).
 
     Re-entrant across threads: the collector is off from the first large request in
     flight until the last one ends, and back on only if it was on before.
@@ -97,15 +102,18 @@ class Collector:
         self.every = every
         self.full_collections = 0
         self._lock = threading.Lock()
-        self._inflight = 0
+        self._active = 0  # hook requests in flight
+        self._inflight = 0  # large ones among them
         self._was_enabled = False
         self._frozen = 0  # large requests since the last full collection
 
     def enter(self, length: int | None) -> bool:
-        """Called as a request starts; True if it is large (then call ``leave`` after)."""
-        if length is None or length < self.big:
-            return False
+        """Called as a hook request starts (then call ``leave`` after it): True if large."""
+        large = length is not None and length >= self.big
         with self._lock:
+            self._active += 1
+            if not large:
+                return False
             if self._inflight == 0:
                 self._was_enabled = gc.isenabled()
                 if self._was_enabled:
@@ -114,15 +122,25 @@ class Collector:
             self._inflight += 1
         return True
 
-    def leave(self) -> None:
+    def leave(self, large: bool) -> None:
         with self._lock:
+            self._active -= 1
+            if not large:
+                return
             self._inflight -= 1
             self._frozen += 1
             gc.freeze()
-            if self._frozen >= self.every:
-                self.collect()
             if self._inflight == 0 and self._was_enabled:
                 gc.enable()
+
+    def after(self) -> None:
+        """Called once an answer has been sent: the full collection, if it is due and no
+        hook request is in flight (or it is overdue)."""
+        if self._frozen < self.every:
+            return
+        with self._lock:
+            if self._frozen >= 2 * self.every or (self._frozen >= self.every and not self._active):
+                self.collect()
 
     def collect(self) -> None:
         """One full collection of everything, frozen or not; what is left is frozen."""
@@ -187,14 +205,17 @@ def install(app: Flask, settings: Settings, time_limit: TimeLimit | None = None)
     def give_back(_: BaseException | None) -> None:
         if g.pop("dragonet_slot", False):
             slots.release()
-        if g.pop("dragonet_collector", False):
-            COLLECTOR.leave()
+        large = g.pop("dragonet_collector", None)
+        if large is not None:
+            COLLECTOR.leave(large)
 
     @app.after_request
     def record(response: Response) -> Response:
         started = g.get("dragonet_started")
         if started is None:
             return response
+        # Housekeeping once the answer is sent: never inside a request's budget.
+        response.call_on_close(COLLECTOR.after)
         seconds = time.perf_counter() - started
         req = request._get_current_object()  # type: ignore[attr-defined]  # once, not per use
         hook = req.url_rule.rule if req.url_rule is not None else req.path
