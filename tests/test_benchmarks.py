@@ -125,3 +125,19 @@ def test_kubeshare_packing_benchmark_runs_and_shares_beat_whole_gpus(
     assert all(row[1] == "12" and row[-1] == "0" for row in table.values())
     assert float(table["v1"][3]) < float(table["whole"][3])  # p95 JCT
     assert float(table["v1"][4]) < float(table["whole"][4])  # makespan
+
+
+def test_memory_benchmark_runs_the_mixed_traffic_and_times_the_full_collection(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from benchmarks import memory
+
+    memory.main(["--quick", "--memo-max-entries", "300"])
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.strip().endswith("ms")]
+    assert len(rows) == 3 and all("RSS" in row and "memo" in row for row in rows)
+    assert all(int(row.split("memo")[1].split()[0]) <= 300 for row in rows)  # the cap holds
+    assert "answers: {200: 120}" in out
+    memory.main(["--full-collection", "--quick"])
+    out = capsys.readouterr().out
+    assert "full collection" in out and "no cap" in out and "cold pool sync" in out

@@ -24,7 +24,7 @@ In the order a hook request meets them:
 
 And one that is not a refusal: while a large request (4 MiB or more: a pool of hundreds of
 nodes) is answered the cycle collector is off, and what it leaves is frozen (``Collector``);
-the full collection that frees what was frozen runs after an answer has been sent.
+nothing here ever collects the whole heap.
 """
 
 from __future__ import annotations
@@ -81,39 +81,32 @@ class Collector:
     young collections while the request runs (3 of them, 10-14 % of a cold sync at 1,000
     nodes) and again in older ones later. So, for a request of ``big`` bytes or more: the
     young generation is collected first (what smaller requests left, their garbage
-    included), the collector stays off while it is answered, and what is alive afterwards
-    is frozen (``gc.freeze``: moved to the permanent generation, which no collection walks;
-    still freed by reference counting as usual). Smaller requests are left to the collector.
+    included), the collector stays off while it is answered, then one young collection
+    frees the cycles it left (werkzeug's router leaves 8 objects a request) and what is
+    alive is frozen (``gc.freeze``: moved to the permanent generation, which no collection
+    walks; still freed by reference counting as usual, e.g. when the memos forget it).
+    Smaller requests are left to the collector.
 
-    A frozen cycle is never freed, and a request does leave some (werkzeug's router: 8
-    objects each, measured). So after ``every`` large requests everything is unfrozen and
-    collected once, then frozen again: never inside a request's time budget, but once an
-    answer has been sent (``after``) while no other hook request is in flight in the
-    process; a busy process does it anyway after ``2 * every`` (the requests then in
-    flight wait for it). Its pause grows with what is alive, which the memos' cap bounds
-    (``DRAGONET_MEMO_MAX_ENTRIES``; benchmarks/README.md measures it).
+    That young collection walks only what the request itself left; nothing ever walks the
+    whole heap here. (A full collection of everything frozen, which this once ran after
+    every 1,000 large requests, took 4.0-4.6 s at the memos' cap with pools of 1,000
+    nodes, and 20.6 s on a 4.8 GB heap: benchmarks/README.md.)
 
     Re-entrant across threads: the collector is off from the first large request in
     flight until the last one ends, and back on only if it was on before.
     """
 
-    def __init__(self, big: int = 4 * MiB, every: int = 1000) -> None:
+    def __init__(self, big: int = 4 * MiB) -> None:
         self.big = big
-        self.every = every
-        self.full_collections = 0
         self._lock = threading.Lock()
-        self._active = 0  # hook requests in flight
-        self._inflight = 0  # large ones among them
+        self._inflight = 0
         self._was_enabled = False
-        self._frozen = 0  # large requests since the last full collection
 
     def enter(self, length: int | None) -> bool:
-        """Called as a hook request starts (then call ``leave`` after it): True if large."""
-        large = length is not None and length >= self.big
+        """Called as a request starts; True if it is large (then call ``leave`` after)."""
+        if length is None or length < self.big:
+            return False
         with self._lock:
-            self._active += 1
-            if not large:
-                return False
             if self._inflight == 0:
                 self._was_enabled = gc.isenabled()
                 if self._was_enabled:
@@ -122,33 +115,15 @@ class Collector:
             self._inflight += 1
         return True
 
-    def leave(self, large: bool) -> None:
+    def leave(self) -> None:
         with self._lock:
-            self._active -= 1
-            if not large:
-                return
             self._inflight -= 1
-            self._frozen += 1
-            gc.freeze()
-            if self._inflight == 0 and self._was_enabled:
-                gc.enable()
-
-    def after(self) -> None:
-        """Called once an answer has been sent: the full collection, if it is due and no
-        hook request is in flight (or it is overdue)."""
-        if self._frozen < self.every:
-            return
-        with self._lock:
-            if self._frozen >= 2 * self.every or (self._frozen >= self.every and not self._active):
-                self.collect()
-
-    def collect(self) -> None:
-        """One full collection of everything, frozen or not; what is left is frozen."""
-        gc.unfreeze()
-        gc.collect()
-        gc.freeze()
-        self._frozen = 0
-        self.full_collections += 1
+            if self._inflight == 0:
+                if self._was_enabled:
+                    gc.collect(0)  # what the large requests left: their cycles go
+                gc.freeze()
+                if self._was_enabled:
+                    gc.enable()
 
 
 COLLECTOR = Collector()  # one per process, as the collector is
@@ -205,17 +180,14 @@ def install(app: Flask, settings: Settings, time_limit: TimeLimit | None = None)
     def give_back(_: BaseException | None) -> None:
         if g.pop("dragonet_slot", False):
             slots.release()
-        large = g.pop("dragonet_collector", None)
-        if large is not None:
-            COLLECTOR.leave(large)
+        if g.pop("dragonet_collector", False):
+            COLLECTOR.leave()
 
     @app.after_request
     def record(response: Response) -> Response:
         started = g.get("dragonet_started")
         if started is None:
             return response
-        # Housekeeping once the answer is sent: never inside a request's budget.
-        response.call_on_close(COLLECTOR.after)
         seconds = time.perf_counter() - started
         req = request._get_current_object()  # type: ignore[attr-defined]  # once, not per use
         hook = req.url_rule.rule if req.url_rule is not None else req.path
