@@ -89,8 +89,8 @@ class Collector:
 
     That young collection walks only what the request itself left; nothing ever walks the
     whole heap here. (A full collection of everything frozen, which this once ran after
-    every 1,000 large requests, took 4.0-4.6 s at the memos' cap with pools of 1,000
-    nodes, and 20.6 s on a 4.8 GB heap: benchmarks/README.md.)
+    every 1,000 large requests, took 4.0-4.6 s on the heap eight pools of 1,000 nodes
+    leave, and 20.6 s on the campaign's 4.8 GB heap: benchmarks/README.md.)
 
     Re-entrant across threads: the collector is off from the first large request in
     flight until the last one ends, and back on only if it was on before.
