@@ -339,6 +339,34 @@ def test_the_memos_give_way_pool_by_pool_the_least_recently_synced_first() -> No
     assert list(memos.pools) == ["huge"] and len(memos) == 75 and memos.forgotten == 4
 
 
+def test_the_other_pools_older_generations_go_before_any_pool_is_forgotten() -> None:
+    memos = Memos(max_entries=100, jobs_share=0.2)
+    old = memos.pool("old")
+    for i in range(30):
+        old.derive("old", (), lambda: None, i)
+    old.rotate()  # what its last syncs did not use: the older generation
+    for i in range(10):
+        old.derive("old", (), lambda: None, "kept", i)
+    new = memos.pool("new")
+    for i in range(45):
+        new.derive("new", (), lambda: None, i)
+    memos.settle(new)
+    assert list(memos.pools) == ["old", "new"] and memos.forgotten == 0
+    assert len(old) == 10 and not old.previous
+
+
+def test_without_a_memo_a_process_answers_the_same_and_remembers_nothing() -> None:
+    rng = random.Random(3)
+    plain = create_app(Settings(memo_max_entries=0), clock=Clock())
+    fresh = create_app(Settings(), clock=Clock())
+    for path, body in two_tier(rng, 6, 8):
+        answer = plain.test_client().post(path, data=body, content_type="application/json")
+        _fresh(fresh)
+        expected = fresh.test_client().post(path, data=body, content_type="application/json")
+        assert (answer.status_code, answer.data) == (expected.status_code, expected.data)
+    assert len(plain.config["DRAGONET_MEMOS"]) == 0
+
+
 def test_a_capped_process_answers_mixed_traffic_as_a_fresh_one_and_stays_under_its_cap() -> None:
     """Pools of every size under many names, each followed by its jobs' syncs, through one
     process whose memos hold at most 600 entries: they never hold more, whole pools are
