@@ -238,8 +238,9 @@ class Memos:
 
     After each pool sync (``settle``), while the pools' memos hold more than their share:
     the other pools' older generations go, least recently synced first, then whole pools,
-    the same way. A forgotten pool's next
-    sync parses its cluster again (a cold sync: as after a restart, the same answer)."""
+    the same way. A forgotten pool's next sync parses its cluster again (a cold sync: as
+    after a restart, the same answer). A pool forgotten while its sync runs on another
+    thread keeps its memo until that sync ends."""
 
     def __init__(self, max_entries: int, jobs_share: float = 0.25) -> None:
         self.max_entries = max(max_entries, 0)
