@@ -69,6 +69,7 @@ class _Answered:
     wake: datetime | None
     at: datetime  # the ``now`` it was planned at
     valid_until: datetime | None
+    timeless: bool  # the same later too (``_timeless``); else only at ``at`` itself
 
 
 def _fingerprint(parent: Mapping[str, Any], snap: PoolSnapshot) -> frozenset | None:
@@ -162,7 +163,7 @@ def sync(
     status = _status(snap, result.jobs.values(), memo)
     if key is not None:
         timeless = _timeless(snap, admissions, stamp)
-        memo.last = _Answered(key, admissions, status, wake, now, until) if timeless else None
+        memo.last = _Answered(key, admissions, status, wake, now, until, timeless)
     return PoolDecision(admissions, status, _resync(wake, now), _scaled(snap, admissions))
 
 
@@ -198,8 +199,11 @@ def _timeless(snap: PoolSnapshot, answered: list[dict[str, Any]], stamp: str) ->
 
 
 def _still_valid(last: _Answered, now: datetime) -> bool:
-    """From when it was planned (a clock set back plans again) until a time rule fires."""
-    return last.at <= now and (last.valid_until is None or now < last.valid_until)
+    """At the very time it was planned; if timeless, from then (a clock set back plans
+    again) until a time rule fires."""
+    if now == last.at:
+        return True
+    return last.timeless and last.at < now and (last.valid_until is None or now < last.valid_until)
 
 
 def _resync(wake: datetime | None, now: datetime) -> float | None:
