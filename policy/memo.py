@@ -12,10 +12,20 @@ Because a hit returns the very object parsed before, what is computed from parse
 alone can be memoised by their identity too (``Memo.derive``): a pool's sync then derives
 again only what a changed object touches (``policy.pool.view``, a node's free room, an
 untouched job's plan and Admission).
+
+What a value depends on is all in its key: the bytes, the objects' identities and plain
+values, ``now`` where a value reads it (a job's verdict under a deadline). What a sync
+answers at one time is answered again only while it cannot change (``policy.pool.sync``).
+
+Memory is bounded whatever the traffic: a ``Memo`` never holds more than its ``limit``
+entries, and ``Memos`` (a process's: one memo per pool, one for the jobs' syncs) holds at
+most ``max_entries`` in all, forgetting first the pools synced least recently.
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
@@ -71,9 +81,10 @@ def content_key(kind: str, obj: Mapping[str, Any], *extra: Hashable) -> tuple | 
 @dataclass
 class Memo:
     """Two generations: what the last syncs used survives a ``rotate``, the rest is dropped,
-    so memory follows the working set (a pool's objects, old versions gone soon)."""
+    so memory follows the working set (a pool's objects, old versions gone soon). Never
+    more than ``limit`` entries in both: the older generation goes first (0: no memo)."""
 
-    limit: int = 200_000  # entries before the current generation is rotated anyway
+    limit: int = 200_000  # entries held at most, both generations together
     current: dict[Hashable, Any] = field(default_factory=dict)
     previous: dict[Hashable, Any] = field(default_factory=dict)
     hits: int = 0
@@ -193,8 +204,9 @@ class Memo:
         return entry[1]  # type: ignore[index, no-any-return]
 
     def _keep(self, key: Hashable, value: Any) -> None:
-        if len(self.current) >= self.limit:
-            self.rotate()
+        if len(self.current) + len(self.previous) >= self.limit:  # the older one goes
+            self.previous = self.current if len(self.current) < self.limit else {}
+            self.current = {}
         self.current[key] = value
 
     def begin(self) -> None:
@@ -208,8 +220,67 @@ class Memo:
     def rotate(self) -> None:
         self.previous, self.current = self.current, {}
 
+    def clear(self) -> None:
+        """Forget everything (a fresh process's memo)."""
+        self.current, self.previous, self.last, self.used = {}, {}, None, 0
+
     def __len__(self) -> int:
         return len(self.current) + len(self.previous)
 
 
 NO_MEMO = Memo(limit=0)  # remembers nothing: every value is computed afresh
+
+
+class Memos:
+    """A process's memos: one per pool (a pool's syncs read its whole cluster, the same
+    objects again and again) and one for every job's sync (``jobs``, a ``jobs_share`` of
+    the entries), holding ``max_entries`` at most together (0: no memo at all).
+
+    After each pool sync (``settle``), while the pools' memos hold more than their share:
+    the other pools' older generations go, least recently synced first, then whole pools,
+    the same way. A forgotten pool's next sync parses its cluster again (a cold sync: as
+    after a restart, the same answer). A pool forgotten while its sync runs on another
+    thread keeps its memo until that sync ends."""
+
+    def __init__(self, max_entries: int, jobs_share: float = 0.25) -> None:
+        self.max_entries = max(max_entries, 0)
+        self.jobs = Memo(limit=int(self.max_entries * jobs_share))
+        self.pools: OrderedDict[str, Memo] = OrderedDict()  # least recently synced first
+        self.forgotten = 0  # pools' memos dropped to stay under ``max_entries``
+        self._lock = threading.Lock()  # (pools sync on several threads at once)
+
+    def pool(self, name: str) -> Memo:
+        """The pool's memo, made the most recently used (new: empty)."""
+        with self._lock:
+            memo = self.pools.pop(name, None)
+            if memo is None:
+                memo = Memo(limit=self.max_entries - self.jobs.limit)
+            self.pools[name] = memo
+            return memo
+
+    def settle(self, using: Memo) -> None:
+        """Back under ``max_entries``, keeping ``using`` (the memo of the sync just done)."""
+        with self._lock:  # (the jobs' memo keeps its share: never over its own limit)
+            over = sum(len(m) for m in self.pools.values()) - self.max_entries + self.jobs.limit
+            for memo in list(self.pools.values()):
+                if over <= 0:
+                    return
+                if memo is not using and memo.previous:
+                    over -= len(memo.previous)
+                    memo.previous = {}
+            for name, memo in list(self.pools.items()):
+                if over <= 0:
+                    return
+                if memo is not using:
+                    over -= len(memo)
+                    del self.pools[name]
+                    self.forgotten += 1
+
+    def clear(self) -> None:
+        """Forget everything (a fresh process's memos)."""
+        with self._lock:
+            self.pools.clear()
+            self.jobs.clear()
+
+    def __len__(self) -> int:
+        return len(self.jobs) + sum(len(m) for m in self.pools.values())

@@ -361,3 +361,135 @@ def job_sync_after(
         "related": {ADMISSIONS: stored},
         "finalizing": False,
     }
+
+
+# --- mixed two-tier traffic (issue 24) ------------------------------------------------------
+# Pools of every size, each followed by its jobs' syncs, as the campaign that found the
+# memo's stale answers and its unbounded growth sent them: TFJobs and MXJobs, some running
+# (pods and Admissions), some queued, under every policy, some with a gang scheduler or
+# KubeShare, with one field of one job or node mutated now and then.
+
+_POLICIES = ("dragonet", "dragon", "gang-fifo", "dragonet-las", "tiresias")
+CHECKPOINT = "dragonet.io/checkpoint-interval-seconds"
+
+
+def _mixed_job(rng: random.Random, name: str, kubeshare: bool) -> dict[str, Any]:
+    if rng.random() < 0.2:
+        replicas = {"Scheduler": 1, "Server": rng.randint(1, 2), "Worker": rng.randint(1, 4)}
+        container = {
+            "name": "mxnet",
+            "image": "mx:1",
+            "resources": {"requests": {"cpu": str(rng.choice((1, 2))), "memory": "2Gi"}},
+        }
+        spec = {
+            t: {"replicas": n, "template": {"spec": {"containers": [copy.deepcopy(container)]}}}
+            for t, n in replicas.items()
+        }
+        manifest = {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "MXJob",
+            "metadata": {"name": name},
+            "spec": {"jobMode": "MXTrain", "mxReplicaSpecs": spec},
+        }
+    else:
+        file = (
+            "dragon-job1-kubeshare.yaml"
+            if kubeshare
+            else rng.choice(("dragon-job1-cpu.yaml", "dragon-job1-gpu.yaml"))
+        )
+        manifest = mc.compat(file)
+        workers = rng.randint(1, 6)
+        manifest["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = workers
+        manifest["spec"]["min-instances"] = rng.randint(1, workers)
+        manifest["spec"]["max-instances"] = workers + rng.randint(0, 4)
+    if rng.random() < 0.5:
+        manifest["metadata"].setdefault("annotations", {})[CHECKPOINT] = str(
+            rng.choice((30, 60, 600))
+        )
+    return manifest
+
+
+def two_tier(
+    rng: random.Random, nodes: int, jobs: int, pool: str = "default", mutate_p: float = 0.2
+) -> list[tuple[str, bytes]]:
+    """A pool's sync request of ``nodes`` nodes and ``jobs`` jobs, then each job's sync:
+    (path, body). Running jobs have their pods (placed where room is, first fit) and
+    Admissions; started 1 to 600 minutes before the tests' clock. With ``mutate_p``, one
+    field of one job or node of the pool's request is mutated (``mutate``)."""
+    from datetime import timedelta
+
+    from policy.model.jobs import MXJOB, TFJOB, parse_job
+    from tests.conftest import NOW
+
+    gang = rng.choice(("none", "none", "volcano", "coscheduling"))
+    kubeshare = "none" if gang != "none" else rng.choice(("none", "none", "v1", "v2"))
+    spec: dict[str, Any] = {"policy": rng.choice(_POLICIES), "gangScheduler": gang}
+    spec["kubeshare"] = kubeshare
+    if spec["policy"] in ("dragonet-las", "tiresias"):
+        spec["lasThresholdsGPUHours"] = [0.01, rng.choice((0.05, 1.0))]
+    pool_obj = mc.pool(pool, **spec)
+    cpus = [rng.choice((8, 16, 32, 64)) for _ in range(nodes)]
+    gpus = [rng.choice((0, 4, 8)) for _ in range(nodes)]
+    node_objs = [
+        mc.node(f"{pool}-n{i}", cpu=str(cpus[i]), memory="256Gi", gpu=gpus[i]) for i in range(nodes)
+    ]
+    free = [(c * 1000, g) for c, g in zip(cpus, gpus, strict=True)]
+    world_jobs: list[dict[str, Any]] = []
+    pods: list[dict[str, Any]] = []
+    admissions: dict[str, dict[str, Any]] = {}
+    tag = rng.getrandbits(32)
+    for j in range(jobs):
+        name = f"{pool}-j{j}-{tag:x}"
+        manifest = _mixed_job(rng, name, kubeshare != "none" and rng.random() < 0.5)
+        minutes = rng.randint(1, 600)
+        created = (NOW - timedelta(minutes=minutes)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        namespace = rng.choice(("default", "team-a", "team-b"))
+        job = mc.tfjob(manifest, namespace=namespace, created=created)
+        kind = MXJOB if job["kind"] == "MXJob" else TFJOB
+        parsed = parse_job(job, kind)
+        placed: list[tuple[str, int, str]] = []
+        if rng.random() < 0.6:  # running, if it fits: its pods where room is
+            trial = list(free)
+            for rtype, replica in parsed.replicas.items():
+                cpu = replica.request.get("cpu", 0)
+                gpu = int(sum(v for k, v in replica.request.items() if k.endswith("/gpu")) / 1000)
+                for index in range(replica.replicas):
+                    at = next((n for n, (c, g) in enumerate(trial) if c >= cpu and g >= gpu), None)
+                    if at is None:
+                        break
+                    trial[at] = (trial[at][0] - cpu, trial[at][1] - gpu)
+                    placed.append((rtype, index, node_objs[at]["metadata"]["name"]))
+            total = sum(r.replicas for r in parsed.replicas.values())
+            if len(placed) == total:
+                free = trial
+            else:
+                placed = []
+        status: dict[str, Any] = {"enqueueTime": created}
+        if placed:
+            status["startTime"] = created
+        job["status"] = status
+        world_jobs.append(job)
+        if placed:
+            workers = sum(1 for t, _, _ in placed if t == "Worker")
+            admission = mc.admission(job, placed, workers=workers, pool_name=pool)
+            admission["spec"]["admittedTime"] = created
+            admissions[name] = admission
+            for rtype, index, node in placed:
+                child = render_pod(parsed, rtype, index, node, node, "affinity", "", 1)
+                pod = mc.observed_pod(job, child)
+                pod["status"]["startTime"] = created
+                pods.append(pod)
+    w = mc.world(world_jobs[0], node_objs, world_jobs, pods)
+    pool_req = mc.pool_request(w, admissions.values(), parent=pool_obj)
+    if rng.random() < mutate_p:
+        section = rng.choice(("Node.v1", "TFJob.kubeflow.org/v1"))
+        objs = pool_req["related"].get(section) or {}
+        if objs:
+            key = rng.choice(sorted(objs))
+            objs[key], _ = mutate(objs[key], rng, rng.choice(SPECIAL))
+    out = [("/pools/sync", encode(pool_req))]
+    for job in world_jobs:
+        jw = mc.world(job, node_objs, world_jobs, pods)
+        path = "/mxjobs/sync" if job["kind"] == "MXJob" else "/tfjobs/sync"
+        out.append((path, encode(mc.job_request(jw, admissions.get(job["metadata"]["name"])))))
+    return out

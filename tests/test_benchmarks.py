@@ -150,3 +150,19 @@ def test_two_tier_fuzz_runs_against_the_real_server_without_a_5xx(
     assert "5xx" not in out
     (summary,) = [line for line in out.splitlines() if " requests (" in line]
     assert "pool 200: 30" in summary
+
+
+def test_memory_benchmark_runs_the_mixed_traffic_and_times_the_full_collection(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from benchmarks import memory
+
+    memory.main(["--quick", "--memo-max-entries", "300"])
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.strip().endswith("ms")]
+    assert len(rows) == 3 and all("RSS" in row and "memo" in row for row in rows)
+    assert all(int(row.split("memo")[1].split()[0]) <= 300 for row in rows)  # the cap holds
+    assert "answers: {200: 120}" in out
+    memory.main(["--full-collection", "--quick"])
+    out = capsys.readouterr().out
+    assert "full collection" in out and "no cap" in out and "cold pool sync" in out

@@ -69,6 +69,7 @@ CUSTOM_VALUES: dict[str, Any] = {
         "logLevel": "debug",
         "maxRequestBytes": 16777216,
         "requestTimeoutSeconds": 5.5,
+        "memoMaxEntries": 120000,
     },
     "extraEnv": [{"name": "TZ", "value": "UTC"}],
     "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
@@ -271,6 +272,7 @@ def test_default_values_reach_the_webhook_environment(default_docs: list[dict[st
         "DRAGONET_LOG_LEVEL": "info",
         "DRAGONET_MAX_REQUEST_BYTES": "67108864",
         "DRAGONET_REQUEST_TIMEOUT_SECONDS": "8",
+        "DRAGONET_MEMO_MAX_ENTRIES": "50000",
         "PROMETHEUS_MULTIPROC_DIR": "/tmp/dragonet-metrics",
     }
 
@@ -285,6 +287,7 @@ def test_custom_values_reach_the_webhook_environment(custom_docs: list[dict[str,
         "DRAGONET_LOG_LEVEL": "debug",
         "DRAGONET_MAX_REQUEST_BYTES": "16777216",
         "DRAGONET_REQUEST_TIMEOUT_SECONDS": "5.5",
+        "DRAGONET_MEMO_MAX_ENTRIES": "120000",
         "PROMETHEUS_MULTIPROC_DIR": "/tmp/dragonet-metrics",
         "TZ": "UTC",
     }
@@ -347,6 +350,7 @@ def test_the_default_pool_is_optional(helm: str) -> None:
         ("server.logLevel=warning", "DRAGONET_LOG_LEVEL", "warning"),
         ("server.maxRequestBytes=1048576", "DRAGONET_MAX_REQUEST_BYTES", "1048576"),
         ("server.requestTimeoutSeconds=3", "DRAGONET_REQUEST_TIMEOUT_SECONDS", "3"),
+        ("server.memoMaxEntries=20000", "DRAGONET_MEMO_MAX_ENTRIES", "20000"),
     ],
 )
 def test_each_value_given_with_set_reaches_its_variable(
@@ -434,6 +438,7 @@ def test_custom_values_reach_the_pod_spec(custom_docs: list[dict[str, Any]]) -> 
         ("scheduling.poolSelector.matchLabel.pool=training", "matchLabel"),
         ("server.requestTimeoutSeconds=10", "requestTimeoutSeconds"),
         ("server.maxRequestBytes=0", "maxRequestBytes"),
+        ("server.memoMaxEntries=-1", "memoMaxEntries"),
         ("tls.enabled=true", "secretName"),
         ("auth.enabled=true", "secretName"),
         ("tls.caBundle.inlne=PEM", "inlne"),

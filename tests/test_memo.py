@@ -4,7 +4,10 @@ by the bytes an object arrived in, so nothing but the same content can hit it.""
 from __future__ import annotations
 
 import copy
+import random
+from collections import Counter
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import orjson
@@ -12,15 +15,18 @@ import pytest
 
 from policy.job.sync import JobConfig
 from policy.job.sync import sync as job_sync
-from policy.memo import Encoded, Memo
+from policy.memo import Encoded, Memo, Memos
 from policy.model.jobs import MXJOB, TFJOB
 from policy.pool.sync import sync as pool_sync
 from sim.engine import SimConfig, Simulation
 from sim.scenario import Scenario, from_trace, load_scenario
 from tests import metacontroller as mc
-from tests.conftest import NOW, Hook, load_fixture, versioned
+from tests.conftest import NOW, Clock, Hook, load_fixture, versioned
+from tests.fuzz_requests import two_tier
 from tests.simkit import COMPAT, file_job, gpu_nodes, scenario
 from tests.test_sim_mxjob import mx_spec
+from webhooks.app import create_app
+from webhooks.config import Settings
 
 TRACE = Path(__file__).parent / "fixtures" / "traces" / "workload-1.csv"
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -215,3 +221,170 @@ def test_job_answers_with_fractional_gpus_gangs_and_mxjobs_are_the_answers_witho
     result = sim.run()
     assert all(record.finish_s is not None for record in result.jobs)
     assert set(compared) == hooks
+
+
+def _captured(sim: Simulation) -> list[tuple[str, bytes, datetime | None]]:
+    """Every hook request of a whole simulated run, with the simulated time it was sent."""
+    post = sim.webhook.post
+    sent: list[tuple[str, bytes, datetime | None]] = []
+
+    def capture(path: str, body: bytes, *, measure: bool = True):
+        sent.append((path, body, sim.clock()))
+        return post(path, body, measure=measure)
+
+    sim.webhook.post = capture  # type: ignore[method-assign]
+    sim.run()
+    return sent
+
+
+def _mixed_traffic(rng: random.Random) -> list[tuple[str, bytes, datetime | None]]:
+    """The campaign's mix, interleaved: whole runs under least attained service (preempting,
+    so recording what a victim attained by now), DRAGON's rules, a gang scheduler and
+    KubeShare, and generated pools of every policy each followed by its jobs' syncs, some
+    with a job or node mutated (those carry no time: they are sent at the replay's)."""
+    from tests.test_preemption import _las_jobs, _las_pool
+    from tests.test_preemption import _world as las_world
+
+    streams = [
+        _captured(
+            Simulation(
+                las_world(_las_jobs(), _las_pool(), gpus_nodes=1),
+                SimConfig(delete_finished_after_s=None),
+            )
+        ),
+        _captured(Simulation(from_trace(TRACE, jobs=10), SimConfig(policy="dragon"))),
+        _captured(
+            Simulation(load_scenario(EXAMPLES / "mixed.yaml"), SimConfig(gang_scheduler="volcano"))
+        ),
+        _captured(Simulation(_kubeshare_world(), SimConfig(kubeshare="v1"))),
+    ]
+    for i in range(6):
+        pool = "default" if i % 2 else f"pool-{i}"
+        sent = two_tier(rng, rng.randint(3, 16), rng.randint(5, 16), pool, mutate_p=0.5)
+        streams.append([(path, body, None) for path, body in sent])
+    mixed: list[tuple[str, bytes, datetime | None]] = []
+    while any(streams):
+        stream = rng.choice([s for s in streams if s])
+        take = rng.randint(1, 8)
+        mixed += stream[:take]
+        del stream[:take]
+    return mixed
+
+
+def _fresh(app) -> None:
+    """Empty every memo of ``app``: it answers the next request as a new process would."""
+    app.config["DRAGONET_MEMOS"].clear()
+
+
+def test_a_long_lived_worker_answers_every_request_as_a_fresh_one_across_wall_clock_gaps() -> None:
+    """Any replica, any restart, same decision (DESIGN §2): the campaign's mixed traffic
+    through one long-lived app, each request answered at a clock that only moves forward
+    (by 0 s to 5 min between requests), and the same request again after a gap, as a
+    retry or another replica sends it; each answer is compared byte for byte with the
+    answer of an app that remembers nothing, at the same time."""
+    rng = random.Random(24)
+    traffic = _mixed_traffic(rng)
+    warm_clock, fresh_clock = Clock(), Clock()
+    warm = create_app(Settings(), clock=warm_clock)
+    fresh = create_app(Settings(), clock=fresh_clock)
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    compared: Counter[str] = Counter()
+    for path, body, sent_at in traffic:
+        now = max(now, sent_at or now)
+        for _ in range(rng.choice((1, 2))):  # (the second time: after a gap)
+            now += timedelta(seconds=rng.choice((0, 0, 1, 5, 12, 31, 61, 300)))
+            warm_clock.now = fresh_clock.now = now
+            answer = warm.test_client().post(path, data=body, content_type="application/json")
+            _fresh(fresh)
+            expected = fresh.test_client().post(path, data=body, content_type="application/json")
+            assert (answer.status_code, answer.data) == (expected.status_code, expected.data), (
+                path,
+                now,
+            )
+            compared[path] += 1
+    assert compared["/pools/sync"] > 150 and compared["/tfjobs/sync"] > 300
+    assert compared["/mxjobs/sync"] > 10
+    pool_memo = warm.config["DRAGONET_POOL_MEMOS"]["default"]
+    assert pool_memo.hits > 0 and warm.config["DRAGONET_MEMO"].hits > 0
+
+
+def test_a_memo_never_holds_more_than_its_limit_and_still_answers_what_parsing_does() -> None:
+    memo = Memo(limit=10)
+    for i in range(100):
+        raw = orjson.dumps({"spec": {"n": i}})
+        assert memo.parsed("Node.v1", Encoded(raw), lambda o: o["spec"]["n"]) == i
+        assert memo.derive("double", (), lambda i=i: 2 * i, i) == 2 * i
+        assert len(memo) <= 10
+    assert memo.parsed("Node.v1", Encoded(b'{"spec":{"n":99}}'), lambda o: -1) == 99  # kept
+
+
+def test_the_memos_give_way_pool_by_pool_the_least_recently_synced_first() -> None:
+    memos = Memos(max_entries=100, jobs_share=0.2)
+    assert memos.jobs.limit == 20  # the pools share the other 80
+
+    def sync(name: str, entries: int) -> None:
+        memo = memos.pool(name)
+        memo.begin()
+        for i in range(entries):
+            memo.derive(name, (), lambda: None, i)
+        memos.settle(memo)
+
+    for name in ("a", "b", "c"):
+        sync(name, 25)
+    assert list(memos.pools) == ["a", "b", "c"] and len(memos) == 75
+    memos.pool("a")  # synced again: now the most recent
+    sync("d", 25)
+    assert list(memos.pools) == ["c", "a", "d"] and memos.forgotten == 1
+    sync("huge", 75)  # one pool alone may fill the pools' share: the others go
+    assert list(memos.pools) == ["huge"] and len(memos) == 75 and memos.forgotten == 4
+
+
+def test_the_other_pools_older_generations_go_before_any_pool_is_forgotten() -> None:
+    memos = Memos(max_entries=100, jobs_share=0.2)
+    old = memos.pool("old")
+    for i in range(30):
+        old.derive("old", (), lambda: None, i)
+    old.rotate()  # what its last syncs did not use: the older generation
+    for i in range(10):
+        old.derive("old", (), lambda: None, "kept", i)
+    new = memos.pool("new")
+    for i in range(45):
+        new.derive("new", (), lambda: None, i)
+    memos.settle(new)
+    assert list(memos.pools) == ["old", "new"] and memos.forgotten == 0
+    assert len(old) == 10 and not old.previous
+
+
+def test_without_a_memo_a_process_answers_the_same_and_remembers_nothing() -> None:
+    rng = random.Random(3)
+    plain = create_app(Settings(memo_max_entries=0), clock=Clock())
+    fresh = create_app(Settings(), clock=Clock())
+    for path, body in two_tier(rng, 6, 8):
+        answer = plain.test_client().post(path, data=body, content_type="application/json")
+        _fresh(fresh)
+        expected = fresh.test_client().post(path, data=body, content_type="application/json")
+        assert (answer.status_code, answer.data) == (expected.status_code, expected.data)
+    assert len(plain.config["DRAGONET_MEMOS"]) == 0
+
+
+def test_a_capped_process_answers_mixed_traffic_as_a_fresh_one_and_stays_under_its_cap() -> None:
+    """Pools of every size under many names, each followed by its jobs' syncs, through one
+    process whose memos hold at most 600 entries: they never hold more, whole pools are
+    forgotten and parsed again, and every answer is a fresh process's, byte for byte."""
+    rng = random.Random(7)
+    cap = 600
+    warm = create_app(Settings(memo_max_entries=cap), clock=Clock())
+    fresh = create_app(Settings(memo_max_entries=cap), clock=Clock())
+    memos = warm.config["DRAGONET_MEMOS"]
+    compared = 0
+    for i in range(14):
+        pool = "default" if i % 3 == 0 else f"pool-{i % 5}"
+        for path, body in two_tier(rng, rng.randint(3, 24), rng.randint(5, 24), pool):
+            answer = warm.test_client().post(path, data=body, content_type="application/json")
+            _fresh(fresh)
+            expected = fresh.test_client().post(path, data=body, content_type="application/json")
+            assert (answer.status_code, answer.data) == (expected.status_code, expected.data)
+            assert len(memos) <= cap
+            compared += 1
+    assert compared > 150
+    assert memos.forgotten > 0 and memos.jobs.hits > 0

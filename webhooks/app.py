@@ -25,7 +25,7 @@ from policy.job.migration import related_rules as migration_related
 from policy.job.migration import sync as migration_sync
 from policy.job.sync import JobConfig, finalize, related_rules
 from policy.job.sync import sync as job_sync
-from policy.memo import Memo, Undecodable
+from policy.memo import Memo, Memos, Undecodable
 from policy.model.jobs import JobKind
 from policy.pool.observe import KINDS, MalformedRequest
 from policy.pool.sync import sync as pool_sync
@@ -103,9 +103,11 @@ def create_app(
     app = Flask("dragonet")
     app.config["DRAGONET_SETTINGS"] = settings
     # Objects parsed by earlier syncs, by their bytes (per process; a cache, never a source
-    # of truth: see policy/memo.py): one memo per pool, one for the jobs' syncs.
-    memo = Memo(limit=20_000)
-    app.config["DRAGONET_MEMO"] = memo
+    # of truth: see policy/memo.py): one memo per pool, one for the jobs' syncs, together
+    # at most DRAGONET_MEMO_MAX_ENTRIES entries.
+    memos = Memos(settings.memo_max_entries)
+    app.config["DRAGONET_MEMOS"] = memos
+    app.config["DRAGONET_MEMO"] = memo = memos.jobs
 
     def now() -> datetime:
         # Kubernetes timestamps have whole seconds; so does the policy's ``now``.
@@ -120,19 +122,19 @@ def create_app(
         req = _parse(CustomizeRequest)
         return _json({"relatedResources": pool_related_resources(req.parent)})
 
-    pool_memos: dict[str, Memo] = {}
-    app.config["DRAGONET_POOL_MEMOS"] = pool_memos
+    app.config["DRAGONET_POOL_MEMOS"] = memos.pools
 
     def pool_sync_hook() -> Response:
         req = _read()
         started = time.perf_counter()
         meta = req.parent.get("metadata")
         name = meta.get("name") if isinstance(meta, dict) else None
-        if len(pool_memos) > 64:  # more pools than any cluster runs: start afresh
-            pool_memos.clear()
-        memo = pool_memos.setdefault(name if isinstance(name, str) else "", Memo())
+        memo = memos.pool(name if isinstance(name, str) else "")
         memo.begin()  # what this pool's last syncs no longer use is dropped
-        decision = pool_sync(req.parent, req.children, req.related, now(), memo)
+        try:
+            decision = pool_sync(req.parent, req.children, req.related, now(), memo)
+        finally:
+            memos.settle(memo)  # the other pools' memos give way first
         note_pool_answer(decision.scaled, decision.status)
         log.debug(
             "pool sync %s: %d admissions, %.1f ms",

@@ -38,6 +38,14 @@ class Settings(BaseSettings):
     # deadline.py). Below Metacontroller's hook timeout (10 s in the chart), so the answer
     # still reaches it.
     request_timeout_seconds: float = Field(default=8.0, gt=0)
+    # What the memos of one process (policy/memo.py: objects parsed by earlier syncs, and
+    # what is derived from them) hold at most, in entries: a quarter for the jobs' syncs,
+    # the rest for the pools', the pool synced least recently forgotten first. ~4.8 KiB
+    # each under mixed traffic (benchmarks/README.md), so ~240 MiB per process at most:
+    # two processes fit the chart's 1 Gi limit with a 1,000-node request each in flight.
+    # A pool of 1,000 nodes, 1,000 jobs and 4,700 pods uses 13,500 a sync, so two such
+    # pools stay warm. 0: no memo (every sync parses afresh, the same answers).
+    memo_max_entries: int = Field(default=50_000, ge=0)
     # When set, every hook request must carry "Authorization: Bearer <secret>" (what
     # Metacontroller's endpointConfigs[].authorization sends), else 401. The file form
     # reads a mounted Secret; surrounding whitespace (a trailing newline) is ignored.

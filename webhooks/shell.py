@@ -23,7 +23,8 @@ In the order a hook request meets them:
    exponential backoff.
 
 And one that is not a refusal: while a large request (4 MiB or more: a pool of hundreds of
-nodes) is answered the cycle collector is off, and what it leaves is frozen (``Collector``).
+nodes) is answered the cycle collector is off, and what it leaves is frozen (``Collector``);
+nothing here ever collects the whole heap.
 """
 
 from __future__ import annotations
@@ -80,26 +81,30 @@ class Collector:
     young collections while the request runs (3 of them, 10-14 % of a cold sync at 1,000
     nodes) and again in older ones later. So, for a request of ``big`` bytes or more: the
     young generation is collected first (what smaller requests left, their garbage
-    included), the collector stays off while it is answered, and what is alive afterwards
-    is frozen (``gc.freeze``: moved to the permanent generation, which no collection walks;
-    still freed by reference counting as usual). Smaller requests are left to the collector.
+    included), the collector stays off while it is answered, then one young collection
+    frees the cycles it left (werkzeug's router leaves 8 objects a request) and what is
+    alive is frozen (``gc.freeze``: moved to the permanent generation, which no collection
+    walks; still freed by reference counting as usual, e.g. when the memos forget it).
+    Smaller requests are left to the collector.
 
-    A frozen cycle is never freed, and a request does leave some (werkzeug's router: 8
-    objects each, measured). So after ``every`` large requests everything is unfrozen and
-    collected once, then frozen again.
+    That young collection walks only what the request itself left; nothing ever walks the
+    whole heap here. What is frozen and turns into cyclic garbage later is never freed: the
+    request context's own cycles (werkzeug's router, 8 objects, 648 bytes), alive until
+    just after this runs; at most ~13 MB over the 20,000 requests after which gunicorn
+    replaces a worker (``max_requests``). (A full collection of everything frozen, which
+    this once ran after every 1,000 large requests, took 4.0-4.6 s on the heap eight
+    pools of 1,000 nodes leave, and 20.6 s on the campaign's 4.8 GB heap:
+    benchmarks/README.md.)
 
     Re-entrant across threads: the collector is off from the first large request in
     flight until the last one ends, and back on only if it was on before.
     """
 
-    def __init__(self, big: int = 4 * MiB, every: int = 1000) -> None:
+    def __init__(self, big: int = 4 * MiB) -> None:
         self.big = big
-        self.every = every
-        self.full_collections = 0
         self._lock = threading.Lock()
         self._inflight = 0
         self._was_enabled = False
-        self._frozen = 0  # large requests since the last full collection
 
     def enter(self, length: int | None) -> bool:
         """Called as a request starts; True if it is large (then call ``leave`` after)."""
@@ -117,20 +122,12 @@ class Collector:
     def leave(self) -> None:
         with self._lock:
             self._inflight -= 1
-            self._frozen += 1
-            gc.freeze()
-            if self._frozen >= self.every:
-                self.collect()
-            if self._inflight == 0 and self._was_enabled:
-                gc.enable()
-
-    def collect(self) -> None:
-        """One full collection of everything, frozen or not; what is left is frozen."""
-        gc.unfreeze()
-        gc.collect()
-        gc.freeze()
-        self._frozen = 0
-        self.full_collections += 1
+            if self._inflight == 0:
+                if self._was_enabled:
+                    gc.collect(0)  # what the large requests left: their cycles go
+                gc.freeze()
+                if self._was_enabled:
+                    gc.enable()
 
 
 COLLECTOR = Collector()  # one per process, as the collector is

@@ -14,6 +14,7 @@ from datetime import datetime
 from functools import partial
 from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
 from policy.memo import NO_MEMO, Memo
@@ -67,7 +68,9 @@ class _Answered:
     children: list[dict[str, Any]]
     status: dict[str, Any]
     wake: datetime | None
+    at: datetime  # the ``now`` it was planned at
     valid_until: datetime | None
+    timeless: bool  # the same later too (``_timeless``); else only at ``at`` itself
 
 
 def _fingerprint(parent: Mapping[str, Any], snap: PoolSnapshot) -> frozenset | None:
@@ -160,7 +163,8 @@ def sync(
     until = min([*wakes, *deadlines]) if wakes or deadlines else None
     status = _status(snap, result.jobs.values(), memo)
     if key is not None:
-        memo.last = _Answered(key, admissions, status, wake, until)
+        timeless = _timeless(snap, admissions, stamp)
+        memo.last = _Answered(key, admissions, status, wake, now, until, timeless)
     return PoolDecision(admissions, status, _resync(wake, now), _scaled(snap, admissions))
 
 
@@ -181,8 +185,26 @@ def _scaled(snap: PoolSnapshot, answered: list[dict[str, Any]]) -> tuple[str, ..
     return tuple(out)
 
 
+def _timeless(snap: PoolSnapshot, answered: list[dict[str, Any]], stamp: str) -> bool:
+    """Whether the same input answers the same later (until a time rule's wake), so the
+    answer may be given again. Not when it records this sync's time (a job admitted or
+    scaled now, a preemption with what its victim attained by now, a move): a sync a
+    second later writes its own, in any process. Nor when a job resumes now (it joins the
+    queue at ``now``, and its starvation clock with it)."""
+    if any(job.resumed for job in snap.jobs):
+        return False
+    try:
+        return b'"' + stamp.encode() + b'"' not in orjson.dumps(answered)
+    except TypeError:  # (cannot happen: Admissions are plain JSON) never answered again
+        return False
+
+
 def _still_valid(last: _Answered, now: datetime) -> bool:
-    return last.valid_until is None or now < last.valid_until
+    """At the very time it was planned; if timeless, from then (a clock set back plans
+    again) until a time rule fires."""
+    if now == last.at:
+        return True
+    return last.timeless and last.at < now and (last.valid_until is None or now < last.valid_until)
 
 
 def _resync(wake: datetime | None, now: datetime) -> float | None:
