@@ -25,6 +25,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Mapping
+from datetime import datetime
 from functools import cache
 from importlib import resources
 from typing import Any
@@ -65,6 +66,8 @@ def check_template(template: Any) -> str | None:
     """The first problem of a pod template as ``path: what is wrong`` (path from the
     template down, e.g. ``spec.containers[0].command``), or None if Kubernetes would accept
     pods made from it."""
+    if not isinstance(template, Mapping):
+        return f"must be a PodTemplateSpec object (got {_got(template)})"
     problem = _schema().root(template)
     if problem is None:
         return None
@@ -173,7 +176,7 @@ class _Schema:
                 return (), f"must be {expected} (got {_got(value)})"
             if limits is not None and not limits[0] <= value <= limits[1]:
                 return (), f"{value} is out of range (at most {limits[1]})"
-            if is_time and not _RFC3339.match(value):
+            if is_time and not _is_time(value):
                 return (), f"must be {expected} (got {value!r})"
             if enum and value not in enum:
                 return (), f"must be one of {', '.join(map(repr, enum))} (got {value!r})"
@@ -185,7 +188,9 @@ class _Schema:
         options = [self.compile(s) for s in schema["oneOf"]]
 
         def check(value: Any) -> Problem | None:
-            if any(option(value) is None for option in options):
+            # Exactly one, as JSON schema's oneOf: null fits every nullable option, so a
+            # quantity or an int-or-string may not be null.
+            if sum(option(value) is None for option in options) == 1:
                 return None
             return (), f"must be {expected} (got {_got(value)})"
 
@@ -231,6 +236,17 @@ class _Schema:
         return check
 
 
+def _is_time(value: str) -> bool:
+    """RFC 3339, and a real date and time (not month 13)."""
+    if not _RFC3339.match(value):
+        return False
+    try:
+        datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return True
+
+
 def _types(schema: Mapping[str, Any]) -> list[str]:
     t = schema.get("type")
     return [t] if isinstance(t, str) else list(t or [])
@@ -264,6 +280,8 @@ def _short(name: str) -> str:
 
 
 def _got(value: Any) -> str:
+    if value is None:
+        return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, Mapping):
@@ -318,7 +336,7 @@ def _scalar_fits(schema: Mapping[str, Any], value: Any) -> bool:
     limits = _INT_RANGES.get(schema.get("format", ""))
     if limits is not None and isinstance(value, int) and not limits[0] <= value <= limits[1]:
         return False
-    if schema.get("format") == "date-time" and not _RFC3339.match(value):
+    if schema.get("format") == "date-time" and not _is_time(value):
         return False
     if "enum" in schema and value not in schema["enum"]:
         return False

@@ -51,7 +51,8 @@ def set_condition(
     old = find(current, ctype)
     if old and old.get("status") == status and old.get("reason") == reason:
         return current
-    transition = old["lastTransitionTime"] if old and old.get("status") == status else now
+    kept = old.get("lastTransitionTime") if old and old.get("status") == status else None
+    transition = kept or now  # a condition someone wrote without one gets one now
     out: list[Condition] = []
     for c in current:
         if c.get("type") == ctype:
