@@ -56,6 +56,26 @@ def _trim(schema: Any) -> Any:
     return out
 
 
+# Enumerations the API server enforces (k8s.io/kubernetes pkg/apis/core/validation) that its
+# OpenAPI schema states only in words: added to the trimmed schema, so a value such as
+# ``imagePullPolicy: always`` fails the job instead of each pod. (definition, field): values.
+# (Not the pod's restartPolicy: Dragonet writes it from the replica's.)
+ENUMS = {
+    ("io.k8s.api.core.v1.Container", "imagePullPolicy"): ["Always", "Never", "IfNotPresent"],
+    ("io.k8s.api.core.v1.Container", "terminationMessagePolicy"): ["File",
+                                                                   "FallbackToLogsOnError"],
+    ("io.k8s.api.core.v1.ContainerPort", "protocol"): ["TCP", "UDP", "SCTP"],
+    ("io.k8s.api.core.v1.PodSpec", "dnsPolicy"): ["ClusterFirstWithHostNet", "ClusterFirst",
+                                                  "Default", "None"],
+    ("io.k8s.api.core.v1.PodSpec", "preemptionPolicy"): ["PreemptLowerPriority", "Never"],
+    ("io.k8s.api.core.v1.Toleration", "operator"): ["Exists", "Equal", ""],
+    ("io.k8s.api.core.v1.Toleration", "effect"): ["NoSchedule", "PreferNoSchedule",
+                                                  "NoExecute", ""],
+    ("io.k8s.api.core.v1.NodeSelectorRequirement", "operator"): ["In", "NotIn", "Exists",
+                                                                 "DoesNotExist", "Gt", "Lt"],
+}  # fmt: skip
+
+
 def pod_template_schema() -> dict[str, Any]:
     """The trimmed PodTemplateSpec schema, as the shipped file holds it."""
     folder = resources.files("kubernetes_validate") / "kubernetes-json-schema"
@@ -70,8 +90,11 @@ def pod_template_schema() -> dict[str, Any]:
         kept[name] = _trim(definitions[name])
         refs = re.findall(r'"\$ref": "([^"]+)"', json.dumps(definitions[name]))
         todo.extend(_REF.sub("", r) for r in refs)
+    for (name, field), values in ENUMS.items():
+        kept[name]["properties"][field]["enum"] = values
     return {
-        "source": f"kubernetes-validate, Kubernetes {K8S_VERSION} (local, strict)",
+        "source": f"kubernetes-validate, Kubernetes {K8S_VERSION} (local, strict); enums "
+        "from the API server's validation (scripts/trim_schemas.py ENUMS)",
         "kubernetesVersion": K8S_VERSION,
         "root": ROOT_DEFINITION,
         "definitions": kept,

@@ -155,6 +155,58 @@ WRONG: list[tuple[str, Any, str]] = [
         "metadata.annotations.a: Input should be a valid string",
     ),
     (
+        "imagePullPolicy in lower case",
+        _set_main("imagePullPolicy", "always"),
+        "spec.containers[0].imagePullPolicy: must be one of 'Always', 'Never', 'IfNotPresent'",
+    ),
+    (
+        "a toleration's operator that does not exist",
+        lambda t: t["spec"].__setitem__("tolerations", [{"key": "gpu", "operator": "Is"}]),
+        "spec.tolerations[0].operator: must be one of 'Exists', 'Equal'",
+    ),
+    (
+        "a sidecar whose name is no DNS label",
+        lambda t: t["spec"]["containers"].append({"name": "Side_Car", "image": "busybox"}),
+        "spec.containers[1].name: 'Side_Car' is not a DNS-1123 label",
+    ),
+    (
+        "two containers of one name",
+        lambda t: t["spec"].__setitem__(
+            "initContainers", [{"name": _main(t)["name"], "image": "busybox"}]
+        ),
+        "spec.containers[0].name: ",
+    ),
+    (
+        "a port name too long for a Service",
+        _set_main("ports", [{"containerPort": 2222, "name": "parameter-server-port"}]),
+        "spec.containers[0].ports[0].name: 'parameter-server-port' is not a port name",
+    ),
+    (
+        "a volumeMount naming no volume",
+        _set_main("volumeMounts", [{"name": "data", "mountPath": "/data"}]),
+        "spec.containers[0].volumeMounts[0].name: 'data' names no volume of the pod",
+    ),
+    (
+        "an env name that is empty",
+        _set_main("env", [{"name": "", "value": "1"}]),
+        "spec.containers[0].env[0].name: '' is not a variable name",
+    ),
+    (
+        "a resource name without its domain",
+        _set_main("resources", {"limits": {"gpu": "1"}}),
+        "spec.containers[0].resources.limits.gpu: not a standard resource",
+    ),
+    (
+        "a template label value with spaces",
+        lambda t: t.setdefault("metadata", {}).__setitem__("labels", {"team": "data science"}),
+        "metadata.labels.team: 'data science' is not a label value",
+    ),
+    (
+        "a nodeSelector key that is no label key",
+        lambda t: t["spec"].__setitem__("nodeSelector", {"gpu type": "v100"}),
+        "spec.nodeSelector['gpu type']: the key 'gpu type' is not a qualified name",
+    ),
+    (
         "a template creationTimestamp that is no time",
         lambda t: t.setdefault("metadata", {}).__setitem__("creationTimestamp", "yesterday"),
         "metadata.creationTimestamp: must be an RFC 3339 time",

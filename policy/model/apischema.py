@@ -68,7 +68,7 @@ def check_template(template: Any) -> str | None:
     pods made from it."""
     if not isinstance(template, Mapping):
         return f"must be a PodTemplateSpec object (got {_got(template)})"
-    problem = _schema().root(template)
+    problem = _schema().root(template) or _pod_rules(template)
     if problem is None:
         return None
     where, what = problem
@@ -79,7 +79,10 @@ def writable_status(kind: str, status: Mapping[str, Any]) -> dict[str, Any]:
     """``status`` (a job of ``kind``'s) without what its CRD's status schema refuses: unknown
     fields, values of the wrong type or out of range, list items missing a required field,
     nulls. What an API server stored comes back unchanged."""
-    pruned = _prune(_job_status_schemas()[kind], status)
+    schema, valid = _job_status_schemas()[kind]
+    if valid(status) is None:  # what an API server stored: the fast way
+        return dict(status)
+    pruned = _prune(schema, status)
     return pruned if isinstance(pruned, dict) else {}
 
 
@@ -104,11 +107,17 @@ def path_text(where: tuple[str | int, ...]) -> str:
 class _Schema:
     """The definitions, compiled on first use (one check per definition)."""
 
-    def __init__(self, doc: Mapping[str, Any]) -> None:
-        self.definitions: Mapping[str, Any] = doc["definitions"]
-        self.version = ".".join(str(doc["kubernetesVersion"]).split(".")[:2])
+    def __init__(
+        self, definitions: Mapping[str, Any], version: str = "", closed: bool = False
+    ) -> None:
+        """``closed``: an object that lists its properties has no others (a CRD's structural
+        schema, where the API server prunes the rest), else only with
+        ``additionalProperties: false``."""
+        self.definitions = definitions
+        self.version = version
+        self.closed = closed
         self.compiled: dict[str, Check] = {}
-        self.root = self.ref(doc["root"])
+        self.root: Check = lambda value: None
 
     def ref(self, name: str) -> Check:
         compiled = self.compiled
@@ -168,6 +177,7 @@ class _Schema:
         limits = _INT_RANGES.get(schema.get("format", ""))
         is_time = schema.get("format") == "date-time"
         enum = tuple(schema.get("enum") or ())
+        bounded = any(k in schema for k in ("minimum", "maximum", "maxLength"))
 
         def check(value: Any) -> Problem | None:
             if value is None:
@@ -180,6 +190,10 @@ class _Schema:
                 return (), f"must be {expected} (got {value!r})"
             if enum and value not in enum:
                 return (), f"must be one of {', '.join(map(repr, enum))} (got {value!r})"
+            if bounded and not _scalar_fits(schema, value):
+                return (), f"must be {expected} within the schema's bounds (got {_got(value)})"
+            if type(value) is float and not math.isfinite(value):
+                return (), f"must be {expected} (got {value})"
             return inner(value) if inner is not None else None
 
         return check
@@ -199,11 +213,11 @@ class _Schema:
     def object(self, schema: Mapping[str, Any], owner: str) -> Check:
         fields = {k: self.compile(s) for k, s in (schema.get("properties") or {}).items()}
         required = tuple(schema.get("required") or ())
-        extra = schema.get("additionalProperties", True)
+        extra = schema.get("additionalProperties", not (self.closed and fields))
         values = self.compile(extra) if isinstance(extra, Mapping) else None
         closed = extra is False
         what = f"in a {owner}" if owner else "here"
-        version = self.version
+        version = f"Kubernetes {self.version}" if self.version else "the schema"
 
         def check(value: Mapping[str, Any]) -> Problem | None:
             for key in required:
@@ -216,7 +230,7 @@ class _Schema:
                 elif values is not None:
                     problem = values(item)
                 elif closed:
-                    return (key,), f"unknown field (Kubernetes {version} has no {key!r} {what})"
+                    return (key,), f"unknown field ({version} has no {key!r} {what})"
                 else:
                     continue
                 if problem is not None:
@@ -295,6 +309,141 @@ def _got(value: Any) -> str:
     return f"the number {value}" if isinstance(value, int) else type(value).__name__
 
 
+# --- rules of the API server's validation that no schema states -----------------------------
+# (k8s.io/kubernetes pkg/apis/core/validation: ValidatePodSpec, ValidateLabels, ...), the ones
+# a template can break and a user would hit: a pod made from it would be a 422.
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_IANA_SVC_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# Resource names without a domain that a container may ask for (the rest need one).
+_STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage")
+
+
+def _pod_rules(template: Mapping[str, Any]) -> Problem | None:
+    """The first rule of the API server's pod validation a schema-valid template breaks."""
+    meta = template.get("metadata") or {}
+    for key, value in (meta.get("labels") or {}).items():
+        problem = _label_key(key) or _label_value(value)
+        if problem:
+            return ("metadata", "labels", key), problem
+    for key in meta.get("annotations") or {}:
+        problem = _label_key(key)
+        if problem:
+            return ("metadata", "annotations", key), problem
+    spec = template.get("spec") or {}
+    for key, value in (spec.get("nodeSelector") or {}).items():
+        problem = _label_key(key) or _label_value(value)
+        if problem:
+            return ("spec", "nodeSelector", key), problem
+    for field in ("volumes", "initContainers", "containers", "tolerations"):
+        problem = _no_null_item(spec.get(field))
+        if problem is not None:
+            return ("spec", field, *problem[0]), problem[1]
+    volumes = {v.get("name") for v in spec.get("volumes") or []}
+    names: set[str] = set()
+    ports: set[str] = set()
+    for group in ("initContainers", "containers"):
+        for i, c in enumerate(spec.get(group) or []):
+            problem = _container_rules(c, volumes, names, ports)
+            if problem is not None:
+                return ("spec", group, i, *problem[0]), problem[1]
+    return None
+
+
+def _container_rules(
+    c: Mapping[str, Any], volumes: set[Any], names: set[str], ports: set[str]
+) -> Problem | None:
+    for field in ("ports", "volumeMounts", "env", "envFrom"):
+        problem = _no_null_item(c.get(field))
+        if problem is not None:
+            return (field, *problem[0]), problem[1]
+    name = c["name"]
+    if len(name) > 63 or not _DNS1123_LABEL.match(name):
+        return ("name",), f"{name[:80]!r} is not a DNS-1123 label (lower-case letters, digits, '-')"
+    if name in names:
+        return ("name",), f"{name!r} names two containers of the pod"
+    names.add(name)
+    for j, port in enumerate(c.get("ports") or []):
+        pname = port.get("name")
+        if pname:
+            if (
+                len(pname) > 15
+                or not _IANA_SVC_NAME.match(pname)
+                or "--" in pname
+                or not any(ch.isalpha() for ch in pname)
+            ):
+                return ("ports", j, "name"), (
+                    f"{pname[:80]!r} is not a port name (at most 15 lower-case letters, digits "
+                    "and '-', with a letter)"
+                )
+            if pname in ports:
+                return ("ports", j, "name"), f"{pname!r} names two ports of the pod"
+            ports.add(pname)
+        host = port.get("hostPort")
+        if host is not None and not 0 <= host <= 65535:
+            return ("ports", j, "hostPort"), f"{host} is not a port number (0 to 65535)"
+    for j, mount in enumerate(c.get("volumeMounts") or []):
+        if not mount["mountPath"]:
+            return ("volumeMounts", j, "mountPath"), "must not be empty"
+        if mount["name"] not in volumes:
+            return ("volumeMounts", j, "name"), f"{mount['name']!r} names no volume of the pod"
+    for j, env in enumerate(c.get("env") or []):
+        if not env["name"] or "=" in env["name"]:
+            return ("env", j, "name"), f"{env['name']!r} is not a variable name"
+    resources = c.get("resources") or {}
+    for part in ("limits", "requests"):
+        for rname in resources.get(part) or {}:
+            if (
+                "/" not in rname
+                and rname not in _STANDARD_RESOURCES
+                and not rname.startswith("hugepages-")
+            ):
+                return ("resources", part, rname), (
+                    "not a standard resource (cpu, memory, ephemeral-storage, hugepages-*): "
+                    "any other needs its domain, e.g. nvidia.com/gpu"
+                )
+            problem = _label_key(rname)
+            if problem:
+                return ("resources", part, rname), problem
+    return None
+
+
+def _no_null_item(items: Any) -> Problem | None:
+    """A null in a list of objects: the API server reads it as an empty object, which lacks
+    what each needs (a name, a port)."""
+    for i, item in enumerate(items or ()):
+        if item is None:
+            return (i,), "must not be null"
+    return None
+
+
+def _label_key(key: str) -> str | None:
+    prefix, _, name = key.rpartition("/")
+    if prefix and (len(prefix) > 253 or not _DNS1123_SUBDOMAIN.match(prefix)):
+        return f"the key's prefix {prefix[:80]!r} is not a DNS-1123 subdomain"
+    if len(name) > 63 or not _QUALIFIED_NAME.match(name):
+        return (
+            f"the key {key[:80]!r} is not a qualified name (at most 63 letters, digits, '-', "
+            "'_' or '.', starting and ending with a letter or digit, after an optional prefix/)"
+        )
+    return None
+
+
+def _label_value(value: Any) -> str | None:
+    value = value if isinstance(value, str) else ""  # null: no value (the schema allows it)
+    if len(value) > 63 or not _LABEL_VALUE.match(value):
+        return (
+            f"{value[:80]!r} is not a label value (at most 63 letters, digits, '-', '_' or "
+            "'.', starting and ending with a letter or digit)"
+        )
+    return None
+
+
 _DROP = object()  # what ``_prune`` returns for a value its schema refuses
 
 
@@ -350,12 +499,19 @@ def _scalar_fits(schema: Mapping[str, Any], value: Any) -> bool:
 
 
 @cache
-def _job_status_schemas() -> Mapping[str, Any]:
+def _job_status_schemas() -> Mapping[str, tuple[Mapping[str, Any], Check]]:
+    """Each kind's status schema, and its compiled check."""
     text = resources.files(__package__).joinpath("schema/job-status.json").read_text()
-    return json.loads(text)["kinds"]
+    kinds = json.loads(text)["kinds"]
+    return {
+        kind: (schema, _Schema({}, closed=True).compile(schema)) for kind, schema in kinds.items()
+    }
 
 
 @cache
 def _schema() -> _Schema:
     text = resources.files(__package__).joinpath("schema/podtemplatespec.json").read_text()
-    return _Schema(json.loads(text))
+    doc = json.loads(text)
+    schema = _Schema(doc["definitions"], ".".join(doc["kubernetesVersion"].split(".")[:2]))
+    schema.root = schema.ref(doc["root"])
+    return schema
