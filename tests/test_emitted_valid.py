@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests import metacontroller as mc
-from tests.conftest import Hook, condition
+from tests.conftest import Hook, condition, load_fixture
 from tests.fuzz_requests import SPECIAL, bases, encode, paths
 from tests.kube_schema import validate_child, validate_job_status
 from tests.test_fuzz import EXAMPLES, _junk
@@ -333,13 +333,39 @@ def test_a_failed_condition_quoting_a_huge_value_stays_bounded() -> None:
 # --- the property ----------------------------------------------------------------------------
 
 
+def _gang_request(backend: str) -> dict[str, Any]:
+    """A job admitted to a pool with a gang scheduler (its PodGroup among the children),
+    with a schedulingPolicy that goes into the PodGroup."""
+    request = load_fixture(f"job-sync-gang-tfjob-{backend}.json")
+    request["parent"]["spec"]["runPolicy"] = {
+        "schedulingPolicy": {
+            "minAvailable": 2,
+            "priorityClass": "high",
+            "minResources": {"cpu": "4", "memory": "8Gi"},
+            "scheduleTimeoutSeconds": 60,
+        }
+    }
+    return request
+
+
+# Hook path -> request: the bases, and a job of each gang backend.
+REQUESTS = {
+    **{path: BASES[path] for path in JOBS.values()},
+    **{f"/tfjobs/sync {b}": _gang_request(b) for b in ("volcano", "coscheduling", "kube-batch")},
+}
+
+
 def _template_paths(request: dict[str, Any]) -> list[tuple]:
+    """Every place in the job's templates and its schedulingPolicy."""
     spec = request["parent"]["spec"]
     field = "tfReplicaSpecs" if "tfReplicaSpecs" in spec else "mxReplicaSpecs"
     out = []
     for rtype, replica in spec[field].items():
         prefix = ("parent", "spec", field, rtype, "template")
         out += [prefix + p for p in paths(replica["template"])]
+    policy = (spec.get("runPolicy") or {}).get("schedulingPolicy")
+    if policy is not None:
+        out += [("parent", "spec", "runPolicy", "schedulingPolicy", *p) for p in paths(policy)]
     return out
 
 
@@ -367,12 +393,12 @@ _HOOK = Hook()
 @settings(
     max_examples=max(EXAMPLES // 4, 100), deadline=None, suppress_health_check=list(HealthCheck)
 )
-@given(seed=st.integers(0, 2**32 - 1), junk=_junk(), path=st.sampled_from(sorted(JOBS.values())))
+@given(seed=st.integers(0, 2**32 - 1), junk=_junk(), base=st.sampled_from(sorted(REQUESTS)))
 def test_whatever_a_template_holds_every_child_and_status_answered_is_valid(
-    seed: int, junk: Any, path: str
+    seed: int, junk: Any, base: str
 ) -> None:
-    request, what = _broken(BASES[path], random.Random(seed), junk)
-    response = _HOOK.post(path, encode(request))
+    request, what = _broken(REQUESTS[base], random.Random(seed), junk)
+    response = _HOOK.post(base.split()[0], encode(request))
     assert response.status_code == 200, (what, response.get_data(as_text=True))
     body = response.get_json()
     for child in body["children"]:
