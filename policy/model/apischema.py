@@ -26,9 +26,11 @@ import math
 import re
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
+
+import orjson
 
 # A problem: where (keys and indices from the checked value down) and what is wrong.
 Problem = tuple[tuple[str | int, ...], str]
@@ -68,6 +70,20 @@ def check_template(template: Any) -> str | None:
     pods made from it."""
     if not isinstance(template, Mapping):
         return f"must be a PodTemplateSpec object (got {_got(template)})"
+    try:
+        content = orjson.dumps(template)
+    except TypeError:  # no JSON (an integer beyond 64 bits): checked without the cache
+        return _checked(template)
+    return _checked_content(content)
+
+
+@lru_cache(maxsize=512)
+def _checked_content(content: bytes) -> str | None:
+    """Jobs of one team share their templates: each content is checked once."""
+    return _checked(orjson.loads(content))
+
+
+def _checked(template: Mapping[str, Any]) -> str | None:
     problem = _schema().root(template) or _pod_rules(template)
     if problem is None:
         return None
@@ -200,11 +216,25 @@ class _Schema:
 
     def one_of(self, schema: Mapping[str, Any], expected: str) -> Check:
         options = [self.compile(s) for s in schema["oneOf"]]
+        if all(set(s) == {"type"} for s in schema["oneOf"]):  # a quantity, an int-or-string
+            shapes = [_shape([t for t in _types(s) if t != "null"]) for s in schema["oneOf"]]
+            if None not in shapes:
+                return self.one_of_types(shapes, expected)
 
         def check(value: Any) -> Problem | None:
             # Exactly one, as JSON schema's oneOf: null fits every nullable option, so a
             # quantity or an int-or-string may not be null.
             if sum(option(value) is None for option in options) == 1:
+                return None
+            return (), f"must be {expected} (got {_got(value)})"
+
+        return check
+
+    def one_of_types(self, shapes: list[Any], expected: str) -> Check:
+        """oneOf plain types, none null (null would fit them all)."""
+
+        def check(value: Any) -> Problem | None:
+            if value is not None and sum(shape(value) for shape in shapes) == 1:
                 return None
             return (), f"must be {expected} (got {_got(value)})"
 
