@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from tests import metacontroller as mc
 from tests.conftest import Hook, condition, load_fixture
-from tests.fuzz_requests import SPECIAL, bases, encode, paths
+from tests.fuzz_requests import SPECIAL, bases, encode, mutate, paths
 from tests.kube_schema import validate_child, validate_job_status
 from tests.test_fuzz import EXAMPLES, _junk
 
@@ -408,5 +408,33 @@ def test_whatever_a_template_holds_every_child_and_status_answered_is_valid(
             raise AssertionError(f"{what}: {err}") from None
     try:
         validate_job_status(request["parent"]["kind"], body["status"])
+    except AssertionError as err:
+        raise AssertionError(f"{what}: {err}") from None
+
+
+@settings(
+    max_examples=max(EXAMPLES // 4, 100), deadline=None, suppress_health_check=list(HealthCheck)
+)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    junk=_junk(),
+    path=st.sampled_from(["/tfjobs/sync", "/mxjobs/sync", "/tfjobs/finalize"]),
+)
+def test_whatever_a_job_hook_request_holds_a_200_answers_only_valid_children_and_status(
+    seed: int, junk: Any, path: str
+) -> None:
+    """Any one field of the request (the job, its pods, its Admission) broken, as the
+    campaign's fuzzer broke them: a 400, or children and a status the API server takes."""
+    request, what = mutate(BASES[path], random.Random(seed), junk)
+    response = _HOOK.post(path, encode(request))
+    assert response.status_code in (200, 400), (what, response.get_data(as_text=True))
+    if response.status_code == 400:
+        return
+    body = response.get_json()
+    kind = "MXJob" if path.startswith("/mxjobs") else "TFJob"
+    try:
+        for child in body["children"]:
+            validate_child(child)
+        validate_job_status(kind, body["status"])
     except AssertionError as err:
         raise AssertionError(f"{what}: {err}") from None
