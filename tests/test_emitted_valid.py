@@ -438,3 +438,18 @@ def test_whatever_a_job_hook_request_holds_a_200_answers_only_valid_children_and
         validate_job_status(kind, body["status"])
     except AssertionError as err:
         raise AssertionError(f"{what}: {err}") from None
+
+
+@pytest.mark.parametrize("kind", sorted(JOBS))
+def test_a_port_the_template_names_otherwise_is_listed_once_in_the_service(kind: str) -> None:
+    """The API server refuses a Service that lists a port number twice: the template's
+    port 2222 named "grpc", and the port Dragonet adds under its own name."""
+    request = copy.deepcopy(BASES[JOBS[kind]])
+    number = 2222 if kind == "TFJob" else 9091
+    _main(_template(request["parent"], kind))["ports"] = [{"name": "grpc", "containerPort": number}]
+    body = Hook().job_sync(request)
+    services = [c for c in body["children"] if c["kind"] == "Service"]
+    assert services
+    for service in services:
+        numbers = [p["port"] for p in service["spec"]["ports"]]
+        assert len(numbers) == len(set(numbers)), service["spec"]["ports"]
