@@ -197,6 +197,22 @@ WRONG: list[tuple[str, Any, str]] = [
         "spec.containers[0].resources.limits.gpu: not a standard resource",
     ),
     (
+        "half a GPU",
+        _set_main("resources", {"limits": {"nvidia.com/gpu": "0.5"}}),
+        "spec.containers[0].resources.limits['nvidia.com/gpu']: '0.5': nvidia.com/gpu comes "
+        "in whole units",
+    ),
+    (
+        "a GPU requested without its limit",
+        _set_main("resources", {"requests": {"cpu": "1", "nvidia.com/gpu": "1"}}),
+        "spec.containers[0].resources.requests['nvidia.com/gpu']: must equal its limit",
+    ),
+    (
+        "a request above its limit",
+        _set_main("resources", {"requests": {"cpu": "2"}, "limits": {"cpu": "1"}}),
+        "spec.containers[0].resources.requests.cpu: must be at most its limit ('1')",
+    ),
+    (
         "a template label value with spaces",
         lambda t: t.setdefault("metadata", {}).__setitem__("labels", {"team": "data science"}),
         "metadata.labels.team: 'data science' is not a label value",

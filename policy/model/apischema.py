@@ -12,7 +12,9 @@ The schema is the real one: ``schema/podtemplatespec.json`` is trimmed from the 
 schemas ``kubernetes-validate`` ships (``scripts/trim_schemas.py``), as strict as the tests'
 validator (types, required fields, unknown fields, int32/int64 ranges). It is compiled once
 into plain Python checks: a template is checked in tens of microseconds, where a general
-JSON-schema validator takes milliseconds per pod (benchmarks/README.md).
+JSON-schema validator takes milliseconds per pod (benchmarks/README.md). Then the rules of
+the API server's own pod validation that no schema states, the ones a template can break:
+names, labels, port names, volume mounts, resource names and quantities (``_pod_rules``).
 
 A job's status is Dragonet's own memory, echoed into the status it writes; ``writable_status``
 keeps of it only what its CRD's status schema (``schema/job-status.json``) accepts, so an
@@ -31,6 +33,8 @@ from importlib import resources
 from typing import Any
 
 import orjson
+
+from policy.model.resources import to_milli
 
 # A problem: where (keys and indices from the checked value down) and what is wrong.
 Problem = tuple[tuple[str | int, ...], str]
@@ -440,7 +444,37 @@ def _container_rules(
             problem = _label_key(rname)
             if problem:
                 return ("resources", part, rname), problem
+    problem = _resource_rules(resources.get("limits") or {}, resources.get("requests") or {})
+    return (("resources", *problem[0]), problem[1]) if problem is not None else None
+
+
+def _resource_rules(limits: Mapping[str, Any], requests: Mapping[str, Any]) -> Problem | None:
+    """ValidateResourceRequirements: a request at most its limit; an extended resource
+    (a GPU) whole, and its request equal to its limit (none is overcommitted)."""
+    milli = {}
+    for part, values in (("limits", limits), ("requests", requests)):
+        for name, quantity in values.items():
+            try:
+                milli[part, name] = to_milli(quantity)
+            except (TypeError, ValueError, ArithmeticError):
+                return None  # unreadable: the job's parse says so (policy.model.jobs)
+            if _extended(name) and milli[part, name] % 1000:
+                return (part, name), f"{quantity!r}: {name} comes in whole units"
+    for name in requests:
+        limit = milli.get(("limits", name))
+        if limit is not None and milli["requests", name] > limit:
+            return ("requests", name), f"must be at most its limit ({limits[name]!r})"
+        if _extended(name) and limit != milli["requests", name]:
+            return ("requests", name), (
+                f"must equal its limit: an extended resource is never overcommitted (give "
+                f"limits[{name!r}] = {requests[name]!r}, or only the limit)"
+            )
     return None
+
+
+def _extended(name: str) -> bool:
+    """Not Kubernetes' own (no domain, or kubernetes.io's) and not hugepages."""
+    return "/" in name and "kubernetes.io/" not in name and not name.startswith("hugepages-")
 
 
 def _no_null_item(items: Any) -> Problem | None:
