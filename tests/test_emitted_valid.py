@@ -223,6 +223,11 @@ WRONG: list[tuple[str, Any, str]] = [
         "spec.nodeSelector['gpu type']: the key 'gpu type' is not a qualified name",
     ),
     (
+        "annotations beyond what a pod may hold",
+        lambda t: t.setdefault("metadata", {}).__setitem__("annotations", {"a": "x" * 262_144}),
+        "metadata.annotations: 262145 bytes: a pod's annotations may hold 262144 bytes",
+    ),
+    (
         "a template creationTimestamp that is no time",
         lambda t: t.setdefault("metadata", {}).__setitem__("creationTimestamp", "yesterday"),
         "metadata.creationTimestamp: must be an RFC 3339 time",

@@ -354,6 +354,9 @@ _DNS1123_SUBDOMAIN = re.compile(
 _QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _IANA_SVC_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+# All of a pod's annotations (keys and values), and what Dragonet keeps for its own.
+_MAX_ANNOTATIONS = 256 * 1024
+_OWN_ANNOTATIONS = 1024
 # Resource names without a domain that a container may ask for (the rest need one).
 _STANDARD_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 
@@ -365,10 +368,17 @@ def _pod_rules(template: Mapping[str, Any]) -> Problem | None:
         problem = _label_key(key) or _label_value(value)
         if problem:
             return ("metadata", "labels", key), problem
-    for key in meta.get("annotations") or {}:
+    annotations = meta.get("annotations") or {}
+    for key in annotations:
         problem = _label_key(key)
         if problem:
             return ("metadata", "annotations", key), problem
+    size = sum(len(k) + len(v or "") for k, v in annotations.items())
+    if size > _MAX_ANNOTATIONS - _OWN_ANNOTATIONS:
+        return ("metadata", "annotations"), (
+            f"{size} bytes: a pod's annotations may hold {_MAX_ANNOTATIONS} bytes in all, "
+            f"{_OWN_ANNOTATIONS} of them kept for Dragonet's own"
+        )
     spec = template.get("spec") or {}
     for key, value in (spec.get("nodeSelector") or {}).items():
         problem = _label_key(key) or _label_value(value)
