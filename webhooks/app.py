@@ -193,7 +193,7 @@ def _job_routes(
         return _json({"relatedResources": related_rules(req.parent, kind)})
 
     def finalize_answer(req: SyncRequest) -> Response:
-        decision, done = finalize(req.parent, req.children)
+        decision, done = finalize(req.parent, req.children, kind)
         return _json({"status": decision.status, "children": [], "finalized": done})
 
     def sync() -> Response:

@@ -217,12 +217,13 @@ def render_service(job: Job, rtype: str, index: int) -> dict[str, Any]:
         for c in (replica.template.get("spec") or {}).get("containers", [])
         if c.get("name") == job.kind.container
     )
-    ports = [
-        {"name": p["name"], "port": p["containerPort"]}
-        for p in main.get("ports") or []
-        if p.get("name") and p.get("containerPort")
-    ]
-    if not any(p["name"] == job.kind.port_name for p in ports):
+    # One entry per port number: the API server refuses a Service that lists one twice
+    # (a template's port 2222 named "grpc", and the tfjob-port Dragonet would add).
+    ports: list[dict[str, Any]] = []
+    for p in main.get("ports") or []:
+        if p.get("name") and p.get("containerPort") and not _listed(ports, p["containerPort"]):
+            ports.append({"name": p["name"], "port": p["containerPort"]})
+    if not any(p["name"] == job.kind.port_name for p in ports) and not _listed(ports, replica.port):
         ports.append({"name": job.kind.port_name, "port": replica.port})
     selector = labels(job, rtype, index)
     return {
@@ -235,3 +236,7 @@ def render_service(job: Job, rtype: str, index: int) -> dict[str, Any]:
         },
         "spec": {"clusterIP": "None", "selector": selector, "ports": ports},
     }
+
+
+def _listed(ports: list[dict[str, Any]], number: int) -> bool:
+    return any(p["port"] == number for p in ports)

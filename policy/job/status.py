@@ -21,6 +21,9 @@ from policy.model.migration import Moves
 from policy.model.timeutil import format_time, parse_time
 
 LAST_SCALE = "lastScale"
+# The longest problem a Failed condition quotes: metav1.Condition's bound on a message
+# (32768), less room for the words around it.
+MAX_PROBLEM = 32_000
 SERVICE = "service"  # attained service of earlier runs and preemptions (policy.pool.service)
 
 
@@ -295,6 +298,8 @@ def invalid(
         f"{kind.kind} {name} is created.",
         created or stamp,
     )
+    if len(problem) > MAX_PROBLEM:  # it may quote the user's input: bounded, as Kubernetes
+        problem = problem[: MAX_PROBLEM - 3] + "..."  # bounds a Condition's message
     text = f"{kind.kind} {key} is invalid: {problem}"
     conds = cond.set_condition(
         conds, cond.FAILED, "True", f"{kind.kind}{REASON_INVALID}", text, stamp

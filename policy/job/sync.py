@@ -85,7 +85,7 @@ def _metadata(parent: Mapping[str, Any]):
     try:
         return parse_metadata(parent)
     except ValueError as err:
-        raise MalformedRequest(f"parent.metadata: {err}") from err
+        raise MalformedRequest(f"parent.{err}") from err  # "parent.metadata.namespace: ..."
 
 
 def _parsed_job(
@@ -178,7 +178,7 @@ def sync(
     memo: Memo = _NO_MEMO,
 ) -> Decision:
     meta = _metadata(parent)
-    status = readable_status(parent.get("status"))
+    status = readable_status(parent.get("status"), kind)
     stamp = format_time(now)
     spec = parent.get("spec")
     if isinstance(spec, Mapping) and managed_elsewhere(spec):
@@ -431,9 +431,11 @@ def _slot_of(job: Job, pod: Pod) -> tuple[str, int] | None:
     return job.slot(pod.replica_type, pod.index)
 
 
-def finalize(parent: Mapping[str, Any], children: Mapping[str, Any]) -> tuple[Decision, bool]:
+def finalize(
+    parent: Mapping[str, Any], children: Mapping[str, Any], kind: JobKind = TFJOB
+) -> tuple[Decision, bool]:
     """On deletion: remove every child; finalized once none is left."""
     _metadata(parent)
-    status = readable_status(parent.get("status"))
+    status = readable_status(parent.get("status"), kind)
     remaining = sum(len(objects(children, t)) for t in (PODS, SHAREPODS, SERVICES, DEPLOYMENTS))
     return Decision(children=[], status=dict(status)), remaining == 0

@@ -52,7 +52,7 @@ def set_condition(
     if old and old.get("status") == status and old.get("reason") == reason:
         return current
     kept = old.get("lastTransitionTime") if old and old.get("status") == status else None
-    transition = kept or now
+    transition = kept or now  # a condition someone wrote without one gets one now
     out: list[Condition] = []
     for c in current:
         if c.get("type") == ctype:

@@ -18,9 +18,10 @@ from types import MappingProxyType
 from typing import Any, Literal
 
 import orjson
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
 from policy.model import conditions as cond
+from policy.model.apischema import check_template, writable_status
 from policy.model.bounds import (
     MAX_DEADLINE_SECONDS,
     MAX_INT32,
@@ -139,6 +140,7 @@ _PLANNED_CONDITIONS = ("Succeeded", "Failed", "Suspended")
 
 _STATUS_TIMES = ("enqueueTime", "startTime", "startRunTime", "completionTime", "lastReconcileTime")
 _DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
 # --- wire models (what users write) -----------------------------------------------------
@@ -199,6 +201,18 @@ class MetadataModel(_Model):
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     deletionTimestamp: str | None = None
+
+    @field_validator("namespace")
+    @classmethod
+    def _a_namespace(cls, value: str) -> str:
+        # Every child goes into it: a name no API server stores would make each one a 422.
+        if len(value) > 63 or not _DNS1123_LABEL.match(value):
+            raise ValueError(
+                f"{value[:80]!r} is not a namespace an API server stores (a DNS-1123 label: "
+                "at most 63 lower-case letters, digits and '-', starting and ending with a "
+                "letter or digit)"
+            )
+        return value
 
 
 # --- the policy's view ------------------------------------------------------------------
@@ -504,6 +518,10 @@ def _replica(kind: JobKind, rtype: str, spec: ReplicaSpecModel) -> Replica:
         PodTemplate.model_validate(spec.template)
     except ValidationError as err:
         raise InvalidJob(_format_validation_error(err, where)) from err
+    # Everything else a pod made from it holds, as the API server would check it.
+    problem = check_template(spec.template)
+    if problem is not None:
+        raise InvalidJob(f"{where}.{problem}")
     where += ".spec"
     pod_spec = spec.template["spec"]
     containers = pod_spec["containers"]
@@ -572,8 +590,12 @@ def template_schedulers(job: Job) -> tuple[str, ...]:
 
 
 def parse_metadata(obj: Mapping[str, Any]) -> MetadataModel:
-    """Metadata is part of the request's shape: failing here is a malformed request."""
-    return MetadataModel.model_validate(obj.get("metadata"))
+    """Metadata is part of the request's shape: failing here is a malformed request
+    (``ValueError`` naming the field)."""
+    try:
+        return MetadataModel.model_validate(obj.get("metadata"))
+    except ValidationError as err:
+        raise ValueError(_format_validation_error(err, "metadata")) from None
 
 
 def checkpoint_interval(annotations: Mapping[str, str]) -> float | None:
@@ -716,7 +738,7 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         scheduling_policy=policy,
         node_preference=spec.node_preference or None,
         checkpoint_interval=checkpoint,
-        status=readable_status(obj.get("status")),
+        status=readable_status(obj.get("status"), kind),
         spec_content=_content(raw_spec),
         tensorboard=tensorboard,
         tensorboard_request=tb_request,
@@ -748,6 +770,9 @@ def _tensorboard(
         tb = parse_tensorboard(raw)
     except ValueError as err:
         raise InvalidJob(f"{where}: {err}") from err
+    problem = check_template({"spec": tb.pod_spec()})
+    if problem is not None:  # e.g. a volume's source of the wrong type
+        raise InvalidJob(f"{where}: its pod's {problem}")
     try:
         request = pod_request(tb.pod_spec())
     except (TypeError, ValueError, ArithmeticError, AttributeError) as err:
@@ -809,13 +834,16 @@ def _check_elastic(kind: JobKind, spec: JobSpecModel) -> None:
         )
 
 
-def readable_status(raw: Any) -> Mapping[str, Any]:
+def readable_status(raw: Any, kind: JobKind = TFJOB) -> Mapping[str, Any]:
     """The job's status with every field Dragonet reads of the right type, and the rest as
-    it was. The status is Dragonet's own memory, but anyone allowed to write it can break
-    it; what cannot be read is treated as never written (the job's sync writes it anew),
-    so a broken status costs that job its memory, never anyone else their plan."""
+    its CRD accepts it (what the job's sync writes back). The status is Dragonet's own
+    memory, but anyone allowed to write it can break it; what cannot be read is treated as
+    never written (the job's sync writes it anew), so a broken status costs that job its
+    memory, never anyone else their plan, and is never echoed into a status write the API
+    server would refuse."""
     if not isinstance(raw, Mapping):
         return MappingProxyType({})
+    raw = writable_status(kind.kind, raw)
     status = {k: v for k, v in raw.items() if k not in _STATUS_TIMES or _is_time(v)}
     conditions = status.get("conditions")
     if conditions is not None:

@@ -1,10 +1,11 @@
 """The parts of a pod template Dragonet reads or writes, checked before it touches them.
 
 The CRD keeps templates schemaless (``x-kubernetes-preserve-unknown-fields``), so anything
-can arrive. These models check only the fields the policy uses (containers, ports, env,
-resources, node selection) and let every other field through untouched. The official
-client's models are stricter than the API server (they refuse ``nvidia.com/gpu: 1``, which
-DRAGON's own examples write), so they are not used here.
+can arrive. These models check the fields the policy uses (containers, ports, env,
+resources, node selection) first, with the messages users know; every field, these
+included, is then checked as the API server would (``policy.model.apischema``). The
+official client's models are stricter than the API server (they refuse
+``nvidia.com/gpu: 1``, which DRAGON's own examples write), so they are not used here.
 """
 
 from __future__ import annotations
