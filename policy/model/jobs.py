@@ -843,21 +843,16 @@ def readable_status(raw: Any, kind: JobKind = TFJOB) -> Mapping[str, Any]:
     server would refuse."""
     if not isinstance(raw, Mapping):
         return MappingProxyType({})
+    conditions = raw.get("conditions")
+    if conditions is not None:
+        # Before the CRD's pruning: a condition with one unreadable field is written anew
+        # whole, not kept with that field pruned away (its message would be lost).
+        conditions = [
+            c for c in (conditions if isinstance(conditions, list) else ()) if _readable(c)
+        ]
+        raw = {**raw, "conditions": conditions}
     raw = writable_status(kind.kind, raw)
     status = {k: v for k, v in raw.items() if k not in _STATUS_TIMES or _is_time(v)}
-    conditions = status.get("conditions")
-    if conditions is not None:
-        status["conditions"] = [
-            c
-            for c in (conditions if isinstance(conditions, list) else ())
-            if isinstance(c, Mapping)
-            and isinstance(c.get("type"), str)
-            and isinstance(c.get("status"), str)
-            # Kubeflow's JobCondition holds only strings: anything else (a message nested
-            # 300 deep) is not echoed back, the condition is written anew.
-            and all(isinstance(v, str) for v in c.values())
-            and all(_is_time(c[k]) for k in ("lastTransitionTime", "lastUpdateTime") if k in c)
-        ]
     for key in ("scheduling", "replicaStatuses"):
         if key in status and not isinstance(status[key], Mapping):
             del status[key]
@@ -867,6 +862,22 @@ def readable_status(raw: Any, kind: JobKind = TFJOB) -> Mapping[str, Any]:
     ):
         status["scheduling"] = {k: v for k, v in status["scheduling"].items() if k != "workers"}
     return MappingProxyType(status)
+
+
+def _readable(condition: Any) -> bool:
+    """Kubeflow's JobCondition holds only strings: anything else (a message nested 300
+    deep) is not echoed back."""
+    return (
+        isinstance(condition, Mapping)
+        and isinstance(condition.get("type"), str)
+        and isinstance(condition.get("status"), str)
+        and all(isinstance(v, str) for v in condition.values())
+        and all(
+            _is_time(condition[k])
+            for k in ("lastTransitionTime", "lastUpdateTime")
+            if k in condition
+        )
+    )
 
 
 def _is_time(value: Any) -> bool:
