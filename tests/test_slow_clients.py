@@ -1,0 +1,238 @@
+"""Slow, stalled and greedy clients against the real server (``dragonet serve`` on
+127.0.0.1, 2 workers x 3 threads): each costs a connection, never a thread, and gets its
+bounded answer; the probes and the hooks answer all the while."""
+
+from __future__ import annotations
+
+import select
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+
+import orjson
+import pytest
+import requests
+
+from tests.conftest import load_fixture
+from tests.test_serve import Server, start_server
+
+LIMIT = 2.0  # DRAGONET_REQUEST_TIMEOUT_SECONDS of this module's server
+CAP = 1 << 20  # DRAGONET_MAX_REQUEST_BYTES
+IDLE = 5.0  # gunicorn's keepalive (webhooks/gunicorn_conf.py): an idle connection's life
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    yield from start_server(
+        tmp_path_factory.mktemp("slow"),
+        DRAGONET_REQUEST_TIMEOUT_SECONDS=str(LIMIT),
+        DRAGONET_MAX_REQUEST_BYTES=str(CAP),
+    )
+
+
+def _connect(server: Server) -> socket.socket:
+    host, port = server.url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=10)
+    return sock
+
+
+def _answer(sock: socket.socket) -> tuple[int, dict]:
+    """The status and JSON body of the one answer on ``sock`` (read until it closes)."""
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), orjson.loads(body)
+
+
+def _probes_answer(server: Server, n: int = 6, within: float = 1.0) -> list[float]:
+    """``n`` probes, alternately /healthz and /readyz, each on a new connection: all 200,
+    each within ``within`` seconds (the chart's probe timeout is 1 s)."""
+    took = []
+    for i in range(n):
+        path = "/healthz" if i % 2 == 0 else "/readyz"
+        started = time.monotonic()
+        answer = requests.get(
+            f"{server.url}{path}", timeout=within, headers={"Connection": "close"}
+        )
+        took.append(time.monotonic() - started)
+        assert answer.status_code == 200, answer.text
+    return took
+
+
+def _hook_answers(server: Server) -> None:
+    answer = requests.post(
+        f"{server.url}/tfjobs/sync",
+        data=orjson.dumps(load_fixture("job-sync-job1-admitted.json")),
+        timeout=5,
+        headers={"Connection": "close"},
+    )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["status"]["scheduling"]["phase"] == "Admitted"
+
+
+def test_stalled_bodies_get_408_at_the_deadline_and_cost_no_thread(server: Server) -> None:
+    """Ten clients (more than the 6 threads) send 100 bytes of a 1,000-byte body and stop."""
+    workers = server.workers()
+    stalled = []
+    for _ in range(10):
+        sock = _connect(server)
+        sock.sendall(
+            b"POST /tfjobs/sync HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 1000\r\n\r\n" + b"{" * 100
+        )
+        stalled.append((sock, time.monotonic()))
+    _probes_answer(server)
+    _hook_answers(server)
+    for sock, sent in stalled:
+        status, body = _answer(sock)
+        waited = time.monotonic() - sent
+        assert status == 408
+        assert "2 s from its first byte" in body["error"]
+        assert LIMIT - 0.05 <= waited <= LIMIT + 0.5, waited
+        sock.close()
+    assert server.workers() == workers, "no worker was restarted"
+
+
+def test_dripping_headers_are_cut_off_at_the_deadline_while_probes_answer(
+    server: Server,
+) -> None:
+    """Twelve connections send a header line every 0.2 s, for ever."""
+    stop = threading.Event()
+    results: list[tuple[int, float]] = []
+
+    def drip() -> None:
+        sock = _connect(server)
+        started = time.monotonic()
+        try:
+            sock.sendall(b"POST /pools/sync HTTP/1.1\r\nHost: x\r\n")
+            i = 0
+            while not stop.is_set():
+                sock.sendall(b"X-Drip-%d: x\r\n" % i)
+                i += 1
+                if select.select([sock], [], [], 0.2)[0]:
+                    break  # the server answered
+        except OSError:  # the server closed it: read its answer
+            pass
+        sock.settimeout(5)
+        try:
+            status, _ = _answer(sock)
+        except (OSError, ValueError, IndexError):
+            status = 0  # dropped without an answer
+        results.append((status, time.monotonic() - started))
+        sock.close()
+
+    with ThreadPoolExecutor(max_workers=12) as pool:
+        for _ in range(12):
+            pool.submit(drip)
+        time.sleep(0.3)
+        _probes_answer(server)
+        _hook_answers(server)
+        time.sleep(LIMIT + 0.5)
+        stop.set()
+    assert len(results) == 12
+    assert [status for status, _ in results] == [408] * 12
+    assert all(took <= LIMIT + 0.6 for _, took in results), results
+
+
+def test_many_idle_connections_neither_block_probes_nor_stay_open(server: Server) -> None:
+    idle = [_connect(server) for _ in range(300)]
+    try:
+        _probes_answer(server, n=10)
+        _hook_answers(server)
+        time.sleep(IDLE + 1.5)
+        closed = 0
+        for sock in idle:
+            sock.settimeout(0.5)
+            try:
+                closed += sock.recv(1) == b""
+            except OSError:
+                closed += 1
+        assert closed == 300, "an idle connection is closed after the keep-alive time"
+        _probes_answer(server, n=2)
+    finally:
+        for sock in idle:
+            sock.close()
+
+
+def test_a_chunked_body_over_the_cap_is_answered_413_as_the_cap_is_passed(
+    server: Server,
+) -> None:
+    sock = _connect(server)
+    sock.sendall(b"POST /pools/sync HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+    chunk = b"x" * 65536
+    sent = 0
+    sock.setblocking(False)
+    answered_after = None
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and sent < 32 * CAP:
+        try:
+            if sock.recv(1, socket.MSG_PEEK):
+                answered_after = sent
+                break
+        except BlockingIOError:
+            pass
+        try:
+            sock.sendall(b"%x\r\n" % len(chunk) + chunk + b"\r\n")
+            sent += len(chunk)
+        except BlockingIOError:
+            time.sleep(0.01)
+        except OSError:
+            break
+    sock.setblocking(True)
+    sock.settimeout(5)
+    status, body = _answer(sock)
+    sock.close()
+    assert status == 413
+    assert f"over the webhook's limit of {CAP} bytes" in body["error"]
+    # Answered long before the body ends: after the cap and what the kernel's buffers
+    # held on the way (a few MiB on loopback), not after reading all 32 MiB.
+    assert answered_after is not None and answered_after < CAP + (8 << 20), answered_after
+    _probes_answer(server, n=2)
+
+
+def test_a_slowly_sent_request_that_arrives_in_time_is_answered(server: Server) -> None:
+    """Sent in 10 pieces over about a second: within the deadline, so a normal 200."""
+    body = orjson.dumps(load_fixture("job-sync-job1-admitted.json"))
+    request = (
+        b"POST /tfjobs/sync HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+        b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    )
+    sock = _connect(server)
+    step = len(request) // 10 + 1
+    for i in range(0, len(request), step):
+        sock.sendall(request[i : i + step])
+        time.sleep(0.1)
+    status, answer = _answer(sock)
+    sock.close()
+    assert status == 200
+    assert answer["status"]["scheduling"]["phase"] == "Admitted"
+
+
+def test_kept_alive_and_pipelined_requests_are_all_answered(server: Server) -> None:
+    with requests.Session() as session:
+        assert [session.get(f"{server.url}/readyz", timeout=5).status_code for _ in range(3)] == [
+            200
+        ] * 3
+    sock = _connect(server)
+    sock.sendall(
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+        b"GET /readyz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    sock.close()
+    assert data.count(b"HTTP/1.1 200 OK") == 2
+    assert data.endswith(b'{"status":"ready"}')
+
+
+def test_a_malformed_request_is_answered_400_in_json(server: Server) -> None:
+    sock = _connect(server)
+    sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
+    status, body = _answer(sock)
+    sock.close()
+    assert status == 400
+    assert body["error"].startswith("malformed HTTP request")

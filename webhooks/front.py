@@ -1,0 +1,376 @@
+"""The webhook's gunicorn worker: gthread, with every request read in full by the worker's
+event loop before a thread sees it. So a slow or stalled client costs a connection, never
+a thread, and its time is bounded from its first byte.
+
+Why this worker (benchmarks/slow_clients.py, figures in benchmarks/README.md). Stock
+gthread hands a connection to a thread as soon as a byte arrives, and the thread then
+reads the headers and the body with blocking calls and no time limit: 8 clients that send
+half a request hold all 8 threads of a pod, and the kubelet's probes wait behind them. An
+async worker class (gevent) reads without threads, but the hooks are CPU-bound Python (a
+large pool's sync takes seconds): a request that never yields stops the event loop, and
+every probe and request of that process waits for it; the per-request time limit
+(``webhooks.deadline``) needs real threads too. A buffering front (nginx) would need a
+second process in the image. Here the buffering is gthread's own poller loop, which only
+moves bytes: h11 (python-hyper's sans-IO HTTP/1.1 parser) frames each request while it
+arrives, and only a complete request goes to the thread pool, where gunicorn parses it
+again from memory and answers as usual. The CPU-bound hooks keep their threads; the loop
+gets the GIL at every switch interval (5 ms), so reading and probes go on meanwhile.
+
+What a client is allowed, per connection:
+
+* **idle**: no byte for ``keepalive`` seconds (a new or kept-alive connection): closed.
+* **the deadline** (``DRAGONET_REQUEST_TIMEOUT_SECONDS``) counts from the request's first
+  byte (the TLS handshake's, under HTTPS). A request not complete by then is answered
+  **408** at the deadline and the connection closed. Why 408 and not the shell's 422: 408
+  says the client did not finish *sending* in time (RFC 9110 §15.5.9); 422 says a
+  well-formed request asked for more work than one request may take. The rest of the
+  deadline goes with the request (``FIRST_BYTE`` in its WSGI environ): the shell's time
+  limit ends at the same instant, so the answer never comes later than the deadline,
+  however the time was spent.
+* **the cap** (``DRAGONET_MAX_REQUEST_BYTES``): a Content-Length over it is answered
+  **413** before a byte of the body is read; a chunked body as soon as it passes the cap.
+* **malformed** framing or headers over 16 KiB: **400** / **431** from h11's hint.
+* **too many connections**: when a process holds ``worker_connections``, the connection
+  that has been reading longest is closed, so a new one (a probe) is always accepted.
+
+Answers of the loop itself are JSON ``{"error": ...}`` with ``Connection: close``; the
+connection then lingers, half-closed, for up to 2 s so the client reads the answer
+instead of a reset.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import logging
+import selectors
+import socket
+import ssl
+import threading
+import time
+from dataclasses import dataclass, field
+from functools import partial
+from http import HTTPStatus
+from typing import Any
+
+import h11
+import orjson
+from gunicorn import http, util
+from gunicorn import sock as gsock
+from gunicorn.workers.gthread import TConn, ThreadWorker
+
+from webhooks.config import Settings
+from webhooks.deadline import FIRST_BYTE
+
+LINGER_SECONDS = 2.0  # a refused or finished connection drains this long before closing
+READ_CHUNK = 256 * 1024
+HEADER_LIMIT = 16 * 1024  # h11's default; gunicorn's own limits still apply after it
+access = logging.getLogger("dragonet.access")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one request may cost the loop: its bytes, and seconds from its first byte."""
+
+    max_body: int
+    deadline: float
+
+
+@dataclass
+class _Reading:
+    """A connection's next request while it arrives (or its closing, once ``lingering``)."""
+
+    expires: float
+    parser: h11.Connection = field(default_factory=lambda: h11.Connection(h11.SERVER))
+    first_byte: float | None = None
+    handshaken: bool = False
+    request: h11.Request | None = None
+    body: list[bytes] = field(default_factory=list)
+    size: int = 0
+    lingering: bool = False
+
+
+def worker_class(settings: Settings) -> type[BufferedWorker]:
+    """The worker class for gunicorn's ``worker_class``, bound to these settings."""
+    limits = Limits(settings.max_request_bytes, settings.request_timeout_seconds)
+    return type("BufferedWorker", (BufferedWorker,), {"limits": limits})
+
+
+class BufferedWorker(ThreadWorker):
+    limits = Limits(max_body=64 << 20, deadline=8.0)
+
+    def init_process(self) -> None:
+        self.reading: dict[TConn, _Reading] = {}  # insertion order: the oldest first
+        self.next_expiry = float("inf")
+        self.local = threading.local()
+        super().init_process()
+
+    def load_wsgi(self) -> None:
+        super().load_wsgi()
+        app, local = self.wsgi, self.local
+
+        def with_first_byte(environ: dict[str, Any], start_response: Any) -> Any:
+            environ[FIRST_BYTE] = local.first_byte
+            return app(environ, start_response)
+
+        self.wsgi = with_first_byte
+
+    # --- the loop: accept, read, expire --------------------------------------------------
+
+    def accept(self, listener: socket.socket) -> None:
+        try:
+            client, addr = listener.accept()
+        except OSError as e:
+            if e.errno not in (errno.EAGAIN, errno.ECONNABORTED, errno.EWOULDBLOCK):
+                raise
+            return
+        self.nr_conns += 1
+        conn = TConn(self.cfg, client, addr, listener.getsockname())  # non-blocking
+        conn.initialized = True  # parsed here, never by TConn.init in a thread
+        if self.cfg.is_ssl:
+            try:
+                conn.sock = gsock.ssl_context(self.cfg).wrap_socket(
+                    conn.sock,
+                    server_side=True,
+                    suppress_ragged_eofs=self.cfg.suppress_ragged_eofs,
+                    do_handshake_on_connect=False,
+                )
+            except (OSError, ValueError):
+                self.nr_conns -= 1
+                util.close(client)
+                return
+        self._await(conn, _Reading(expires=time.monotonic() + self.cfg.keepalive))
+        self._make_room()
+
+    def _make_room(self) -> None:
+        """Full: close the connections that have been reading longest, so that a new one
+        (a probe) always gets in."""
+        while self.nr_conns >= self.worker_connections and self.reading:
+            self._drop(next(iter(self.reading)))
+
+    def _await(self, conn: TConn, state: _Reading, leftover: bytes = b"") -> None:
+        self.reading[conn] = state
+        self.next_expiry = min(self.next_expiry, state.expires)
+        self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._readable, conn))
+        if leftover:  # a pipelined request that came with the last one
+            self._receive(conn, state, leftover)
+
+    def _readable(self, conn: TConn, _sock: Any) -> None:
+        state = self.reading.get(conn)
+        if state is None:
+            return
+        if state.first_byte is None and not state.lingering:
+            self._started(state)
+        chunks: list[bytes] = []
+        closed = False
+        try:
+            if self.cfg.is_ssl and not state.handshaken:
+                conn.sock.do_handshake()
+                state.handshaken = True
+            while sum(map(len, chunks)) < 4 * READ_CHUNK:  # then let others have a turn
+                data = conn.sock.recv(READ_CHUNK)
+                if not data:
+                    closed = True
+                    break
+                chunks.append(data)
+        except (BlockingIOError, ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            pass
+        except (OSError, ssl.SSLError):
+            self._drop(conn)
+            return
+        if state.lingering:
+            if closed:
+                self._drop(conn)
+            return
+        if chunks:
+            self._receive(conn, state, b"".join(chunks))
+        if closed and conn in self.reading:
+            self._drop(conn)  # the client went away before its request was complete
+
+    def _started(self, state: _Reading) -> None:
+        state.first_byte = time.monotonic()
+        state.expires = state.first_byte + self.limits.deadline
+        self.next_expiry = min(self.next_expiry, state.expires)
+
+    def _receive(self, conn: TConn, state: _Reading, data: bytes) -> None:
+        if state.first_byte is None:
+            self._started(state)
+        try:
+            state.parser.receive_data(data)
+            while True:
+                event = state.parser.next_event()
+                if event is h11.NEED_DATA or event is h11.PAUSED:
+                    return
+                if isinstance(event, h11.Request):
+                    state.request = event
+                    if not self._head(conn, state, event):
+                        return
+                elif isinstance(event, h11.Data):
+                    state.body.append(event.data)
+                    state.size += len(event.data)
+                    if state.size > self.limits.max_body:
+                        self._refuse(conn, 413, self._too_large(f"more than {state.size}"))
+                        return
+                elif isinstance(event, h11.EndOfMessage):
+                    self._dispatch(conn, state)
+                    return
+                else:  # ConnectionClosed
+                    self._drop(conn)
+                    return
+        except h11.RemoteProtocolError as err:
+            status = err.error_status_hint
+            self._refuse(conn, status, f"malformed HTTP request: {err}")
+
+    def _head(self, conn: TConn, state: _Reading, request: h11.Request) -> bool:
+        """The request's headers have arrived: refuse a body over the cap before reading it,
+        else say "100 Continue" if the client waits for it."""
+        headers = dict(request.headers)
+        length = headers.get(b"content-length")
+        if length is not None and int(length) > self.limits.max_body:
+            self._refuse(conn, 413, self._too_large(length.decode()))
+            return False
+        if headers.get(b"expect", b"").lower() == b"100-continue":
+            self._send(conn, b"HTTP/1.1 100 Continue\r\n\r\n")
+        return True
+
+    def _too_large(self, size: str) -> str:
+        return (
+            f"request body of {size} bytes is over the webhook's limit of "
+            f"{self.limits.max_body} bytes (DRAGONET_MAX_REQUEST_BYTES)"
+        )
+
+    def murder_pending(self) -> None:
+        """Called by gthread's loop after every wait: ends what is past its time."""
+        super().murder_pending()
+        self._make_room()
+        now = time.monotonic()
+        if now < self.next_expiry and self.alive:
+            return
+        for conn, state in list(self.reading.items()):
+            if state.first_byte is None and not self.alive:
+                self._drop(conn)  # stopping: no new request on an idle connection
+            elif now < state.expires:
+                continue
+            elif state.lingering or state.first_byte is None or not self.alive:
+                self._drop(conn)  # idle, or done lingering
+            else:
+                self._refuse(
+                    conn,
+                    408,
+                    f"request not received in full within the webhook's limit of "
+                    f"{self.limits.deadline:g} s from its first byte "
+                    "(DRAGONET_REQUEST_TIMEOUT_SECONDS)",
+                )
+        self.next_expiry = min((s.expires for s in self.reading.values()), default=float("inf"))
+
+    def wait_for_and_dispatch_events(self, timeout: float) -> None:
+        """Wake for the next expiry too, so a deadline is kept to the millisecond."""
+        soonest = self.next_expiry - time.monotonic()
+        super().wait_for_and_dispatch_events(max(0.0, min(timeout, soonest)))
+
+    # --- leaving the loop: to a thread, or closed ------------------------------------------
+
+    def _dispatch(self, conn: TConn, state: _Reading) -> None:
+        """A complete request: to a thread, as the bytes gunicorn's parser reads."""
+        self._unwatch(conn)
+        request = state.request
+        assert request is not None
+        head = [request.method + b" " + request.target + b" HTTP/" + request.http_version]
+        for name, value in request.headers.raw_items():
+            if name.lower() not in (b"content-length", b"transfer-encoding", b"expect"):
+                head.append(name + b": " + value)
+        head.append(b"content-length: " + str(state.size).encode())
+        raw = b"\r\n".join(head) + b"\r\n\r\n" + b"".join(state.body)
+        conn.parser = http.get_parser(self.cfg, iter([raw]), conn.client)
+        conn.dragonet = (state.first_byte, state.parser.trailing_data[0])
+        self.enqueue_req(conn)
+
+    def handle(self, conn: TConn) -> bool:
+        """In a thread: answer one complete request. True if the connection stays open."""
+        self.local.first_byte = conn.dragonet[0]
+        req = None
+        try:
+            # Writing the answer is bounded too: a client that does not read it costs
+            # this thread at most the deadline.
+            conn.sock.settimeout(self.limits.deadline)
+            req = next(conn.parser)
+            return self._keepalive_after(conn, self.handle_request(req, conn))
+        except (http.errors.NoMoreData, StopIteration):
+            pass
+        except (OSError, ssl.SSLError) as e:
+            self.log.debug("Socket error while answering: %s", e)
+        except Exception as e:
+            self.handle_error(req, conn.sock, conn.client, e)
+        return False
+
+    def finish_request(self, conn: TConn, fs: Any) -> None:
+        """Back in the loop after a thread answered: wait for the next request, or close."""
+        try:
+            keep = bool(fs.result()) if not fs.cancelled() else False
+        except Exception:
+            keep = False
+        try:
+            conn.sock.setblocking(False)
+        except OSError:
+            keep = False
+        if keep and self.alive:
+            state = _Reading(expires=time.monotonic() + self.cfg.keepalive)
+            self._await(conn, state, leftover=conn.dragonet[1])
+        else:
+            self._linger(conn, _Reading(expires=0.0))
+
+    def _refuse(self, conn: TConn, status: int, message: str) -> None:
+        body = orjson.dumps({"error": message})
+        head = (
+            f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n"
+            "Content-Type: application/json\r\n"
+            f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+        )
+        self._send(conn, head.encode() + body)
+        state = self.reading.get(conn) or _Reading(expires=0.0)
+        request = state.request
+        access.info(
+            "%s %s %d",
+            request.method.decode() if request else "-",
+            request.target.decode(errors="replace") if request else "-",
+            status,
+            extra={
+                "hook": request.target.decode(errors="replace") if request else None,
+                "status": status,
+                "remote": conn.client[0] if conn.client else None,
+                "error": message,
+            },
+        )
+        self._unwatch(conn)
+        self._linger(conn, state)
+
+    def _send(self, conn: TConn, data: bytes) -> None:
+        """A short answer from the loop: what the socket takes now (all of it, in practice:
+        far less than its buffer); a client that does not read loses the rest."""
+        with contextlib.suppress(OSError, ssl.SSLError):
+            conn.sock.send(data)
+
+    def _linger(self, conn: TConn, state: _Reading) -> None:
+        """Half-close and drain for a while, so the client reads our last answer instead
+        of a reset (gunicorn's close_graceful, without blocking the loop)."""
+        try:
+            conn.sock.shutdown(socket.SHUT_WR)
+        except (OSError, ValueError):
+            self._forget(conn)
+            return
+        state.lingering = True
+        state.expires = time.monotonic() + LINGER_SECONDS
+        self._await(conn, state)
+
+    def _unwatch(self, conn: TConn) -> None:
+        if self.reading.pop(conn, None) is not None:
+            with contextlib.suppress(KeyError, ValueError, OSError):
+                self.poller.unregister(conn.sock)
+
+    def _drop(self, conn: TConn) -> None:
+        self._unwatch(conn)
+        self._forget(conn)
+
+    def _forget(self, conn: TConn) -> None:
+        self.nr_conns -= 1
+        conn.close()
