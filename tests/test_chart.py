@@ -69,6 +69,8 @@ CUSTOM_VALUES: dict[str, Any] = {
         "logLevel": "debug",
         "maxRequestBytes": 16777216,
         "requestTimeoutSeconds": 5.5,
+        "idleSeconds": 30,
+        "maxConnections": 500,
     },
     "extraEnv": [{"name": "TZ", "value": "UTC"}],
     "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
@@ -271,6 +273,8 @@ def test_default_values_reach_the_webhook_environment(default_docs: list[dict[st
         "DRAGONET_LOG_LEVEL": "info",
         "DRAGONET_MAX_REQUEST_BYTES": "67108864",
         "DRAGONET_REQUEST_TIMEOUT_SECONDS": "8",
+        "DRAGONET_IDLE_SECONDS": "5",
+        "DRAGONET_MAX_CONNECTIONS": "1000",
         "PROMETHEUS_MULTIPROC_DIR": "/tmp/dragonet-metrics",
     }
 
@@ -285,6 +289,8 @@ def test_custom_values_reach_the_webhook_environment(custom_docs: list[dict[str,
         "DRAGONET_LOG_LEVEL": "debug",
         "DRAGONET_MAX_REQUEST_BYTES": "16777216",
         "DRAGONET_REQUEST_TIMEOUT_SECONDS": "5.5",
+        "DRAGONET_IDLE_SECONDS": "30",
+        "DRAGONET_MAX_CONNECTIONS": "500",
         "PROMETHEUS_MULTIPROC_DIR": "/tmp/dragonet-metrics",
         "TZ": "UTC",
     }
@@ -347,6 +353,8 @@ def test_the_default_pool_is_optional(helm: str) -> None:
         ("server.logLevel=warning", "DRAGONET_LOG_LEVEL", "warning"),
         ("server.maxRequestBytes=1048576", "DRAGONET_MAX_REQUEST_BYTES", "1048576"),
         ("server.requestTimeoutSeconds=3", "DRAGONET_REQUEST_TIMEOUT_SECONDS", "3"),
+        ("server.idleSeconds=30", "DRAGONET_IDLE_SECONDS", "30"),
+        ("server.maxConnections=200", "DRAGONET_MAX_CONNECTIONS", "200"),
     ],
 )
 def test_each_value_given_with_set_reaches_its_variable(
@@ -434,6 +442,8 @@ def test_custom_values_reach_the_pod_spec(custom_docs: list[dict[str, Any]]) -> 
         ("scheduling.poolSelector.matchLabel.pool=training", "matchLabel"),
         ("server.requestTimeoutSeconds=10", "requestTimeoutSeconds"),
         ("server.maxRequestBytes=0", "maxRequestBytes"),
+        ("server.idleSeconds=0", "idleSeconds"),
+        ("server.maxConnections=1", "maxConnections"),
         ("tls.enabled=true", "secretName"),
         ("auth.enabled=true", "secretName"),
         ("tls.caBundle.inlne=PEM", "inlne"),

@@ -4,6 +4,7 @@ bounded answer; the probes and the hooks answer all the while."""
 
 from __future__ import annotations
 
+import contextlib
 import select
 import socket
 import threading
@@ -236,3 +237,48 @@ def test_a_malformed_request_is_answered_400_in_json(server: Server) -> None:
     sock.close()
     assert status == 400
     assert body["error"].startswith("malformed HTTP request")
+
+
+def _rss(server: Server) -> int:
+    """The workers' resident memory, bytes."""
+    total = 0
+    for pid in server.workers():
+        for line in open(f"/proc/{pid}/status").read().splitlines():  # noqa: SIM115
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) * 1024
+    return total
+
+
+def test_bodies_held_at_once_are_bounded_by_twice_the_cap(server: Server) -> None:
+    """40 clients each send all but the last KiB of a body at the cap, at once: a worker
+    holds at most two caps of them, the rest wait in TCP; all get their 408."""
+    before = _rss(server)
+    body = b"x" * (CAP - 1024)
+
+    def stall_big() -> socket.socket:
+        sock = _connect(server)
+        sock.settimeout(LIMIT * 0.75)
+        with contextlib.suppress(TimeoutError):  # the server does not read it (yet)
+            sock.sendall(
+                b"POST /pools/sync HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % CAP + body
+            )
+        return sock
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(max_workers=40) as pool:
+        socks = list(pool.map(lambda _: stall_big(), range(40)))
+    grown = _rss(server) - before
+    _probes_answer(server, n=2)
+    # Measured: 13 caps (2 processes x 2 caps of bodies, plus the parser's buffers and a
+    # read each); 67 when every body was read as it came.
+    assert grown < 24 * CAP, f"{grown / CAP:.1f} caps held"
+    statuses = []
+    for sock in socks:
+        sock.settimeout(LIMIT + 3)
+        try:
+            statuses.append(_answer(sock)[0])
+        except OSError:
+            statuses.append(0)
+        sock.close()
+    assert statuses == [408] * 40
+    assert time.monotonic() - started < LIMIT + 4

@@ -32,6 +32,9 @@ What a client is allowed, per connection:
 * **malformed** framing or headers over 16 KiB: **400** / **431** from h11's hint.
 * **too many connections**: when a process holds ``worker_connections``, the connection
   that has been reading longest is closed, so a new one (a probe) is always accepted.
+* **memory**: a process holds at most twice the cap of request bodies (arriving, or
+  complete and not yet answered). Past that, connections with a body to read are not
+  read until some is freed: TCP makes their clients wait, and their deadlines run on.
 
 Answers of the loop itself are JSON ``{"error": ...}`` with ``Connection: close``; the
 connection then lingers, half-closed, for up to 2 s so the client reads the answer
@@ -75,6 +78,11 @@ class Limits:
     max_body: int
     deadline: float
 
+    @property
+    def held_bodies(self) -> int:
+        """Bytes of bodies one process holds at most (plus one read's worth)."""
+        return 2 * self.max_body
+
 
 @dataclass
 class _Reading:
@@ -101,6 +109,8 @@ class BufferedWorker(ThreadWorker):
 
     def init_process(self) -> None:
         self.reading: dict[TConn, _Reading] = {}  # insertion order: the oldest first
+        self.held = 0  # bytes of bodies read and not yet answered
+        self.paused: dict[TConn, None] = {}  # not read until ``held`` falls
         self.next_expiry = float("inf")
         self.local = threading.local()
         super().init_process()
@@ -159,6 +169,9 @@ class BufferedWorker(ThreadWorker):
         state = self.reading.get(conn)
         if state is None:
             return
+        if state.request is not None and self.held >= self.limits.held_bodies:
+            self._pause(conn)  # a body to read and no room for it yet
+            return
         if state.first_byte is None and not state.lingering:
             self._started(state)
         chunks: list[bytes] = []
@@ -208,6 +221,7 @@ class BufferedWorker(ThreadWorker):
                 elif isinstance(event, h11.Data):
                     state.body.append(event.data)
                     state.size += len(event.data)
+                    self.held += len(event.data)
                     if state.size > self.limits.max_body:
                         self._refuse(conn, 413, self._too_large(f"more than {state.size}"))
                         return
@@ -271,8 +285,9 @@ class BufferedWorker(ThreadWorker):
     # --- leaving the loop: to a thread, or closed ------------------------------------------
 
     def _dispatch(self, conn: TConn, state: _Reading) -> None:
-        """A complete request: to a thread, as the bytes gunicorn's parser reads."""
-        self._unwatch(conn)
+        """A complete request: to a thread, as the bytes gunicorn's parser reads. Its body
+        stays counted in ``held`` until the thread is done with it."""
+        self._unwatch(conn, release=False)
         request = state.request
         assert request is not None
         head = [request.method + b" " + request.target + b" HTTP/" + request.http_version]
@@ -282,7 +297,7 @@ class BufferedWorker(ThreadWorker):
         head.append(b"content-length: " + str(state.size).encode())
         raw = b"\r\n".join(head) + b"\r\n\r\n" + b"".join(state.body)
         conn.parser = http.get_parser(self.cfg, iter([raw]), conn.client)
-        conn.dragonet = (state.first_byte, state.parser.trailing_data[0])
+        conn.dragonet = (state.first_byte, state.parser.trailing_data[0], state.size)
         self.enqueue_req(conn)
 
     def handle(self, conn: TConn) -> bool:
@@ -309,6 +324,8 @@ class BufferedWorker(ThreadWorker):
             keep = bool(fs.result()) if not fs.cancelled() else False
         except Exception:
             keep = False
+        conn.parser = None  # the request's bytes
+        self._release(conn.dragonet[2])
         try:
             conn.sock.setblocking(False)
         except OSError:
@@ -362,10 +379,31 @@ class BufferedWorker(ThreadWorker):
         state.expires = time.monotonic() + LINGER_SECONDS
         self._await(conn, state)
 
-    def _unwatch(self, conn: TConn) -> None:
-        if self.reading.pop(conn, None) is not None:
+    def _unwatch(self, conn: TConn, release: bool = True) -> None:
+        state = self.reading.pop(conn, None)
+        if state is None:
+            return
+        if conn in self.paused:
+            del self.paused[conn]  # (not in the poller)
+        else:
             with contextlib.suppress(KeyError, ValueError, OSError):
                 self.poller.unregister(conn.sock)
+        if release and state.size:
+            state.body, size, state.size = [], state.size, 0
+            self._release(size)
+
+    def _pause(self, conn: TConn) -> None:
+        with contextlib.suppress(KeyError, ValueError, OSError):
+            self.poller.unregister(conn.sock)
+        self.paused[conn] = None
+
+    def _release(self, size: int) -> None:
+        """``size`` bytes of bodies are freed: read the paused connections again."""
+        self.held -= size
+        while self.paused and self.held < self.limits.held_bodies:
+            conn = next(iter(self.paused))
+            del self.paused[conn]
+            self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._readable, conn))
 
     def _drop(self, conn: TConn) -> None:
         self._unwatch(conn)

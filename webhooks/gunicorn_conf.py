@@ -44,12 +44,12 @@ def options(settings: Settings) -> dict[str, Any]:
         "threads": settings.threads,
         # Connections per process (idle, arriving, answered); when full, the one reading
         # longest is closed. Idle ones close after ``keepalive`` seconds.
-        "worker_connections": 1000,
+        "worker_connections": settings.max_connections,
         # A worker whose main loop stops for this long is killed. gthread's loop runs on
         # while a request is busy: per-request limits are webhooks/deadline.py's.
         "timeout": 30,
         "graceful_timeout": 10,
-        "keepalive": 5,
+        "keepalive": settings.idle_seconds,
         "loglevel": settings.log_level,
         # JSON lines on stderr; one per hook request from the shell instead of the access log.
         "accesslog": None,

@@ -1,0 +1,358 @@
+"""Slow, stalled and idle clients against the real server (``dragonet serve`` on
+127.0.0.1), while probes and hook requests are sent: what a kubelet and Metacontroller
+see while some client misbehaves, for each candidate server setup.
+
+Run: ``.venv/bin/python -m benchmarks.slow_clients`` (``--quick`` for a smoke run of a
+few seconds; ``--servers front,gthread,gevent`` to choose; gevent must be installed).
+
+Servers (each 2 workers; the request limit is the chart's 8 s unless ``--limit``):
+
+* ``front``: what ``dragonet serve`` runs, gthread x 4 threads whose loop reads each
+  request in full before a thread takes it (``webhooks/front.py``);
+* ``gthread``: gunicorn's stock gthread worker x 4 threads (what ran before);
+* ``gevent``: gunicorn's gevent worker (an async worker class: no threads; the per-request
+  time limit cannot preempt a greenlet).
+
+Scenarios, one after the other, each ``--seconds`` long on a fresh server:
+
+* ``stall``: ``--clients`` connections send a hook's headers and 100 bytes of a 1,000-byte
+  body, then nothing;
+* ``drip``: ``--clients`` connections send a header line every 0.5 s, never ending;
+* ``idle``: ``--idle`` connections opened and held, sending nothing;
+* ``busy``: 3 clients send a large pool's sync (``--nodes`` nodes and as many TFJobs), one
+  after the other: CPU-bound Python, seconds each.
+
+Meanwhile a kubelet-like prober GETs /healthz and /readyz alternately every 0.25 s, each
+on a new connection with a 1 s timeout, and a Metacontroller-like client posts a job's
+sync every 0.5 s (10 s timeout, the hook's). Printed per scenario: probes answered in
+time, probe latency (median, max), hook answers, and what became of the misbehaving
+clients (answered with which status, after how long; closed without an answer; still
+open at the end), and whether a worker was restarted.
+
+Bounded: every loop stops after ``--seconds``; traffic goes to 127.0.0.1 only. Not a
+test: the figures depend on the machine (record them in benchmarks/README.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import selectors
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+import requests
+
+from benchmarks.load import _children, _free_port
+from benchmarks.sync_latency import scenario
+
+SERVERS = ("front", "gthread", "gevent")
+SCENARIOS = ("stall", "drip", "idle", "busy")
+
+
+@dataclass
+class Outcome:
+    """What the misbehaving connections got: ``{status or "closed": [seconds]}``."""
+
+    answered: dict[str, list[float]] = field(default_factory=dict)
+    open: int = 0
+
+
+@dataclass
+class Row:
+    server: str
+    scenario: str
+    probes: int
+    probes_ok: int
+    probe_p50_ms: float
+    probe_max_ms: float
+    hooks: int
+    hooks_ok: int
+    hook_max_ms: float
+    outcome: Outcome
+    restarted: bool
+
+
+def serve_as(kind: str) -> None:
+    """In a child process: ``dragonet serve`` with the worker class of ``kind``."""
+    from webhooks import cli, gunicorn_conf
+    from webhooks.config import Settings
+
+    options = gunicorn_conf.options
+
+    def patched(settings: Settings) -> dict[str, Any]:
+        opts = options(settings)
+        if kind != "front":
+            opts["worker_class"] = kind
+        return opts
+
+    gunicorn_conf.options = patched
+    cli.serve(Settings())
+
+
+def start(kind: str, limit: float, log: Path) -> tuple[subprocess.Popen, str]:
+    port = _free_port()
+    env = {
+        **os.environ,
+        "DRAGONET_HOST": "127.0.0.1",
+        "DRAGONET_PORT": str(port),
+        "DRAGONET_WORKERS": "2",
+        "DRAGONET_THREADS": "4",
+        "DRAGONET_REQUEST_TIMEOUT_SECONDS": str(limit),
+        "DRAGONET_LOG_LEVEL": "warning",
+    }
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "benchmarks.slow_clients", "--serve-as", kind],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"server {kind} exited:\n{log.read_text()[-2000:]}")
+        try:
+            if requests.get(f"{url}/healthz", timeout=1).ok and len(_children(proc.pid)) >= 2:
+                return proc, url
+        except requests.RequestException:
+            pass
+        time.sleep(0.2)
+    proc.kill()
+    raise SystemExit(f"server {kind} did not answer within 30 s")
+
+
+class Misbehaving:
+    """Connections that misbehave, and one thread that watches what the server does with
+    them (and, for ``drip``, keeps dripping)."""
+
+    def __init__(self, port: int, kind: str, count: int) -> None:
+        self.kind = kind
+        self.socks: dict[socket.socket, float] = {}
+        self.outcome = Outcome()
+        self.stop = threading.Event()
+        for _ in range(count):
+            try:
+                sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+            except OSError:
+                continue  # refused: counted as not open
+            sock.setblocking(False)
+            if kind == "stall":
+                sock.send(
+                    b"POST /tfjobs/sync HTTP/1.1\r\nHost: dragonet\r\n"
+                    b"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n" + b"{" * 100
+                )
+            elif kind == "drip":
+                sock.send(b"POST /tfjobs/sync HTTP/1.1\r\nHost: dragonet\r\n")
+            self.socks[sock] = time.monotonic()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        selector = selectors.DefaultSelector()
+        for sock in self.socks:
+            selector.register(sock, selectors.EVENT_READ)
+        next_drip = time.monotonic() + 0.5
+        drops = 0
+        while not self.stop.is_set() and selector.get_map():
+            for key, _ in selector.select(timeout=0.1):
+                sock = key.fileobj
+                try:
+                    data = sock.recv(64)
+                    what = data.split(b" ", 2)[1].decode() if data else "closed"
+                except OSError:
+                    what = "closed"
+                self.outcome.answered.setdefault(what, []).append(
+                    time.monotonic() - self.socks[sock]
+                )
+                selector.unregister(sock)
+            if self.kind == "drip" and time.monotonic() >= next_drip:
+                for key in list(selector.get_map().values()):
+                    with contextlib.suppress(OSError):
+                        key.fileobj.send(b"X-Drip-%d: x\r\n" % drops)
+                drops += 1
+                next_drip += 0.5
+        self.outcome.open = len(selector.get_map())
+
+    def close(self) -> Outcome:
+        self.stop.set()
+        self.thread.join()
+        for sock in self.socks:
+            sock.close()
+        return self.outcome
+
+
+def _loop(seconds: float, period: float, call: Any) -> list[tuple[bool, float]]:
+    """``call()`` every ``period`` seconds for ``seconds``: [(ok, latency)]."""
+    out = []
+    end = time.monotonic() + seconds
+    while (now := time.monotonic()) < end:
+        out.append(call())
+        time.sleep(max(0.0, period - (time.monotonic() - now)))
+    return out
+
+
+def _timed(method: str, url: str, timeout: float, **kw: Any) -> tuple[bool, float]:
+    started = time.monotonic()
+    try:
+        ok = requests.request(method, url, timeout=timeout, **kw).status_code == 200
+    except requests.RequestException:
+        ok = False
+    return ok, time.monotonic() - started
+
+
+def run_scenario(kind: str, name: str, args: argparse.Namespace, pool: bytes) -> Row:
+    with tempfile.TemporaryDirectory(prefix="dragonet-slow-") as tmp:
+        proc, url = start(kind, args.limit, Path(tmp) / "server.log")
+        port = int(url.rsplit(":", 1)[1])
+        workers = _children(proc.pid)
+        job = orjson.dumps(_job_request())
+        close = {"Connection": "close"}
+        stop = threading.Event()
+        busy: list[threading.Thread] = []
+        bad = None
+        try:
+            if name in ("stall", "drip"):
+                bad = Misbehaving(port, name, args.clients)
+            elif name == "idle":
+                bad = Misbehaving(port, name, args.idle)
+            else:
+
+                def sync_pools() -> None:
+                    while not stop.is_set():
+                        _timed("POST", f"{url}/pools/sync", 30, data=pool, headers=close)
+
+                busy = [threading.Thread(target=sync_pools, daemon=True) for _ in range(3)]
+                for t in busy:
+                    t.start()
+            n = 0
+
+            def probe() -> tuple[bool, float]:
+                nonlocal n
+                n += 1
+                path = "/healthz" if n % 2 else "/readyz"
+                return _timed("GET", f"{url}{path}", 1.0, headers=close)
+
+            hooks: list[tuple[bool, float]] = []
+
+            def hook_loop() -> None:
+                hooks.extend(
+                    _loop(
+                        args.seconds,
+                        0.5,
+                        lambda: _timed("POST", f"{url}/tfjobs/sync", 10, data=job, headers=close),
+                    )
+                )
+
+            hook_thread = threading.Thread(target=hook_loop)
+            hook_thread.start()
+            probes = _loop(args.seconds, 0.25, probe)
+            hook_thread.join()
+            stop.set()
+            outcome = bad.close() if bad else Outcome()
+            for t in busy:
+                t.join(timeout=30)
+            restarted = _children(proc.pid) != workers
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+    ok_probe = [s for ok, s in probes if ok]
+    return Row(
+        server=kind,
+        scenario=name,
+        probes=len(probes),
+        probes_ok=len(ok_probe),
+        probe_p50_ms=statistics.median(s for _, s in probes) * 1000,
+        probe_max_ms=max(s for _, s in probes) * 1000,
+        hooks=len(hooks),
+        hooks_ok=sum(ok for ok, _ in hooks),
+        hook_max_ms=max((s for _, s in hooks), default=0.0) * 1000,
+        outcome=outcome,
+        restarted=restarted,
+    )
+
+
+def _job_request() -> dict[str, Any]:
+    from tests.conftest import load_fixture
+
+    return load_fixture("job-sync-job1-admitted.json")
+
+
+def _outcome(o: Outcome) -> str:
+    parts = [
+        f"{len(times)}x {what} at {min(times):.1f}-{max(times):.1f} s"
+        for what, times in sorted(o.answered.items())
+    ]
+    if o.open:
+        parts.append(f"{o.open} still open")
+    return ", ".join(parts) or "-"
+
+
+HEADER = (
+    f"{'server':8} {'scenario':8} {'probes ok':>10} {'p50 ms':>7} {'max ms':>7} "
+    f"{'hooks ok':>9} {'max ms':>7} {'restart':>7}  misbehaving clients"
+)
+
+
+def line(r: Row) -> str:
+    return (
+        f"{r.server:8} {r.scenario:8} {f'{r.probes_ok}/{r.probes}':>10} "
+        f"{r.probe_p50_ms:7.0f} {r.probe_max_ms:7.0f} {f'{r.hooks_ok}/{r.hooks}':>9} "
+        f"{r.hook_max_ms:7.0f} {'yes' if r.restarted else 'no':>7}  {_outcome(r.outcome)}"
+    )
+
+
+def main(argv: list[str] | None = None) -> list[Row]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--servers", default="front,gthread")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--limit", type=float, default=8.0, help="request time limit, s")
+    parser.add_argument("--clients", type=int, default=12, help="stalling/dripping clients")
+    parser.add_argument("--idle", type=int, default=300, help="idle connections")
+    parser.add_argument("--nodes", type=int, default=1000, help="size of the busy pool")
+    parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds")
+    parser.add_argument("--serve-as", choices=SERVERS, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.serve_as:
+        serve_as(args.serve_as)
+        return []
+    if args.quick:
+        args.servers, args.seconds, args.limit, args.nodes = "front", 3.0, 1.5, 100
+        args.clients, args.idle = 8, 50
+    servers = [s for s in args.servers.split(",") if s]
+    scenarios = [s for s in args.scenarios.split(",") if s]
+    for s in servers:
+        if s not in SERVERS:
+            parser.error(f"unknown server {s!r}: one of {', '.join(SERVERS)}")
+    pool = orjson.dumps(scenario(args.nodes, args.nodes)[0]) if "busy" in scenarios else b""
+    print(
+        f"2 workers on 127.0.0.1, request limit {args.limit:g} s, {args.seconds:g} s per "
+        f"scenario; {args.clients} stalling/dripping clients, {args.idle} idle connections, "
+        f"busy: 3 clients syncing a pool of {args.nodes} nodes ({len(pool) / 2**20:.1f} MiB)"
+    )
+    print(HEADER)
+    rows = []
+    for server in servers:
+        for name in scenarios:
+            rows.append(run_scenario(server, name, args, pool))
+            print(line(rows[-1]), flush=True)
+    return rows
+
+
+if __name__ == "__main__":
+    main()
