@@ -230,6 +230,23 @@ def test_kept_alive_and_pipelined_requests_are_all_answered(server: Server) -> N
     assert data.endswith(b'{"status":"ready"}')
 
 
+def test_liveness_is_answered_by_the_loop_even_pipelined_by_the_thousand(
+    server: Server,
+) -> None:
+    sock = _connect(server)
+    sock.sendall(
+        b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n" * 2000
+        + b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    data = b""
+    while chunk := sock.recv(1 << 20):
+        data += chunk
+    sock.close()
+    assert data.count(b"HTTP/1.1 200 OK") == 2001
+    assert data.endswith(b'Connection: close\r\n\r\n{"status":"ok"}')
+    _probes_answer(server, n=2)
+
+
 def test_a_malformed_request_is_answered_400_in_json(server: Server) -> None:
     sock = _connect(server)
     sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
@@ -282,3 +299,21 @@ def test_bodies_held_at_once_are_bounded_by_twice_the_cap(server: Server) -> Non
         sock.close()
     assert statuses == [408] * 40
     assert time.monotonic() - started < LIMIT + 4
+
+
+def test_the_slow_client_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    from benchmarks import slow_clients
+
+    rows = slow_clients.main(["--quick"])
+    assert [(r.server, r.scenario) for r in rows] == [
+        ("front", s) for s in ("stall", "drip", "idle", "busy")
+    ]
+    for r in rows:
+        assert r.probes_ok == r.probes > 0, r
+        assert r.hooks_ok == r.hooks > 0, r
+        assert not r.restarted
+    assert {r.scenario: sorted(r.outcome.answered) for r in rows[:2]} == {
+        "stall": ["408"],
+        "drip": ["408"],
+    }
+    assert "misbehaving clients" in capsys.readouterr().out

@@ -29,6 +29,7 @@ What a client is allowed, per connection:
   however the time was spent.
 * **the cap** (``DRAGONET_MAX_REQUEST_BYTES``): a Content-Length over it is answered
   **413** before a byte of the body is read; a chunked body as soon as it passes the cap.
+* **``GET /healthz``**, the liveness probe, is answered by the loop itself (``_alive``).
 * **malformed** framing or headers over 16 KiB: **400** / **431** from h11's hint.
 * **too many connections**: when a process holds ``worker_connections``, the connection
   that has been reading longest is closed, so a new one (a probe) is always accepted.
@@ -67,6 +68,12 @@ from webhooks.deadline import FIRST_BYTE
 
 LINGER_SECONDS = 2.0  # a refused or finished connection drains this long before closing
 READ_CHUNK = 256 * 1024
+LIVENESS = b"/healthz"
+_ALIVE = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 15\r\n\r\n"
+    + orjson.dumps({"status": "ok"})
+)
+_ALIVE_CLOSE = _ALIVE.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1)
 HEADER_LIMIT = 16 * 1024  # h11's default; gunicorn's own limits still apply after it
 access = logging.getLogger("dragonet.access")
 
@@ -96,6 +103,10 @@ class _Reading:
     body: list[bytes] = field(default_factory=list)
     size: int = 0
     lingering: bool = False
+
+
+def _path(request: h11.Request) -> bytes:
+    return request.target.split(b"?", 1)[0]
 
 
 def worker_class(settings: Settings) -> type[BufferedWorker]:
@@ -226,8 +237,13 @@ class BufferedWorker(ThreadWorker):
                         self._refuse(conn, 413, self._too_large(f"more than {state.size}"))
                         return
                 elif isinstance(event, h11.EndOfMessage):
-                    self._dispatch(conn, state)
-                    return
+                    if state.request.method != b"GET" or _path(state.request) != LIVENESS:
+                        self._dispatch(conn, state)
+                        return
+                    after = self._alive(conn, state)
+                    if after is None:
+                        return
+                    state = after  # kept alive: on to a pipelined request, if any
                 else:  # ConnectionClosed
                     self._drop(conn)
                     return
@@ -335,6 +351,30 @@ class BufferedWorker(ThreadWorker):
             self._await(conn, state, leftover=conn.dragonet[1])
         else:
             self._linger(conn, _Reading(expires=0.0))
+
+    def _alive(self, conn: TConn, state: _Reading) -> _Reading | None:
+        """The liveness probe, answered here: this process accepts and reads, and its loop
+        gets the GIL. So the kubelet's restart waits for a process that has stopped, never
+        for a busy one (its threads' requests end at their deadline, or the process exits:
+        webhooks/deadline.py). Readiness (/readyz) is the app's, from a thread.
+
+        Returns the connection's next request, if it stays open."""
+        request = state.request
+        assert request is not None
+        connection = dict(request.headers).get(b"connection", b"").lower()
+        close = request.http_version != b"1.1" or b"close" in connection or not self.alive
+        self._send(conn, _ALIVE_CLOSE if close else _ALIVE)
+        leftover = state.parser.trailing_data[0]
+        self._unwatch(conn)
+        if close:
+            self._linger(conn, state)
+            return None
+        after = _Reading(expires=time.monotonic() + self.cfg.keepalive)
+        self._await(conn, after)
+        if leftover:
+            self._started(after)
+            after.parser.receive_data(leftover)
+        return after
 
     def _refuse(self, conn: TConn, status: int, message: str) -> None:
         body = orjson.dumps({"error": message})
