@@ -24,10 +24,11 @@ Scenarios, one after the other, each ``--seconds`` long on a fresh server:
 
 Meanwhile a kubelet-like prober GETs /healthz and /readyz alternately every 0.25 s, each
 on a new connection with a 1 s timeout, and a Metacontroller-like client posts a job's
-sync every 0.5 s (10 s timeout, the hook's). Printed per scenario: probes answered in
-time, probe latency (median, max), hook answers, and what became of the misbehaving
-clients (answered with which status, after how long; closed without an answer; still
-open at the end), and whether a worker was restarted.
+sync every 0.5 s (10 s timeout, the hook's). Printed per scenario: each probe's answers in
+time and latency (median/max), the hook's 200s and 429s and its slowest answer, whether a
+worker was restarted, the workers' resident memory at the end, and what became of the
+misbehaving clients (answered with which status, after how long; closed without an
+answer; still open at the end).
 
 Bounded: every loop stops after ``--seconds``; traffic goes to 127.0.0.1 only. Not a
 test: the figures depend on the machine (record them in benchmarks/README.md).
@@ -68,19 +69,22 @@ class Outcome:
     open: int = 0
 
 
+Call = tuple[int, float]  # (HTTP status, 0 for none in time; seconds)
+
+
 @dataclass
 class Row:
     server: str
     scenario: str
-    probes: int
-    probes_ok: int
-    probe_p50_ms: float
-    probe_max_ms: float
-    hooks: int
-    hooks_ok: int
-    hook_max_ms: float
+    live: list[Call]  # GET /healthz
+    ready: list[Call]  # GET /readyz
+    hooks: list[Call]  # POST /tfjobs/sync
     outcome: Outcome
     restarted: bool
+    rss_mib: float  # the workers' resident memory at the end, together
+
+    def ok(self, calls: list[Call]) -> int:
+        return sum(status == 200 for status, _ in calls)
 
 
 def serve_as(kind: str) -> None:
@@ -193,8 +197,8 @@ class Misbehaving:
         return self.outcome
 
 
-def _loop(seconds: float, period: float, call: Any) -> list[tuple[bool, float]]:
-    """``call()`` every ``period`` seconds for ``seconds``: [(ok, latency)]."""
+def _loop(seconds: float, period: float, call: Any) -> list[Call]:
+    """``call()`` every ``period`` seconds for ``seconds``."""
     out = []
     end = time.monotonic() + seconds
     while (now := time.monotonic()) < end:
@@ -203,13 +207,23 @@ def _loop(seconds: float, period: float, call: Any) -> list[tuple[bool, float]]:
     return out
 
 
-def _timed(method: str, url: str, timeout: float, **kw: Any) -> tuple[bool, float]:
+def _timed(method: str, url: str, timeout: float, **kw: Any) -> Call:
     started = time.monotonic()
     try:
-        ok = requests.request(method, url, timeout=timeout, **kw).status_code == 200
+        status = requests.request(method, url, timeout=timeout, **kw).status_code
     except requests.RequestException:
-        ok = False
-    return ok, time.monotonic() - started
+        status = 0
+    return status, time.monotonic() - started
+
+
+def _rss_mib(pids: set[int]) -> float:
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+    return total / 1024
 
 
 def run_scenario(kind: str, name: str, args: argparse.Namespace, pool: bytes) -> Row:
@@ -236,15 +250,15 @@ def run_scenario(kind: str, name: str, args: argparse.Namespace, pool: bytes) ->
                 busy = [threading.Thread(target=sync_pools, daemon=True) for _ in range(3)]
                 for t in busy:
                     t.start()
-            n = 0
+            live: list[Call] = []
+            ready: list[Call] = []
 
-            def probe() -> tuple[bool, float]:
-                nonlocal n
-                n += 1
-                path = "/healthz" if n % 2 else "/readyz"
-                return _timed("GET", f"{url}{path}", 1.0, headers=close)
+            def probe() -> Call:
+                calls, path = (live, "/healthz") if len(live) <= len(ready) else (ready, "/readyz")
+                calls.append(_timed("GET", f"{url}{path}", 1.0, headers=close))
+                return calls[-1]
 
-            hooks: list[tuple[bool, float]] = []
+            hooks: list[Call] = []
 
             def hook_loop() -> None:
                 hooks.extend(
@@ -257,8 +271,9 @@ def run_scenario(kind: str, name: str, args: argparse.Namespace, pool: bytes) ->
 
             hook_thread = threading.Thread(target=hook_loop)
             hook_thread.start()
-            probes = _loop(args.seconds, 0.25, probe)
+            _loop(args.seconds, 0.25, probe)
             hook_thread.join()
+            rss = _rss_mib(_children(proc.pid))
             stop.set()
             outcome = bad.close() if bad else Outcome()
             for t in busy:
@@ -270,20 +285,7 @@ def run_scenario(kind: str, name: str, args: argparse.Namespace, pool: bytes) ->
                 proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 proc.kill()
-    ok_probe = [s for ok, s in probes if ok]
-    return Row(
-        server=kind,
-        scenario=name,
-        probes=len(probes),
-        probes_ok=len(ok_probe),
-        probe_p50_ms=statistics.median(s for _, s in probes) * 1000,
-        probe_max_ms=max(s for _, s in probes) * 1000,
-        hooks=len(hooks),
-        hooks_ok=sum(ok for ok, _ in hooks),
-        hook_max_ms=max((s for _, s in hooks), default=0.0) * 1000,
-        outcome=outcome,
-        restarted=restarted,
-    )
+    return Row(kind, name, live, ready, hooks, outcome, restarted, rss)
 
 
 def _job_request() -> dict[str, Any]:
@@ -303,16 +305,25 @@ def _outcome(o: Outcome) -> str:
 
 
 HEADER = (
-    f"{'server':8} {'scenario':8} {'probes ok':>10} {'p50 ms':>7} {'max ms':>7} "
-    f"{'hooks ok':>9} {'max ms':>7} {'restart':>7}  misbehaving clients"
+    f"{'server':8} {'scenario':8} {'/healthz ok':>11} {'p50/max ms':>10} "
+    f"{'/readyz ok':>10} {'p50/max ms':>10} {'hooks 200':>9} {'429':>3} {'max ms':>6} "
+    f"{'restart':>7} {'RSS MiB':>7}  misbehaving clients"
 )
 
 
+def _ms(calls: list[Call]) -> str:
+    times = [s * 1000 for _, s in calls] or [0.0]
+    return f"{statistics.median(times):.0f}/{max(times):.0f}"
+
+
 def line(r: Row) -> str:
+    hook_ms = max((s for _, s in r.hooks), default=0.0) * 1000
     return (
-        f"{r.server:8} {r.scenario:8} {f'{r.probes_ok}/{r.probes}':>10} "
-        f"{r.probe_p50_ms:7.0f} {r.probe_max_ms:7.0f} {f'{r.hooks_ok}/{r.hooks}':>9} "
-        f"{r.hook_max_ms:7.0f} {'yes' if r.restarted else 'no':>7}  {_outcome(r.outcome)}"
+        f"{r.server:8} {r.scenario:8} {f'{r.ok(r.live)}/{len(r.live)}':>11} {_ms(r.live):>10} "
+        f"{f'{r.ok(r.ready)}/{len(r.ready)}':>10} {_ms(r.ready):>10} "
+        f"{f'{r.ok(r.hooks)}/{len(r.hooks)}':>9} "
+        f"{sum(status == 429 for status, _ in r.hooks):>3} {hook_ms:6.0f} "
+        f"{'yes' if r.restarted else 'no':>7} {r.rss_mib:7.0f}  {_outcome(r.outcome)}"
     )
 
 
