@@ -470,8 +470,8 @@ def test_webhook_deployment_defaults(default_docs: list[dict[str, Any]]) -> None
     assert container["image"] == "ghcr.io/dragonet/dragonet:0.1.0"
     assert container["command"] + container["args"] == ["dragonet", "serve"]
     assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
-    for probe in ("readinessProbe", "livenessProbe"):
-        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "http"}, probe
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        assert container[probe]["httpGet"] == {"path": path, "port": "http"}, probe
     assert container["resources"]["requests"]
     # Locked down: non-root, read-only root filesystem, no API token.
     assert pod["securityContext"]["runAsNonRoot"] is True
@@ -862,9 +862,9 @@ def test_with_tls_and_a_secret_the_webhook_serves_what_metacontroller_is_told(
     assert files[env["DRAGONET_TLS_KEY_FILE"]] == "tls.key"
     assert files[env["DRAGONET_SHARED_SECRET_FILE"]] == "bearer"
     assert container["ports"] == [{"name": "https", "containerPort": 8080, "protocol": "TCP"}]
-    for probe in ("readinessProbe", "livenessProbe"):
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
         assert container[probe]["httpGet"] == {
-            "path": "/healthz",
+            "path": path,
             "port": "https",
             "scheme": "HTTPS",
         }
