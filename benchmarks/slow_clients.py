@@ -20,15 +20,18 @@ Scenarios, one after the other, each ``--seconds`` long on a fresh server:
 * ``drip``: ``--clients`` connections send a header line every 0.5 s, never ending;
 * ``idle``: ``--idle`` connections opened and held, sending nothing;
 * ``busy``: 3 clients send a large pool's sync (``--nodes`` nodes and as many TFJobs), one
-  after the other: CPU-bound Python, seconds each.
+  after the other: CPU-bound Python, seconds each;
+* ``hold``: ``--clients`` connections each send all but the last KiB of a body at the cap
+  (``--cap``, the chart's 64 MiB), as fast as the server reads, then nothing: what the
+  bodies a worker holds cost in memory.
 
 Meanwhile a kubelet-like prober GETs /healthz and /readyz alternately every 0.25 s, each
 on a new connection with a 1 s timeout, and a Metacontroller-like client posts a job's
 sync every 0.5 s (10 s timeout, the hook's). Printed per scenario: each probe's answers in
 time and latency (median/max), the hook's 200s and 429s and its slowest answer, whether a
-worker was restarted, the workers' resident memory at the end, and what became of the
-misbehaving clients (answered with which status, after how long; closed without an
-answer; still open at the end).
+worker was restarted, the peak of the workers' resident memory (together, sampled every
+0.2 s), and what became of the misbehaving clients (answered with which status, after how
+long; closed without an answer; still open at the end).
 
 Bounded: every loop stops after ``--seconds``; traffic goes to 127.0.0.1 only. Not a
 test: the figures depend on the machine (record them in benchmarks/README.md).
@@ -58,7 +61,7 @@ from benchmarks.load import _children, _free_port
 from benchmarks.sync_latency import scenario
 
 SERVERS = ("front", "gthread", "gevent")
-SCENARIOS = ("stall", "drip", "idle", "busy")
+SCENARIOS = ("stall", "drip", "idle", "busy", "hold")
 
 
 @dataclass
@@ -81,7 +84,7 @@ class Row:
     hooks: list[Call]  # POST /tfjobs/sync
     outcome: Outcome
     restarted: bool
-    rss_mib: float  # the workers' resident memory at the end, together
+    rss_mib: float  # the peak of the workers' resident memory, together
 
     def ok(self, calls: list[Call]) -> int:
         return sum(status == 200 for status, _ in calls)
@@ -104,7 +107,7 @@ def serve_as(kind: str) -> None:
     cli.serve(Settings())
 
 
-def start(kind: str, limit: float, log: Path) -> tuple[subprocess.Popen, str]:
+def start(kind: str, limit: float, cap: int, log: Path) -> tuple[subprocess.Popen, str]:
     port = _free_port()
     env = {
         **os.environ,
@@ -113,6 +116,7 @@ def start(kind: str, limit: float, log: Path) -> tuple[subprocess.Popen, str]:
         "DRAGONET_WORKERS": "2",
         "DRAGONET_THREADS": "4",
         "DRAGONET_REQUEST_TIMEOUT_SECONDS": str(limit),
+        "DRAGONET_MAX_REQUEST_BYTES": str(cap),
         "DRAGONET_LOG_LEVEL": "warning",
     }
     with log.open("wb") as err:
@@ -141,11 +145,12 @@ class Misbehaving:
     """Connections that misbehave, and one thread that watches what the server does with
     them (and, for ``drip``, keeps dripping)."""
 
-    def __init__(self, port: int, kind: str, count: int) -> None:
+    def __init__(self, port: int, kind: str, count: int, cap: int = 0) -> None:
         self.kind = kind
         self.socks: dict[socket.socket, float] = {}
         self.outcome = Outcome()
         self.stop = threading.Event()
+        senders = []
         for _ in range(count):
             try:
                 sock = socket.create_connection(("127.0.0.1", port), timeout=5)
@@ -159,7 +164,12 @@ class Misbehaving:
                 )
             elif kind == "drip":
                 sock.send(b"POST /tfjobs/sync HTTP/1.1\r\nHost: dragonet\r\n")
+            elif kind == "hold":
+                head = b"POST /pools/sync HTTP/1.1\r\nHost: dragonet\r\nContent-Length: %d\r\n\r\n"
+                senders.append(threading.Thread(target=_send_all, args=(sock, head % cap, cap)))
             self.socks[sock] = time.monotonic()
+        for sender in senders:
+            sender.start()
         self.thread = threading.Thread(target=self._watch, daemon=True)
         self.thread.start()
 
@@ -197,6 +207,19 @@ class Misbehaving:
         return self.outcome
 
 
+def _send_all(sock: socket.socket, head: bytes, cap: int) -> None:
+    """Send ``head`` and all but the last KiB of a ``cap``-byte body, as fast as the server
+    takes it (its answer, once it comes, is read by the watcher)."""
+    chunk, left = b"x" * (1 << 20), cap - 1024
+    with contextlib.suppress(OSError):
+        sock.setblocking(True)
+        sock.settimeout(30)
+        sock.sendall(head)
+        while left > 0:
+            sent = sock.send(chunk[: min(left, len(chunk))])
+            left -= sent
+
+
 def _loop(seconds: float, period: float, call: Any) -> list[Call]:
     """``call()`` every ``period`` seconds for ``seconds``."""
     out = []
@@ -228,7 +251,7 @@ def _rss_mib(pids: set[int]) -> float:
 
 def run_scenario(kind: str, name: str, args: argparse.Namespace, pool: bytes) -> Row:
     with tempfile.TemporaryDirectory(prefix="dragonet-slow-") as tmp:
-        proc, url = start(kind, args.limit, Path(tmp) / "server.log")
+        proc, url = start(kind, args.limit, args.cap, Path(tmp) / "server.log")
         port = int(url.rsplit(":", 1)[1])
         workers = _children(proc.pid)
         job = orjson.dumps(_job_request())
@@ -241,6 +264,8 @@ def run_scenario(kind: str, name: str, args: argparse.Namespace, pool: bytes) ->
                 bad = Misbehaving(port, name, args.clients)
             elif name == "idle":
                 bad = Misbehaving(port, name, args.idle)
+            elif name == "hold":
+                bad = Misbehaving(port, name, args.clients, args.cap)
             else:
 
                 def sync_pools() -> None:
@@ -269,12 +294,21 @@ def run_scenario(kind: str, name: str, args: argparse.Namespace, pool: bytes) ->
                     )
                 )
 
+            peak = [0.0]
+
+            def sample_rss() -> None:
+                while not stop.wait(0.2):
+                    peak[0] = max(peak[0], _rss_mib(_children(proc.pid)))
+
             hook_thread = threading.Thread(target=hook_loop)
             hook_thread.start()
+            sampler = threading.Thread(target=sample_rss)
+            sampler.start()
             _loop(args.seconds, 0.25, probe)
             hook_thread.join()
-            rss = _rss_mib(_children(proc.pid))
             stop.set()
+            sampler.join()
+            rss = peak[0]
             outcome = bad.close() if bad else Outcome()
             for t in busy:
                 t.join(timeout=30)
@@ -336,6 +370,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--clients", type=int, default=12, help="stalling/dripping clients")
     parser.add_argument("--idle", type=int, default=300, help="idle connections")
     parser.add_argument("--nodes", type=int, default=1000, help="size of the busy pool")
+    parser.add_argument("--cap", type=int, default=64 << 20, help="DRAGONET_MAX_REQUEST_BYTES")
     parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds")
     parser.add_argument("--serve-as", choices=SERVERS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -344,7 +379,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
         return []
     if args.quick:
         args.servers, args.seconds, args.limit, args.nodes = "front", 3.0, 1.5, 100
-        args.clients, args.idle = 8, 50
+        args.clients, args.idle, args.cap = 8, 50, 4 << 20
     servers = [s for s in args.servers.split(",") if s]
     scenarios = [s for s in args.scenarios.split(",") if s]
     for s in servers:
@@ -354,7 +389,8 @@ def main(argv: list[str] | None = None) -> list[Row]:
     print(
         f"2 workers on 127.0.0.1, request limit {args.limit:g} s, {args.seconds:g} s per "
         f"scenario; {args.clients} stalling/dripping clients, {args.idle} idle connections, "
-        f"busy: 3 clients syncing a pool of {args.nodes} nodes ({len(pool) / 2**20:.1f} MiB)"
+        f"busy: 3 clients syncing a pool of {args.nodes} nodes ({len(pool) / 2**20:.1f} MiB); "
+        f"hold: bodies of {args.cap / 2**20:g} MiB, the cap"
     )
     print(HEADER)
     rows = []

@@ -247,6 +247,15 @@ def test_liveness_is_answered_by_the_loop_even_pipelined_by_the_thousand(
     _probes_answer(server, n=2)
 
 
+def test_headers_over_the_limits_are_answered_431_in_json(server: Server) -> None:
+    sock = _connect(server)
+    sock.sendall(b"GET /readyz HTTP/1.1\r\nHost: x\r\nX-Big: " + b"y" * (20 << 10) + b"\r\n\r\n")
+    status, body = _answer(sock)
+    sock.close()
+    assert status == 431
+    assert "request headers over the server's limits" in body["error"]
+
+
 def test_a_malformed_request_is_answered_400_in_json(server: Server) -> None:
     sock = _connect(server)
     sock.sendall(b"NOT HTTP AT ALL\r\n\r\n")
@@ -306,7 +315,7 @@ def test_the_slow_client_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> N
 
     rows = slow_clients.main(["--quick"])
     assert [(r.server, r.scenario) for r in rows] == [
-        ("front", s) for s in ("stall", "drip", "idle", "busy")
+        ("front", s) for s in ("stall", "drip", "idle", "busy", "hold")
     ]
     for r in rows:
         assert r.ok(r.live) == len(r.live) > 0, r
@@ -314,8 +323,11 @@ def test_the_slow_client_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> N
         assert r.ok(r.hooks) > 0, r  # and each other answer a 429 (every slot busy)
         assert {status for status, _ in r.hooks} <= {200, 429}, r
         assert not r.restarted
-    assert {r.scenario: sorted(r.outcome.answered) for r in rows[:2]} == {
+    assert {r.scenario: sorted(r.outcome.answered) for r in rows if r.outcome.answered} == {
         "stall": ["408"],
         "drip": ["408"],
+        "hold": ["408"],
     }
+    (idle,) = [r for r in rows if r.scenario == "idle"]
+    assert idle.outcome.open == 50  # held open, shorter than the idle time
     assert "misbehaving clients" in capsys.readouterr().out

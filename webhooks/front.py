@@ -74,7 +74,7 @@ _ALIVE = (
     + orjson.dumps({"status": "ok"})
 )
 _ALIVE_CLOSE = _ALIVE.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n", 1)
-HEADER_LIMIT = 16 * 1024  # h11's default; gunicorn's own limits still apply after it
+HEADER_LIMIT = 16 * 1024  # a request's line and headers (431 past it); gunicorn's apply too
 access = logging.getLogger("dragonet.access")
 
 
@@ -96,7 +96,9 @@ class _Reading:
     """A connection's next request while it arrives (or its closing, once ``lingering``)."""
 
     expires: float
-    parser: h11.Connection = field(default_factory=lambda: h11.Connection(h11.SERVER))
+    parser: h11.Connection = field(
+        default_factory=lambda: h11.Connection(h11.SERVER, max_incomplete_event_size=HEADER_LIMIT)
+    )
     first_byte: float | None = None
     handshaken: bool = False
     request: h11.Request | None = None
@@ -254,6 +256,14 @@ class BufferedWorker(ThreadWorker):
     def _head(self, conn: TConn, state: _Reading, request: h11.Request) -> bool:
         """The request's headers have arrived: refuse a body over the cap before reading it,
         else say "100 Continue" if the client waits for it."""
+        if self._too_many_headers(request):
+            self._refuse(
+                conn,
+                431,
+                f"request headers over the server's limits: {self.cfg.limit_request_fields} "
+                f"fields of {self.cfg.limit_request_field_size} bytes at most",
+            )
+            return False
         headers = dict(request.headers)
         length = headers.get(b"content-length")
         if length is not None and int(length) > self.limits.max_body:
@@ -262,6 +272,14 @@ class BufferedWorker(ThreadWorker):
         if headers.get(b"expect", b"").lower() == b"100-continue":
             self._send(conn, b"HTTP/1.1 100 Continue\r\n\r\n")
         return True
+
+    def _too_many_headers(self, request: h11.Request) -> bool:
+        """gunicorn's limits (it would answer them in HTML), checked here to answer in JSON."""
+        most, size = self.cfg.limit_request_fields, self.cfg.limit_request_field_size
+        items = request.headers.raw_items()
+        return (most > 0 and len(items) > most) or (
+            size > 0 and any(len(name) + len(value) + 2 > size for name, value in items)
+        )
 
     def _too_large(self, size: str) -> str:
         return (
