@@ -95,6 +95,8 @@ def test_stalled_bodies_get_408_at_the_deadline_and_cost_no_thread(server: Serve
         assert LIMIT - 0.05 <= waited <= LIMIT + 0.5, waited
         sock.close()
     assert server.workers() == workers, "no worker was restarted"
+    key = ("dragonet_hook_answers_total", (("code", "408"), ("hook", "/tfjobs/sync")))
+    assert server.metrics()[key] >= 10  # counted with the app's answers
 
 
 def test_dripping_headers_are_cut_off_at_the_deadline_while_probes_answer(

@@ -131,6 +131,10 @@ class BufferedWorker(ThreadWorker):
     def load_wsgi(self) -> None:
         super().load_wsgi()
         app, local = self.wsgi, self.local
+        # The loop's own answers are counted with the app's (/metrics), by hook; any other
+        # path is "other", so a client cannot make up labels.
+        self.metrics = app.config.get("DRAGONET_METRICS")
+        self.hooks = {r.rule for r in app.url_map.iter_rules() if "POST" in r.methods}
 
         def with_first_byte(environ: dict[str, Any], start_response: Any) -> Any:
             environ[FIRST_BYTE] = local.first_byte
@@ -404,13 +408,18 @@ class BufferedWorker(ThreadWorker):
         self._send(conn, head.encode() + body)
         state = self.reading.get(conn) or _Reading(expires=0.0)
         request = state.request
+        path = _path(request).decode(errors="replace") if request else ""
+        if self.metrics is not None:
+            seconds = time.monotonic() - (state.first_byte or time.monotonic())
+            hook = path if path in self.hooks else "other"
+            self.metrics.hook_answer(hook, status, seconds, state.size or None, len(body))
         access.info(
             "%s %s %d",
             request.method.decode() if request else "-",
             request.target.decode(errors="replace") if request else "-",
             status,
             extra={
-                "hook": request.target.decode(errors="replace") if request else None,
+                "hook": path or None,
                 "status": status,
                 "remote": conn.client[0] if conn.client else None,
                 "error": message,
