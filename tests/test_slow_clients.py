@@ -26,11 +26,15 @@ IDLE = 5.0  # gunicorn's keepalive (webhooks/gunicorn_conf.py): an idle connecti
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    yield from start_server(
+    for started in start_server(
         tmp_path_factory.mktemp("slow"),
         DRAGONET_REQUEST_TIMEOUT_SECONDS=str(LIMIT),
         DRAGONET_MAX_REQUEST_BYTES=str(CAP),
-    )
+    ):
+        deadline = time.monotonic() + 20  # /healthz answers once the first worker is up
+        while len(started.workers()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        yield started
 
 
 def _connect(server: Server) -> socket.socket:
