@@ -337,3 +337,46 @@ def test_the_slow_client_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> N
     (idle,) = [r for r in rows if r.scenario == "idle"]
     assert idle.outcome.open == 50  # held open, shorter than the idle time
     assert "misbehaving clients" in capsys.readouterr().out
+
+
+def test_a_stalled_body_gives_up_its_room_to_a_moving_one(server: Server) -> None:
+    """Ten clients each send 90 % of a body at the cap and stall: more than the two caps a
+    worker holds. A second later a hook arrives: the longest stalled bodies are refused
+    (408, "stalled") to make room for it, instead of it waiting for their deadline."""
+    started = time.monotonic()
+    stalled = []
+    for _ in range(10):
+        sock = _connect(server)
+        sock.settimeout(0.5)
+        with contextlib.suppress(TimeoutError):
+            sock.sendall(
+                b"POST /pools/sync HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % CAP
+                + b"x" * (CAP * 9 // 10)
+            )
+        stalled.append(sock)
+    time.sleep(max(0.0, started + 1.2 - time.monotonic()))
+    body = orjson.dumps(load_fixture("job-sync-job1-admitted.json"))
+    hooks = []
+    for _ in range(4):  # on new connections: to both workers
+        sent = time.monotonic()
+        hook = _connect(server)
+        hook.sendall(
+            b"POST /tfjobs/sync HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
+            b"Content-Length: %d\r\n\r\n" % len(body)
+        )
+        time.sleep(0.05)  # the body in a read of its own
+        hook.sendall(body)
+        hooks.append((_answer(hook)[0], time.monotonic() - sent))
+        hook.close()
+    assert [status for status, _ in hooks] == [200] * 4
+    assert max(took for _, took in hooks) < 0.6, "long before the stalled bodies' deadline"
+    answers = []
+    for sock in stalled:
+        sock.settimeout(LIMIT + 3)
+        try:
+            answers.append(_answer(sock))
+        except OSError:
+            answers.append((0, {}))
+        sock.close()
+    assert {status for status, _ in answers} == {408}
+    assert any("stalled for 1 s" in body["error"] for _, body in answers)

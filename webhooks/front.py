@@ -34,7 +34,8 @@ What a client is allowed, per connection:
 * **too many connections**: when a process holds ``worker_connections``, the connection
   that has been reading longest is closed, so a new one (a probe) is always accepted.
 * **memory**: a process holds at most twice the cap of request bodies (arriving, or
-  complete and not yet answered). Past that, connections with a body to read are not
+  complete and not yet answered). Past that, a body whose client has sent nothing for a
+  second gives up its room (408); failing that, connections with a body to read are not
   read until some is freed: TCP makes their clients wait, and their deadlines run on.
 
 Answers of the loop itself are JSON ``{"error": ...}`` with ``Connection: close``; the
@@ -66,6 +67,7 @@ from gunicorn.workers.gthread import TConn, ThreadWorker
 from webhooks.config import Settings
 from webhooks.deadline import FIRST_BYTE
 
+STALLED_SECONDS = 1.0  # a body this long without a byte yields its room to moving ones
 LINGER_SECONDS = 2.0  # a refused or finished connection drains this long before closing
 READ_CHUNK = 256 * 1024
 LIVENESS = b"/healthz"
@@ -105,6 +107,7 @@ class _Reading:
     body: list[bytes] = field(default_factory=list)
     size: int = 0
     lingering: bool = False
+    last_read: float = 0.0
 
 
 def _path(request: h11.Request) -> bytes:
@@ -186,7 +189,7 @@ class BufferedWorker(ThreadWorker):
         state = self.reading.get(conn)
         if state is None:
             return
-        if state.request is not None and self.held >= self.limits.held_bodies:
+        if state.request is not None and not self._room(conn):
             self._pause(conn)  # a body to read and no room for it yet
             return
         if state.first_byte is None and not state.lingering:
@@ -217,6 +220,28 @@ class BufferedWorker(ThreadWorker):
         if closed and conn in self.reading:
             self._drop(conn)  # the client went away before its request was complete
 
+    def _room(self, reader: TConn) -> bool:
+        """Whether a body may be read now. With no room, bodies whose clients stopped
+        sending a while ago give theirs up (408), the longest stalled first, so that a
+        stalled client cannot keep a moving one waiting."""
+        now = time.monotonic()
+        while self.held >= self.limits.held_bodies:
+            stalled = [
+                (state.last_read, id(conn), conn)
+                for conn, state in self.reading.items()
+                if state.size and not state.lingering and conn not in self.paused
+                and conn is not reader and now - state.last_read >= STALLED_SECONDS
+            ]  # fmt: skip
+            if not stalled:
+                return False
+            self._refuse(
+                min(stalled)[2],
+                408,
+                f"request body stalled for {STALLED_SECONDS:g} s while other requests waited "
+                "for room; send it again",
+            )
+        return True
+
     def _started(self, state: _Reading) -> None:
         state.first_byte = time.monotonic()
         state.expires = state.first_byte + self.limits.deadline
@@ -225,6 +250,7 @@ class BufferedWorker(ThreadWorker):
     def _receive(self, conn: TConn, state: _Reading, data: bytes) -> None:
         if state.first_byte is None:
             self._started(state)
+        state.last_read = time.monotonic()
         try:
             state.parser.receive_data(data)
             while True:
@@ -470,6 +496,7 @@ class BufferedWorker(ThreadWorker):
         while self.paused and self.held < self.limits.held_bodies:
             conn = next(iter(self.paused))
             del self.paused[conn]
+            self.reading[conn].last_read = time.monotonic()  # its wait was ours
             self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._readable, conn))
 
     def _drop(self, conn: TConn) -> None:
