@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import select
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -17,7 +18,7 @@ import pytest
 import requests
 
 from tests.conftest import load_fixture
-from tests.test_serve import Server, start_server
+from tests.test_serve import Server, start_server, tls  # noqa: F401  (tls: a fixture)
 
 LIMIT = 2.0  # DRAGONET_REQUEST_TIMEOUT_SECONDS of this module's server
 CAP = 1 << 20  # DRAGONET_MAX_REQUEST_BYTES
@@ -38,9 +39,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 
 
 def _connect(server: Server) -> socket.socket:
-    host, port = server.url.removeprefix("http://").split(":")
-    sock = socket.create_connection((host, int(port)), timeout=10)
-    return sock
+    host, port = server.url.split("://")[1].split(":")
+    return socket.create_connection((host, int(port)), timeout=10)
 
 
 def _answer(sock: socket.socket) -> tuple[int, dict]:
@@ -380,3 +380,44 @@ def test_a_stalled_body_gives_up_its_room_to_a_moving_one(server: Server) -> Non
         sock.close()
     assert {status for status, _ in answers} == {408}
     assert any("stalled for 1 s" in body["error"] for _, body in answers)
+
+
+@pytest.fixture(scope="module")
+def tls_server(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[tuple[Server, str]]:
+    """HTTPS (test_serve's certificate): the server and its CA bundle."""
+    cert, key = request.getfixturevalue("tls")
+    for started in start_server(
+        tmp_path_factory.mktemp("slow-tls"),
+        scheme="https",
+        DRAGONET_TLS_CERT_FILE=cert,
+        DRAGONET_TLS_KEY_FILE=key,
+        DRAGONET_REQUEST_TIMEOUT_SECONDS=str(LIMIT),
+    ):
+        yield started, cert
+
+
+def test_over_https_a_stalled_body_gets_its_408_and_probes_answer(
+    tls_server: tuple[Server, str],
+) -> None:
+    server, cert = tls_server
+    context = ssl.create_default_context(cafile=cert)
+    stalled = []
+    for _ in range(8):
+        sock = context.wrap_socket(_connect(server), server_hostname="127.0.0.1")
+        sock.sendall(
+            b"POST /tfjobs/sync HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n" + b"{" * 100
+        )
+        stalled.append((sock, time.monotonic()))
+    silent = _connect(server)  # not even a TLS hello
+    for path in ("/healthz", "/readyz"):
+        assert requests.get(f"{server.url}{path}", timeout=1, verify=cert).ok
+    for sock, sent in stalled:
+        status, _ = _answer(sock)
+        assert status == 408
+        assert LIMIT - 0.05 <= time.monotonic() - sent <= LIMIT + 0.5
+        sock.close()
+    silent.settimeout(IDLE + 2)
+    assert silent.recv(1) == b""  # closed once idle
+    silent.close()
