@@ -30,7 +30,8 @@ What a client is allowed, per connection:
 * **the cap** (``DRAGONET_MAX_REQUEST_BYTES``): a Content-Length over it is answered
   **413** before a byte of the body is read; a chunked body as soon as it passes the cap.
 * **``GET /healthz``**, the liveness probe, is answered by the loop itself (``_alive``).
-* **malformed** framing or headers over 16 KiB: **400** / **431** from h11's hint.
+* **malformed** framing: **400**; headers over gunicorn's limits (100 fields of 8,190
+  bytes), or over 16 KiB and not yet complete: **431**.
 * **too many connections**: when a process holds ``worker_connections``, the connection
   that has been reading longest is closed, so a new one (a probe) is always accepted.
 * **memory**: a process holds at most twice the cap of request bodies (arriving, or
@@ -38,9 +39,13 @@ What a client is allowed, per connection:
   second gives up its room (408); failing that, connections with a body to read are not
   read until some is freed: TCP makes their clients wait, and their deadlines run on.
 
-Answers of the loop itself are JSON ``{"error": ...}`` with ``Connection: close``; the
-connection then lingers, half-closed, for up to 2 s so the client reads the answer
-instead of a reset.
+Answers of the loop itself are JSON ``{"error": ...}`` with ``Connection: close``, counted
+and logged like the app's; the connection then lingers, half-closed, for up to 2 s so the
+client reads the answer instead of a reset.
+
+It overrides gunicorn 27's ``ThreadWorker`` where a connection enters and leaves the loop
+(``accept``, ``handle``, ``finish_request``, ``murder_pending``): pyproject pins gunicorn
+below 28, and tests/test_slow_clients.py runs against the real server.
 """
 
 from __future__ import annotations
