@@ -33,6 +33,11 @@ worker was restarted, the peak of the workers' resident memory (together, sample
 0.2 s), and what became of the misbehaving clients (answered with which status, after how
 long; closed without an answer; still open at the end).
 
+``--overhead MIB`` measures instead what reading in the loop costs a well-behaved client:
+front and stock gthread side by side, 30 POSTs each of a MIB-MiB body that the hook
+refuses at once (not JSON: 400), alternating, on kept-alive connections; medians, minima
+and the ratio.
+
 Bounded: every loop stops after ``--seconds``; traffic goes to 127.0.0.1 only. Not a
 test: the figures depend on the machine (record them in benchmarks/README.md).
 """
@@ -230,10 +235,12 @@ def _loop(seconds: float, period: float, call: Any) -> list[Call]:
     return out
 
 
-def _timed(method: str, url: str, timeout: float, **kw: Any) -> Call:
+def _timed(
+    method: str, url: str, timeout: float, session: requests.Session | None = None, **kw: Any
+) -> Call:
     started = time.monotonic()
     try:
-        status = requests.request(method, url, timeout=timeout, **kw).status_code
+        status = (session or requests).request(method, url, timeout=timeout, **kw).status_code
     except requests.RequestException:
         status = 0
     return status, time.monotonic() - started
@@ -361,6 +368,36 @@ def line(r: Row) -> str:
     )
 
 
+def overhead(mib: int, args: argparse.Namespace) -> float:
+    """Round trips of a ``mib``-MiB request through front and stock gthread, alternating:
+    front's median over gthread's."""
+    body = b"x" * (mib << 20)
+    times: dict[str, list[float]] = {"front": [], "gthread": []}
+    with tempfile.TemporaryDirectory(prefix="dragonet-slow-") as tmp:
+        servers = {k: start(k, args.limit, args.cap, Path(tmp) / f"{k}.log") for k in times}
+        try:
+            sessions = {k: requests.Session() for k in times}
+            for _ in range(30):
+                for kind, (_, url) in servers.items():
+                    status, seconds = _timed(
+                        "POST", f"{url}/tfjobs/customize", 30, data=body, session=sessions[kind]
+                    )
+                    assert status == 400, status
+                    times[kind].append(seconds)
+        finally:
+            for proc, _ in servers.values():
+                proc.terminate()
+                proc.wait(timeout=15)
+    for kind, seconds in times.items():
+        print(
+            f"{kind:8} {mib} MiB: median {statistics.median(seconds) * 1000:.1f} ms, "
+            f"min {min(seconds) * 1000:.1f} ms"
+        )
+    ratio = statistics.median(times["front"]) / statistics.median(times["gthread"])
+    print(f"front / gthread (medians): {ratio:.2f}")
+    return ratio
+
+
 def main(argv: list[str] | None = None) -> list[Row]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--servers", default="front,gthread")
@@ -372,10 +409,14 @@ def main(argv: list[str] | None = None) -> list[Row]:
     parser.add_argument("--nodes", type=int, default=1000, help="size of the busy pool")
     parser.add_argument("--cap", type=int, default=64 << 20, help="DRAGONET_MAX_REQUEST_BYTES")
     parser.add_argument("--quick", action="store_true", help="a smoke run of a few seconds")
+    parser.add_argument("--overhead", type=int, metavar="MIB", help="see the module's doc")
     parser.add_argument("--serve-as", choices=SERVERS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_as:
         serve_as(args.serve_as)
+        return []
+    if args.overhead:
+        overhead(args.overhead, args)
         return []
     if args.quick:
         args.servers, args.seconds, args.limit, args.nodes = "front", 3.0, 1.5, 100
