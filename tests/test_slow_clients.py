@@ -339,14 +339,25 @@ def test_the_slow_client_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> N
     assert "misbehaving clients" in capsys.readouterr().out
 
 
-def test_a_stalled_body_gives_up_its_room_to_a_moving_one(server: Server) -> None:
+@pytest.fixture(scope="module")
+def patient(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server whose deadline (6 s) is far from the 1 s after which a stalled body yields."""
+    yield from start_server(
+        tmp_path_factory.mktemp("patient"),
+        DRAGONET_REQUEST_TIMEOUT_SECONDS="6",
+        DRAGONET_MAX_REQUEST_BYTES=str(CAP),
+    )
+
+
+def test_a_stalled_body_gives_up_its_room_to_a_moving_one(patient: Server) -> None:
     """Ten clients each send 90 % of a body at the cap and stall: more than the two caps a
-    worker holds. A second later a hook arrives: the longest stalled bodies are refused
-    (408, "stalled") to make room for it, instead of it waiting for their deadline."""
+    worker holds. A second later hooks arrive, their bodies a moment after their heads:
+    stalled bodies are refused (408, "stalled") to make room for them within about a
+    second, instead of the hooks waiting for the stalled bodies' deadline (6 s)."""
     started = time.monotonic()
     stalled = []
     for _ in range(10):
-        sock = _connect(server)
+        sock = _connect(patient)
         sock.settimeout(0.5)
         with contextlib.suppress(TimeoutError):
             sock.sendall(
@@ -359,7 +370,7 @@ def test_a_stalled_body_gives_up_its_room_to_a_moving_one(server: Server) -> Non
     hooks = []
     for _ in range(4):  # on new connections: to both workers
         sent = time.monotonic()
-        hook = _connect(server)
+        hook = _connect(patient)
         hook.sendall(
             b"POST /tfjobs/sync HTTP/1.1\r\nHost: x\r\nConnection: close\r\n"
             b"Content-Length: %d\r\n\r\n" % len(body)
@@ -369,10 +380,10 @@ def test_a_stalled_body_gives_up_its_room_to_a_moving_one(server: Server) -> Non
         hooks.append((_answer(hook)[0], time.monotonic() - sent))
         hook.close()
     assert [status for status, _ in hooks] == [200] * 4
-    assert max(took for _, took in hooks) < 0.6, "long before the stalled bodies' deadline"
+    assert max(took for _, took in hooks) < 2.0, "long before the stalled bodies' deadline"
     answers = []
     for sock in stalled:
-        sock.settimeout(LIMIT + 3)
+        sock.settimeout(10)
         try:
             answers.append(_answer(sock))
         except OSError:

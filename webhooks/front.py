@@ -35,9 +35,11 @@ What a client is allowed, per connection:
 * **too many connections**: when a process holds ``worker_connections``, the connection
   that has been reading longest is closed, so a new one (a probe) is always accepted.
 * **memory**: a process holds at most twice the cap of request bodies (arriving, or
-  complete and not yet answered). Past that, a body whose client has sent nothing for a
-  second gives up its room (408); failing that, connections with a body to read are not
-  read until some is freed: TCP makes their clients wait, and their deadlines run on.
+  complete and not yet answered). A Content-Length body reserves its whole length before
+  a byte of it is read, so a body under way can always finish (half-read bodies never wait
+  for each other). With no room, a body whose client has sent nothing for a second gives
+  its room up (408); failing that, the new body waits unread (TCP makes its client wait,
+  its deadline runs on), and room goes to the smallest waiting body first.
 
 Answers of the loop itself are JSON ``{"error": ...}`` with ``Connection: close``, counted
 and logged like the app's; the connection then lingers, half-closed, for up to 2 s so the
@@ -76,6 +78,7 @@ from webhooks.deadline import FIRST_BYTE
 STALLED_SECONDS = 1.0  # a body this long without a byte yields its room to moving ones
 LINGER_SECONDS = 2.0  # a refused or finished connection drains this long before closing
 READ_CHUNK = 256 * 1024
+HEAD_READ = 64 * 1024  # what is read while a request's head has not arrived
 LIVENESS = b"/healthz"
 _ALIVE = (
     b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 15\r\n\r\n"
@@ -115,6 +118,9 @@ class _Reading:
     lingering: bool = False
     last_read: float = 0.0
     remaining: int | None = None  # of a Content-Length body, counted without h11
+    reserved: int = 0  # bytes of ``held`` that are this request's
+    waiting: bool = False  # for room to reserve its Content-Length
+    pending: bytes = b""  # read before it had to wait
     leftover: bytes = b""  # bytes after the request: the next one's
 
 
@@ -124,7 +130,7 @@ class _Complete:
 
     first_byte: float
     body: bytes
-    size: int  # counted in ``held`` until the thread is done
+    size: int  # reserved in ``held`` until the thread is done
     leftover: bytes  # what came after it: the next request's first bytes
 
 
@@ -207,8 +213,12 @@ class BufferedWorker(ThreadWorker):
         state = self.reading.get(conn)
         if state is None:
             return
-        if state.request is not None and not self._room(conn):
-            self._pause(conn)  # a body to read and no room for it yet
+        if state.waiting:
+            if not self._reserve(conn, state):
+                self._pause(conn)  # still no room for its body
+                return
+        elif state.request is not None and state.remaining is None and not self._room(conn, 1):
+            self._pause(conn)  # a chunked body to read and no room for it yet
             return
         if state.first_byte is None and not state.lingering:
             self._started(state)
@@ -218,8 +228,10 @@ class BufferedWorker(ThreadWorker):
             if self.cfg.is_ssl and not state.handshaken:
                 conn.sock.do_handshake()
                 state.handshaken = True
-            while sum(map(len, chunks)) < 4 * READ_CHUNK:  # then let others have a turn
-                data = conn.sock.recv(READ_CHUNK)
+            # A head is read in small bites: what comes with it may have to wait for room.
+            most = 4 * READ_CHUNK if state.request is not None else HEAD_READ
+            while sum(map(len, chunks)) < most:  # then let others have a turn
+                data = conn.sock.recv(min(READ_CHUNK, most))
                 if not data:
                     closed = True
                     break
@@ -233,21 +245,34 @@ class BufferedWorker(ThreadWorker):
             if closed:
                 self._drop(conn)
             return
-        if chunks:
-            self._receive(conn, state, b"".join(chunks))
+        data, state.pending = state.pending + b"".join(chunks), b""
+        if data:
+            self._receive(conn, state, data)
         if closed and conn in self.reading:
             self._drop(conn)  # the client went away before its request was complete
 
-    def _room(self, reader: TConn) -> bool:
-        """Whether a body may be read now. With no room, bodies whose clients stopped
-        sending a while ago give theirs up (408), the longest stalled first, so that a
-        stalled client cannot keep a moving one waiting."""
+    def _reserve(self, conn: TConn, state: _Reading) -> bool:
+        """Room for the whole of a Content-Length body before a byte of it is read: a body
+        under way can always finish (no two half-read bodies wait for each other)."""
+        need = state.remaining or 0
+        if need and not self._room(conn, need):
+            state.waiting = True
+            return False
+        state.waiting = False
+        state.reserved += need
+        self.held += need
+        return True
+
+    def _room(self, reader: TConn, need: int) -> bool:
+        """Whether ``need`` more bytes of bodies may be held now. With no room, bodies whose
+        clients stopped sending a while ago give theirs up (408), the longest stalled
+        first, so that a stalled client cannot keep a moving one waiting."""
         now = time.monotonic()
-        while self.held >= self.limits.held_bodies:
+        while self.held + need > self.limits.held_bodies:
             stalled = [
                 (state.last_read, id(conn), conn)
                 for conn, state in self.reading.items()
-                if state.size and not state.lingering and conn not in self.paused
+                if state.reserved and not state.lingering and conn not in self.paused
                 and conn is not reader and now - state.last_read >= STALLED_SECONDS
             ]  # fmt: skip
             if not stalled:
@@ -292,10 +317,16 @@ class BufferedWorker(ThreadWorker):
                         return None, b""
                     if length is not None:
                         state.remaining = length
-                        return self._counted(conn, state, state.parser.trailing_data[0])
+                        rest = state.parser.trailing_data[0]
+                        if not self._reserve(conn, state):
+                            state.pending = rest
+                            self._pause(conn)
+                            return None, b""
+                        return self._counted(conn, state, rest)
                 elif isinstance(event, h11.Data):  # a chunked body
                     state.body.append(event.data)
                     state.size += len(event.data)
+                    state.reserved += len(event.data)
                     self.held += len(event.data)
                     if state.size > self.limits.max_body:
                         self._refuse(conn, 413, self._too_large(f"more than {state.size}"))
@@ -317,7 +348,6 @@ class BufferedWorker(ThreadWorker):
         if take:
             state.body.append(take)
             state.size += len(take)
-            self.held += len(take)
             state.remaining -= len(take)
         if state.remaining:
             return None, b""
@@ -376,6 +406,7 @@ class BufferedWorker(ThreadWorker):
         """Called by gthread's loop after every wait: ends what is past its time."""
         super().murder_pending()
         self._make_room()
+        self._retry_paused()
         now = time.monotonic()
         if now < self.next_expiry and self.alive:
             return
@@ -399,6 +430,8 @@ class BufferedWorker(ThreadWorker):
     def wait_for_and_dispatch_events(self, timeout: float) -> None:
         """Wake for the next expiry too, so a deadline is kept to the millisecond."""
         soonest = self.next_expiry - time.monotonic()
+        if self.paused:  # and look again soon whether a stalled body gives up its room
+            soonest = min(soonest, STALLED_SECONDS / 4)
         super().wait_for_and_dispatch_events(max(0.0, min(timeout, soonest)))
 
     # --- leaving the loop: to a thread, or closed ------------------------------------------
@@ -421,7 +454,7 @@ class BufferedWorker(ThreadWorker):
         conn.complete = _Complete(
             first_byte=state.first_byte or time.monotonic(),
             body=b"".join(state.body),
-            size=state.size,
+            size=state.reserved,
             leftover=state.leftover,
         )
         self.enqueue_req(conn)
@@ -541,9 +574,9 @@ class BufferedWorker(ThreadWorker):
         else:
             with contextlib.suppress(KeyError, ValueError, OSError):
                 self.poller.unregister(conn.sock)
-        if release and state.size:
-            state.body, size, state.size = [], state.size, 0
-            self._release(size)
+        if release and state.reserved:
+            state.body, reserved, state.reserved = [], state.reserved, 0
+            self._release(reserved)
 
     def _pause(self, conn: TConn) -> None:
         with contextlib.suppress(KeyError, ValueError, OSError):
@@ -553,11 +586,35 @@ class BufferedWorker(ThreadWorker):
     def _release(self, size: int) -> None:
         """``size`` bytes of bodies are freed: read the paused connections again."""
         self.held -= size
-        while self.paused and self.held < self.limits.held_bodies:
-            conn = next(iter(self.paused))
-            del self.paused[conn]
-            self.reading[conn].last_read = time.monotonic()  # its wait was ours
-            self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._readable, conn))
+        for conn in self._waiting():
+            if self.held >= self.limits.held_bodies:
+                break
+            self._resume(conn)
+
+    def _waiting(self) -> list[TConn]:
+        """The paused connections, the smallest body first: a job's sync of a few KiB gets
+        room before a pool's of megabytes (and before a flood of large bodies)."""
+        return sorted(self.paused, key=lambda conn: self.reading[conn].remaining or 0)
+
+    def _resume(self, conn: TConn) -> None:
+        if self.paused.pop(conn, False) is not None:
+            return  # not paused
+        self.reading[conn].last_read = time.monotonic()  # its wait was ours
+        self.poller.register(conn.sock, selectors.EVENT_READ, partial(self._readable, conn))
+        # What it read before it waited may be all of it: look again from the loop (soon,
+        # not from here: releases can chain).
+        self.method_queue.defer(self._readable, conn, None)
+
+    def _retry_paused(self) -> None:
+        """Bodies waiting for room, in order: the stalled may have stalled long enough by
+        now to give theirs up (``_room``)."""
+        for conn in self._waiting():
+            state = self.reading.get(conn)
+            if state is None:
+                continue
+            if not (self._reserve(conn, state) if state.waiting else self._room(conn, 1)):
+                return
+            self._resume(conn)
 
     def _drop(self, conn: TConn) -> None:
         self._unwatch(conn)
