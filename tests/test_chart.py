@@ -70,6 +70,8 @@ CUSTOM_VALUES: dict[str, Any] = {
         "maxRequestBytes": 16777216,
         "requestTimeoutSeconds": 5.5,
         "memoMaxEntries": 120000,
+        "idleSeconds": 30,
+        "maxConnections": 500,
     },
     "extraEnv": [{"name": "TZ", "value": "UTC"}],
     "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
@@ -273,6 +275,8 @@ def test_default_values_reach_the_webhook_environment(default_docs: list[dict[st
         "DRAGONET_MAX_REQUEST_BYTES": "67108864",
         "DRAGONET_REQUEST_TIMEOUT_SECONDS": "8",
         "DRAGONET_MEMO_MAX_ENTRIES": "50000",
+        "DRAGONET_IDLE_SECONDS": "5",
+        "DRAGONET_MAX_CONNECTIONS": "1000",
         "PROMETHEUS_MULTIPROC_DIR": "/tmp/dragonet-metrics",
     }
 
@@ -288,6 +292,8 @@ def test_custom_values_reach_the_webhook_environment(custom_docs: list[dict[str,
         "DRAGONET_MAX_REQUEST_BYTES": "16777216",
         "DRAGONET_REQUEST_TIMEOUT_SECONDS": "5.5",
         "DRAGONET_MEMO_MAX_ENTRIES": "120000",
+        "DRAGONET_IDLE_SECONDS": "30",
+        "DRAGONET_MAX_CONNECTIONS": "500",
         "PROMETHEUS_MULTIPROC_DIR": "/tmp/dragonet-metrics",
         "TZ": "UTC",
     }
@@ -351,6 +357,8 @@ def test_the_default_pool_is_optional(helm: str) -> None:
         ("server.maxRequestBytes=1048576", "DRAGONET_MAX_REQUEST_BYTES", "1048576"),
         ("server.requestTimeoutSeconds=3", "DRAGONET_REQUEST_TIMEOUT_SECONDS", "3"),
         ("server.memoMaxEntries=20000", "DRAGONET_MEMO_MAX_ENTRIES", "20000"),
+        ("server.idleSeconds=30", "DRAGONET_IDLE_SECONDS", "30"),
+        ("server.maxConnections=200", "DRAGONET_MAX_CONNECTIONS", "200"),
     ],
 )
 def test_each_value_given_with_set_reaches_its_variable(
@@ -439,6 +447,8 @@ def test_custom_values_reach_the_pod_spec(custom_docs: list[dict[str, Any]]) -> 
         ("server.requestTimeoutSeconds=10", "requestTimeoutSeconds"),
         ("server.maxRequestBytes=0", "maxRequestBytes"),
         ("server.memoMaxEntries=-1", "memoMaxEntries"),
+        ("server.idleSeconds=0", "idleSeconds"),
+        ("server.maxConnections=1", "maxConnections"),
         ("tls.enabled=true", "secretName"),
         ("auth.enabled=true", "secretName"),
         ("tls.caBundle.inlne=PEM", "inlne"),
@@ -465,8 +475,8 @@ def test_webhook_deployment_defaults(default_docs: list[dict[str, Any]]) -> None
     assert container["image"] == "ghcr.io/dragonet/dragonet:0.1.0"
     assert container["command"] + container["args"] == ["dragonet", "serve"]
     assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
-    for probe in ("readinessProbe", "livenessProbe"):
-        assert container[probe]["httpGet"] == {"path": "/healthz", "port": "http"}, probe
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+        assert container[probe]["httpGet"] == {"path": path, "port": "http"}, probe
     assert container["resources"]["requests"]
     # Locked down: non-root, read-only root filesystem, no API token.
     assert pod["securityContext"]["runAsNonRoot"] is True
@@ -857,9 +867,9 @@ def test_with_tls_and_a_secret_the_webhook_serves_what_metacontroller_is_told(
     assert files[env["DRAGONET_TLS_KEY_FILE"]] == "tls.key"
     assert files[env["DRAGONET_SHARED_SECRET_FILE"]] == "bearer"
     assert container["ports"] == [{"name": "https", "containerPort": 8080, "protocol": "TCP"}]
-    for probe in ("readinessProbe", "livenessProbe"):
+    for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
         assert container[probe]["httpGet"] == {
-            "path": "/healthz",
+            "path": path,
             "port": "https",
             "scheme": "HTTPS",
         }

@@ -22,7 +22,7 @@ from tests.conftest import NOW, Clock, load_fixture
 from webhooks import shell
 from webhooks.app import create_app
 from webhooks.config import Settings
-from webhooks.deadline import RequestTimeout, TimeLimit
+from webhooks.deadline import FIRST_BYTE, RequestTimeout, TimeLimit
 from webhooks.logs import JsonFormatter
 
 JOB = load_fixture("job-sync-job1-admitted.json")
@@ -133,6 +133,34 @@ def test_a_request_past_the_time_limit_is_answered_422_and_the_next_one_is_not()
     assert _post(app, "/tfjobs/sync", JOB).status_code == 200
     time.sleep(0.3)  # nothing fires later in a thread that left the request
     assert _post(app, "/tfjobs/sync", JOB).status_code == 200
+
+
+def test_the_time_limit_counts_from_the_requests_first_byte() -> None:
+    """The server says when the request's first byte arrived (FIRST_BYTE): time spent
+    arriving and waiting for a thread is spent from the limit, so the 422 comes at the
+    deadline from the first byte, not a whole limit after the hook started."""
+    slow = {"on": True}
+
+    def clock() -> Any:
+        while slow["on"]:
+            pass
+        return NOW
+
+    app = create_app(Settings(request_timeout_seconds=1.0), clock=clock)
+    started = time.monotonic()
+    answer = app.test_client().post(
+        "/tfjobs/sync",
+        data=orjson.dumps(JOB),
+        environ_base={FIRST_BYTE: started - 0.8},  # it took 0.8 s to arrive
+    )
+    elapsed = time.monotonic() - started
+    assert answer.status_code == 422
+    assert 0.15 <= elapsed < 0.6, elapsed
+    slow["on"] = False
+    late = app.test_client().post(  # arrived after the limit: answered at once
+        "/tfjobs/sync", data=orjson.dumps(JOB), environ_base={FIRST_BYTE: time.monotonic() - 2}
+    )
+    assert late.status_code == 422
 
 
 def test_a_timed_out_sync_gives_its_in_flight_slot_back() -> None:

@@ -88,6 +88,10 @@ def test_healthz(hook: Hook) -> None:
     assert hook.client.get("/healthz").get_json() == {"status": "ok"}
 
 
+def test_readyz(hook: Hook) -> None:
+    assert hook.client.get("/readyz").get_json() == {"status": "ready"}
+
+
 def _json_values() -> st.SearchStrategy[Any]:
     scalars = st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.text(max_size=8)
     return st.recursive(

@@ -117,6 +117,12 @@ def create_app(
     def healthz() -> Response:
         return _json({"status": "ok"})
 
+    @app.get("/readyz")
+    def readyz() -> Response:
+        """Readiness: the app is made (settings and secret read) and a thread answers. Apart
+        from /healthz so that the chart can probe the two on their own periods."""
+        return _json({"status": "ready"})
+
     @app.post("/pools/customize")
     def pool_customize() -> Response:
         req = _parse(CustomizeRequest)

@@ -286,7 +286,9 @@ examples:
   DRAGONET_WORKERS=4 dragonet serve
 
 Metacontroller calls POST /pools/sync, /pools/customize, /tfjobs/sync, /tfjobs/customize
-and /tfjobs/finalize; GET /healthz and /metrics answer probes and Prometheus.
+and /tfjobs/finalize; GET /healthz (alive), /readyz (ready) and /metrics answer probes and
+Prometheus. Requests are read in full before a thread takes them: one not received
+DRAGONET_REQUEST_TIMEOUT_SECONDS after its first byte is answered 408.
 """
 
 

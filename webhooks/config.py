@@ -46,6 +46,14 @@ class Settings(BaseSettings):
     # A pool of 1,000 nodes, 1,000 jobs and 4,700 pods uses 13,500 a sync, so two such
     # pools stay warm. 0: no memo (every sync parses afresh, the same answers).
     memo_max_entries: int = Field(default=50_000, ge=0)
+    # A connection that sends nothing for this long (new, or kept alive between requests)
+    # is closed (gunicorn's keepalive). Metacontroller's Go client keeps its connections
+    # idle up to 90 s and opens a new one when the old one was closed.
+    idle_seconds: int = Field(default=5, ge=1)
+    # Connections one worker process holds at once (idle, arriving, being answered); when
+    # full, the one that has been reading longest is closed (webhooks/front.py). Each is a
+    # file descriptor and a few KiB.
+    max_connections: int = Field(default=1000, ge=16)
     # When set, every hook request must carry "Authorization: Bearer <secret>" (what
     # Metacontroller's endpointConfigs[].authorization sends), else 401. The file form
     # reads a mounted Secret; surrounding whitespace (a trailing newline) is ignored.

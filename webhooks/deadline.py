@@ -34,6 +34,11 @@ _set_async_exc.argtypes = (ctypes.c_ulong, ctypes.py_object)
 _set_async_exc.restype = ctypes.c_int
 
 
+# The WSGI environ's key for when the request's first byte arrived (``time.monotonic()``),
+# set by the server's worker (``webhooks.front``): a request's time limit counts from it.
+FIRST_BYTE = "dragonet.first_byte"
+
+
 class RequestTimeout(Exception):
     """Raised inside a request's thread at its deadline."""
 
@@ -132,10 +137,15 @@ class TimeLimit:
         self.on_stuck = on_stuck
 
     @contextmanager
-    def guard(self, about: dict[str, Any] | None = None) -> Iterator[None]:
-        """Run the body under the limit: ``RequestTimeout`` is raised in it at the deadline.
-        Once this has returned or raised, nothing is pending for the thread any more."""
-        deadline = time.monotonic() + self.limit
+    def guard(
+        self, about: dict[str, Any] | None = None, started: float | None = None
+    ) -> Iterator[None]:
+        """Run the body under the limit: ``RequestTimeout`` is raised in it at the deadline,
+        ``limit`` seconds after ``started`` (a ``time.monotonic()``; default: now). Once this
+        has returned or raised, nothing is pending for the thread any more."""
+        deadline = (time.monotonic() if started is None else started) + self.limit
+        if started is not None and deadline <= time.monotonic():
+            raise RequestTimeout(f"{self.limit:g} s")  # spent before it began: not begun
         entry = _Entry(
             threading.get_ident(),
             self.limit,

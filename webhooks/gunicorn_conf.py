@@ -10,7 +10,7 @@ from __future__ import annotations
 import gc
 from typing import Any
 
-from webhooks import logs, metrics
+from webhooks import front, logs, metrics
 from webhooks.config import Settings
 
 
@@ -38,13 +38,18 @@ def options(settings: Settings) -> dict[str, Any]:
     return {
         "bind": f"{settings.host}:{settings.port}",
         "workers": settings.workers,
-        "worker_class": "gthread",
+        # gthread, with each request read in full by the worker's loop before a thread
+        # takes it, within the deadline from its first byte (webhooks/front.py).
+        "worker_class": front.worker_class(settings),
         "threads": settings.threads,
+        # Connections per process (idle, arriving, answered); when full, the one reading
+        # longest is closed. Idle ones close after ``keepalive`` seconds.
+        "worker_connections": settings.max_connections,
         # A worker whose main loop stops for this long is killed. gthread's loop runs on
         # while a request is busy: per-request limits are webhooks/deadline.py's.
         "timeout": 30,
         "graceful_timeout": 10,
-        "keepalive": 5,
+        "keepalive": settings.idle_seconds,
         "loglevel": settings.log_level,
         # JSON lines on stderr; one per hook request from the shell instead of the access log.
         "accesslog": None,

@@ -5,22 +5,25 @@ In the order a hook request meets them:
 
 1. **401** without the shared secret (``DRAGONET_SHARED_SECRET[_FILE]``), when one is set:
    ``Authorization: Bearer <secret>``, as Metacontroller's ``endpointConfigs[].authorization``
-   sends it. ``/healthz`` and ``/metrics`` stay open (the kubelet and Prometheus do not
+   sends it. ``/healthz``, ``/readyz`` and ``/metrics`` stay open (the kubelet and Prometheus do not
    hold the secret; the chart's NetworkPolicy decides who reaches the port).
 2. **413** for a body over ``DRAGONET_MAX_REQUEST_BYTES``, by its Content-Length, before a
-   byte of it is read (a chunked body is cut off at the cap while it is read).
+   byte of it is read. A chunked body: ``dragonet serve``'s worker answers 413 as soon as
+   it passes the cap, before the app sees it (``webhooks.front``); here, as a fallback, it
+   is cut off at the cap while it is read.
 3. **429** with ``Retry-After: 1`` for a sync past the in-flight limit
    (``DRAGONET_MAX_INFLIGHT``): answered at once rather than queued into Metacontroller's
    timeout, and retried by it without error backoff. The slot is taken and given back
    outside the time limit's reach, so a timeout can never leak one.
-4. **422** for a request still unanswered after ``DRAGONET_REQUEST_TIMEOUT_SECONDS``
-   (``webhooks.deadline``). Why 422: the request is well-formed but asks for more work than
-   one request may take, a bound on the request like 413's, so a 4xx. Not 408 (that says
-   the client was too slow to *send* it, and some clients resend it at once), not 429
-   (Metacontroller retries a 429 after Retry-After without backoff: a request that is
-   always too slow would loop hot), not 5xx (the server is fine). Metacontroller records any
-   of these as a ``SyncError`` Event on the parent with the JSON body, and retries with its
-   exponential backoff.
+4. **422** for a request still unanswered ``DRAGONET_REQUEST_TIMEOUT_SECONDS`` after its
+   first byte arrived (``webhooks.deadline``; a request still *arriving* then is answered
+   408 by the worker, ``webhooks.front``). Why 422: the request is well-formed but asks for
+   more work than one request may take, a bound on the request like 413's, so a 4xx. Not
+   408 (that says the client was too slow to *send* it, and some clients resend it at
+   once), not 429 (Metacontroller retries a 429 after Retry-After without backoff: a
+   request that is always too slow would loop hot), not 5xx (the server is fine).
+   Metacontroller records any of these as a ``SyncError`` Event on the parent with the JSON
+   body, and retries with its exponential backoff.
 
 And one that is not a refusal: while a large request (4 MiB or more: a pool of hundreds of
 nodes) is answered the cycle collector is off, and what it leaves is frozen (``Collector``);
@@ -41,12 +44,12 @@ import orjson
 from flask import Flask, Response, g, request
 
 from webhooks.config import MiB, Settings
-from webhooks.deadline import RequestTimeout, TimeLimit
+from webhooks.deadline import FIRST_BYTE, RequestTimeout, TimeLimit
 from webhooks.metrics import CONTENT_TYPE, Metrics
 
 access = logging.getLogger("dragonet.access")
 log = logging.getLogger("dragonet.webhooks")
-OPEN = frozenset({"static", "healthz", "metrics"})  # endpoints that are not hooks
+OPEN = frozenset({"static", "healthz", "readyz", "metrics"})  # endpoints that are not hooks
 
 
 def _json(body: Any, status: int, headers: dict[str, str] | None = None) -> Response:
@@ -230,7 +233,9 @@ def _authorized(header: str | None, secret: bytes) -> bool:
 def _bounded(view: Callable[..., Any], limit: TimeLimit) -> Callable[..., Any]:
     def run(**kwargs: Any) -> Any:
         try:
-            with limit.guard(g.get("dragonet_log")):
+            # From the request's first byte when the server says when that was: the time
+            # it took to arrive and to wait for a thread is part of the limit.
+            with limit.guard(g.get("dragonet_log"), request.environ.get(FIRST_BYTE)):
                 return view(**kwargs)
         except RequestTimeout:
             about = g.get("dragonet_log") or {}
