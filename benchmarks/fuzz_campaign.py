@@ -60,8 +60,8 @@ POOL_VALUES: dict[str, tuple[Any, ...]] = {
     "starvationSeconds": (1e12, 1e18, 1e308),
     "idleSeconds": (1e18, 1e308),
     "lasThresholdsGPUHours": ([1e18], [1e308, 1e308], [0.0]),
-    "maxPreemptions": (2**63 - 1, 10**30),
-    "preemptionGraceSeconds": (2**63 - 1, 10**30),
+    "maxPreemptions": (2**63 - 1, 2**64 - 1),
+    "preemptionGraceSeconds": (2**63 - 1, 2**64 - 1),
     "migration": ({"minIntervalSeconds": 1e18}, {"maxMoves": 10**9}, {"minGain": 1e308}),
 }
 ANNOTATIONS = (
@@ -177,7 +177,7 @@ def mutate(body: bytes, rng: random.Random) -> tuple[bytes, str]:
         spec = request["parent"].setdefault("spec", {})
         name = rng.choice(sorted(POOL_VALUES))
         spec[name] = rng.choice(POOL_VALUES[name])
-        return orjson.dumps(request), f"pool spec.{name}"
+        return fuzz_requests.encode(request), f"pool spec.{name}"
     if cls == "annotation" or cls == "pool":
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
@@ -187,7 +187,7 @@ def mutate(body: bytes, rng: random.Random) -> tuple[bytes, str]:
         if not isinstance(annotations, dict):
             annotations = meta["annotations"] = {}
         annotations[key] = rng.choice(ANNOTATION_VALUES)
-        return orjson.dumps(request), f"annotation {key} on {'/'.join(map(str, where))}"
+        return fuzz_requests.encode(request), f"annotation {key} on {'/'.join(map(str, where))}"
     if cls == "deep":
         status = obj.setdefault("status", {})
         if not isinstance(status, dict):
