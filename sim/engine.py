@@ -39,7 +39,7 @@ from policy.model.pool import (
     pool_object,
 )
 from policy.model.resources import Resources
-from sim.apiserver import EPOCH, ApiServer, Obj, object_key
+from sim.apiserver import EPOCH, ApiServer, Obj, object_key, stamp
 from sim.bounds import BoundJob, lower_bounds
 from sim.deployments import Deployments
 from sim.kube import Kube
@@ -59,6 +59,7 @@ from sim.metacontroller import (
 from sim.monitor import Monitor, MonitorConfig
 from sim.reaper import Reaper
 from sim.results import JobRecord, Progress, Sample, Segment, SimResult
+from sim.sizes import dress
 from sim.spec import JobSpec
 from sim.training import Programs, Training, replica_specs
 from sim.webhook import WebhookClient
@@ -237,6 +238,9 @@ class Simulation:
         self._seq = itertools.count()
         self.rng = random.Random(config.seed)
         self.api = ApiServer(clock=lambda: self.now)
+        if config.object_sizes == "real":
+            ssa = config.mc_apply_strategy == "server-side-apply"
+            self.api.dress = lambda old, new: dress(old, new, stamp(self.now), ssa)
         self.kube = Kube(self.api, self.schedule, self.rng, config.start_delay_s, config.grace_s)
         self.kubeshare = KubeShare(self.api, self.schedule, self.kube)
         self.programs = Programs(self.api, self.schedule, self.kube.exit, request=self.kube.request)

@@ -144,6 +144,7 @@ class Client:
         self._tokens, self._last = float(costs.burst), 0.0
         self.requests: dict[str, int] = dict.fromkeys(("get", *WRITES), 0)
         self.write_latencies_s: list[float] = []  # decision (sync start) -> write, each
+        self.sent: list[tuple[float, Verb]] = []  # (when, verb) of every request
         self.decision_s: float | None = None  # the decision of the write being made
 
     def ready_at(self, now: float) -> float:
@@ -172,6 +173,7 @@ class Client:
         def go(request: Request, loop: bool = False) -> None:
             verb, act = request
             self.requests[verb] += 1
+            self.sent.append((self.clock(), verb))
             if verb != "get":
                 self.write_latencies_s.append(self.clock() - decided_s)
             self.decision_s = decided_s
@@ -194,6 +196,7 @@ class Client:
         for verb in verbs:
             self.requests[verb] += 1
             at = self.ready_at(now)
+            self.sent.append((at, verb))
         return at - now
 
 
