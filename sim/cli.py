@@ -33,6 +33,8 @@ examples:
   dragonet simulate job-a.yaml job-b.yaml --nodes nodes.yaml --steps 5000
   dragonet simulate --trace philly.csv --jobs 200 --start 1000 --load 2 --json
   dragonet simulate --trace workload-1.csv --jobs 40   # its first 40 jobs by arrival
+  dragonet simulate --mc-qps 50 --mc-burst 100 --json  # a faster Metacontroller client
+  dragonet simulate --mc-cost-free                    # writes free and instant (the old model)
 
 On a terminal a live view shows progress; otherwise a plain line every few seconds does.
 A run the horizon cuts says so in the table, in --json (stopped_at_horizon) and the plot.
