@@ -128,7 +128,7 @@ COST_FREE = Costs(
     workers=1,
     resync_s=0.0,
     customize_ttl_s=0.0,
-    apply_strategy="server-side-apply",
+    apply_strategy="server-side-apply",  # children without the last-applied copy, as before
     charged=False,
 )
 
@@ -197,6 +197,8 @@ class Client:
             self.requests[verb] += 1
             at = self.ready_at(now)
             self.sent.append((at, verb))
+            if verb != "get":
+                self.write_latencies_s.append(at - now)
         return at - now
 
 
