@@ -60,6 +60,9 @@ class ApiServer:
 
     clock: Callable[[], float]
     objects: dict[str, dict[str, Obj]] = field(default_factory=dict)
+    # What the stored object becomes (old version, new one): real objects' extra fields
+    # (sim/sizes.py), or None to store them as written.
+    dress: Callable[[Obj | None, dict[str, Any]], dict[str, Any]] | None = None
     watchers: list[Watcher] = field(default_factory=list)
     _rv: int = 0
     _uid: int = 0
@@ -126,6 +129,8 @@ class ApiServer:
         new = {**obj, "metadata": meta}
         if obj["kind"] == "Pod" and not obj.get("status"):
             new["status"] = {"phase": "Pending"}  # the API server's default
+        if self.dress is not None:
+            new = self.dress(None, new)
         self._store(tkey, key, None, new)
         return new
 
@@ -149,6 +154,8 @@ class ApiServer:
         ):
             meta["generation"] = old["metadata"]["generation"] + 1
         new = {**obj, "metadata": meta}
+        if self.dress is not None:
+            new = self.dress(old, new)
         self._store(tkey, key, old, new)
         return new
 

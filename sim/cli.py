@@ -33,6 +33,8 @@ examples:
   dragonet simulate job-a.yaml job-b.yaml --nodes nodes.yaml --steps 5000
   dragonet simulate --trace philly.csv --jobs 200 --start 1000 --load 2 --json
   dragonet simulate --trace workload-1.csv --jobs 40   # its first 40 jobs by arrival
+  dragonet simulate --mc-qps 50 --mc-burst 100 --json  # a faster Metacontroller client
+  dragonet simulate --mc-cost-free                    # writes free and instant (the old model)
 
 On a terminal a live view shows progress; otherwise a plain line every few seconds does.
 A run the horizon cuts says so in the table, in --json (stopped_at_horizon) and the plot.
@@ -108,10 +110,59 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="DAYS",
         help="stop a run this many simulated days in, and say so (default 60)",
     )
-    s.add_argument(
-        "--mc-workers", type=int, default=1, help="Metacontroller workers per controller"
+    mc = s.add_argument_group(
+        "Metacontroller",
+        "one Metacontroller process runs every controller; each flag defaults to "
+        "Metacontroller's own default (v4.17.2; docs/simulator.md)",
     )
-    s.add_argument("--view-delay", type=float, default=0.0, help="staleness of its view (s)")
+    mc.add_argument(
+        "--mc-workers", type=int, default=5, help="workers per controller (--workers; 5)"
+    )
+    mc.add_argument(
+        "--mc-qps",
+        type=float,
+        default=5.0,
+        help="API requests per second of its one client (--client-go-qps; 5; 0: no limit)",
+    )
+    mc.add_argument(
+        "--mc-burst", type=int, default=10, help="burst of that client (--client-go-burst; 10)"
+    )
+    mc.add_argument(
+        "--mc-resync",
+        type=float,
+        default=1800.0,
+        metavar="SECONDS",
+        help="every parent synced again this often (--cache-flush-interval; 1800; 0: never)",
+    )
+    mc.add_argument(
+        "--mc-customize-ttl",
+        type=float,
+        default=1200.0,
+        metavar="SECONDS",
+        help="how long a customize answer is cached (1200; 0: for ever)",
+    )
+    mc.add_argument(
+        "--mc-apply-strategy",
+        choices=["dynamic-apply", "server-side-apply"],
+        default="dynamic-apply",
+        help="how children are written (--apply-strategy): dynamic-apply (default) stamps "
+        "each child with a last-applied-configuration copy of itself",
+    )
+    mc.add_argument(
+        "--mc-cost-free",
+        action="store_true",
+        help="the simulator's old, generous Metacontroller: one worker, free and instant "
+        "API writes, no resync, customize cached for ever, minimal objects (overrides the "
+        "flags above)",
+    )
+    mc.add_argument(
+        "--object-sizes",
+        choices=["real", "minimal"],
+        default="real",
+        help="nodes, pods and children as a real API server returns them (managedFields, "
+        "node images, kubelet status; default) or as small as the simulator needs",
+    )
+    mc.add_argument("--view-delay", type=float, default=0.0, help="staleness of its view (s)")
     s.add_argument(
         "--sync-cost",
         choices=["model", "measured"],
@@ -273,12 +324,20 @@ def run(args: argparse.Namespace) -> int:
                 gang_scheduler=args.gang_scheduler,
                 seed=args.seed,
                 mc_workers=args.mc_workers,
+                mc_qps=args.mc_qps,
+                mc_burst=args.mc_burst,
+                mc_resync_s=args.mc_resync,
+                mc_customize_ttl_s=args.mc_customize_ttl,
+                mc_apply_strategy=args.mc_apply_strategy,
+                object_sizes=args.object_sizes,
                 view_delay_s=args.view_delay,
                 sync_cost=args.sync_cost,
                 max_time_s=args.horizon * DAY,
                 kubeshare=kubeshare,
                 monitor=monitor_config(policy) if args.monitor else None,
             )
+            if args.mc_cost_free:
+                config = config.cost_free()
             try:
                 results.append(Simulation(scenario, config, on_progress=live.update).run())
             except SimulationError as e:

@@ -17,7 +17,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
@@ -26,6 +26,8 @@ import yaml
 from flask import Flask
 
 from policy.job.podgroup import pod_group_child
+from policy.model.admission import TYPE_KEY as ADMISSIONS
+from policy.model.cluster import L_JOB
 from policy.model.jobs import pod_request
 from policy.model.pool import (
     DEFAULT_POOL,
@@ -33,18 +35,31 @@ from policy.model.pool import (
     GangScheduler,
     PolicyName,
     PoolSpec,
+    admission_name,
     pool_object,
 )
 from policy.model.resources import Resources
-from sim.apiserver import EPOCH, ApiServer, Obj, object_key
+from sim.apiserver import EPOCH, ApiServer, Obj, object_key, stamp
 from sim.bounds import BoundJob, lower_bounds
 from sim.deployments import Deployments
 from sim.kube import Kube
 from sim.kubeshare import KubeShare
-from sim.metacontroller import Controller, HotLoop, Metacontroller, SyncCost, View
+from sim.metacontroller import (
+    COST_FREE,
+    WRITES,
+    ApplyStrategy,
+    Client,
+    Controller,
+    Costs,
+    HotLoop,
+    Metacontroller,
+    SyncCost,
+    View,
+)
 from sim.monitor import Monitor, MonitorConfig
 from sim.reaper import Reaper
 from sim.results import JobRecord, Progress, Sample, Segment, SimResult
+from sim.sizes import dress
 from sim.spec import JobSpec
 from sim.training import Programs, Training, replica_specs
 from sim.webhook import WebhookClient
@@ -87,10 +102,23 @@ class SimConfig:
     policy: PolicyName = "dragonet"
     binding: Literal["affinity", "nodeName"] = "affinity"
     seed: int = 0
-    # Metacontroller: workers per CompositeController (its --workers), and how late its
-    # informer view is.
-    mc_workers: int = 1
+    # Metacontroller, with its own defaults (v4.17.2; sim/metacontroller.py ``Costs``):
+    # workers per CompositeController (--workers), the client's token bucket shared by
+    # every controller (--client-go-qps, 0: no limit; --client-go-burst), the periodic
+    # resync (--cache-flush-interval, 0: none), how long a customize answer is cached (0:
+    # for ever), --apply-strategy, whether API requests and customize calls cost time,
+    # and how late its informer view is. ``cost_free()``: the simulator's old behaviour.
+    mc_workers: int = 5
+    mc_qps: float = 5.0
+    mc_burst: int = 10
+    mc_resync_s: float = 1800.0
+    mc_customize_ttl_s: float = 1200.0
+    mc_apply_strategy: ApplyStrategy = "dynamic-apply"
+    mc_charged: bool = True
     view_delay_s: float = 0.0
+    # Objects as a real API server returns them (managedFields, node images and
+    # conditions, kubelet pod status: sim/sizes.py), or as small as the simulator needs.
+    object_sizes: Literal["real", "minimal"] = "real"
     # What a sync costs in simulated time: "model" = base + per KiB of the request, per
     # controller (deterministic); "measured" = the webhook's wall time (not reproducible).
     sync_cost: Literal["model", "measured"] = "model"
@@ -126,6 +154,36 @@ class SimConfig:
     migration: Mapping[str, Any] | None = None
     # Fractional GPUs: the default pool's spec.kubeshare (KubeShare is modelled either way).
     kubeshare: Literal["none", "v1", "v2"] = "none"
+
+    @property
+    def costs(self) -> Costs:
+        """Metacontroller's costs and flags of this run."""
+        return Costs(
+            qps=self.mc_qps,
+            burst=self.mc_burst,
+            workers=self.mc_workers,
+            resync_s=self.mc_resync_s,
+            customize_ttl_s=self.mc_customize_ttl_s,
+            apply_strategy=self.mc_apply_strategy,
+            charged=self.mc_charged,
+        )
+
+    def cost_free(self) -> SimConfig:
+        """This config as the simulator ran before it charged Metacontroller's costs: one
+        worker, free and instant writes, no resync, customize cached for ever and free,
+        no last-applied annotation, minimal objects."""
+        free = COST_FREE
+        return replace(
+            self,
+            mc_workers=free.workers,
+            mc_qps=free.qps,
+            mc_burst=free.burst,
+            mc_resync_s=free.resync_s,
+            mc_customize_ttl_s=free.customize_ttl_s,
+            mc_apply_strategy=free.apply_strategy,
+            mc_charged=free.charged,
+            object_sizes="minimal",
+        )
 
     def cost_of(self, controller: Mapping[str, Any]) -> SyncCost | None:
         """The cost model of a CompositeController's hooks (None: measured wall time)."""
@@ -180,6 +238,9 @@ class Simulation:
         self._seq = itertools.count()
         self.rng = random.Random(config.seed)
         self.api = ApiServer(clock=lambda: self.now)
+        if config.object_sizes == "real":
+            ssa = config.mc_apply_strategy == "server-side-apply"
+            self.api.dress = lambda old, new: dress(old, new, stamp(self.now), ssa)
         self.kube = Kube(self.api, self.schedule, self.rng, config.start_delay_s, config.grace_s)
         self.kubeshare = KubeShare(self.api, self.schedule, self.kube)
         self.programs = Programs(self.api, self.schedule, self.kube.exit, request=self.kube.request)
@@ -197,6 +258,8 @@ class Simulation:
         self.view = View(self.api, self.schedule, config.view_delay_s)
         self.settings = Settings()
         self.webhook = WebhookClient(self._new_app())
+        costs = config.costs
+        client = Client(self.schedule, lambda: self.now, costs)  # one per process
         self.mc = Metacontroller(
             [
                 Controller(
@@ -208,11 +271,14 @@ class Simulation:
                     workers=config.mc_workers,
                     cost=config.cost_of(c),
                     max_syncs_per_second=config.max_syncs_per_parent_second,
+                    client=client,
+                    costs=costs,
                 )
                 for c in load_controllers(
                     self._gang_backends(), sharepods=self._kubeshare() == "v1"
                 )
-            ]
+            ],
+            client,
         )
         self.policy = self._pool_policy()
         if names := self._gang_scheduler_names():
@@ -223,6 +289,8 @@ class Simulation:
             Resources.parse(n["status"]["allocatable"]) for n in scenario.nodes
         )
         self._alloc_int: dict[str, float] = {}
+        self._decided: dict[str, float] = {}  # Admission key -> its last decision's time
+        self._decision_to_pod: list[float] = []
         self._blocked_int: dict[str, float] = {}
         self.samples: list[Sample] = []
         self._sampled: tuple[Resources, Resources] | None = None  # the last step's totals
@@ -294,9 +362,13 @@ class Simulation:
         heapq.heappush(self._heap, (self.now + max(delay, 0.0), next(self._seq), action))
 
     def _record(self, tkey: str, old: Obj | None, new: Obj | None) -> None:
+        if tkey == ADMISSIONS:
+            self._note_decision(old, new)
+            return
         if tkey != "Pod.v1":
             return
         if old is None and new is not None:
+            self._pod_made(new)
             self.log.append((self.now, "create", object_key(new), new["spec"].get("nodeName", "")))
         elif new is not None and new["spec"].get("nodeName") != (old or {}).get("spec", {}).get(
             "nodeName"
@@ -304,6 +376,31 @@ class Simulation:
             self.log.append((self.now, "bind", object_key(new), new["spec"]["nodeName"]))
         elif new is None:
             self.log.append((self.now, "gone", object_key(old), old["spec"].get("nodeName", "")))
+
+    def _note_decision(self, old: Obj | None, new: Obj | None) -> None:
+        """An Admission's spec written by a pool sync: when the pool decided it."""
+        decided = self.mc.client.decision_s if self.mc.client else None
+        if new is None or decided is None:
+            return
+        if old is not None and old.get("spec") == new.get("spec"):
+            return
+        self._decided[object_key(new)] = decided
+
+    def _pod_made(self, pod: Obj) -> None:
+        """The first pod a job gets after a decision of the pool about it: how long after."""
+        meta = pod["metadata"]
+        owners = meta.get("ownerReferences") or ()
+        job = (meta.get("labels") or {}).get(L_JOB)
+        if not owners or job is None:
+            return
+        key = f"{meta.get('namespace')}/{admission_name(owners[0]['kind'], job)}"
+        decided = self._decided.pop(key, None)
+        if decided is not None:
+            self._decision_to_pod.append(self.now - decided)
+
+    def _writes(self) -> int:
+        client = self.mc.client
+        return sum(client.requests[v] for v in WRITES) if client else 0
 
     # --- the run ---------------------------------------------------------------------
 
@@ -316,6 +413,7 @@ class Simulation:
             self.schedule(spec.arrival_s, lambda s=spec: self._arrive(s))
         if self.monitor is not None:
             self.monitor.start()
+        self.mc.start_resync(self.config.mc_resync_s, self._goes_on)
         for t in self.config.webhook_restarts_s:
             self.schedule(t, self._restart_webhook)
         for t, node in self.config.node_losses:
@@ -556,6 +654,18 @@ class Simulation:
                 c.name: _percentiles(sorted(x * 1000 for x in c.latencies_s)) for c in controllers
             },
             "sync_busy_s_by_controller": {c.name: round(c.busy_s, 3) for c in controllers},
+            "customize_calls_by_controller": {c.name: c.customize_calls for c in controllers},
+            # Metacontroller's API requests (its one rate-limited client), the time from a
+            # sync's decision (the webhook's clock) to each of its writes, the time from a
+            # pool decision to the pods it placed existing, and each workqueue's depth.
+            "api_requests": dict(self.mc.client.requests) if self.mc.client else {},
+            "writes_per_s": round(self._writes() / span, 3),
+            "write_latency_s": _spread(self.mc.client.write_latencies_s if self.mc.client else []),
+            "decision_to_pod_s": _spread(self._decision_to_pod),
+            "queue_depth_by_controller": {
+                c.name: {"max": c.depth_max, "mean": round(c.mean_depth(self.now), 3)}
+                for c in controllers
+            },
             "lower_bounds": {
                 "makespan_s": _round(bounds.makespan_s),
                 "avg_jct_s": _round(bounds.avg_jct_s),
@@ -580,6 +690,18 @@ def _units(r: Resources) -> dict[str, float]:
 
 def _round(x: float | None) -> float | None:
     return None if x is None else round(x, 1)
+
+
+def _spread(values: Sequence[float]) -> dict[str, float | None]:
+    """p50, p95 and max of ``values`` (seconds, to the millisecond)."""
+    ordered = sorted(values)
+    if not ordered:
+        return {"p50": None, "p95": None, "max": None}
+    return {
+        "p50": round(_pct(ordered, 50), 3),
+        "p95": round(_pct(ordered, 95), 3),
+        "max": round(ordered[-1], 3),
+    }
 
 
 def _percentiles(sorted_ms: Sequence[float]) -> dict[str, float | None]:

@@ -31,6 +31,27 @@ Metacontroller process hosts them:
   parent's generation), and not written when unchanged. The finalizer is added before the
   first sync of a controller with a finalize hook; a deleted parent gets finalize calls
   until it answers ``finalized: true``.
+* **API requests cost time** (:class:`Client`; Metacontroller v4.17.2,
+  ``pkg/cmd/metacontroller/main.go``, ``pkg/dynamic/clientset/clientset.go``): one
+  client-go client per process, shared by every controller, takes a token of a
+  ``--client-go-qps`` / ``--client-go-burst`` bucket (5 / 10) per request. A sync's
+  writes go one request at a time after its answer
+  (``pkg/controller/common/manage_children.go``: deletes, then creates and updates),
+  then ``AtomicStatusUpdate``: a live GET of the parent, and an ``UpdateStatus`` only
+  when the status (with ``observedGeneration``) differs from the live one (a 409 reads
+  it again: ``RetryOnConflict``). The key is done when its last request is. Adding or
+  removing the finalizer is a GET and an update.
+* **Customize is charged and expires** (``pkg/controller/common/customize/manager.go``):
+  its answer is cached per (uid, generation) for ``customize_ttl_s`` (20 min) from when it
+  was called. A related object's event walks every parent of the controller and calls
+  customize, inside the informer's event handler, for each whose answer expired; the
+  parents it finds are enqueued only once those calls are done, and a parent whose call
+  failed is dropped from that trigger.
+* **Periodic resync**: every parent is enqueued every ``--cache-flush-interval`` (30 min).
+* **Children carry what the apply strategy stamps**: ``dynamic-apply`` (the default,
+  ``pkg/dynamic/apply/apply.go``) writes the child as answered into its
+  ``metacontroller.k8s.io/last-applied-configuration`` annotation before the owner
+  reference is added; ``server-side-apply`` does not.
 * **Errors**: a non-200 answer changes nothing; the key is retried after ``Retry-After``
   (429) or client-go's per-item exponential backoff (5 ms doubling, at most 1000 s).
   Delayed adds (these and ``resyncAfterSeconds``) keep one waiting entry per key, the
@@ -77,6 +98,108 @@ RESOURCES: dict[str, tuple[str, bool]] = {
 }
 UPDATE_METHODS = ("OnDelete", "InPlace", "Recreate")
 BACKOFF_BASE_S, BACKOFF_MAX_S = 0.005, 1000.0
+LAST_APPLIED = "metacontroller.k8s.io/last-applied-configuration"
+ApplyStrategy = Literal["dynamic-apply", "server-side-apply"]
+Verb = Literal["get", "create", "update", "update_status", "delete"]
+WRITES: tuple[Verb, ...] = ("create", "update", "update_status", "delete")
+# One API request of a sync: its verb, and what it does when its token comes (it may return
+# the request that must follow it, as AtomicStatusUpdate's GET returns its UpdateStatus).
+Request = tuple[Verb, Callable[[], "Request | None"]]
+
+
+@dataclass(frozen=True)
+class Costs:
+    """What one Metacontroller process charges, and its flags (v4.17.2's defaults:
+    ``pkg/cmd/metacontroller/main.go``, ``customize/manager.go``'s ``newResponseCache``).
+    :data:`COST_FREE` is the simulator's old behaviour: writes free and instant, one
+    worker, no resync, customize answers that never expire and cost nothing."""
+
+    qps: float = 5.0  # --client-go-qps (0: no limit)
+    burst: int = 10  # --client-go-burst
+    workers: int = 5  # --workers, per controller
+    resync_s: float = 1800.0  # --cache-flush-interval (0: never)
+    customize_ttl_s: float = 1200.0  # the customize cache's expiry (0: never)
+    apply_strategy: ApplyStrategy = "dynamic-apply"  # --apply-strategy
+    charged: bool = True  # API requests take tokens and time; customize calls take time
+
+
+COST_FREE = Costs(
+    qps=0.0,
+    workers=1,
+    resync_s=0.0,
+    customize_ttl_s=0.0,
+    apply_strategy="server-side-apply",  # children without the last-applied copy, as before
+    charged=False,
+)
+
+
+class Client:
+    """Metacontroller's one client-go client: each request takes a token of a bucket of
+    ``burst`` tokens refilled at ``qps`` (client-go's ``NewTokenBucketRateLimiter``,
+    golang.org/x/time/rate: a request reserves the next token, waiting until it exists).
+    Requests of one sync go one at a time; syncs of every controller interleave."""
+
+    def __init__(self, schedule: Schedule, clock: Callable[[], float], costs: Costs) -> None:
+        self.schedule, self.clock, self.costs = schedule, clock, costs
+        self._tokens, self._last = float(costs.burst), 0.0
+        self.requests: dict[str, int] = dict.fromkeys(("get", *WRITES), 0)
+        self.write_latencies_s: list[float] = []  # decision (sync start) -> write, each
+        self.sent: list[tuple[float, Verb]] = []  # (when, verb) of every request
+        self.decision_s: float | None = None  # the decision of the write being made
+
+    def ready_at(self, now: float) -> float:
+        """When the next request may go (and reserve its token)."""
+        qps = self.costs.qps
+        if not self.costs.charged or qps <= 0:
+            return now
+        tokens = min(float(self.costs.burst), self._tokens + (now - self._last) * qps) - 1
+        self._tokens, self._last = tokens, now
+        return now if tokens >= 0 else now - tokens / qps
+
+    def run(self, requests: Sequence[Request], decided_s: float, done: Callable[[], None]) -> None:
+        """Send ``requests`` in order, each when its token comes, then call ``done``."""
+        pending = deque(requests)
+
+        def send() -> None:
+            while pending:
+                now = self.clock()
+                at = self.ready_at(now)
+                if at > now:
+                    self.schedule(at - now, lambda: go(pending.popleft()))
+                    return
+                go(pending.popleft(), loop=True)
+            done()
+
+        def go(request: Request, loop: bool = False) -> None:
+            verb, act = request
+            self.requests[verb] += 1
+            self.sent.append((self.clock(), verb))
+            if verb != "get":
+                self.write_latencies_s.append(self.clock() - decided_s)
+            self.decision_s = decided_s
+            try:
+                follow = act()
+            finally:
+                self.decision_s = None
+            if follow is not None:
+                pending.appendleft(follow)
+            if not loop:
+                send()
+
+        send()
+
+    def charge(self, verbs: Sequence[Verb]) -> float:
+        """Reserve requests made at once now (the finalizer's GET and update before a
+        sync): how long the caller waits for them."""
+        now = self.clock()
+        at = now
+        for verb in verbs:
+            self.requests[verb] += 1
+            at = self.ready_at(now)
+            self.sent.append((at, verb))
+            if verb != "get":
+                self.write_latencies_s.append(at - now)
+        return at - now
 
 
 def resource_type(api_version: str, resource: str) -> tuple[str, bool]:
@@ -406,6 +529,7 @@ class _Sync:
     kind: HookKind
     observed: Observed
     answer: HookResponse
+    started_s: float  # when the webhook decided (its clock)
 
 
 @dataclass
@@ -428,8 +552,12 @@ class Controller:
         workers: int = 1,
         cost: SyncCost | None = None,
         max_syncs_per_second: int = 0,
+        client: Client | None = None,
+        costs: Costs = COST_FREE,
     ) -> None:
         self.controller = controller
+        self.costs = costs
+        self.client = client or Client(schedule, api.clock, costs)
         self.name: str = controller["metadata"]["name"]
         self.api, self.view, self.webhook, self.schedule = api, view, webhook, schedule
         self.workers = max(int(workers), 1)
@@ -465,12 +593,19 @@ class Controller:
         self.errors = 0  # failed syncs (not 429: Metacontroller does not count those)
         self.throttled = 0  # 429 answers: retried after Retry-After, no error backoff
         self.latencies_s: list[float] = []  # wall time of each sync/finalize call
+        self.customize_calls = 0
+        # queue depth over simulated time: (max, depth * seconds, since)
+        self.depth_max = 0
+        self._depth_area, self._depth_since = 0.0, 0.0
         self.busy_s = 0.0  # simulated time charged to hook calls
         self.error_log: list[tuple[float, str, str]] = []  # (t, parent key, why)
         # indexes
         self._parents: dict[str, str] = {}  # uid -> parent key
         self._owned: dict[str, dict[str, set[str]]] = {}  # parent uid -> type -> child keys
-        self._customized: dict[str, tuple[int, tuple[Rule, ...]]] = {}  # uid -> (gen, rules)
+        # uid -> (generation, rules, when customize answered them)
+        self._customized: dict[str, tuple[int, tuple[Rule, ...], float]] = {}
+        self._expires = float("inf")  # the soonest a cached customize answer expires
+        self._handler_free = 0.0  # when the related informers' event handler is free
         self._rules_of: dict[str, tuple[Rule, ...]] = {}  # parent key -> registered rules
         self._groups: dict[tuple[Rule, ...], set[str]] = {}  # selector rules -> parents
         self._by_name: dict[tuple[str, str | None, str], set[str]] = {}  # name rules
@@ -505,8 +640,21 @@ class Controller:
     def enqueue(self, key: str) -> None:
         if key in self.processing:
             self.dirty.add(key)
-        else:
+        elif key not in self.queue:
+            self._depth()
             self.queue[key] = None
+            self.depth_max = max(self.depth_max, len(self.queue))
+
+    def _depth(self) -> None:
+        """Account the queue's depth until now (before it changes)."""
+        now = self.api.clock()
+        self._depth_area += len(self.queue) * (now - self._depth_since)
+        self._depth_since = now
+
+    def mean_depth(self, until: float) -> float:
+        """The queue's time-weighted mean depth from 0 to ``until``."""
+        area = self._depth_area + len(self.queue) * (until - self._depth_since)
+        return area / until if until > 0 else 0.0
 
     def enqueue_after(self, delay_s: float, key: str) -> None:
         """client-go's AddAfter: a key waits once, for the soonest time it was asked for."""
@@ -529,7 +677,9 @@ class Controller:
         self.processing.discard(key)
         if key in self.dirty:
             self.dirty.discard(key)
+            self._depth()
             self.queue[key] = None
+            self.depth_max = max(self.depth_max, len(self.queue))
 
     @property
     def idle(self) -> bool:
@@ -540,6 +690,7 @@ class Controller:
         taken = 0
         while self.queue and len(self.processing) < self.workers:
             key = next(iter(self.queue))
+            self._depth()
             del self.queue[key]
             self.processing.add(key)
             taken += 1
@@ -567,8 +718,34 @@ class Controller:
                 if tkey in related.rules_of:
                     related.update(tkey, key)
         if tkey in self._related_types and not _same_version(old, new):
-            for p in sorted(self._related_parents(tkey, old, new)):
-                self.enqueue(p)
+            delay, failed = self._customize_expired()
+            for p in sorted(self._related_parents(tkey, old, new) - failed):
+                self.enqueue_after(delay, p)
+
+    def _customize_expired(self) -> tuple[float, set[str]]:
+        """``findRelatedParents``: customize every parent whose cached answer expired, in
+        the informer's event handler (one at a time: later events wait for it). How long
+        until the handler is done, and the parents whose call failed (that trigger is
+        dropped for them)."""
+        now = self.api.clock()
+        failed: set[str] = set()
+        if self.costs.customize_ttl_s > 0 and now >= self._expires:
+            spent = 0.0
+            for key in sorted(self._parents.values()):
+                parent = self.view.get(self.parent_tkey, key)
+                if parent is None or self._cached_rules(parent) is not None:
+                    continue
+                rules, cost, _ = self._customize(parent)
+                spent += cost
+                if rules is None:
+                    failed.add(key)
+                else:
+                    self._register(key, rules)
+            ttl = self.costs.customize_ttl_s
+            self._expires = min((t + ttl for *_, t in self._customized.values()), default=now + ttl)
+            if self.costs.charged:
+                self._handler_free = max(self._handler_free, now) + spent
+        return max(self._handler_free - now, 0.0), failed
 
     def _on_parent(self, old: Obj | None, new: Obj | None) -> None:
         if new is None:
@@ -653,6 +830,10 @@ class Controller:
                     if not parents:
                         del self._by_name[index]
 
+    def parent_keys(self) -> list[str]:
+        """Every parent the informer holds."""
+        return list(self._parents.values())
+
     def _forget(self, parent: Obj) -> None:
         meta = parent["metadata"]
         key = object_key(parent)
@@ -698,21 +879,20 @@ class Controller:
         if finalizing and self.finalizer not in (meta.get("finalizers") or ()):
             self._done(key)
             return
-        self._guard(key, self.api.clock())
-        if not finalizing:
-            self._ensure_finalizer(key)
+        started = self.api.clock()
+        self._guard(key, started)
         cost = 0.0
+        if not finalizing and self._ensure_finalizer(key):
+            cost += self.client.charge(("get", "update"))
         rules = self._cached_rules(parent)
         if rules is None:
-            body = b'{"controller":' + self._ctrl + b',"parent":' + _j(parent) + b"}"
-            answer = self.webhook.post(self.paths["customize"], body, measure=False)
-            cost += self._charge(len(body), answer)
-            try:
-                rules = self._parse_rules(parent, answer)
-            except (InvalidAnswer, KeyError, TypeError) as err:
-                why = f"customize: {err}"
+            rules, spent, failure = self._customize(parent)
+            cost += spent
+            if failure is not None:
+                answer, why = failure
                 self.schedule(cost, lambda: self._fail(key, answer, why))
                 return
+            assert rules is not None
         self._register(key, rules)
         children, observed = self._children(parent)
         kind: HookKind = "finalize" if finalizing else "sync"
@@ -735,22 +915,42 @@ class Controller:
         self.sync_calls += 1
         self.latencies_s.append(answer.elapsed_s)
         cost += self._charge(len(body), answer)
-        sync = _Sync(key, parent, kind, observed, answer)
+        sync = _Sync(key, parent, kind, observed, answer, started)
         self.schedule(cost, lambda: self._finish(sync))
+
+    def _customize(
+        self, parent: Obj
+    ) -> tuple[tuple[Rule, ...] | None, float, tuple[HookResponse, str] | None]:
+        """Call the customize hook: its rules (cached), the simulated time it took, and on
+        failure the answer and why."""
+        body = b'{"controller":' + self._ctrl + b',"parent":' + _j(parent) + b"}"
+        answer = self.webhook.post(self.paths["customize"], body, measure=False)
+        self.customize_calls += 1
+        cost = self._charge(len(body), answer)
+        try:
+            return self._parse_rules(parent, answer), cost, None
+        except (InvalidAnswer, KeyError, TypeError) as err:
+            return None, cost, (answer, f"customize: {err}")
 
     def _cached_rules(self, parent: Obj) -> tuple[Rule, ...] | None:
         meta = parent["metadata"]
         hit = self._customized.get(meta["uid"])
-        if hit is not None and hit[0] == int(meta.get("generation", 0)):
-            return hit[1]
-        return None
+        if hit is None or hit[0] != int(meta.get("generation", 0)):
+            return None
+        ttl = self.costs.customize_ttl_s
+        if ttl > 0 and self.api.clock() >= hit[2] + ttl:
+            return None
+        return hit[1]
 
     def _parse_rules(self, parent: Obj, answer: HookResponse) -> tuple[Rule, ...]:
         if answer.status != 200 or not isinstance(answer.body, Mapping):
             raise InvalidAnswer(f"HTTP {answer.status}")
         rules = tuple(_rule(r, parent) for r in answer.body.get("relatedResources") or ())
         meta = parent["metadata"]
-        self._customized[meta["uid"]] = (int(meta.get("generation", 0)), rules)
+        now = self.api.clock()
+        self._customized[meta["uid"]] = (int(meta.get("generation", 0)), rules, now)
+        if self.costs.customize_ttl_s > 0:
+            self._expires = min(self._expires, now + self.costs.customize_ttl_s)
         return rules
 
     def _children(self, parent: Obj) -> tuple[list[bytes], Observed]:
@@ -794,16 +994,19 @@ class Controller:
             ]
         )
 
-    def _ensure_finalizer(self, key: str) -> None:
+    def _ensure_finalizer(self, key: str) -> bool:
+        """Add the finalizer (a GET and an update); whether it had to be added."""
         if "finalize" not in self.paths:
-            return
+            return False
         live = self.api.get(self.parent_tkey, key)
         if live is None:
-            return
+            return False
         finalizers = list(live["metadata"].get("finalizers") or ())
-        if self.finalizer not in finalizers:
-            meta = {**live["metadata"], "finalizers": [*finalizers, self.finalizer]}
-            self.api.update({**live, "metadata": meta}, status_only=True)
+        if self.finalizer in finalizers:
+            return False
+        meta = {**live["metadata"], "finalizers": [*finalizers, self.finalizer]}
+        self.api.update({**live, "metadata": meta}, status_only=True)
+        return True
 
     # --- finishing a sync: its effects land ----------------------------------------------
 
@@ -835,11 +1038,13 @@ class Controller:
         resync = body.get("resyncAfterSeconds")
         if isinstance(resync, int | float) and not isinstance(resync, bool) and resync > 0:
             self.enqueue_after(float(resync), key)
+        requests: list[Request] = []
         if sync.kind == "finalize" and body.get("finalized") is True:
-            self._remove_finalizer(key, sync.parent)
-        self._manage_children(sync, desired)
-        self._write_status(key, sync.parent, body.get("status"))
-        self._done(key)
+            requests.append(("get", lambda: self._remove_finalizer(key, sync.parent)))
+        requests += self._manage_children(sync, desired)
+        status = body.get("status")
+        requests.append(("get", lambda: self._write_status(key, sync.parent, status)))
+        self.client.run(requests, sync.started_s, lambda: self._done(key))
 
     def _desired(self, parent: Obj, children: Sequence[Any]) -> Desired:
         """The answer's children as Metacontroller applies them (namespace, labels, owner
@@ -925,6 +1130,12 @@ class Controller:
             if not ok:
                 raise InvalidAnswer(f"labels on desired child {tkey} {name} don't match parent")
             cmeta["labels"] = labels
+            if self.costs.apply_strategy == "dynamic-apply":
+                # SetLastApplied before claimOwnership: the child as answered, labelled.
+                applied = orjson.dumps(
+                    {**child, "metadata": {**cmeta}}, option=orjson.OPT_SORT_KEYS
+                ).decode()
+                cmeta["annotations"] = {**(cmeta.get("annotations") or {}), LAST_APPLIED: applied}
             cmeta["ownerReferences"] = [*(cmeta.get("ownerReferences") or ()), ref]
             obj = {**child, "metadata": cmeta}
             wanted[(tkey, object_key(obj))] = obj
@@ -932,15 +1143,19 @@ class Controller:
                 made[raw] = obj
         return wanted
 
-    def _manage_children(self, sync: _Sync, desired: Desired) -> None:
+    def _manage_children(self, sync: _Sync, desired: Desired) -> list[Request]:
+        """The requests that make the children as answered, one each."""
         settled = self._settled.get(sync.key)
         if settled is not None and settled[0] is sync.observed and settled[1] is desired:
-            return  # what the parent's last sync saw and answered, which needed no write
+            return []  # what the parent's last sync saw and answered, which needed no write
         alike: dict[tuple[str, str], tuple[Obj, Obj]] = {}
-        wrote = self._apply_children(sync.observed, desired, self._alike.get(sync.key, {}), alike)
+        requests = self._apply_children(
+            sync.observed, desired, self._alike.get(sync.key, {}), alike
+        )
         self._alike[sync.key] = alike
-        if not wrote:
+        if not requests:
             self._settled[sync.key] = (sync.observed, desired)
+        return requests
 
     def _apply_children(
         self,
@@ -948,24 +1163,20 @@ class Controller:
         desired: Desired,
         was_alike: Mapping[tuple[str, str], tuple[Obj, Obj]],
         alike: dict[tuple[str, str], tuple[Obj, Obj]],
-    ) -> bool:
-        """Delete, create and update children; whether any write was tried. Which writes
+    ) -> list[Request]:
+        """The requests that delete, create and update children, in that order. Which
         depends on nothing but the two maps (and the constant update strategies). The
         pairs found alike go to ``alike``; those of ``was_alike`` are not diffed again."""
-        wrote = False
+        requests: list[Request] = []
         for tkey, ckey in sorted(observed_children):
             observed = observed_children[(tkey, ckey)]
             if (tkey, ckey) in desired or observed["metadata"].get("deletionTimestamp"):
                 continue
-            wrote = True
-            with contextlib.suppress(Conflict):  # NotFound is a None: also ignored
-                self.api.delete(tkey, ckey, uid=observed["metadata"]["uid"])
+            requests.append(("delete", self._deleter(tkey, ckey, observed["metadata"]["uid"])))
         for (tkey, ckey), obj in desired.items():
             observed = observed_children.get((tkey, ckey))
             if observed is None:
-                wrote = True
-                with contextlib.suppress(Conflict):  # AlreadyExists: the view was stale
-                    self.api.create(obj)
+                requests.append(("create", self._creator(obj)))
                 continue
             method = self.child_types[tkey].method
             if method == "OnDelete" or observed["metadata"].get("deletionTimestamp"):
@@ -978,41 +1189,101 @@ class Controller:
             if merged is None:
                 alike[(tkey, ckey)] = (observed, obj)
                 continue
-            wrote = True
             rv, uid = observed["metadata"]["resourceVersion"], observed["metadata"]["uid"]
-            with contextlib.suppress(Conflict, KeyError):  # retried on the next event
-                if method == "InPlace":
-                    self.api.update(merged, resource_version=rv)
-                else:  # Recreate: delete now, create on a later sync once it is gone
-                    self.api.delete(tkey, ckey, uid=uid)
-        return wrote
+            if method == "InPlace":
+                requests.append(("update", self._updater(merged, rv)))
+            else:  # Recreate: delete now, create on a later sync once it is gone
+                requests.append(("delete", self._deleter(tkey, ckey, uid)))
+        return requests
 
-    def _write_status(self, key: str, parent: Obj, status: Any) -> None:
+    def _deleter(self, tkey: str, ckey: str, uid: str) -> Callable[[], None]:
+        def delete() -> None:
+            with contextlib.suppress(Conflict):  # NotFound is a None: also ignored
+                self.api.delete(tkey, ckey, uid=uid)
+
+        return delete
+
+    def _creator(self, obj: Obj) -> Callable[[], None]:
+        def create() -> None:
+            with contextlib.suppress(Conflict):  # AlreadyExists: the view was stale
+                self.api.create(obj)
+
+        return create
+
+    def _updater(self, merged: Obj, rv: str) -> Callable[[], None]:
+        def update() -> None:
+            with contextlib.suppress(Conflict, KeyError):  # retried on the next event
+                self.api.update(merged, resource_version=rv)
+
+        return update
+
+    def _write_status(self, key: str, parent: Obj, status: Any) -> Request | None:
+        """AtomicStatusUpdate: after the live GET, an UpdateStatus if the status differs."""
         live = self.api.get(self.parent_tkey, key)
         if live is None or live["metadata"]["uid"] != parent["metadata"]["uid"]:
-            return
+            return None
         new = dict(status) if isinstance(status, Mapping) else {}
         new["observedGeneration"] = parent["metadata"].get("generation", 0)
-        if new != live.get("status"):
-            self.api.patch(self.parent_tkey, key, status=new)
+        if new == live.get("status"):
+            return None
 
-    def _remove_finalizer(self, key: str, parent: Obj) -> None:
+        def update_status() -> Request | None:
+            # The UpdateStatus of the copy just read: a 409 if it changed since, and then
+            # RetryOnConflict reads it again.
+            now = self.api.get(self.parent_tkey, key)
+            if now is None:
+                return None
+            if now["metadata"]["resourceVersion"] != rv:
+                return ("get", lambda: self._write_status(key, parent, status))
+            self.api.patch(self.parent_tkey, key, status=new)
+            return None
+
+        rv = live["metadata"]["resourceVersion"]
+        return ("update_status", update_status)
+
+    def _remove_finalizer(self, key: str, parent: Obj) -> Request | None:
+        """RemoveFinalizer: after the live GET, an update without it."""
         live = self.api.get(self.parent_tkey, key)
         if live is None or live["metadata"]["uid"] != parent["metadata"]["uid"]:
-            return
-        finalizers = [f for f in live["metadata"].get("finalizers") or () if f != self.finalizer]
-        if not finalizers and live["metadata"].get("deletionTimestamp"):
-            self.api.remove(self.parent_tkey, key)
-        else:
-            meta = {**live["metadata"], "finalizers": finalizers}
-            self.api.update({**live, "metadata": meta}, status_only=True)
+            return None
+
+        def update() -> None:
+            live = self.api.get(self.parent_tkey, key)  # RetryOnConflict: the latest copy
+            if live is None:
+                return
+            meta = live["metadata"]
+            finalizers = [f for f in meta.get("finalizers") or () if f != self.finalizer]
+            if not finalizers and meta.get("deletionTimestamp"):
+                self.api.remove(self.parent_tkey, key)
+            else:
+                meta = {**live["metadata"], "finalizers": finalizers}
+                self.api.update({**live, "metadata": meta}, status_only=True)
+
+        return ("update", update)
 
 
 class Metacontroller:
     """One Metacontroller process: its CompositeControllers (``--workers`` each)."""
 
-    def __init__(self, controllers: Sequence[Controller]) -> None:
+    def __init__(self, controllers: Sequence[Controller], client: Client | None = None) -> None:
         self.controllers: dict[str, Controller] = {c.name: c for c in controllers}
+        self.client = client
+
+    def start_resync(self, every_s: float, goes_on: Callable[[], bool]) -> None:
+        """``--cache-flush-interval``: every ``every_s`` each informer relists, and every
+        parent is synced again (while ``goes_on``)."""
+        if every_s <= 0 or not self.controllers:
+            return
+        schedule = next(iter(self.controllers.values())).schedule
+
+        def flush() -> None:
+            for c in self.controllers.values():
+                for key in sorted(c.parent_keys()):
+                    c.enqueue(key)
+            if goes_on():
+                schedule(every_s, flush)
+
+        schedule(every_s, flush)
 
     def __getitem__(self, name: str) -> Controller:
         return self.controllers[name]

@@ -295,3 +295,32 @@ def test_the_seeds_piled_up_speed_scenario_runs_faster_under_dragonet_with_a_mov
     # contention, not just moves: the piled-up jobs take far longer than one alone (1 s a
     # step on a free node, 1000 steps)
     assert runs["dragon"]["avg_jct_s"] > 1500
+
+
+def test_metacontrollers_costs_are_on_by_default_and_reported(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """By default the run pays Metacontroller's real costs, and --json says what they were:
+    API requests by verb, the time from a decision to its writes, each queue's depth.
+    --mc-cost-free gives the old, instant writes; a faster client writes sooner."""
+    base = [str(EXAMPLES / "scenario.yaml"), "--policy", "dragonet", "--json"]
+    runs = {}
+    for name, extra in (
+        ("defaults", []),
+        ("free", ["--mc-cost-free"]),
+        (
+            "fast",
+            ["--mc-qps", "50", "--mc-burst", "100", "--mc-apply-strategy", "server-side-apply"],
+        ),
+    ):
+        code, out, _ = _simulate(capsys, *base, *extra)
+        assert code == 0
+        (runs[name],) = _summaries(out)
+    real = runs["defaults"]
+    assert set(real["api_requests"]) == {"get", "create", "update", "update_status", "delete"}
+    assert real["api_requests"]["get"] >= real["sync_calls"]  # a live GET per finished sync
+    assert real["write_latency_s"]["max"] > 1.0  # a decision's writes queue for tokens
+    assert set(real["queue_depth_by_controller"]) == set(real["sync_calls_by_controller"])
+    assert all(d["max"] >= 1 for d in real["queue_depth_by_controller"].values())
+    assert runs["free"]["write_latency_s"]["max"] < 0.1
+    assert runs["fast"]["write_latency_s"]["max"] < 0.5 < real["write_latency_s"]["p95"]

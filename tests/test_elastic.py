@@ -106,8 +106,13 @@ class Statuses:
         return out
 
 
-def _run(jobs, **config: Any) -> tuple[Simulation, Pods, Statuses]:
-    sim = Simulation(scenario(gpu_nodes(2), jobs), SimConfig(**config))
+def _run(jobs, cost_free: bool = False, **config: Any) -> tuple[Simulation, Pods, Statuses]:
+    """``cost_free``: Metacontroller's writes free and instant, for a test that pins the
+    second a decision's pods appear (sim/metacontroller.py ``COST_FREE``)."""
+    run_config = SimConfig(**config)
+    sim = Simulation(
+        scenario(gpu_nodes(2), jobs), run_config.cost_free() if cost_free else run_config
+    )
     pods, statuses = Pods(sim), Statuses(sim)
     sim.run()
     return sim, pods, statuses
@@ -335,7 +340,7 @@ def test_a_head_no_shrink_can_help_blocks_dragon_but_not_dragonet() -> None:
             job("s", 2, ps=0, arrival=200.0, steps=100),
         ]
 
-    sim, pods, _ = _run(jobs(), policy="dragonet")
+    sim, pods, _ = _run(jobs(), policy="dragonet", cost_free=True)
     assert pods.first_created("s") <= 203.0  # once two of a's borrowed workers are gone
     assert pods.first_created("s") < pods.first_created("h")
     sim, pods, statuses = _run(jobs(), policy="dragon")

@@ -88,9 +88,13 @@ HIGH = {
 }
 
 
-def _run(world: Scenario, **config: Any) -> tuple[Mapping[str, Any], Watch]:
-    """The run's summary, and what the watch saw."""
-    sim = Simulation(world, SimConfig(delete_finished_after_s=None, **config))
+def _run(
+    world: Scenario, cost_free: bool = False, **config: Any
+) -> tuple[Mapping[str, Any], Watch]:
+    """The run's summary, and what the watch saw (``cost_free``: Metacontroller's writes
+    free and instant, for a test that pins when a decision's writes land)."""
+    run_config = SimConfig(delete_finished_after_s=None, **config)
+    sim = Simulation(world, run_config.cost_free() if cost_free else run_config)
     watch = Watch(sim)
     return sim.run().summary, watch
 
@@ -102,7 +106,7 @@ def test_a_higher_priority_job_preempts_a_whole_fixed_size_job_and_it_runs_again
     # a (1 PS + 8 workers, fixed size) holds all 8 GPUs; no shrink can free any (min = 8).
     a = job("a", 8, ps=1, min_workers=8, max_workers=8, steps=2000)
     b = _priority(job("b", 8, ps=1, min_workers=8, max_workers=8, arrival=100.0, steps=200), "high")
-    summary, watch = _run(_world([a, b], HIGH), policy="dragonet")
+    summary, watch = _run(_world([a, b], HIGH), policy="dragonet", cost_free=True)
 
     # Every pod of a (its PS too) is deleted at once, when b arrives...
     a_pods = watch.pods("a")

@@ -34,7 +34,10 @@ from tests.simkit import (
 from tests.simkit import status_of as tf_status
 
 ROOT = COMPAT.parent.parent.parent
-KEEP = SimConfig(delete_finished_after_s=None)
+# Metacontroller's writes free and instant (sim/metacontroller.py COST_FREE): these tests pin
+# that a PodGroup's write follows its Admission's, and when a status lands; with the real
+# rate-limited client a PodGroup lags its Admission by the writes queued before it.
+KEEP = SimConfig(delete_finished_after_s=None).cost_free()
 KUBE_BATCH_NODES = gpu_nodes(2, labels={"gpu": "1060g1"})
 ADMISSIONS = "Admission.dragonet.io/v1alpha1"
 POD_GROUPS = {

@@ -29,12 +29,15 @@ from policy.model.cluster import L_INDEX, L_JOB, L_OPERATOR, L_TYPE, OPERATOR_NA
 from policy.model.pool import pool_object
 from sim.apiserver import EPOCH, Obj, object_key
 from sim.engine import JOBS, POOLS, Scenario, SimConfig, Simulation, SimulationError
+from sim.metacontroller import LAST_APPLIED
 from tests.simkit import PODS, TFJOBS, HookCall, HookSpy, comparable, gpu_nodes, job, scenario
 
 ADMISSIONS = "Admission.dragonet.io/v1alpha1"
 POOL_TYPE = "TrainingPool.dragonet.io/v1alpha1"
 SERVICES = "Service.v1"
-KEEP = SimConfig(delete_finished_after_s=None)
+# The model as it was before it charged Metacontroller's costs (one worker, free writes, no
+# resync, customize cached for ever): the timings these tests pin. The costs have their own.
+KEEP = SimConfig(delete_finished_after_s=None).cost_free()
 # A job sync that takes half a second of simulated time: long enough to see what happens
 # while it runs.
 SLOW_JOBS = replace(KEEP, job_sync_base_ms=500.0, job_sync_per_kib_ms=0.0)
@@ -881,3 +884,142 @@ def test_the_run_creates_the_default_pool_from_its_config_unless_the_scenario_br
     result = sim.run()
     assert sim.api.get(POOL_TYPE, "default")["spec"] == own["spec"]
     assert result.policy == result.summary["policy"] == "gang-fifo"
+
+
+# --- Metacontroller's real costs (v4.17.2's defaults, metacontroller-contract.md §9) ----------
+
+REAL = SimConfig(delete_finished_after_s=None)  # every Metacontroller default
+
+
+def _pod_creations(sim: Simulation, job_name: str) -> list[float]:
+    return sorted(t for t, what, pod, _ in sim.log if what == "create" and f"/{job_name}-" in pod)
+
+
+def test_every_request_takes_a_token_of_one_bucket_shared_by_all_controllers() -> None:
+    """client-go's token bucket (--client-go-qps 5, --client-go-burst 10): after a burst of
+    10, requests of every controller together go at 5 per second; a big job's 25 pods are
+    written one at a time over seconds, where the cost-free simulator made them at once."""
+    jobs = [job("big", 24, steps=100), job("small", 2, steps=100)]
+    sim, _, _ = _sim(jobs, REAL, nodes=7)
+    summary = sim.run().summary
+    sent = [t for t, _ in sim.mc.client.sent]
+    assert len(sent) > 60
+    for i in range(len(sent) - 15):
+        assert sent[i + 15] - sent[i] >= 1.0 - 1e-9  # 15 requests: a burst of 10 + 5 s^-1
+    big = _pod_creations(sim, "big")[:25]  # its first pods (later ones: restarts)
+    assert big[-1] - big[0] >= (25 - 10) / 5.0
+    assert summary["write_latency_s"]["max"] >= 3.0
+
+    free, _, _ = _sim(jobs, KEEP, nodes=7)
+    free.run()
+    made = _pod_creations(free, "big")[:25]
+    assert made[-1] == made[0]
+
+
+def test_a_faster_bucket_writes_faster() -> None:
+    jobs = [job("big", 24, steps=100)]
+    spans = []
+    for qps, burst in ((5.0, 10), (50.0, 100)):
+        sim, _, _ = _sim(jobs, replace(REAL, mc_qps=qps, mc_burst=burst), nodes=7)
+        sim.run()
+        pods = _pod_creations(sim, "big")
+        spans.append(pods[-1] - pods[0])
+    assert spans[0] >= 3.0 and spans[1] < 0.5
+
+
+def test_each_sync_reads_its_parent_live_and_writes_a_status_only_when_it_changed() -> None:
+    """AtomicStatusUpdate: one GET per finished sync, an UpdateStatus only for a change."""
+    sim, _, spy = _sim([job("a", 2, steps=50), job("b", 1, arrival=3, steps=50)], REAL)
+    changes = Counter()
+
+    def watch(tkey: str, old: Obj | None, new: Obj | None) -> None:
+        if tkey in (TFJOBS, POOL_TYPE) and old and new and old.get("status") != new.get("status"):
+            changes[tkey] += 1
+
+    sim.api.watchers.append(watch)
+    summary = sim.run().summary
+    requests = summary["api_requests"]
+    ok_syncs = sum(1 for c in spy.calls if c.hook in ("sync", "finalize") and c.status == 200)
+    finalizers = 2  # each job's finalizer added (a GET and an update; never deleted here)
+    assert requests["get"] == ok_syncs + finalizers
+    assert requests["update_status"] == sum(changes.values()) < ok_syncs
+    assert requests["create"] >= 2 + 3 + 2 * 2  # two Admissions, three pods, two services
+
+
+def test_five_workers_sync_five_parents_at_once_and_no_more() -> None:
+    jobs = [job(n, 1, steps=40) for n in "abcdefgh"]
+    slow = replace(REAL, job_sync_base_ms=500.0, job_sync_per_kib_ms=0.0)
+    sim, _, spy = _sim(jobs, slow, nodes=2)
+    summary = sim.run().summary
+    starts = [c.t for c in spy.by(JOBS, "sync")]
+    most = max(sum(1 for s in starts if s <= t < s + 0.5) for t in starts)
+    assert most == 5
+    depth = summary["queue_depth_by_controller"][JOBS]
+    assert depth["max"] >= 3 and depth["mean"] >= 0
+
+
+def test_every_parent_is_synced_again_at_each_cache_flush() -> None:
+    """--cache-flush-interval: a quiet job is synced at every flush, and only then."""
+    config = replace(REAL, mc_resync_s=500.0, mc_customize_ttl_s=0.0, max_time_s=1700.0)
+    sim, _, spy = _sim([job("a", 1, steps=1e9)], config)
+    sim.run()
+    late = [c.t for c in _syncs(spy, JOBS, lo=100.0)]
+    assert [round(t) for t in late] == [500, 1000, 1500]
+    pool = [round(c.t) for c in _syncs(spy, POOLS, lo=100.0)]
+    assert pool == [500, 1000, 1500]
+
+
+def test_customize_answers_expire_and_a_related_event_customizes_every_expired_parent() -> None:
+    """The cache keeps an answer 20 minutes; then the next event of a related object (an
+    Admission) calls customize for every parent of the controller whose answer expired,
+    in the event handler, and the parent it concerns is synced only after those calls."""
+    fake = Fake()
+    config = replace(
+        REAL, mc_resync_s=0.0, job_sync_base_ms=500.0, job_sync_per_kib_ms=0.0, max_time_s=1600.0
+    )
+    sim, _, spy = _sim([job("a", 1, steps=1e9), job("b", 1, steps=1e9)], config, fake)
+    sim.schedule(1500.0, lambda: fake.notes.update({"default/a": "moved"}))
+    sim.schedule(1500.0, lambda: sim.mc[POOLS].enqueue("default"))
+    sim.run()
+    customized = [(c.parent, round(c.t)) for c in spy.by(JOBS, "customize")]
+    assert ("default/a", 0) in customized and ("default/b", 0) in customized
+    late = {p for p, t in customized if t >= 1500}
+    assert late == {"default/a", "default/b"}  # b's own objects did not change
+    after = [c.t for c in _syncs(spy, JOBS, lo=1500.0) if c.parent == "default/a"]
+    assert after and after[0] >= 1500.0 + 2 * 0.5  # behind two customize calls of 0.5 s
+    assert sim.mc[JOBS].customize_calls == len(spy.by(JOBS, "customize"))
+
+
+def test_dynamic_apply_stamps_each_child_with_its_last_applied_copy() -> None:
+    sim, fake, _ = _sim([job("a", 2, steps=1e9)], replace(REAL, max_time_s=60.0))
+    sim.schedule(30.0, lambda: fake.notes.update({"default/a": "moved"}))
+    sim.schedule(30.0, lambda: sim.mc[POOLS].enqueue("default"))
+    sim.run()
+    for tkey, key in ((PODS, "default/a-worker-0"), (ADMISSIONS, "default/tfjob-a")):
+        obj = sim.api.get(tkey, key)
+        applied = orjson.loads(obj["metadata"]["annotations"][LAST_APPLIED])
+        assert applied["metadata"]["name"] == obj["metadata"]["name"]
+        assert applied["metadata"]["labels"] == obj["metadata"]["labels"]
+        assert "ownerReferences" not in applied["metadata"]  # stamped before the owner
+        assert applied["spec"] == _but_node(obj["spec"]) or tkey == PODS
+    admission = sim.api.get(ADMISSIONS, "default/tfjob-a")
+    applied = orjson.loads(admission["metadata"]["annotations"][LAST_APPLIED])
+    assert admission["spec"]["message"] == applied["spec"]["message"] == "moved"
+
+    ssa, _, _ = _sim(
+        [job("a", 2, steps=1e9)],
+        replace(REAL, max_time_s=60.0, mc_apply_strategy="server-side-apply"),
+    )
+    ssa.run()
+    pod = ssa.api.get(PODS, "default/a-worker-0")
+    assert LAST_APPLIED not in (pod["metadata"].get("annotations") or {})
+
+
+def test_cost_free_is_the_simulator_as_it_was() -> None:
+    free = SimConfig().cost_free()
+    assert (free.mc_workers, free.mc_qps, free.mc_resync_s, free.mc_customize_ttl_s) == (1, 0, 0, 0)
+    assert not free.mc_charged and free.object_sizes == "minimal"
+    real = SimConfig()
+    assert (real.mc_workers, real.mc_qps, real.mc_burst) == (5, 5.0, 10)
+    assert (real.mc_resync_s, real.mc_customize_ttl_s) == (1800.0, 1200.0)
+    assert real.mc_apply_strategy == "dynamic-apply" and real.object_sizes == "real"
