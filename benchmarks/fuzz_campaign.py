@@ -280,7 +280,7 @@ class Checker:
             )
 
 
-def serve(port: int, workers: int, env: dict[str, str]) -> subprocess.Popen:
+def serve(port: int, workers: int, env: dict[str, str], log: Path) -> subprocess.Popen:
     cmd = [
         sys.executable,
         "-c",
@@ -294,7 +294,7 @@ def serve(port: int, workers: int, env: dict[str, str]) -> subprocess.Popen:
         str(workers),
     ]
     proc = subprocess.Popen(
-        cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        cmd, env=env, stdout=subprocess.DEVNULL, stderr=log.open("wb"), start_new_session=True
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
@@ -318,6 +318,7 @@ def main() -> None:
     p.add_argument("--max-seconds", type=float, default=3600)
     p.add_argument("--seed", type=int, default=7)
     p.add_argument("--out", help="write the summary (and RSS samples) as JSON here")
+    p.add_argument("--server-log", default="/tmp/dragonet-fuzz-server.log")
     p.add_argument("--cache", help="keep the captured requests in this file (reused if there)")
     args = p.parse_args()
 
@@ -337,8 +338,10 @@ def main() -> None:
         parent = orjson.loads(body).get("parent") or {}
         kinds[id(body)] = parent.get("kind", "")
     port = _free_port()
-    env = {**os.environ, "DRAGONET_LOG_LEVEL": "error"}
-    server = serve(port, args.workers, env)
+    env = {**os.environ, "DRAGONET_LOG_LEVEL": "warning"}
+    log = Path(args.server_log)
+    server = serve(port, args.workers, env, log)
+    say(f"dragonet serve on 127.0.0.1:{port}, its log in {log}")
     url = f"http://127.0.0.1:{port}"
     codes: Counter[int] = Counter()
     late: list[float] = []
