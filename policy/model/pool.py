@@ -138,6 +138,10 @@ class PoolSpec(BaseModel):
     # The starvation guard: a job is preempted for least attained service at most this
     # many times (priority preemption is not limited).
     maxPreemptions: int = Field(default=3, ge=0)
+    # Least attained service: a waiting job may also preempt jobs of its own queue that were
+    # enqueued after it, so each cycle re-applies the queue order (Tiresias' and Pollux's
+    # simulators do; examples/pollux-tiresias-pool.yaml).
+    lasPreemptLaterInQueue: bool = False
     # terminationGracePeriodSeconds of the pods the pool admits (a pod template's own value
     # wins): how long training code has to checkpoint when preempted. None: Kubernetes' 30 s.
     preemptionGraceSeconds: int | None = Field(default=None, ge=0)

@@ -401,6 +401,8 @@ class _Preemption:
         rules = self.rules
         if rules.preempt_priority and self.lowest < priority(job, priorities):
             return True
+        if rules.las_later_in_queue:  # a later arrival of its own queue may be a victim
+            return rules.preempt_las and self.latest >= queue
         return rules.preempt_las and self.latest > queue
 
 
