@@ -22,8 +22,8 @@ speeds Pollux's own simulator gives them. Its measurements are vendored under
 With the batch fixed, ``gain`` depends on the epoch only, so the job's work is a number of
 steps (``PolluxJob.steps``) and its speed on a placement ``1 / step time``: what
 ``sim.training`` runs. Where Dragonet places workers on more GPUs than the batch can use
-(per-GPU batch below the smallest measured), the step is timed at the smallest measured
-per-GPU batch: extra workers add nothing.
+(per-GPU batch below the smallest measured, or more nodes and GPUs than Pollux measured),
+extra workers add nothing.
 """
 
 from __future__ import annotations
@@ -35,6 +35,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from types import MappingProxyType
+from typing import Any
 
 import numpy as np
 from scipy.interpolate import LinearNDInterpolator
@@ -45,6 +47,20 @@ from sim.spec import TrainingProfile
 RESTART_S = 30.0
 # Pollux's simulator interpolates over at most 16 nodes (its scalability profiles' range).
 MAX_NODES = 16
+
+# The TrainingPool spec of Pollux's Tiresias (simulator/tiresias.py): static sizes, two
+# queues split at 16 GPU-hours attained (``_queue_threshold = 3600 * 16`` GPU-seconds), the
+# jobs re-admitted in (queue, arrival) order every cycle, so a job preempts later arrivals
+# of its own queue too, and no starvation guard (``_solve_starvation = 0``): a job may be
+# preempted any number of times. examples/pollux-tiresias-pool.yaml is the same pool.
+TIRESIAS_POOL: Mapping[str, Any] = MappingProxyType(
+    {
+        "policy": "tiresias",
+        "lasThresholdsGPUHours": [16.0],
+        "lasPreemptLaterInQueue": True,
+        "maxPreemptions": 1_000_000,
+    }
+)
 
 # Pollux's per-application settings (applications.py, APPLICATIONS): epochs to train, and
 # yolov3's largest per-GPU batch (the others: the largest measured).
@@ -259,7 +275,18 @@ class PolluxProfile(TrainingProfile):
 
 @cache
 def _iteration_time(app: str, placement: Placement, batch_size: int) -> float:
-    return application(app).iteration_time(placement, batch_size)
+    """Beyond Pollux's measurements (more than 16 nodes or 64 GPUs), a worker adds nothing:
+    the time of the same placement less its last workers."""
+    model = application(app)
+    while True:
+        try:
+            return model.iteration_time(placement, batch_size)
+        except ValueError:
+            if sum(placement) <= 1:
+                raise
+            smaller = sorted(placement, reverse=True)
+            smaller[-1] -= 1
+            placement = canonical(smaller)
 
 
 @cache

@@ -275,3 +275,23 @@ def test_monitor_runs_the_container_monitor_and_counts_its_requests(
     code, out, _ = _simulate(capsys, example, "--policy", "dragonet", "--json")
     (without,) = _summaries(out)
     assert code == 0 and "migration_requests" not in without
+
+
+def test_a_pool_file_sets_the_default_pool_and_its_policy_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pool = str(EXAMPLES / "pollux-tiresias-pool.yaml")
+    argv = ["--trace", str(TRACES / "workload-1.csv"), "--jobs", "3", "--pool", pool, "--json"]
+    code, out, _ = _simulate(capsys, *argv)
+    assert code == 0
+    assert [s["policy"] for s in _summaries(out)] == ["tiresias"]  # the file's policy
+    code, out, _ = _simulate(capsys, *argv, "--policy", "dragonet,tiresias")
+    assert code == 0
+    assert [s["policy"] for s in _summaries(out)] == ["dragonet", "tiresias"]
+
+    bad = tmp_path / "pool.yaml"
+    text = (EXAMPLES / "pollux-tiresias-pool.yaml").read_text()
+    bad.write_text(text.replace("maxPreemptions: 1000000", "maxPreemptions: -1"))
+    code, _, err = _simulate(capsys, *argv[:4], "--pool", str(bad))
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "spec.maxPreemptions" in err and str(bad) in err

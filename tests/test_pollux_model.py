@@ -71,9 +71,7 @@ def test_spreading_a_job_costs_what_pollux_placement_profiles_say() -> None:
     # pollux-published.md: spread/packed speed 0.81-1.23 at the workloads' batch sizes.
     for app, batch, gpus in [("cifar10", 2048, 4), ("bert", 384, 4), ("deepspeech2", 320, 4)]:
         model = application(app)
-        ratio = model.iteration_time(packed(gpus), batch) / model.iteration_time(
-            (1,) * gpus, batch
-        )
+        ratio = model.iteration_time(packed(gpus), batch) / model.iteration_time((1,) * gpus, batch)
         assert 0.8 < ratio < 1.25, app
     yolo = application("yolov3")  # the one that loses: 14,132 s packed vs 24,881 s on "22"
     assert yolo.iteration_time((4,), 64) < yolo.iteration_time((2, 2), 64)
@@ -110,3 +108,11 @@ def test_the_profile_times_the_workers_placement_and_keeps_progress_when_stopped
     assert prof.rate(6, 0, 2) == pytest.approx(1 / model.iteration_time((4, 2), 2048))
     assert prof.rate_on([2, 2, 2], 6, 0, 2) < prof.rate(6, 0, 2)  # spread is slower here
     assert prof.saves_on_stop and prof.restore_s == RESTART_S
+
+
+def test_workers_beyond_pollux_measurements_add_nothing_and_never_fail() -> None:
+    # An elastic policy may offer imagenet up to max-instances = 96 workers; Pollux
+    # measured up to 16 nodes and 64 GPUs.
+    prof = pollux_profile("imagenet", 6400)
+    assert prof.rate(96, 0, 24) == pytest.approx(prof.rate(64, 0, 16))
+    assert prof.rate(64, 0, 16) > prof.rate(48, 0, 12)
