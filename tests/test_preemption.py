@@ -313,3 +313,22 @@ def test_pollux_tiresias_preempts_a_later_arrival_of_the_same_queue() -> None:
     _, watch = _run(_world(_arrival_order_jobs(), plain, gpus_nodes=1))
     assert watch.services("later") == []
     assert min(watch.created["big-ps-0"]) > max(watch.created["later-ps-0"]) + 1000.0
+
+
+def test_without_promotion_a_preempted_job_stays_behind_the_first_queue() -> None:
+    """"long" passes the 0.01 GPU-h limit, "s1" preempts it and runs about 1,000 s; "s2"
+    arrives meanwhile. Tiresias' promotion puts "long", which has waited as long as it ran,
+    back in queue 0 ahead of "s2" (it arrived first); Pollux's Tiresias never promotes."""
+    long = _checkpointed(job("long", 4, ps=1, min_workers=4, max_workers=4, steps=3000))
+    s1 = job("s1", 4, ps=1, min_workers=4, max_workers=4, arrival=100.0, steps=3500)
+    s2 = job("s2", 4, ps=1, min_workers=4, max_workers=4, arrival=300.0, steps=100)
+    order = {}
+    for promotion in (True, False):
+        pool = pool_object(
+            "default", policy="tiresias", lasThresholdsGPUHours=[0.01], lasPromotion=promotion
+        )
+        _, watch = _run(_world([long, s1, s2], pool, gpus_nodes=1))
+        assert watch.services("long")[0]["lastPreemption"]["by"] == "default/s1"
+        back = watch.created["long-ps-0"][1]  # long's second start
+        order[promotion] = "long" if back < min(watch.created["s2-ps-0"]) else "s2"
+    assert order == {True: "long", False: "s2"}

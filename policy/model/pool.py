@@ -142,6 +142,9 @@ class PoolSpec(BaseModel):
     # enqueued after it, so each cycle re-applies the queue order (Tiresias' and Pollux's
     # simulators do; examples/pollux-tiresias-pool.yaml).
     lasPreemptLaterInQueue: bool = False
+    # Tiresias' promotion: a preempted job that has waited as long as it ran goes back to
+    # queue 0 (false: never, as Pollux's Tiresias, whose _solve_starvation is 0).
+    lasPromotion: bool = True
     # terminationGracePeriodSeconds of the pods the pool admits (a pod template's own value
     # wins): how long training code has to checkpoint when preempted. None: Kubernetes' 30 s.
     preemptionGraceSeconds: int | None = Field(default=None, ge=0)

@@ -149,7 +149,9 @@ def plan(
         for job in jobs:
             pods = by_job.get(job.key, ())
             admission = admissions.get(job.key)
-            got, wake = attained(job, pods, admission, now, rules.las, gang_units(job))
+            got, wake = attained(
+                job, pods, admission, now, rules.las, gang_units(job), promotion=rules.las_promotion
+            )
             service[job.key] = got
             if wake is not None:
                 wakes.append(wake)
