@@ -30,7 +30,15 @@ from sim.engine import SimConfig, Simulation
 from sim.pollux_model import TIRESIAS_POOL
 from sim.scenario import from_trace
 
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "traces" / "pollux_workloads"
+# shared/traces/ beside the checkout (or beside the folder of worktrees that holds it).
+SHARED = next(
+    (
+        p / "shared" / "traces" / "pollux_workloads"
+        for p in Path(__file__).resolve().parents
+        if (p / "shared" / "traces").is_dir()
+    ),
+    Path("shared") / "traces" / "pollux_workloads",
+)
 
 # Pollux's published Tiresias average JCT (s), results-jobload/tiresias-<load>/summary.json
 # ("avgs"), petuum/adaptdl osdi21-artifact @ c793c70.
