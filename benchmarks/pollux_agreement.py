@@ -54,8 +54,8 @@ def workload_file(workload: int, load: float, artifact: Path | None) -> Path:
     if load == 1.0 and artifact is None:
         return SHARED / f"workload-{workload}.csv"
     if artifact is None:
-        raise SystemExit(f"load {load:g} is in the artifact's workloads-{load:g}/: give --artifact")
-    folder = "workloads" if load == 1.0 else f"workloads-{load:g}"
+        raise SystemExit(f"load {load:g}: the artifact's workloads-{load:.1f}/ needs --artifact")
+    folder = "workloads" if load == 1.0 else f"workloads-{load:.1f}"
     return artifact / folder / f"workload-{workload}.csv"
 
 

@@ -40,7 +40,7 @@ def main() -> None:
 
     args.out.mkdir(parents=True, exist_ok=True)
     for load in args.loads.split(","):
-        folder = "workloads" if float(load) == 1.0 else f"workloads-{float(load):g}"
+        folder = "workloads" if float(load) == 1.0 else f"workloads-{float(load):.1f}"
         for w in args.workloads.split(","):
             run = argparse.Namespace(
                 workload=str(args.simulator / folder / f"workload-{w}.csv"),
