@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import yaml
 
 from policy.model.pool import pool_object
 from sim.engine import SimConfig, Simulation
@@ -52,3 +53,9 @@ def test_each_long_job_takes_as_long_as_in_pollux_simulator(jcts: dict[str, floa
     for name, theirs in ARTIFACT_JCT_S.items():
         if theirs > 600:
             assert jcts[name] == pytest.approx(theirs, rel=0.15), name
+
+
+def test_the_example_pool_is_the_one_measured() -> None:
+    example = Path(__file__).resolve().parent.parent / "examples" / "pollux-tiresias-pool.yaml"
+    spec = yaml.safe_load(example.read_text())["spec"]
+    assert spec == {**TIRESIAS_POOL, "lasThresholdsGPUHours": [16]}
