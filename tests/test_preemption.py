@@ -316,7 +316,7 @@ def test_pollux_tiresias_preempts_a_later_arrival_of_the_same_queue() -> None:
 
 
 def test_without_promotion_a_preempted_job_stays_behind_the_first_queue() -> None:
-    """"long" passes the 0.01 GPU-h limit, "s1" preempts it and runs about 1,000 s; "s2"
+    """The job "long" passes the 0.01 GPU-h limit, "s1" preempts it and runs ~1,000 s; "s2"
     arrives meanwhile. Tiresias' promotion puts "long", which has waited as long as it ran,
     back in queue 0 ahead of "s2" (it arrived first); Pollux's Tiresias never promotes."""
     long = _checkpointed(job("long", 4, ps=1, min_workers=4, max_workers=4, steps=3000))
