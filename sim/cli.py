@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 import orjson
@@ -15,13 +16,20 @@ from pydantic import ValidationError
 from rich.console import Console
 
 from policy.model.jobs import MXJOB, TFJOB, InvalidJob, parse_job
-from policy.model.pool import DEFAULT_POOL, GANG_SCHEDULER_CHOICES, POLICIES, PoolSpec
+from policy.model.pool import (
+    DEFAULT_POOL,
+    GANG_SCHEDULER_CHOICES,
+    POLICIES,
+    POOL_KIND,
+    PoolSpec,
+    pool_object,
+)
 from policy.pool.gang import note
 from sim.engine import DAY, Scenario, SimConfig, Simulation, SimulationError
 from sim.monitor import MonitorConfig
 from sim.results import SimResult
 from sim.scenario import ScenarioError, from_manifests, from_trace, load_scenario
-from webhooks.manifests import load_jobs
+from webhooks.manifests import ManifestError, load_documents, load_jobs
 
 DEFAULT_SCENARIO = Path("examples/scenario.yaml")
 DEFAULT_HORIZON_DAYS = 60.0
@@ -35,6 +43,7 @@ examples:
   dragonet simulate --trace workload-1.csv --jobs 40   # its first 40 jobs by arrival
   dragonet simulate --mc-qps 50 --mc-burst 100 --json  # a faster Metacontroller client
   dragonet simulate --mc-cost-free                    # writes free and instant (the old model)
+  dragonet simulate --trace workload-1.csv --pool examples/pollux-tiresias-pool.yaml
 
 On a terminal a live view shows progress; otherwise a plain line every few seconds does.
 A run the horizon cuts says so in the table, in --json (stopped_at_horizon) and the plot.
@@ -80,8 +89,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--steps", type=float, default=1000, help="steps per job for plain manifests")
     s.add_argument(
         "--policy",
-        default="all",
-        help=f"one of {', '.join(POLICIES)}, a comma-separated list, or 'all' (default)",
+        help=f"one of {', '.join(POLICIES)}, a comma-separated list, or 'all' (the default, "
+        "or the --pool file's policy)",
+    )
+    s.add_argument(
+        "--pool",
+        metavar="YAML",
+        help="a TrainingPool manifest whose spec the default pool takes (each --policy "
+        "replaces its policy), e.g. examples/pollux-tiresias-pool.yaml: Pollux's Tiresias",
     )
     s.add_argument(
         "--binding",
@@ -199,6 +214,21 @@ def monitor_config(policy: str) -> MonitorConfig:
     return MonitorConfig(load="limits" if policy == "dragon" else "usage")
 
 
+def _pool_spec(path: str) -> dict[str, object]:
+    """The spec of the one TrainingPool in ``path``, checked as the CRD would."""
+    pools = [d for d in load_documents(path) if d.get("kind") == POOL_KIND]
+    if len(pools) != 1:
+        raise ManifestError(f"{path}: expected one TrainingPool, found {len(pools)}")
+    spec = dict(pools[0].get("spec") or {})
+    try:
+        PoolSpec.model_validate(spec)
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = ".".join(str(p) for p in ("spec", *first["loc"]))
+        raise ManifestError(f"{path}: {field}: {first['msg']}") from None
+    return spec
+
+
 def _policies(raw: str) -> list[str]:
     names = list(POLICIES) if raw == "all" else [p.strip() for p in raw.split(",") if p.strip()]
     unknown = [p for p in names if p not in POLICIES]
@@ -282,7 +312,9 @@ def check_jobs(
 def run(args: argparse.Namespace) -> int:
     err = Console(stderr=True)
     try:
-        policies = _policies(args.policy)
+        pool_spec = _pool_spec(args.pool) if getattr(args, "pool", None) else None
+        default = str((pool_spec or {}).get("policy", "dragonet")) if pool_spec else "all"
+        policies = _policies(args.policy or default)
         if not args.horizon > 0:
             raise ScenarioError(f"--horizon must be a positive number of days, got {args.horizon}")
         if args.plot and Path(args.plot).suffix.lower() != ".png":
@@ -301,9 +333,16 @@ def run(args: argparse.Namespace) -> int:
     fallback = args.trace or (args.inputs[0] if args.inputs else str(DEFAULT_SCENARIO))
     kubeshare = getattr(args, "kubeshare", "none")
     try:
-        pool = PoolSpec(
-            gangScheduler=args.gang_scheduler, binding=args.binding, kubeshare=kubeshare
-        )
+        spec = {**(pool_spec or {}), "policy": policies[0]}
+        flags = {  # an option given on the command line wins over the --pool file
+            "gangScheduler": (args.gang_scheduler, "none"),
+            "binding": (args.binding, "affinity"),
+            "kubeshare": (kubeshare, "none"),
+        }
+        for key, (value, default) in flags.items():
+            if value != default or key not in spec:
+                spec[key] = value
+        pool = PoolSpec.model_validate(spec)
     except ValidationError as err:
         why = str(err.errors()[0]["msg"]).removeprefix("Value error, ")
         print(f"dragonet simulate: --gang-scheduler {args.gang_scheduler}: {why}", file=sys.stderr)
@@ -338,8 +377,12 @@ def run(args: argparse.Namespace) -> int:
             )
             if args.mc_cost_free:
                 config = config.cost_free()
+            run_on = scenario
+            if pool_spec is not None:  # the file's pool, under this run's policy
+                own = pool.model_dump(mode="json", exclude_defaults=True) | {"policy": policy}
+                run_on = replace(scenario, objects=(*scenario.objects, pool_object(**own)))
             try:
-                results.append(Simulation(scenario, config, on_progress=live.update).run())
+                results.append(Simulation(run_on, config, on_progress=live.update).run())
             except SimulationError as e:
                 print(f"dragonet simulate: {policy}: {e}", file=sys.stderr)
                 return 1

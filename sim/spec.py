@@ -8,7 +8,7 @@ program, hidden from every policy.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +35,9 @@ class TrainingProfile:
     # scenarios): a CPU worker runs at the share of its cap its node's CFS gives it
     # (sim/cpu.py); a GPU worker at its GPUs' pace.
     cpu_bound: bool = False
+    # The program saves its state when stopped (AdaptDL does on SIGTERM): losing its
+    # parameter servers costs the restore, never progress.
+    saves_on_stop: bool = False
 
     def efficiency(self, workers: int, ps: int) -> float:
         return 1.0 / (1.0 + self.contention * max(workers - 1, 0) / max(ps, 1))
@@ -45,6 +48,12 @@ class TrainingProfile:
             return 0.0
         total = sum((1.0 if near else self.remote_factor) * share for near, share in shares)
         return self.efficiency(len(shares), ps) * total / self.step_time_s
+
+    def rate_on(self, placement: Sequence[int], local: int, remote: int, ps: int) -> float:
+        """Global steps per second of workers placed ``placement`` (workers per node),
+        ``local`` of them on a PS node and ``remote`` not; this model needs only the split
+        (``sim.pollux_model.PolluxProfile`` times the placement itself)."""
+        return self.rate(local, remote, ps)
 
     def rate(self, local: int, remote: int, ps: int) -> float:
         """Global steps per second with ``local`` workers on a PS node and ``remote`` not."""

@@ -14,6 +14,12 @@ Two sources (docs/traces.md): Pollux's flattened Philly trace (``philly.csv``) a
 * ``steps`` such that the job, alone with every worker next to its PS, trains for exactly
   its duration (after its checkpoint restore).
 
+A Pollux workload row names its application, GPUs and global batch: its job trains as
+Pollux's own simulator would train it at that fixed batch (``sim.pollux_model``: steps from
+the statistical efficiency, speed from the workers' placement, 30 s restart, no progress
+lost when preempted), and declares a checkpoint every ``POLLUX_CHECKPOINT_S`` (Pollux's
+scheduling interval), so that a policy may preempt it after a minute of training.
+
 Jobs come back sorted by arrival, the first one arriving at 0 s.
 """
 
@@ -24,11 +30,12 @@ import math
 import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from types import MappingProxyType
 
 from policy.model.jobs import CHECKPOINT_ANNOTATION
+from sim.pollux_model import MAX_EPOCHS, application, pollux_profile
 from sim.profiles import profile
 from sim.spec import JobSpec, TrainingProfile, tfjob_manifest
 
@@ -55,16 +62,12 @@ BUCKETS: tuple[tuple[float, tuple[str, ...]], ...] = (
     (math.inf, ("imagenet",)),
 )
 
-# GPU-hours assumed for a Pollux workload job, which has no duration: about the geometric
-# middle of its application's bucket (sqrt(10), sqrt(1000), sqrt(1e5)); for the first bucket,
-# between the filtered Philly median (0.22) and mean (0.30). See docs/traces.md.
-POLLUX_GPU_HOURS: Mapping[str, float] = MappingProxyType(
-    {"cifar10": 0.25, "ncf": 0.25, "deepspeech2": 3.2, "bert": 3.2, "yolov3": 32.0,
-     "imagenet": 320.0}
-)  # fmt: skip
+# A Pollux workload job's checkpoint interval: Pollux re-decides every 60 s and its jobs
+# save when stopped, so a minute of training makes one preemptible.
+POLLUX_CHECKPOINT_S = 60.0
 
 PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus", "gpu_time")
-POLLUX_COLUMNS = ("name", "time", "application", "num_replicas")
+POLLUX_COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
 # Pods are named "<job>-worker-<index>" and must stay within 63 characters.
 MAX_NAME = 50
 
@@ -100,7 +103,13 @@ def ps_count(workers: int) -> int:
 
 
 def trace_job(
-    name: str, *, workers: int, arrival_s: float, duration_s: float, prof: TrainingProfile
+    name: str,
+    *,
+    workers: int,
+    arrival_s: float,
+    duration_s: float,
+    prof: TrainingProfile,
+    checkpoint_s: float = CHECKPOINT_S,
 ) -> JobSpec:
     """The elastic PS TFJob that trains ``duration_s`` when alone at ``workers`` packed workers."""
     ps = ps_count(workers)
@@ -113,7 +122,7 @@ def trace_job(
         worker_resources=WORKER_RESOURCES,
         ps_resources=PS_RESOURCES,
     )
-    manifest["metadata"]["annotations"] = {CHECKPOINT_ANNOTATION: f"{CHECKPOINT_S:g}"}
+    manifest["metadata"]["annotations"] = {CHECKPOINT_ANNOTATION: f"{checkpoint_s:g}"}
     return JobSpec(
         manifest=manifest,
         arrival_s=arrival_s,
@@ -166,22 +175,22 @@ def load_philly(
 def load_pollux(
     path: PathLike, *, load: float = 1.0, jobs: int | None = None, start: int = 0
 ) -> list[JobSpec]:
-    """The jobs of a Pollux workload CSV (``name,time,application,num_replicas,...``):
+    """The jobs of a Pollux workload CSV (``name,time,application,num_replicas,batch_size``):
     ``jobs`` of them (default all) after the first ``start``, in arrival order, as for
     Philly, the first one selected arriving at 0 s.
 
-    Workers = ``num_replicas`` (the "TunedJobs" size); ``batch_size`` is ignored because
-    profiles are per application. The rows carry no duration, so a job's GPU-time is its
-    application's ``POLLUX_GPU_HOURS`` and its duration that over its workers.
+    Workers = ``num_replicas`` at the fixed global ``batch_size`` (the "TunedJobs" size);
+    the job trains as Pollux's model says (``sim.pollux_model``), so its duration alone and
+    packed is what Pollux's simulator gives that row.
     """
     _check_window(jobs if jobs is not None else 0, start, load, None)
-    parsed: list[tuple[float, int, str, str, int]] = []
+    parsed: list[tuple[float, int, str, str, int, int]] = []
     names: dict[str, int] = {}
     for line, row in _rows(path, POLLUX_COLUMNS):
         where = f"{os.fspath(path)}:{line}"
         app = row["application"].strip()
-        if app not in POLLUX_GPU_HOURS:
-            known = ", ".join(sorted(POLLUX_GPU_HOURS))
+        if app not in MAX_EPOCHS:
+            known = ", ".join(sorted(MAX_EPOCHS))
             raise ValueError(f"{where}: unknown application {app!r} (known: {known})")
         try:
             name = dns_label(row["name"])
@@ -192,22 +201,36 @@ def load_pollux(
         names[name] = line
         time = _number(row, "time", where)
         replicas = _positive_int(row, "num_replicas", where)
-        parsed.append((time, line, name, app, replicas))
+        batch = _positive_int(row, "batch_size", where)
+        try:
+            pollux_profile(app, batch)
+        except ValueError as err:
+            raise ValueError(f"{where}: {err}") from None
+        parsed.append((time, line, name, app, replicas, batch))
     parsed.sort()
     parsed = parsed[start : None if jobs is None else start + jobs]
     if not parsed:
         return []
     t0 = parsed[0][0]
     return [
-        trace_job(
-            name,
-            workers=replicas,
-            arrival_s=(time - t0) / load,
-            duration_s=POLLUX_GPU_HOURS[app] * HOUR_S / replicas,
-            prof=profile(app),
-        )
-        for time, _, name, app, replicas in parsed
+        pollux_job(name, app, replicas=replicas, batch_size=batch, arrival_s=(time - t0) / load)
+        for time, _, name, app, replicas, batch in parsed
     ]
+
+
+def pollux_job(name: str, app: str, *, replicas: int, batch_size: int, arrival_s: float) -> JobSpec:
+    """A Pollux workload row as a PS TFJob that trains as Pollux's model says."""
+    prof = pollux_profile(app, batch_size)
+    steps = application(app).steps(batch_size, replicas)
+    job = trace_job(
+        name,
+        workers=replicas,
+        arrival_s=arrival_s,
+        duration_s=steps / prof.rate(replicas, 0, ps_count(replicas)),
+        prof=prof,
+        checkpoint_s=POLLUX_CHECKPOINT_S,
+    )
+    return replace(job, steps=steps)  # exact, not duration x rate
 
 
 _NOT_LABEL = re.compile(r"[^a-z0-9]+")

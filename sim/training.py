@@ -2,7 +2,8 @@
 
 A parameter-server job trains only while its gang runs: every parameter server and the
 chief (if any) Running, and at least ``min-instances`` workers (all of ``Worker.replicas``
-for a job without DRAGON's bounds). Its speed comes from :class:`TrainingProfile`: each
+for a job without DRAGON's bounds). Its speed comes from :class:`TrainingProfile` (a
+Pollux workload's: from its workers' placement, ``sim.pollux_model``): each
 worker contributes once it has restored the checkpoint (``restore_s`` after it started),
 faster next to a parameter server than across the network, and (a CPU-bound profile) at
 the share of the CPU it could use that its node's CFS gives it (``sim.cpu``): a CPU worker
@@ -18,7 +19,8 @@ them goes away while the job trains (a preemption deletes every pod), the job fa
 its last checkpoint. It checkpoints every ``dragonet.io/checkpoint-interval-seconds`` of
 training (none declared: it never checkpoints and starts over), and pays the restore
 again when its workers start. The GPU-seconds spent on the lost progress and on the
-restore are counted as lost (``lost_gpu_s``).
+restore are counted as lost (``lost_gpu_s``). A program that saves when stopped
+(``saves_on_stop``, as AdaptDL does on SIGTERM) loses no progress, only the restore.
 
 An MXJob trains the same way: its servers are its parameter servers, and its scheduler
 must run too (ps-lite's root); when the steps are done its workers and scheduler exit 0.
@@ -151,8 +153,10 @@ class Training:
     def lose_state(self) -> None:
         """Its parameter servers went away: back to the last checkpoint, restore again."""
         gpus = self.held.get(GPU, 0) / 1000
-        self.lost_gpu_s += self.since_saved_gpu_s + gpus * self.spec.profile.restore_s
-        self.progress = min(self.progress, self.saved)
+        self.lost_gpu_s += gpus * self.spec.profile.restore_s
+        if not self.spec.profile.saves_on_stop:  # else it saved when stopped
+            self.lost_gpu_s += self.since_saved_gpu_s
+            self.progress = min(self.progress, self.saved)
         self.since_saved_s = self.since_saved_gpu_s = 0.0
         self.losses += 1
 
@@ -304,6 +308,7 @@ class Programs:
             and n_workers >= t.min_workers
         )
         local = remote = 0
+        per_node: dict[str, int] = {}
         shares: list[tuple[bool, float]] = []
         cpu = self.cpu() if t.spec.profile.cpu_bound else {}
         next_warm = None
@@ -323,6 +328,7 @@ class Programs:
             else:
                 remote += 1
             shares.append((near, cpu[key].speed if key in cpu and not _gpus(p) else 1.0))
+            per_node[p["spec"]["nodeName"]] = per_node.get(p["spec"]["nodeName"], 0) + 1
         state_up = bool(t.ps) and ps_up >= t.ps
         if t.state_up and not state_up and t.progress > 0:
             t.lose_state()
@@ -332,7 +338,7 @@ class Programs:
         elif t.spec.profile.cpu_bound:
             t.rate = t.spec.profile.rate_of(shares, max(t.ps, 1))
         else:
-            t.rate = t.spec.profile.rate(local, remote, max(t.ps, 1))
+            t.rate = t.spec.profile.rate_on(list(per_node.values()), local, remote, max(t.ps, 1))
         t.workers_live = n_workers
         if ready and t.started_s is None:
             t.started_s = now

@@ -324,3 +324,23 @@ def test_metacontrollers_costs_are_on_by_default_and_reported(
     assert all(d["max"] >= 1 for d in real["queue_depth_by_controller"].values())
     assert runs["free"]["write_latency_s"]["max"] < 0.1
     assert runs["fast"]["write_latency_s"]["max"] < 0.5 < real["write_latency_s"]["p95"]
+
+
+def test_a_pool_file_sets_the_default_pool_and_its_policy_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pool = str(EXAMPLES / "pollux-tiresias-pool.yaml")
+    argv = ["--trace", str(TRACES / "workload-1.csv"), "--jobs", "3", "--pool", pool, "--json"]
+    code, out, _ = _simulate(capsys, *argv)
+    assert code == 0
+    assert [s["policy"] for s in _summaries(out)] == ["tiresias"]  # the file's policy
+    code, out, _ = _simulate(capsys, *argv, "--policy", "dragonet,tiresias")
+    assert code == 0
+    assert [s["policy"] for s in _summaries(out)] == ["dragonet", "tiresias"]
+
+    bad = tmp_path / "pool.yaml"
+    text = (EXAMPLES / "pollux-tiresias-pool.yaml").read_text()
+    bad.write_text(text.replace("maxPreemptions: 1000000", "maxPreemptions: -1"))
+    code, _, err = _simulate(capsys, *argv[:4], "--pool", str(bad))
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert "spec.maxPreemptions" in err and str(bad) in err

@@ -74,6 +74,8 @@ def test_the_crds_defaults_are_the_webhooks_defaults() -> None:
         "gangScheduler",
         "idleSeconds",
         "kubeshare",
+        "lasPreemptLaterInQueue",
+        "lasPromotion",
         "lasThresholdsGPUHours",
         "maxPreemptions",
         "policy",

@@ -289,3 +289,50 @@ def test_dragonet_las_preempts_only_jobs_two_queues_later() -> None:
     tiresias = pool_object("default", policy="tiresias", **one_limit)
     _, watch = _run(_world(_las_jobs(), tiresias, gpus_nodes=1))
     assert watch.services("long")[0]["lastPreemption"]["by"] == "default/s1"
+
+
+def _arrival_order_jobs():
+    """On one 4-GPU node: "first" (2 GPUs) runs, "big" (4) arrives and waits, "later" (2)
+    arrives after it and is backfilled into the 2 free GPUs; then "first" finishes."""
+    first = job("first", 2, ps=1, min_workers=2, max_workers=2, steps=300)
+    big = job("big", 4, ps=1, min_workers=4, max_workers=4, arrival=10.0, steps=100)
+    later = job("later", 2, ps=1, min_workers=2, max_workers=2, arrival=20.0, steps=3000)
+    return [first, _checkpointed(big), _checkpointed(later)]
+
+
+def test_pollux_tiresias_preempts_a_later_arrival_of_the_same_queue() -> None:
+    """Pollux's Tiresias re-admits in (queue, arrival) order every minute: once "first" is
+    done, "big" (enqueued earlier) takes the node back from "later". Without the setting,
+    a job in the same queue is never a victim: "big" waits for "later" to finish."""
+    same_queue = {"policy": "tiresias", "lasThresholdsGPUHours": [16]}
+    fifo = pool_object("default", **same_queue, lasPreemptLaterInQueue=True)
+    _, watch = _run(_world(_arrival_order_jobs(), fifo, gpus_nodes=1))
+    last = watch.services("later")[-1]["lastPreemption"]
+    assert last["by"] == "default/big" and "was enqueued before it" in last["reason"]
+    big_start = min(watch.created["big-ps-0"])
+    assert big_start < max(watch.created["later-ps-0"])  # big ran, then later came back
+    assert watch.services("first") == [] and watch.services("big") == []
+
+    plain = pool_object("default", **same_queue)
+    _, watch = _run(_world(_arrival_order_jobs(), plain, gpus_nodes=1))
+    assert watch.services("later") == []
+    assert min(watch.created["big-ps-0"]) > max(watch.created["later-ps-0"]) + 1000.0
+
+
+def test_without_promotion_a_preempted_job_stays_behind_the_first_queue() -> None:
+    """The job "long" passes the 0.01 GPU-h limit, "s1" preempts it and runs ~1,000 s; "s2"
+    arrives meanwhile. Tiresias' promotion puts "long", which has waited as long as it ran,
+    back in queue 0 ahead of "s2" (it arrived first); Pollux's Tiresias never promotes."""
+    long = _checkpointed(job("long", 4, ps=1, min_workers=4, max_workers=4, steps=3000))
+    s1 = job("s1", 4, ps=1, min_workers=4, max_workers=4, arrival=100.0, steps=3500)
+    s2 = job("s2", 4, ps=1, min_workers=4, max_workers=4, arrival=300.0, steps=100)
+    order = {}
+    for promotion in (True, False):
+        pool = pool_object(
+            "default", policy="tiresias", lasThresholdsGPUHours=[0.01], lasPromotion=promotion
+        )
+        _, watch = _run(_world([long, s1, s2], pool, gpus_nodes=1))
+        assert watch.services("long")[0]["lastPreemption"]["by"] == "default/s1"
+        back = watch.created["long-ps-0"][1]  # long's second start
+        order[promotion] = "long" if back < min(watch.created["s2-ps-0"]) else "s2"
+    assert order == {True: "long", False: "s2"}

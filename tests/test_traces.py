@@ -195,23 +195,30 @@ def test_pollux_workload_keeps_every_job_and_its_size() -> None:
     assert jobs[-1].arrival_s == 27695 - 107
 
 
-def test_pollux_job_duration_comes_from_its_application_bucket() -> None:
+def test_pollux_job_trains_as_long_as_pollux_models_its_batch() -> None:
     jobs = {j.name: j for j in load_pollux(WORKLOAD, load=2.0)}
-    cifar = jobs["cifar10-0"]  # 6 replicas, 0.25 GPU-hours
-    speech = jobs["deepspeech2-3"]  # 12 replicas, 3.2 GPU-hours, submitted 155 s after
+    cifar = jobs["cifar10-0"]  # 6 replicas, batch 2048: 1.50 GPU-hours in Pollux's model
+    speech = jobs["deepspeech2-3"]  # 12 replicas, batch 640: 8.27 GPU-hours, 155 s after
 
-    assert cifar.trace_duration_s == pytest.approx(0.25 * 3600 / 6)
-    assert speech.trace_duration_s == pytest.approx(3.2 * 3600 / 12)
+    assert cifar.trace_duration_s == pytest.approx(1.4955 * 3600 / 6, rel=1e-3)
+    assert speech.trace_duration_s == pytest.approx(8.2674 * 3600 / 12, rel=1e-3)
     assert (cifar.profile.name, speech.profile.name) == ("cifar10", "deepspeech2")
     assert speech.arrival_s == (262 - 107) / 2
 
 
+def test_pollux_rejects_a_batch_size_its_model_never_validated(tmp_path: Path) -> None:
+    bad = tmp_path / "w.csv"
+    bad.write_text("name,time,application,num_replicas,batch_size\nb,1,bert,4,8\n")
+    with pytest.raises(ValueError, match=r"w\.csv:2: bert: batch_size 8 outside .*12\.\.384"):
+        load_pollux(bad)
+
+
 def test_pollux_rejects_unknown_application_and_repeated_names(tmp_path: Path) -> None:
     bad = tmp_path / "w.csv"
-    bad.write_text("name,time,application,num_replicas,batch_size\nx,1,gpt5,1,8\n")
+    bad.write_text("name,time,application,num_replicas,batch_size\nx,1,gpt5,1,256\n")
     with pytest.raises(ValueError, match=r"w\.csv:2: unknown application 'gpt5'"):
         load_pollux(bad)
-    bad.write_text("name,time,application,num_replicas,batch_size\nA,1,ncf,1,8\na,2,ncf,1,8\n")
+    bad.write_text("name,time,application,num_replicas,batch_size\nA,1,ncf,1,256\na,2,ncf,1,256\n")
     with pytest.raises(ValueError, match=r"w\.csv:3: job name 'a' repeats line 2"):
         load_pollux(bad)
 
@@ -226,7 +233,7 @@ def test_names_become_dns_labels(raw: str, label: str) -> None:
 
 def test_long_name_still_fits_pod_names(tmp_path: Path) -> None:
     path = tmp_path / "w.csv"
-    path.write_text(f"name,time,application,num_replicas,batch_size\n{'n' * 80},0,bert,64,8\n")
+    path.write_text(f"name,time,application,num_replicas,batch_size\n{'n' * 80},0,bert,64,384\n")
     (job,) = load_pollux(path)
     parse_job(job.manifest)  # raises if "<name>-worker-<i>" exceeds 63 characters
 

@@ -146,6 +146,13 @@ class PoolSpec(BaseModel):
     # The starvation guard: a job is preempted for least attained service at most this
     # many times (priority preemption is not limited).
     maxPreemptions: Events = 3
+    # Least attained service: a waiting job may also preempt jobs of its own queue that were
+    # enqueued after it, so each cycle re-applies the queue order (Tiresias' and Pollux's
+    # simulators do; examples/pollux-tiresias-pool.yaml).
+    lasPreemptLaterInQueue: bool = False
+    # Tiresias' promotion: a preempted job that has waited as long as it ran goes back to
+    # queue 0 (false: never, as Pollux's Tiresias, whose _solve_starvation is 0).
+    lasPromotion: bool = True
     # terminationGracePeriodSeconds of the pods the pool admits (a pod template's own value
     # wins): how long training code has to checkpoint when preempted. None: Kubernetes' 30 s.
     preemptionGraceSeconds: WholeSeconds | None = None

@@ -149,7 +149,9 @@ def plan(
         for job in jobs:
             pods = by_job.get(job.key, ())
             admission = admissions.get(job.key)
-            got, wake = attained(job, pods, admission, now, rules.las, gang_units(job))
+            got, wake = attained(
+                job, pods, admission, now, rules.las, gang_units(job), promotion=rules.las_promotion
+            )
             service[job.key] = got
             if wake is not None:
                 wakes.append(wake)
@@ -401,6 +403,8 @@ class _Preemption:
         rules = self.rules
         if rules.preempt_priority and self.lowest < priority(job, priorities):
             return True
+        if rules.las_later_in_queue:  # a later arrival of its own queue may be a victim
+            return rules.preempt_las and self.latest >= queue
         return rules.preempt_las and self.latest > queue
 
 

@@ -5,7 +5,8 @@ Kueue's preemption, made checkpoint-aware. A running job may be preempted for a 
 * of higher priority (``preempt_priority``), whether it declares a checkpoint interval or
   not; or
 * of the same priority in an earlier least-attained-service queue (``preempt_las``; at
-  least ``las_gap`` queues earlier: two under dragonet-las, one under tiresias), only
+  least ``las_gap`` queues earlier: two under dragonet-las, one under tiresias; or of the
+  same queue and enqueued earlier, with ``las_later_in_queue``), only
   if it declares a checkpoint interval (``dragonet.io/checkpoint-interval-seconds``), has
   run at least one interval in this run (so it saved its progress at least once), and was
   preempted for LAS fewer than ``max_preemptions`` times (the starvation guard).
@@ -33,6 +34,7 @@ from policy.model.resources import Resources
 from policy.pool.explain import awaited_message
 from policy.pool.ledger import Ledger
 from policy.pool.placement import Assignment, place_gang, required_slots, slots, used_per_node
+from policy.pool.queue import enqueue_time
 from policy.pool.rules import Rules
 from policy.pool.running import Running
 from policy.pool.service import Attained, attained
@@ -64,10 +66,14 @@ def _service(r: Running, now: datetime) -> Attained:
 
 def _las_reason(r: Running, waiting: Job, queue: int, service: Attained) -> str:
     hours = service.total / 3600
+    where = (
+        f"{waiting.key} is in queue {queue}"
+        if service.queue != queue
+        else f"{waiting.key} was enqueued before it"
+    )
     return (
         f"least attained service: it attained {hours:.1f} GPU-h (queue {service.queue}), "
-        f"{waiting.key} is in queue {queue}; it checkpoints every "
-        f"{r.job.checkpoint_interval:g} s"
+        f"{where}; it checkpoints every {r.job.checkpoint_interval:g} s"
     )
 
 
@@ -174,7 +180,12 @@ def _allowed(
         return None
     interval = r.job.checkpoint_interval
     service = r.attained
-    if interval is None or service.queue < queue + rules.las_gap:
+    enqueued_after = (
+        rules.las_later_in_queue
+        and service.queue == queue
+        and enqueue_time(r.job, now) > enqueue_time(waiting, now)
+    )
+    if interval is None or (service.queue < queue + rules.las_gap and not enqueued_after):
         return None
     if service.past.las_preemptions >= rules.max_preemptions:
         return None  # the starvation guard: it runs to the end now

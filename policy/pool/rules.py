@@ -47,6 +47,10 @@ class Rules:
     max_preemptions: int = 3
     # How many LAS queues later a victim must be than the waiting job.
     las_gap: int = 1
+    # A victim may also be in the waiting job's own queue, enqueued after it.
+    las_later_in_queue: bool = False
+    # A preempted job that waited as long as it ran goes back to queue 0.
+    las_promotion: bool = True
     migration: MigrationRules | None = None  # None: Migration requests are refused
 
 
@@ -111,6 +115,8 @@ def _rules_for(spec: PoolSpec) -> Rules:
             preempt_las=True,
             max_preemptions=guard,
             las_gap=2,  # measured: preempting the next queue loses more than it gains
+            las_later_in_queue=spec.lasPreemptLaterInQueue,
+            las_promotion=spec.lasPromotion,
         )
     if spec.policy == "tiresias":
         return Rules(
@@ -123,6 +129,8 @@ def _rules_for(spec: PoolSpec) -> Rules:
             preempt_priority=True,
             preempt_las=True,
             max_preemptions=guard,
+            las_later_in_queue=spec.lasPreemptLaterInQueue,
+            las_promotion=spec.lasPromotion,
         )
     if spec.policy == "dragon":
         return Rules("gang", True, starvation, idle, block_behind_head=True)

@@ -101,9 +101,12 @@ def attained(
     now: datetime,
     las: Sequence[float],
     gang_units: float,
+    *,
+    promotion: bool = True,
 ) -> tuple[Attained, datetime | None]:
     """The job's service and queue at ``now``, and when its queue may change next (it
-    crosses a limit while running, or a preempted job's promotion comes due)."""
+    crosses a limit while running, or a preempted job's promotion comes due; none without
+    ``promotion``)."""
     past = recorded(job, admission)
     preempted = admission is not None and admission.preempted
     rate, weighted, first = (0.0, 0.0, None) if preempted else running_units(pods, uses_gpus(job))
@@ -111,8 +114,8 @@ def attained(
     queue = bisect_right(las, total) if las else 0
     wake: datetime | None = None
     if rate > 0 and queue < len(las):
-        wake = later(now, (las[queue] - total) / rate + 1e-3)
-    if preempted and past.last is not None and queue > 0:
+        wake = later(now, max((las[queue] - total) / rate, 0.0) + 1e-3)
+    if promotion and preempted and past.last is not None and queue > 0:
         # Tiresias' promotion: waited (since its preemption) as long as it ran.
         since = parse_time(past.last.time)
         due = later(since, past.gpu_seconds / max(gang_units, 1e-9)) if since else None
