@@ -59,11 +59,14 @@ def workload_file(workload: int, load: float, artifact: Path | None) -> Path:
     return artifact / folder / f"workload-{workload}.csv"
 
 
-def dragonet_tiresias(path: Path) -> dict[str, float]:
-    """Dragonet's simulated Tiresias, Pollux's settings, on every job of ``path``."""
+def dragonet_tiresias(path: Path, real_costs: bool = False) -> dict[str, float]:
+    """Dragonet's simulated Tiresias, Pollux's settings, on every job of ``path``. Cost-free
+    by default: Pollux's simulator charges nothing for a control plane, so the workload
+    models are compared on equal terms (``real_costs``: under Metacontroller's defaults)."""
     scenario = from_trace(path, jobs=100_000)
     scenario = replace(scenario, objects=(pool_object(**TIRESIAS_POOL),))
-    summary = Simulation(scenario, SimConfig(policy="tiresias")).run().summary
+    config = SimConfig(policy="tiresias")
+    summary = Simulation(scenario, config if real_costs else config.cost_free()).run().summary
     return {
         "avg": summary["avg_jct_s"],
         "p95": summary["p95_jct_s"],
@@ -86,6 +89,9 @@ def main() -> None:
     p.add_argument("--artifact", type=Path, help="a checkout of the artifact's simulator/")
     p.add_argument("--rerun", type=Path, help="benchmarks/pollux_artifact.py's output folder")
     p.add_argument("--markdown", action="store_true")
+    p.add_argument(
+        "--real-costs", action="store_true", help="Dragonet under Metacontroller's defaults"
+    )
     args = p.parse_args()
     cells = [
         (float(load), int(w)) for load in args.loads.split(",") for w in args.workloads.split(",")
@@ -93,7 +99,7 @@ def main() -> None:
     head = ["load", "workload", "Pollux published", "artifact re-run", "Dragonet", "ratio"]
     rows = []
     for load, w in cells:
-        ours = dragonet_tiresias(workload_file(w, load, args.artifact))
+        ours = dragonet_tiresias(workload_file(w, load, args.artifact), args.real_costs)
         published = PUBLISHED.get(load, {}).get(w)
         rerun = rerun_avg(args.rerun, w, load)
         rows.append(
