@@ -352,7 +352,8 @@ def main() -> None:
     rss: list[dict[str, Any]] = []
     checker = Checker()
     lock = threading.Lock()
-    stop_at = time.monotonic() + args.max_seconds
+    t0 = time.monotonic()
+    stop_at = t0 + args.max_seconds
     local = threading.local()
     reconnects: list[float] = []
 
@@ -403,7 +404,10 @@ def main() -> None:
             if took > args.deadline + 0.5:
                 late.append(took)
             if status >= 500 or status == 0:
-                failures.append(f"{status} {path} ({what}): {answer[:200]!r}")
+                failures.append(
+                    f"{status} #{n} at {time.monotonic() - t0:.1f} s {path} ({what}): "
+                    f"{answer[:200]!r}"
+                )
         if status == 200:
             checker.answer(path, kind, orjson.loads(answer))
 
