@@ -149,6 +149,17 @@ NONE_PLACED = [("n0", "stuck")] * 4
         ("interleaved", "tiresias", HALF, HALF, "x", "y", "x"),
         ("interleaved", "dragonet-las", HALF, HALF, "x", "y", "x"),
         ("interleaved, equal priority", "dragonet", HALF, HALF, "x", None, "y"),
+        # y (lower priority, admitted later) repairs first and takes the last free GPU:
+        # that room too is x's once y is taken back.
+        (
+            "y repaired part first",
+            "dragon",
+            HALF,
+            [("n0", "bound")] + [("n0", "stuck")] * 3,
+            "x",
+            "x",
+            "y",
+        ),
         # binding: nodeName: the kubelet refused the pods that did not fit.
         ("kubelet refused", "dragon", HALF_REFUSED, HALF_REFUSED, "x", "y", "y"),
         # y holds nothing: it waits for x, which trains.

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from policy.model.cluster import Pod
+from policy.model.resources import Resources
 from policy.model.timeutil import parse_time
 from policy.pool.ledger import Ledger
 from policy.pool.placement import Free, place_repairs
@@ -68,9 +69,9 @@ def take_back(
     pooled: list[Running] = []
     for i in range(len(stalled) - 1, 0, -1):
         pooled.append(stalled[i])
-        for p in holding(stalled[i]):
-            if p.node in free:
-                free[p.node] = free[p.node] + p.request
+        for node, request in _room(stalled[i], repairs[stalled[i].job.key]):
+            if node in free:
+                free[node] = free[node] + request
         kept = next(
             (x for x in stalled[:i] if _completes(ledger, x, repairs[x.job.key], free)), None
         )
@@ -85,6 +86,14 @@ def take_back(
         ledger.candidates.clear()  # shrink victims: some jobs are gone now
         return out
     return {}
+
+
+def _room(r: Running, repaired: Repair) -> list[tuple[str, Resources]]:
+    """What taking the job back gives: the room its pods hold, and what its repair took
+    in this cycle (it runs before the keep order is known)."""
+    out = [(p.node, p.request) for p in holding(r) if p.node]
+    out += [(n, r.job.replicas[t].request) for (t, _), n in repaired.placed.items() if n]
+    return out
 
 
 def _completes(ledger: Ledger, r: Running, repaired: Repair, free: Free) -> bool:
