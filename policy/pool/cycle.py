@@ -60,6 +60,7 @@ from policy.pool.explain import (
 from policy.pool.grow import grow
 from policy.pool.ledger import Ledger, Scale
 from policy.pool.migrate import JobMoves, Move, migrate
+from policy.pool.overcommit import take_back
 from policy.pool.preempt import Preempted, Stopped, preempt
 from policy.pool.queue import NEVER, enqueue_time, priority, queue_key
 from policy.pool.repair import Placed, Repair, new_pods, place_for, repair
@@ -202,6 +203,9 @@ def plan(
 
     # 3. Repair admitted jobs.
     repairs = {r.job.key: repair(ledger, r, memo) for r in running}
+    # Admitted gangs that over-commit the nodes (each holds room the other lacks): take the
+    # later back, so the other completes (policy/pool/overcommit.py).
+    take_back(ledger, running, repairs)
     # 4. Admit queued jobs in order, making room for the first one that waits.
     admitted = _admit_queue(ledger, queued, running, priorities, rules, now, wakes)
     if wakes and queued:  # a queue or preemptibility changes then: plan again
