@@ -339,7 +339,7 @@ def main() -> None:
         parent = orjson.loads(body).get("parent") or {}
         kinds[id(body)] = parent.get("kind", "")
     port = _free_port()
-    env = {**os.environ, "DRAGONET_LOG_LEVEL": "warning"}
+    env = {"DRAGONET_LOG_LEVEL": "warning", **os.environ}
     log = Path(args.server_log)
     server = serve(port, args.workers, env, log)
     say(f"dragonet serve on 127.0.0.1:{port}, its log in {log}")
