@@ -8,28 +8,18 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import orjson
-from pydantic import ValidationError
-from rich.console import Console
+# The parser needs only the names of policies and gang schedulers: the simulator, rich and
+# the webhook are imported by the functions that run them, so --help and a refused flag
+# answer at once.
+from policy.model.pool import GANG_SCHEDULER_CHOICES, POLICIES
 
-from policy.model.jobs import MXJOB, TFJOB, InvalidJob, parse_job
-from policy.model.pool import (
-    DEFAULT_POOL,
-    GANG_SCHEDULER_CHOICES,
-    POLICIES,
-    POOL_KIND,
-    PoolSpec,
-    pool_object,
-)
-from policy.pool.gang import note
-from sim.engine import DAY, Scenario, SimConfig, Simulation, SimulationError
-from sim.monitor import MonitorConfig
-from sim.results import SimResult
-from sim.scenario import ScenarioError, from_manifests, from_trace, load_scenario
-from webhooks.manifests import ManifestError, load_documents, load_jobs
+if TYPE_CHECKING:
+    from policy.model.pool import PoolSpec
+    from sim.engine import Scenario
+    from sim.monitor import MonitorConfig
 
 DEFAULT_SCENARIO = Path("examples/scenario.yaml")
 DEFAULT_HORIZON_DAYS = 60.0
@@ -208,14 +198,64 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
 
 
+# Each numeric flag's least value, and whether it may equal it: checked before anything
+# runs, so a bad one is one line naming it, not an internal error an hour in.
+NUMERIC_FLAGS: dict[str, tuple[float, bool, str]] = {
+    "jobs": (1, True, "a whole number of jobs, at least 1"),
+    "start": (0, True, "a whole number of jobs to skip, 0 or more"),
+    "load": (0, False, "a factor above 0"),
+    "mx_share": (0, True, "a share from 0 to 1"),
+    "steps": (0, False, "a number of steps above 0"),
+    "horizon": (0, False, "a number of days above 0"),
+    "mc_workers": (1, True, "a whole number of workers, at least 1"),
+    "mc_qps": (0, True, "requests per second, 0 (no limit) or more"),
+    "mc_burst": (1, True, "a whole number of requests, at least 1"),
+    "mc_resync": (0, True, "seconds, 0 (never) or more"),
+    "mc_customize_ttl": (0, True, "seconds, 0 (for ever) or more"),
+    "view_delay": (0, True, "seconds, 0 or more"),
+}
+
+
+def flag_problem(args: argparse.Namespace) -> str | None:
+    """The first flag a run cannot use, as one line naming it; None when all are usable."""
+    import math
+
+    for name, (least, inclusive, what) in NUMERIC_FLAGS.items():
+        value = getattr(args, name)
+        ok = math.isfinite(value) and (value >= least if inclusive else value > least)
+        if name == "mx_share":
+            ok = ok and value <= 1
+        if not ok:
+            return f"--{name.replace('_', '-')} {value:g}: must be {what}"
+    if args.plot:
+        plot = Path(args.plot)
+        if plot.suffix.lower() != ".png":
+            return f"--plot {args.plot}: only .png is supported"
+        folder = plot.parent
+        if not folder.is_dir():
+            return f"--plot {args.plot}: no such directory {str(folder)!r}"
+        import os
+
+        if not os.access(folder, os.W_OK):
+            return f"--plot {args.plot}: directory {str(folder)!r} is not writable"
+    return None
+
+
 def monitor_config(policy: str) -> MonitorConfig:
     """The Container Monitor of a policy: DRAGON's judges nodes by their pods' limits
     (its ``/cluster-info``), Dragonet's by what they request and use."""
+    from sim.monitor import MonitorConfig
+
     return MonitorConfig(load="limits" if policy == "dragon" else "usage")
 
 
 def _pool_spec(path: str) -> dict[str, object]:
     """The spec of the one TrainingPool in ``path``, checked as the CRD would."""
+    from pydantic import ValidationError
+
+    from policy.model.pool import POOL_KIND, PoolSpec
+    from webhooks.manifests import ManifestError, load_documents
+
     pools = [d for d in load_documents(path) if d.get("kind") == POOL_KIND]
     if len(pools) != 1:
         raise ManifestError(f"{path}: expected one TrainingPool, found {len(pools)}")
@@ -230,6 +270,8 @@ def _pool_spec(path: str) -> dict[str, object]:
 
 
 def _policies(raw: str) -> list[str]:
+    from sim.scenario import ScenarioError
+
     names = list(POLICIES) if raw == "all" else [p.strip() for p in raw.split(",") if p.strip()]
     unknown = [p for p in names if p not in POLICIES]
     if unknown or not names:
@@ -237,7 +279,9 @@ def _policies(raw: str) -> list[str]:
     return names
 
 
-def _scenario(args: argparse.Namespace):
+def _scenario(args: argparse.Namespace) -> Scenario:
+    from sim.scenario import ScenarioError, from_manifests, from_trace, load_scenario
+
     if args.trace:
         return from_trace(
             args.trace,
@@ -259,6 +303,8 @@ def _scenario(args: argparse.Namespace):
 
 def origins(args: argparse.Namespace) -> dict[str, str]:
     """Where each job of plain manifest files was written (``path:line``), by its key."""
+    from webhooks.manifests import load_jobs
+
     if args.trace or not args.nodes:
         return {}
     found: dict[str, str] = {}
@@ -280,6 +326,12 @@ def check_jobs(
     """(problems, warnings): each job as the webhook would judge it, one line each, naming
     its file and line where known, else ``fallback`` (the scenario file or trace). A job
     asking for fractional GPUs in a pool without KubeShare would wait forever: a problem."""
+    from pydantic import ValidationError
+
+    from policy.model.jobs import MXJOB, TFJOB, InvalidJob, parse_job
+    from policy.model.pool import DEFAULT_POOL, PoolSpec
+    from policy.pool.gang import note
+
     problems: list[str] = []
     warnings: list[str] = []
     pool = pool or PoolSpec()
@@ -310,15 +362,24 @@ def check_jobs(
 
 
 def run(args: argparse.Namespace) -> int:
+    if problem := flag_problem(args):
+        print(f"dragonet simulate: {problem}", file=sys.stderr)
+        return 2
+    from dataclasses import replace
+
+    import orjson
+    from pydantic import ValidationError
+    from rich.console import Console
+
+    from policy.model.pool import PoolSpec, pool_object
+    from sim.engine import DAY, SimConfig, Simulation, SimulationError
+    from sim.results import SimResult
+
     err = Console(stderr=True)
     try:
         pool_spec = _pool_spec(args.pool) if getattr(args, "pool", None) else None
         default = str((pool_spec or {}).get("policy", "dragonet")) if pool_spec else "all"
         policies = _policies(args.policy or default)
-        if not args.horizon > 0:
-            raise ScenarioError(f"--horizon must be a positive number of days, got {args.horizon}")
-        if args.plot and Path(args.plot).suffix.lower() != ".png":
-            raise ScenarioError(f"--plot {args.plot}: only .png is supported")
         scenario = _scenario(args)
     except OSError as e:
         where = f"{e.filename}: {e.strerror}" if e.filename else str(e)

@@ -446,3 +446,39 @@ def test_render_refuses_another_kind(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "not a training job (expected apiVersion kubeflow.org/v1, kind TFJob or MXJob)" in (
         _one_line(err)
     )
+
+
+HEAVY = ("kubernetes", "flask", "werkzeug", "gunicorn", "rich", "matplotlib", "sim.engine")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["render", "--help"],
+        ["simulate", "--help"],
+        ["render"],
+        ["render", "no-such-job.yaml", "--nodes", "no-such-nodes.yaml"],
+        ["simulate", "--steps", "-10"],
+    ],
+)
+def test_help_and_errors_import_no_heavy_module(argv: list[str]) -> None:
+    """`dragonet --help`, a command's help and a usage error answer without importing the
+    web server, the Kubernetes client, the simulator or the plotting and terminal libraries."""
+    import subprocess
+
+    probe = (
+        "import sys\n"
+        "from webhooks.cli import main\n"
+        "try:\n"
+        f"    main({argv!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"heavy = {HEAVY!r}\n"
+        "loaded = {m for m in sys.modules for h in heavy if m == h or m.startswith(h + '.')}\n"
+        "print(sorted(loaded))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip().splitlines()[-1] == "[]"

@@ -221,9 +221,22 @@ def test_a_gang_scheduler_with_kubeshare_is_refused_in_one_line(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--horizon", "0"], "--horizon must be a positive number of days"),
+        (["--horizon", "0"], "--horizon 0: must be a number of days above 0"),
+        (["--horizon", "nan"], "--horizon nan: must be a number of days above 0"),
         (["--plot", "run.svg"], "--plot run.svg: only .png is supported"),
-        (["--trace", str(TRACES / "workload-1.csv"), "--jobs", "-1"], "must not be negative"),
+        (["--plot", "no-such-dir/x.png"], "--plot no-such-dir/x.png: no such directory"),
+        (["--trace", str(TRACES / "workload-1.csv"), "--jobs", "-1"], "--jobs -1: must be"),
+        (["--jobs", "0"], "--jobs 0: must be a whole number of jobs, at least 1"),
+        (["--start", "-1"], "--start -1: must be"),
+        (["--load", "0"], "--load 0: must be a factor above 0"),
+        (["--mx-share", "1.5"], "--mx-share 1.5: must be a share from 0 to 1"),
+        (["--steps", "-10"], "--steps -10: must be a number of steps above 0"),
+        (["--mc-workers", "0"], "--mc-workers 0: must be a whole number of workers, at least 1"),
+        (["--mc-qps", "-1"], "--mc-qps -1: must be requests per second"),
+        (["--mc-burst", "0"], "--mc-burst 0: must be"),
+        (["--mc-resync", "-5"], "--mc-resync -5: must be seconds"),
+        (["--mc-customize-ttl", "-1"], "--mc-customize-ttl -1: must be seconds"),
+        (["--view-delay", "-3"], "--view-delay -3: must be seconds, 0 or more"),
     ],
 )
 def test_bad_options_are_refused_before_running(

@@ -9,35 +9,18 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import orjson
-import yaml
-from pydantic import ValidationError
+# Only what every command's parser needs is imported here: ``dragonet --help`` and an
+# early error must not pay for flask, kubernetes or the simulator (each command imports
+# what it runs when it runs it).
+from policy.model.pool import GANG_SCHEDULER_CHOICES, POLICIES
 
-from policy.model.admission import NO_KUBESHARE
-from policy.model.admission import TYPE_KEY as ADMISSIONS
-from policy.model.gpushare import SHAREPODS
-from policy.model.lifecycle import REASON_INVALID
-from policy.model.pool import GANG_SCHEDULER_CHOICES, POLICIES, PoolSpec, pool_object
-from policy.pool.observe import KINDS, job_type_key
-from webhooks.app import create_app, utc_now
-from webhooks.config import Settings
-from webhooks.convert import ConvertError, convert, dump
-from webhooks.hooks import object_map
-from webhooks.manifests import (
-    ManifestError,
-    load_documents,
-    load_jobs,
-    load_nodes,
-    located_documents,
-    located_in,
-)
+if TYPE_CHECKING:
+    from webhooks.config import Settings
 
 
 def serve(settings: Settings) -> None:
-    import os
     import shutil
     import tempfile
 
@@ -45,6 +28,7 @@ def serve(settings: Settings) -> None:
     from prometheus_client import values
 
     from webhooks import gunicorn_conf, metrics
+    from webhooks.app import create_app
 
     # Every worker writes its metrics to this directory (webhooks/metrics.py). The mode is
     # chosen when prometheus_client is imported, which happened before the variable was
@@ -76,7 +60,13 @@ def serve(settings: Settings) -> None:
 def _prepare_jobs(paths: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
     """Give file-only jobs what the API server would: namespace, uid, creation time
     (in file order, so the first job listed is the oldest). Also where each came from."""
+    from datetime import timedelta
+
+    from webhooks.manifests import ManifestError, load_jobs
+
     located = [(f"{p}:{line}", doc) for p in paths for line, doc in load_jobs(p)]
+    from webhooks.app import utc_now  # flask: only once the files are read
+
     start = utc_now() - timedelta(seconds=len(located))
     for i, (where, job) in enumerate(located):
         meta = job.setdefault("metadata", {})
@@ -93,6 +83,8 @@ def _prepare_jobs(paths: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
 
 def invalid_reason(status: dict[str, Any]) -> str | None:
     """The message of the webhook's Failed condition for a spec it could not accept."""
+    from policy.model.lifecycle import REASON_INVALID
+
     for c in status.get("conditions") or []:
         if c.get("type") == "Failed" and str(c.get("reason", "")).endswith(REASON_INVALID):
             return str(c.get("message", ""))
@@ -108,6 +100,9 @@ def gang_warning(where: str, admission: dict[str, Any] | None) -> str | None:
 
 def _pool(args: argparse.Namespace) -> dict[str, Any]:
     """The TrainingPool the jobs are planned in: a file's, or the default pool."""
+    from policy.model.pool import pool_object
+    from webhooks.manifests import ManifestError, load_documents
+
     if args.pool:
         pools = [d for d in load_documents(args.pool) if d.get("kind") == "TrainingPool"]
         if len(pools) != 1:
@@ -135,6 +130,8 @@ def _stored(admission: dict[str, Any]) -> dict[str, Any]:
 
 
 def _post(client: Any, path: str, request: dict[str, Any]) -> dict[str, Any]:
+    import orjson
+
     response = client.post(path, data=orjson.dumps(request))
     body = response.get_json()
     if response.status_code != 200:
@@ -145,6 +142,13 @@ def _post(client: Any, path: str, request: dict[str, Any]) -> dict[str, Any]:
 def render(args: argparse.Namespace, settings: Settings) -> int:
     """The pool's sync for a cluster with no pods yet, then each job's sync on the
     Admission it got, as Metacontroller would call them."""
+    import orjson
+    import yaml
+    from pydantic import ValidationError
+
+    from policy.model.pool import PoolSpec
+    from webhooks.manifests import ManifestError, load_nodes
+
     jobs, origins = _prepare_jobs(args.jobs)
     pool = _pool(args)
     try:
@@ -154,6 +158,12 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
     nodes = [
         n for n in load_nodes(args.nodes) if selector.matches(n["metadata"].get("labels") or {})
     ]
+    from policy.model.admission import NO_KUBESHARE
+    from policy.model.admission import TYPE_KEY as ADMISSIONS
+    from policy.pool.observe import KINDS, job_type_key
+    from webhooks.app import create_app
+    from webhooks.hooks import object_map
+
     client = create_app(settings).test_client()
     related = object_map([*nodes, *jobs], ["Node.v1", "Pod.v1", *map(job_type_key, KINDS)])
     request = {"controller": {}, "parent": pool, "children": {}, "related": related}
@@ -214,6 +224,9 @@ def convert_files(args: argparse.Namespace) -> int:
     """Every object of every file in its v1 form on stdout; what could not be carried
     over on stderr, one line per field. Nothing is printed on stdout unless every object
     converted."""
+    from webhooks.convert import ConvertError, convert, dump
+    from webhooks.manifests import ManifestError, located_documents, located_in
+
     documents: list[dict[str, Any]] = []
     notes: list[str] = []
     for path in args.files:
@@ -238,6 +251,8 @@ def convert_files(args: argparse.Namespace) -> int:
 
 def _child_types(job: dict[str, Any]) -> list[str]:
     """The child types of the job's controller, as Metacontroller lists them."""
+    from policy.model.gpushare import SHAREPODS
+
     tf = job.get("kind") == "TFJob"
     return ["Pod.v1", "Service.v1", SHAREPODS, *(["Deployment.apps/v1"] if tf else [])]
 
@@ -294,12 +309,16 @@ DRAGONET_REQUEST_TIMEOUT_SECONDS after its first byte is answered 408.
 
 def _serve_settings(args: argparse.Namespace) -> Settings:
     """Environment settings, with the command line's host and port over them."""
+    from webhooks.config import Settings
+
     overrides = {k: v for k in ("host", "port", "workers") if (v := getattr(args, k)) is not None}
     return Settings(**overrides)
 
 
 def _one_line(err: Exception) -> str:
     """An error as one line: pydantic's first problem with its field, else the message."""
+    from pydantic import ValidationError
+
     if isinstance(err, ValidationError):
         first = err.errors()[0]
         field = ".".join(str(p) for p in first["loc"])
@@ -311,6 +330,8 @@ def _one_line(err: Exception) -> str:
 
 def _setting_error(err: ValueError, given: Sequence[str] = ()) -> str:
     """A bad setting named as the user set it: its option, else its environment variable."""
+    from pydantic import ValidationError
+
     if isinstance(err, ValidationError):
         first = err.errors()[0]
         if first["loc"]:
@@ -425,6 +446,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return _guarded("convert", checked_convert)
     try:
+        from webhooks.config import Settings
+
         settings = _serve_settings(args) if args.command == "serve" else Settings()
     except ValueError as err:
         given = [k for k in ("host", "port", "workers") if getattr(args, k, None) is not None]
