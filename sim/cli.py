@@ -295,10 +295,22 @@ def _scenario(args: argparse.Namespace) -> Scenario:
     if len(inputs) == 1 and not args.nodes:
         if not Path(inputs[0]).exists():
             raise ScenarioError(f"{inputs[0]}: no such file (run from the repository root?)")
+        if _holds_objects(inputs[0]):
+            raise ScenarioError(
+                f"{inputs[0]}: job manifests need --nodes (a cluster file, e.g. "
+                "examples/nodes.yaml); a scenario file (examples/scenario.yaml) needs none"
+            )
         return load_scenario(inputs[0])
     if not args.nodes:
         raise ScenarioError("TFJob manifests need --nodes (a cluster file)")
     return from_manifests(inputs, args.nodes, steps=args.steps)
+
+
+def _holds_objects(path: str) -> bool:
+    """Whether a file holds Kubernetes objects (job manifests), not a scenario."""
+    from webhooks.manifests import load_documents
+
+    return any("kind" in doc for doc in load_documents(path))
 
 
 def origins(args: argparse.Namespace) -> dict[str, str]:

@@ -482,3 +482,32 @@ def test_help_and_errors_import_no_heavy_module(argv: list[str]) -> None:
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_render_refuses_a_job_given_twice(capsys: pytest.CaptureFixture[str]) -> None:
+    """`dragonet render job1.yaml job1.yaml`: one line naming both places, exit 2, and no
+    duplicate Pods on stdout."""
+    job = str(EXAMPLES / "job1.yaml")
+    code, out, err = _render(capsys, job, job, "--nodes", NODES)
+    assert code == 2 and out == ""
+    assert _one_line(err) == (
+        f"dragonet render: {job}:3: TFJob default/job1 is given twice (first at {job}:3)"
+    )
+
+
+def test_render_skips_another_kind_in_a_bundle(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A ConfigMap beside the job: one line saying it was skipped, the job rendered."""
+    bundle = tmp_path / "bundle.yaml"
+    bundle.write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n---\n"
+        + (EXAMPLES / "job1.yaml").read_text()
+    )
+    code, out, err = _render(capsys, str(bundle), "--nodes", NODES)
+    assert code == 0
+    assert f"dragonet render: {bundle}:1: skipped ConfigMap settings: not a TFJob or MXJob" in (
+        err.splitlines()
+    )
+    assert "ConfigMap" not in out
+    assert "default/job1: Admitted" in err

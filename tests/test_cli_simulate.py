@@ -357,3 +357,13 @@ def test_a_pool_file_sets_the_default_pool_and_its_policy_runs(
     code, _, err = _simulate(capsys, *argv[:4], "--pool", str(bad))
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "spec.maxPreemptions" in err and str(bad) in err
+
+
+def test_a_job_manifest_without_nodes_asks_for_nodes(capsys: pytest.CaptureFixture[str]) -> None:
+    """`dragonet simulate job1.yaml`: not "nodes: Field required" (which reads like a broken
+    scenario file) but one line saying job manifests need --nodes."""
+    job = str(EXAMPLES / "job1.yaml")
+    code, out, err = _simulate(capsys, job)
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"dragonet simulate: {job}: job manifests need --nodes")

@@ -64,7 +64,10 @@ def _prepare_jobs(paths: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
 
     from webhooks.manifests import ManifestError, load_jobs
 
-    located = [(f"{p}:{line}", doc) for p in paths for line, doc in load_jobs(p)]
+    skipped: list[str] = []
+    located = [(f"{p}:{line}", doc) for p in paths for line, doc in load_jobs(p, skipped)]
+    for said in skipped:
+        print(f"dragonet render: {said}", file=sys.stderr)
     from webhooks.app import utc_now  # flask: only once the files are read
 
     start = utc_now() - timedelta(seconds=len(located))
@@ -78,6 +81,12 @@ def _prepare_jobs(paths: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
         meta.setdefault(
             "creationTimestamp", (start + timedelta(seconds=i)).strftime("%Y-%m-%dT%H:%M:%SZ")
         )
+    first: dict[str, str] = {}
+    for where, job in located:
+        key = f"{job['kind']} {job['metadata']['namespace']}/{job['metadata'].get('name')}"
+        if key in first:
+            raise ManifestError(f"{where}: {key} is given twice (first at {first[key]})")
+        first[key] = where
     return [doc for _, doc in located], [where for where, _ in located]
 
 
@@ -225,7 +234,7 @@ def convert_files(args: argparse.Namespace) -> int:
     over on stderr, one line per field. Nothing is printed on stdout unless every object
     converted."""
     from webhooks.convert import ConvertError, convert, dump
-    from webhooks.manifests import ManifestError, located_documents, located_in
+    from webhooks.manifests import ManifestError, located_documents, located_in, skipped_line
 
     documents: list[dict[str, Any]] = []
     notes: list[str] = []
@@ -235,6 +244,9 @@ def convert_files(args: argparse.Namespace) -> int:
         if not located:
             raise ManifestError(f"{name}: no objects in this file (empty?)")
         for line, doc in located:
+            if said := skipped_line(name, line, doc):
+                print(f"dragonet convert: {said}", file=sys.stderr)
+                continue
             try:
                 new, dropped = convert(doc)
             except ConvertError as err:
@@ -243,6 +255,8 @@ def convert_files(args: argparse.Namespace) -> int:
             what = f"{new['kind']} {meta.get('name')}"
             notes.extend(f"dragonet convert: {name}:{line}: {what}: {n}" for n in dropped)
             documents.append(new)
+    if not documents:
+        raise ManifestError(f"{', '.join(args.files)}: no TFJob or MXJob to convert")
     sys.stdout.write(dump(documents))
     for line in notes:
         print(line, file=sys.stderr)

@@ -101,6 +101,24 @@ def load_documents(path: str | Path) -> list[dict[str, Any]]:
 
 
 LEGACY_TFJOB = "tensorflow.org"
+# What a job file is read for: these kinds, and anything of the training operators' API
+# groups (a PyTorchJob is refused with a reason, not skipped). Anything else in a bundle
+# (a ConfigMap, a Service) is skipped with a line by the commands that read bundles.
+JOB_KINDS = ("TFJob", "TfJob", "MXJob")
+JOB_GROUPS = ("kubeflow.org", LEGACY_TFJOB, "fioravanzo.org")
+
+
+def skipped_line(path: str | Path, line: int | str, doc: Mapping[str, Any]) -> str | None:
+    """One line for an object that is no training job, which a bundle may hold; None for
+    a job of any version or of a training operator's group."""
+    kind = doc.get("kind")
+    group = str(doc.get("apiVersion", "")).partition("/")[0]
+    if kind in JOB_KINDS or group in JOB_GROUPS:
+        return None
+    meta = doc.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    what = f"{kind} {name}" if name else f"kind {kind!r}"
+    return f"{path}:{line}: skipped {what}: not a TFJob or MXJob"
 
 
 def refuse_unsupported(path: str | Path, line: int | str, doc: Mapping[str, Any]) -> None:
@@ -129,12 +147,21 @@ def refuse_unsupported(path: str | Path, line: int | str, doc: Mapping[str, Any]
     )
 
 
-def load_jobs(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
-    """The TFJobs and MXJobs of a job file with their lines; an empty file or another kind
-    is refused."""
+def load_jobs(
+    path: str | Path, skipped: list[str] | None = None
+) -> list[tuple[int, dict[str, Any]]]:
+    """The TFJobs and MXJobs of a job file with their lines; an empty file is refused.
+    Another kind is refused too, unless ``skipped`` is given: then it is left out and a
+    line saying so is added there (a file with no job left is still refused)."""
     docs = located_documents(path)
     if not docs:
         raise ManifestError(f"{path}: no objects in this file (empty?)")
+    if skipped is not None:
+        lines = {line: said for line, doc in docs if (said := skipped_line(path, line, doc))}
+        skipped.extend(lines.values())
+        docs = [(line, doc) for line, doc in docs if line not in lines]
+        if not docs:
+            raise ManifestError(f"{path}: no TFJob or MXJob in this file")
     for line, doc in docs:
         refuse_unsupported(path, line, doc)
     return docs
