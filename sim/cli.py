@@ -38,10 +38,17 @@ examples:
 On a terminal a live view shows progress; otherwise a plain line every few seconds does.
 A run the horizon cuts says so in the table, in --json (stopped_at_horizon) and the plot.
 
+Every flag and file is checked before a run starts; a job given twice is refused.
+
 exit status: 0 when every input was understood and valid; 1 for an invalid job (its
 reason is printed) or a simulation error; 2 for a file or option it could not use;
-3 for an internal error (one line; DRAGONET_DEBUG=1 shows the traceback).
+3 for an internal error (one line; DRAGONET_DEBUG=1 shows the traceback); 4 when every
+job is valid but one can never run on these nodes in this pool (too large for every
+node, no node it may use, fractional GPUs without KubeShare; the reason is printed).
 """
+
+
+NEVER_RUNS_EXIT = 4  # valid jobs that can never run on these nodes (webhooks/cli.py)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -334,10 +341,11 @@ def check_jobs(
     fallback: str | None = None,
     pool: PoolSpec | None = None,
     kubeshare: str = "none",
-) -> tuple[list[str], list[str]]:
-    """(problems, warnings): each job as the webhook would judge it, one line each, naming
-    its file and line where known, else ``fallback`` (the scenario file or trace). A job
-    asking for fractional GPUs in a pool without KubeShare would wait forever: a problem."""
+) -> tuple[list[str], list[str], list[str]]:
+    """(problems, warnings, never): each job as the webhook would judge it, one line each,
+    naming its file and line where known, else ``fallback`` (the scenario file or trace).
+    A job asking for fractional GPUs in a pool without KubeShare would wait for ever: it
+    is valid, but never runs."""
     from pydantic import ValidationError
 
     from policy.model.jobs import MXJOB, TFJOB, InvalidJob, parse_job
@@ -346,6 +354,7 @@ def check_jobs(
 
     problems: list[str] = []
     warnings: list[str] = []
+    never: list[str] = []
     pool = pool or PoolSpec()
     for spec in scenario.jobs:
         kind = MXJOB if spec.manifest.get("kind") == MXJOB.kind else TFJOB
@@ -362,7 +371,7 @@ def check_jobs(
             problems.append(f"{where} is invalid: {field}: {first['msg']}")
             continue
         if job.wants_kubeshare and kubeshare == "none":
-            problems.append(
+            never.append(
                 f"{where} asks for fractional GPUs (KubeShare), and the pool has no KubeShare: "
                 "it would wait forever; run with --kubeshare v1 or v2"
             )
@@ -370,7 +379,32 @@ def check_jobs(
         said = note(job, DEFAULT_POOL, pool, ())
         if said:
             warnings.append(f"{where}: warning: {said}")
-    return problems, warnings
+    return problems, warnings, never
+
+
+def never_running(
+    scenario: Scenario, pool: PoolSpec, where_of: Mapping[str, str], fallback: str
+) -> list[str]:
+    """One line per valid job the pool says can never run on the scenario's nodes (too
+    large for every node, no node it may use), from one pool sync before the run."""
+    from policy.model.pool import pool_object
+    from webhooks.plan import never_runs
+
+    jobs = []
+    for i, spec in enumerate(scenario.jobs):
+        meta = dict(spec.manifest.get("metadata") or {})
+        meta.setdefault("uid", f"uid-{i}")
+        meta.setdefault("generation", 1)
+        meta.setdefault("creationTimestamp", "2020-01-01T00:00:00Z")
+        jobs.append({**spec.manifest, "metadata": meta})
+    own = pool_object(**pool.model_dump(mode="json", exclude_defaults=True))
+    own["metadata"] = {"uid": "uid-pool", "generation": 1, **own.get("metadata", {})}
+    lines = []
+    for key, why in never_runs(own, list(scenario.nodes), jobs).items():
+        kind, _, name = key.partition("/")
+        origin = where_of.get(name, fallback)
+        lines.append(f"{origin}: {kind} {name} can never run here: {why}")
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:
@@ -420,11 +454,16 @@ def run(args: argparse.Namespace) -> int:
         why = str(err.errors()[0]["msg"]).removeprefix("Value error, ")
         print(f"dragonet simulate: --gang-scheduler {args.gang_scheduler}: {why}", file=sys.stderr)
         return 2
-    problems, warnings = check_jobs(scenario, origins(args), fallback, pool, kubeshare)
-    for line in [*warnings, *problems]:
+    where_of = origins(args)
+    problems, warnings, never = check_jobs(scenario, where_of, fallback, pool, kubeshare)
+    if not problems and not never:
+        never = never_running(scenario, pool, where_of, fallback)
+    for line in [*warnings, *problems, *never]:
         print(f"dragonet simulate: {line}", file=sys.stderr)
     if problems:
         return 1
+    if never:
+        return NEVER_RUNS_EXIT
     from sim.report import LiveView, horizon_note, print_summary
 
     results: list[SimResult] = []

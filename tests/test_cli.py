@@ -221,7 +221,7 @@ def test_render_refuses_a_kubeshare_job_in_a_pool_without_kubeshare(
     last line says what would change it."""
     shared = COMPAT / "dragon-job1-kubeshare.yaml"
     code, out, err = _render(capsys, str(shared), "--nodes", NODES)
-    assert code == 1
+    assert code == 4  # valid, but it can never run in this pool
     assert not [d for d in yaml.safe_load_all(out) if d and d["kind"] in ("Pod", "SharePod")]
     last = err.strip().splitlines()[-1]
     assert last == (
@@ -511,3 +511,16 @@ def test_render_skips_another_kind_in_a_bundle(
     )
     assert "ConfigMap" not in out
     assert "default/job1: Admitted" in err
+
+
+def test_render_exits_4_for_a_job_too_large_for_every_node(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`dragonet render cifar.yaml --nodes nodes.yaml` (GPUs the nodes lack): valid, but it
+    can never run there: exit 4, not 0, and the last line says why."""
+    job = str(EXAMPLES / "tfjobs" / "cifar.yaml")
+    code, _, err = _render(capsys, job, "--nodes", NODES)
+    assert code == 4
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"dragonet render: {job}:2: TFJob team-c/cifar can never run here: ")
+    assert "0 nvidia.com/gpu" in last

@@ -48,7 +48,7 @@ def test_an_invalid_job_stops_the_run_with_its_reason(
 def test_a_kubeshare_job_is_refused_without_kubeshare(capsys: pytest.CaptureFixture[str]) -> None:
     shared = COMPAT / "dragon-job1-kubeshare.yaml"
     code, out, err = _simulate(capsys, str(shared), "--nodes", NODES)
-    assert code == 1 and out == ""
+    assert code == 4 and out == ""  # valid, but it can never run in this pool
     assert err.strip().splitlines() == [
         f"dragonet simulate: {shared}:3: TFJob default/job1 asks for fractional GPUs "
         "(KubeShare), and the pool has no KubeShare: it would wait forever; run with "
@@ -367,3 +367,15 @@ def test_a_job_manifest_without_nodes_asks_for_nodes(capsys: pytest.CaptureFixtu
     assert code == 2 and out == ""
     (line,) = err.strip().splitlines()
     assert line.startswith(f"dragonet simulate: {job}: job manifests need --nodes")
+
+
+def test_a_job_too_large_for_every_node_exits_4_before_running(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`dragonet simulate job1.yaml cifar.yaml --nodes nodes.yaml` (no GPUs): not exit 0 and
+    "Jobs finished 1 / 2", but one line naming the job and why, exit 4, nothing run."""
+    cifar = str(EXAMPLES / "tfjobs" / "cifar.yaml")
+    code, out, err = _simulate(capsys, str(EXAMPLES / "job1.yaml"), cifar, "--nodes", NODES)
+    assert code == 4 and out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"dragonet simulate: {cifar}:2: TFJob team-c/cifar can never run here")

@@ -57,6 +57,11 @@ def serve(settings: Settings) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
+# Exit status of render and simulate for valid jobs that can never run on the nodes and
+# pool given (1 is an invalid job, 2 an input it could not use, 3 a bug of ours).
+NEVER_RUNS_EXIT = 4
+
+
 def _prepare_jobs(paths: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
     """Give file-only jobs what the API server would: namespace, uid, creation time
     (in file order, so the first job listed is the oldest). Also where each came from."""
@@ -138,16 +143,6 @@ def _stored(admission: dict[str, Any]) -> dict[str, Any]:
     return {**admission, "metadata": {**meta, "generation": 1}}
 
 
-def _post(client: Any, path: str, request: dict[str, Any]) -> dict[str, Any]:
-    import orjson
-
-    response = client.post(path, data=orjson.dumps(request))
-    body = response.get_json()
-    if response.status_code != 200:
-        raise ValueError(f"{path}: {body.get('error')}")
-    return body
-
-
 def render(args: argparse.Namespace, settings: Settings) -> int:
     """The pool's sync for a cluster with no pods yet, then each job's sync on the
     Admission it got, as Metacontroller would call them."""
@@ -169,14 +164,12 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
     ]
     from policy.model.admission import NO_KUBESHARE
     from policy.model.admission import TYPE_KEY as ADMISSIONS
-    from policy.pool.observe import KINDS, job_type_key
     from webhooks.app import create_app
     from webhooks.hooks import object_map
+    from webhooks.plan import NEVER_RUNS, plan_pool, post
 
     client = create_app(settings).test_client()
-    related = object_map([*nodes, *jobs], ["Node.v1", "Pod.v1", *map(job_type_key, KINDS)])
-    request = {"controller": {}, "parent": pool, "children": {}, "related": related}
-    planned = _post(client, "/pools/sync", request)
+    planned = {"children": plan_pool(client, pool, nodes, jobs)}
     admissions = {  # by kind too: a TFJob and an MXJob may share a name
         f"{a['spec']['job']['kind']}/{a['metadata']['namespace']}/{a['spec']['job']['name']}": (
             _stored(a)
@@ -185,6 +178,7 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
     }
     documents: list[dict[str, Any]] = list(planned["children"])
     invalid: list[str] = []
+    never: list[str] = []
     for where, job in zip(origins, jobs, strict=True):
         key = f"{job['metadata']['namespace']}/{job['metadata']['name']}"
         own = [admissions[f"{job['kind']}/{key}"]] if f"{job['kind']}/{key}" in admissions else []
@@ -198,7 +192,7 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
             "related": object_map(own, [ADMISSIONS]),
             "finalizing": False,
         }
-        body = _post(client, f"/{job['kind'].lower()}s/sync", request)
+        body = post(client, f"/{job['kind'].lower()}s/sync", request)
         documents.extend(body["children"])
         sched = body["status"].get("scheduling", {})
         pods = sum(1 for c in body["children"] if c["kind"] in ("Pod", "SharePod"))
@@ -215,18 +209,23 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
         if reason is not None:
             invalid.append(f"dragonet render: {where}: {reason}")
         elif own and own[0]["spec"].get("reason") == NO_KUBESHARE:
-            invalid.append(
+            never.append(
                 f"dragonet render: {where}: {job['kind']} {key} asks for fractional GPUs "
                 "(KubeShare) and the pool has no KubeShare; it would wait forever (try "
                 "--kubeshare v1 or v2)"
+            )
+        elif own and own[0]["spec"].get("reason") in NEVER_RUNS:
+            never.append(
+                f"dragonet render: {where}: {job['kind']} {key} can never run here: "
+                f"{own[0]['spec'].get('message') or own[0]['spec']['reason']}"
             )
     if args.output == "json":
         sys.stdout.write(orjson.dumps(documents, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         sys.stdout.write(yaml.safe_dump_all(documents, sort_keys=False))
-    for line in invalid:  # last, so a script's tail shows what failed
+    for line in [*invalid, *never]:  # last, so a script's tail shows what failed
         print(line, file=sys.stderr)
-    return 1 if invalid else 0
+    return 1 if invalid else NEVER_RUNS_EXIT if never else 0
 
 
 def convert_files(args: argparse.Namespace) -> int:
@@ -287,6 +286,8 @@ a template gets the old operator's default parameter server (a tf.train.Server o
 stderr: one line per field that was not carried over, or was moved, by its path:
   dragonet convert: old.yaml:3: TFJob example-job: spec.tensorboard: not carried over: ...
 
+other kinds in a file (a ConfigMap in a bundle) are skipped with one line on stderr.
+
 exit status: 0 when every object converted (lines on stderr are warnings; with --strict, 1
 when there is any); 2 for a file it could not read or an object it cannot convert (one
 line naming the file and line; nothing on stdout); 3 for an internal error.
@@ -297,9 +298,14 @@ examples:
   dragonet render examples/job1.yaml --nodes examples/nodes.yaml
   dragonet render a.yaml b.yaml --nodes nodes.yaml --binding nodeName --output json
 
+other kinds in a file (a ConfigMap in a bundle) are skipped with one line on stderr; a
+job given twice (same kind, namespace and name) is refused.
+
 exit status: 0 when every job was understood and valid; 1 when the webhook found a job
-invalid (its Failed condition is printed); 2 for a file it could not read or use;
-3 for an internal error (one line; DRAGONET_DEBUG=1 shows the traceback).
+invalid (its Failed condition is printed); 2 for a file or option it could not read or
+use; 3 for an internal error (one line; DRAGONET_DEBUG=1 shows the traceback); 4 when
+every job is valid but one can never run on these nodes in this pool (too large for
+every node, no node it may use, fractional GPUs without KubeShare; the reason is printed).
 """
 
 SERVE_EXAMPLES = """\
