@@ -524,3 +524,33 @@ def test_render_exits_4_for_a_job_too_large_for_every_node(
     last = err.strip().splitlines()[-1]
     assert last.startswith(f"dragonet render: {job}:2: TFJob team-c/cifar can never run here: ")
     assert "0 nvidia.com/gpu" in last
+
+
+def _ps_only(tmp_path: Path) -> Path:
+    job = yaml.safe_load((EXAMPLES / "job1.yaml").read_text())
+    job["metadata"]["name"] = "ps-only"
+    del job["spec"]["max-instances"], job["spec"]["min-instances"]
+    job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 0
+    path = tmp_path / "ps-only.yaml"
+    path.write_text(yaml.safe_dump(job))
+    return path
+
+
+def test_a_ps_only_job_is_refused_by_render_and_simulate_alike(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`Worker.replicas: 0` and no Chief: Kubeflow would never mark it Succeeded, nothing
+    trains. Both commands refuse it as invalid (exit 1) with the same reason, naming the
+    field, instead of render saying Admitted and simulate waiting for ever."""
+    path = _ps_only(tmp_path)
+    reason = (
+        "spec.tfReplicaSpecs.Worker.replicas: the job has no Worker to run and no Chief or "
+        "Master; nothing would train and it would never succeed (give it workers)"
+    )
+    code, _, err = _render(capsys, str(path), "--nodes", NODES)
+    assert code == 1
+    assert err.strip().splitlines()[-1].endswith(reason)
+    code = main(["simulate", str(path), "--nodes", NODES])
+    out, err = capsys.readouterr()
+    assert code == 1 and out == ""
+    assert _one_line(err).endswith(f"is invalid: {reason}")
