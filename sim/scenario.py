@@ -32,11 +32,12 @@ from sim.spec import JobSpec, as_mxjob
 from sim.traces import load_philly, load_pollux
 from webhooks.manifests import (
     ManifestError,
-    ShortNode,
     load_documents,
     load_jobs,
     load_nodes,
     refuse_unsupported,
+    short_node_lines,
+    short_nodes,
 )
 
 DEFAULT_STEPS = 1000.0
@@ -57,7 +58,7 @@ class _JobEntry(BaseModel):
 class _ScenarioFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str | None = None
-    nodes: str | list[ShortNode]
+    nodes: str | list[Any]  # short-form nodes are checked by webhooks.manifests
     jobs: list[_JobEntry] = Field(min_length=1)
 
 
@@ -92,11 +93,11 @@ def load_scenario(path: str | Path) -> Scenario:
         where = ".".join(str(p) for p in first["loc"])
         raise ScenarioError(f"{path}: {where}: {first['msg']}") from err
     base = path.parent
-    nodes = (
-        load_nodes(base / data.nodes)
-        if isinstance(data.nodes, str)
-        else [n.to_node() for n in data.nodes]
-    )
+    if isinstance(data.nodes, str):
+        nodes = load_nodes(base / data.nodes)
+    else:
+        (line, lines), *_ = short_node_lines(path).items() or [(1, [])]
+        nodes = short_nodes(path, line, data.nodes, lines)
     jobs: list[JobSpec] = []
     for i, entry in enumerate(data.jobs):
         if isinstance(entry.manifest, str):

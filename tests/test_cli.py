@@ -187,7 +187,47 @@ def test_render_names_the_field_of_a_bad_nodes_entry(
     nodes.write_text("nodes:\n  - {name: a, cpu: 4}\n  - {name: b, gpus: 4}\n")
     code, _, err = _render(capsys, str(EXAMPLES / "job1.yaml"), "--nodes", str(nodes))
     assert code == 2
-    assert _one_line(err).startswith(f"dragonet render: {nodes}:1: nodes.1.gpus: ")
+    assert _one_line(err) == (
+        f"dragonet render: {nodes}:3: nodes[1]: unknown field 'gpus' (known: name, cpu, "
+        "memory, gpu, pods, labels, taints, unschedulable)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "line", "said"),
+    [
+        (
+            "# a cluster\nnodes:\n  - name: a\n  - name: b\n    cpus: 8\n    mem: 4Gi\n",
+            4,
+            "nodes[1]: unknown fields 'cpus', 'mem' (known: name, cpu, memory, gpu, pods, "
+            "labels, taints, unschedulable)",
+        ),
+        (
+            "nodes:\n  - name: a\n    gpu: many\n",
+            2,
+            "nodes[0]: gpu: must be a whole number of nvidia.com/gpu (default 0), not 'many'",
+        ),
+        ("nodes:\n  - cpu: 4\n", 2, "nodes[0]: name: required (the node's name)"),
+        ("nodes:\n  - just-a-name\n", 2, "nodes[0]: each node must be a mapping of name, "),
+    ],
+)
+def test_a_nodes_file_error_names_its_line_and_every_unknown_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, line: int, said: str
+) -> None:
+    """The line the bad node starts on (not the file's first), every unknown field with the
+    known ones, in our words; for render and for a scenario file's inline nodes alike."""
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(content)
+    code, _, err = _render(capsys, str(EXAMPLES / "job1.yaml"), "--nodes", str(nodes))
+    assert code == 2
+    assert _one_line(err).startswith(f"dragonet render: {nodes}:{line}: {said}")
+    scenario = tmp_path / "scenario.yaml"
+    job = EXAMPLES / "job1.yaml"
+    scenario.write_text(f"name: s\njobs:\n  - manifest: {job}\n" + content)
+    code = main(["simulate", str(scenario)])
+    _, err = capsys.readouterr()
+    assert code == 2
+    assert _one_line(err).startswith(f"dragonet simulate: {scenario}:{line + 3}: {said}")
 
 
 def test_render_refuses_a_legacy_tfjob_and_names_the_converter(

@@ -167,21 +167,83 @@ def load_jobs(
     return docs
 
 
+# The short form's fields, in the words a message uses for what each must be.
+SHORT_NODE_FIELDS = {
+    "name": "the node's name",
+    "cpu": "cores, e.g. 8 or 500m (default 8)",
+    "memory": "a quantity, e.g. 32Gi (default 32Gi)",
+    "gpu": "a whole number of nvidia.com/gpu (default 0)",
+    "pods": "a whole number of pods it may run (default 110)",
+    "labels": "a mapping of label to value",
+    "taints": "a list of {key, value, effect}",
+    "unschedulable": "true or false (default false)",
+}
+
+
+def short_node_lines(path: str | Path) -> dict[int, list[int]]:
+    """For each document of a file holding a ``nodes:`` list, the line each item starts on,
+    keyed by the document's first line (as ``located_documents`` numbers it)."""
+    with open(path, encoding="utf-8") as fh:
+        roots = list(yaml.compose_all(fh, Loader=yaml.SafeLoader))
+    found: dict[int, list[int]] = {}
+    for root in roots:
+        if not isinstance(root, yaml.MappingNode):
+            continue
+        for key, value in root.value:
+            if key.value == "nodes" and isinstance(value, yaml.SequenceNode):
+                found[root.start_mark.line + 1] = [i.start_mark.line + 1 for i in value.value]
+    return found
+
+
+def short_node(where: str, raw: Any) -> dict[str, Any]:
+    """One node of the short form as a v1 Node; every problem of it in one line naming each
+    unknown field with the known ones, or what a field must be."""
+    known = ", ".join(SHORT_NODE_FIELDS)
+    if not isinstance(raw, Mapping):
+        raise ManifestError(f"{where}: each node must be a mapping of {known}")
+    unknown = [str(k) for k in raw if k not in SHORT_NODE_FIELDS]
+    if unknown:
+        names = ", ".join(repr(k) for k in unknown)
+        raise ManifestError(
+            f"{where}: unknown field{'s' if len(unknown) > 1 else ''} {names} (known: {known})"
+        )
+    try:
+        return ShortNode.model_validate(raw).to_node()
+    except ValidationError as err:
+        said = []
+        for e in err.errors():
+            field = str(e["loc"][0]) if e["loc"] else "?"
+            if e["type"] == "missing":
+                said.append(f"{field}: required ({SHORT_NODE_FIELDS.get(field, field)})")
+            else:
+                got = raw.get(field)
+                said.append(f"{field}: must be {SHORT_NODE_FIELDS.get(field, field)}, not {got!r}")
+        raise ManifestError(f"{where}: {'; '.join(dict.fromkeys(said))}") from None
+
+
+def short_nodes(path: str | Path, line: int, items: Any, lines: list[int]) -> list[dict[str, Any]]:
+    """The ``nodes:`` list of a document that starts on ``line``; each problem is named by
+    the line its node starts on (``lines``: from ``short_node_lines``)."""
+    if not isinstance(items, list):
+        raise ManifestError(f"{path}:{line}: nodes: must be a list of nodes")
+    return [
+        short_node(f"{path}:{lines[i] if i < len(lines) else line}: nodes[{i}]", raw)
+        for i, raw in enumerate(items)
+    ]
+
+
 def load_nodes(path: str | Path) -> list[dict[str, Any]]:
     """The nodes of a cluster file; an empty or unreadable one is refused."""
     nodes: list[dict[str, Any]] = []
     docs = located_documents(path)
     if not docs:
         raise ManifestError(f"{path}: no nodes in this file (empty?)")
+    item_lines: dict[int, list[int]] | None = None
     for line, doc in docs:
         if "nodes" in doc and "kind" not in doc:
-            for i, short in enumerate(doc["nodes"] or []):
-                try:
-                    nodes.append(ShortNode.model_validate(short).to_node())
-                except ValidationError as err:
-                    first = err.errors()[0]
-                    field = ".".join(str(p) for p in ("nodes", i, *first["loc"]))
-                    raise ManifestError(f"{path}:{line}: {field}: {first['msg']}") from None
+            if item_lines is None:
+                item_lines = short_node_lines(path)
+            nodes.extend(short_nodes(path, line, doc["nodes"] or [], item_lines.get(line, [])))
         elif doc.get("kind") == "Node":
             nodes.append(doc)
         else:
