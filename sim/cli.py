@@ -26,7 +26,7 @@ DEFAULT_HORIZON_DAYS = 60.0
 
 EXAMPLES = """\
 examples:
-  dragonet simulate                    # examples/scenario.yaml, all four policies
+  dragonet simulate                    # examples/scenario.yaml, all six policies
   dragonet simulate examples/elastic.yaml --policy dragonet,gang-fifo --plot run.png
   dragonet simulate job-a.yaml job-b.yaml --nodes nodes.yaml --steps 5000
   dragonet simulate --trace philly.csv --jobs 200 --start 1000 --load 2 --json
@@ -34,6 +34,21 @@ examples:
   dragonet simulate --mc-qps 50 --mc-burst 100 --json  # a faster Metacontroller client
   dragonet simulate --mc-cost-free                    # writes free and instant (the old model)
   dragonet simulate --trace workload-1.csv --pool examples/pollux-tiresias-pool.yaml
+
+policies: dragonet (the product), dragon (DRAGON's rules), gang-fifo (all-or-nothing
+FIFO, static sizes), kube-default (no admission: the kube-scheduler places each pod),
+dragonet-las (dragonet in least-attained-service order, with preemption) and tiresias
+(discretised LAS with preemption, static sizes); 'all' runs each.
+
+nodes file (--nodes): Node objects (kubectl get nodes -o yaml), or the short form
+  nodes:
+    - {name: big-1, cpu: 24, memory: 64Gi, gpu: 4}          # gpu: nvidia.com/gpu
+    - name: spot-1
+      pods: 30                                             # allocatable pods (110)
+      labels: {pool: spot}                                 # for a pool's nodeSelector
+      taints: [{key: spot, value: "true", effect: NoSchedule}]
+      unschedulable: true                                  # cordoned
+  (cpu 8, memory 32Gi, gpu 0, pods 110 when not given).
 
 On a terminal a live view shows progress; otherwise a plain line every few seconds does.
 A run the horizon cuts says so in the table, in --json (stopped_at_horizon) and the plot.
@@ -65,7 +80,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         nargs="*",
         help=f"a scenario file, or TFJob manifests (with --nodes); default: {DEFAULT_SCENARIO}",
     )
-    s.add_argument("--nodes", help="cluster file for TFJob manifests or a trace")
+    s.add_argument(
+        "--nodes",
+        help="cluster file for job manifests (needed) or a trace: Node objects or the short "
+        "form 'nodes: [{name, cpu, memory, gpu, pods, labels, taints, unschedulable}]'",
+    )
     s.add_argument("--trace", help="a Philly CSV or a Pollux workload CSV")
     s.add_argument(
         "--jobs",

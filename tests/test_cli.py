@@ -594,3 +594,27 @@ def test_a_ps_only_job_is_refused_by_render_and_simulate_alike(
     out, err = capsys.readouterr()
     assert code == 1 and out == ""
     assert _one_line(err).endswith(f"is invalid: {reason}")
+
+
+def test_the_help_lists_every_policy_and_every_route(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`dragonet simulate --help` names all the policies there are and `dragonet serve
+    --help` every route the webhook answers (none left out as the app grows)."""
+    from policy.model.pool import POLICIES
+    from webhooks.app import create_app
+    from webhooks.config import Settings
+
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    for policy in POLICIES:
+        assert f"{policy} (" in said, policy
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    said = capsys.readouterr().out
+    routes = {str(r) for r in create_app(Settings()).url_map.iter_rules()} - {
+        "/static/<path:filename>"
+    }
+    missing = [r for r in sorted(routes) if r not in said]
+    assert not missing

@@ -320,9 +320,11 @@ examples:
   dragonet serve --host 127.0.0.1 --port 9000
   DRAGONET_WORKERS=4 dragonet serve
 
-Metacontroller calls POST /pools/sync, /pools/customize, /tfjobs/sync, /tfjobs/customize
-and /tfjobs/finalize; GET /healthz (alive), /readyz (ready) and /metrics answer probes and
-Prometheus. Requests are read in full before a thread takes them: one not received
+Metacontroller calls POST /pools/sync and /pools/customize (the TrainingPool controller),
+/tfjobs/sync, /tfjobs/customize, /tfjobs/finalize and /mxjobs/sync, /mxjobs/customize,
+/mxjobs/finalize (the job controllers), /migrations/sync and /migrations/customize (the
+Migration controller); GET /healthz (alive), /readyz (ready) and /metrics answer probes
+and Prometheus. Requests are read in full before a thread takes them: one not received
 DRAGONET_REQUEST_TIMEOUT_SECONDS after its first byte is answered 408.
 """
 
@@ -398,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         "--nodes",
         required=True,
         help="cluster file: Node objects, or the short form 'nodes: [{name, cpu, memory, "
-        "gpu}]' (examples/nodes.yaml)",
+        "gpu, pods, labels, taints, unschedulable}]' (examples/nodes.yaml; README, Simulate)",
     )
     r.add_argument("--pool", help="a TrainingPool manifest (default: the default pool)")
     r.add_argument("--policy", choices=POLICIES, help="override the pool's spec.policy")
