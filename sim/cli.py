@@ -29,7 +29,7 @@ examples:
   dragonet simulate                    # examples/scenario.yaml, all six policies
   dragonet simulate examples/elastic.yaml --policy dragonet,gang-fifo --plot run.png
   dragonet simulate job-a.yaml job-b.yaml --nodes nodes.yaml --steps 5000
-  dragonet simulate --trace philly.csv --jobs 200 --start 1000 --load 2 --json
+  dragonet simulate --trace philly.csv --start 72500 --jobs 200 --load 2 --json
   dragonet simulate --trace workload-1.csv --jobs 40   # its first 40 jobs by arrival
   dragonet simulate --mc-qps 50 --mc-burst 100 --json  # a faster Metacontroller client
   dragonet simulate --mc-cost-free                    # writes free and instant (the old model)
