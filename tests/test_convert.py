@@ -213,6 +213,16 @@ def test_another_kind_in_a_bundle_is_skipped_with_one_line(
     )
 
 
+def test_a_job_given_twice_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """`dragonet convert old.yaml old.yaml`: two jobs of one name would be one object in a
+    cluster; refused with one line naming both places, nothing on stdout."""
+    code, out, err = _run(capsys, str(LEGACY_TF), str(LEGACY_TF))
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"dragonet convert: {LEGACY_TF}:")
+    assert "is given twice (first at " in line
+
+
 def test_a_legacy_replica_without_a_template_is_named() -> None:
     doc = {
         "apiVersion": "tensorflow.org/v1alpha1",

@@ -237,6 +237,7 @@ def convert_files(args: argparse.Namespace) -> int:
 
     documents: list[dict[str, Any]] = []
     notes: list[str] = []
+    seen: dict[str, str] = {}  # where each kind namespace/name was first
     for path in args.files:
         name = "<stdin>" if path == "-" else path
         located = located_in(sys.stdin, name) if path == "-" else located_documents(path)
@@ -252,6 +253,10 @@ def convert_files(args: argparse.Namespace) -> int:
                 raise ManifestError(f"{name}:{line}: {err}") from None
             meta = new.get("metadata") or {}
             what = f"{new['kind']} {meta.get('name')}"
+            key = f"{new['kind']} {meta.get('namespace') or 'default'}/{meta.get('name')}"
+            if key in seen:
+                raise ManifestError(f"{name}:{line}: {key} is given twice (first at {seen[key]})")
+            seen[key] = f"{name}:{line}"
             notes.extend(f"dragonet convert: {name}:{line}: {what}: {n}" for n in dropped)
             documents.append(new)
     if not documents:
