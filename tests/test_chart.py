@@ -1122,3 +1122,13 @@ def test_notes_say_how_to_install_metacontroller_and_to_build_the_image(
     )
     own = _notes(helm, tmp_path / "own", "--set", "image.repository=registry.example.com/d")
     assert "nothing publishes it" not in own
+
+
+def test_readme_installs_the_chart_once() -> None:
+    """Two `helm install dragonet` commands cannot both run (the release exists after the
+    first): the README shows one, with the image and the pool selector together."""
+    readme = (ROOT / "README.md").read_text()
+    assert readme.count("helm install dragonet ") == 1
+    at = readme.index("helm install dragonet ")
+    command = readme[at : readme.index("\n\n", at)]
+    assert "image.repository=" in command and "poolSelector" in command
