@@ -53,7 +53,8 @@ nodes file (--nodes): Node objects (kubectl get nodes -o yaml), or the short for
 On a terminal a live view shows progress; otherwise a plain line every few seconds does.
 A run the horizon cuts says so in the table, in --json (stopped_at_horizon) and the plot.
 
-Every flag and file is checked before a run starts; a job given twice is refused.
+Every flag and file is checked before a run starts; a job given twice is refused; other
+kinds in a job file (a ConfigMap in a bundle) are skipped with one line on stderr.
 
 exit status: 0 when every input was understood and valid; 1 for an invalid job (its
 reason is printed) or a simulation error; 2 for a file or option it could not use;
@@ -329,7 +330,11 @@ def _scenario(args: argparse.Namespace) -> Scenario:
         return load_scenario(inputs[0])
     if not args.nodes:
         raise ScenarioError("TFJob manifests need --nodes (a cluster file)")
-    return from_manifests(inputs, args.nodes, steps=args.steps)
+    skipped: list[str] = []
+    scenario = from_manifests(inputs, args.nodes, steps=args.steps, skipped=skipped)
+    for said in skipped:
+        print(f"dragonet simulate: {said}", file=sys.stderr)
+    return scenario
 
 
 def _holds_objects(path: str) -> bool:
@@ -347,7 +352,7 @@ def origins(args: argparse.Namespace) -> dict[str, str]:
         return {}
     found: dict[str, str] = {}
     for path in args.inputs:
-        for line, doc in load_jobs(path):
+        for line, doc in load_jobs(path, []):  # other kinds: said by _scenario
             meta = doc.get("metadata") or {}
             if isinstance(meta, dict):
                 found[f"{meta.get('namespace') or 'default'}/{meta.get('name')}"] = f"{path}:{line}"

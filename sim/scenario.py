@@ -62,10 +62,11 @@ class _ScenarioFile(BaseModel):
     jobs: list[_JobEntry] = Field(min_length=1)
 
 
-def _tfjobs(path: Path) -> list[dict[str, Any]]:
-    """The TFJobs and MXJobs of a file; an empty file, or one with another kind, is refused."""
+def _tfjobs(path: Path, skipped: list[str] | None = None) -> list[dict[str, Any]]:
+    """The TFJobs and MXJobs of a file; an empty file is refused, and one with another kind
+    too unless ``skipped`` collects a line for each object left out."""
     try:
-        return [doc for _, doc in load_jobs(path)]
+        return [doc for _, doc in load_jobs(path, skipped)]
     except ManifestError as err:
         raise ScenarioError(str(err)) from None
 
@@ -118,9 +119,11 @@ def from_manifests(
     *,
     steps: float = DEFAULT_STEPS,
     spacing_s: float = 0.0,
+    skipped: list[str] | None = None,
 ) -> Scenario:
-    """Jobs from TFJob files, in order, ``spacing_s`` apart."""
-    manifests = [m for p in job_paths for m in _tfjobs(Path(p))]
+    """Jobs from TFJob files, in order, ``spacing_s`` apart. With ``skipped``, objects of
+    other kinds in them (a ConfigMap in a bundle) are left out with a line there."""
+    manifests = [m for p in job_paths for m in _tfjobs(Path(p), skipped)]
     jobs = [_spec(m, i * spacing_s, steps, None) for i, m in enumerate(manifests)]
     name = ", ".join(Path(p).stem for p in job_paths)
     return Scenario(name, tuple(load_nodes(nodes_path)), _checked(jobs, name))

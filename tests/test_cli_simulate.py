@@ -379,3 +379,24 @@ def test_a_job_too_large_for_every_node_exits_4_before_running(
     assert code == 4 and out == ""
     (line,) = err.strip().splitlines()
     assert line.startswith(f"dragonet simulate: {cifar}:2: TFJob team-c/cifar can never run here")
+
+
+def test_another_kind_in_a_bundle_is_skipped_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As render and convert: a ConfigMap beside the job is left out with one line, and the
+    job runs."""
+    bundle = tmp_path / "bundle.yaml"
+    bundle.write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n---\n"
+        + (EXAMPLES / "job1.yaml").read_text()
+    )
+    code, out, err = _simulate(
+        capsys, str(bundle), "--nodes", NODES, "--policy", "dragonet", "--json"
+    )
+    assert code == 0
+    assert err.strip().splitlines()[0] == (
+        f"dragonet simulate: {bundle}:1: skipped ConfigMap settings: not a TFJob or MXJob"
+    )
+    (summary,) = _summaries(out)
+    assert summary["jobs_finished"] == summary["jobs"] == 1
