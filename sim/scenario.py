@@ -62,6 +62,22 @@ class _ScenarioFile(BaseModel):
     jobs: list[_JobEntry] = Field(min_length=1)
 
 
+def _in_our_words(err: ValidationError) -> str:
+    """A scenario file's first problem, in words: a missing or unknown field with the
+    fields that are known there, else the field and what pydantic says of it."""
+    errors = err.errors()  # a misspelt field first: it is why another seems missing
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    loc = [str(p) for p in first["loc"]]
+    where = ".".join(loc)
+    model = _JobEntry if loc and loc[0] == "jobs" else _ScenarioFile
+    known = ", ".join(model.model_fields)
+    if first["type"] == "missing":
+        return f"{where}: required (a scenario file has {known})"
+    if first["type"] == "extra_forbidden":
+        return f"{where}: unknown field (known: {known})"
+    return f"{where}: {first['msg']}"
+
+
 def _tfjobs(path: Path, skipped: list[str] | None = None) -> list[dict[str, Any]]:
     """The TFJobs and MXJobs of a file; an empty file is refused, and one with another kind
     too unless ``skipped`` collects a line for each object left out."""
@@ -90,9 +106,7 @@ def load_scenario(path: str | Path) -> Scenario:
             raise ScenarioError(f"{path}: a scenario file holds one YAML document")
         data = _ScenarioFile.model_validate(raw[0])
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ScenarioError(f"{path}: {where}: {first['msg']}") from err
+        raise ScenarioError(f"{path}: {_in_our_words(err)}") from err
     base = path.parent
     if isinstance(data.nodes, str):
         nodes = load_nodes(base / data.nodes)

@@ -400,3 +400,28 @@ def test_another_kind_in_a_bundle_is_skipped_with_one_line(
     )
     (summary,) = _summaries(out)
     assert summary["jobs_finished"] == summary["jobs"] == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (
+            "name: x\nnode: []\njobs: [{manifest: a.yaml}]\n",
+            "node: unknown field (known: name, nodes, jobs)",
+        ),
+        ("name: x\njobs: [{manifest: a.yaml}]\n", "nodes: required (a scenario file has name, "),
+        (
+            "nodes: []\njobs: [{manifest: a.yaml, arrivl: 3}]\n",
+            "jobs.0.arrivl: unknown field (known: manifest, arrival, steps, profile)",
+        ),
+    ],
+)
+def test_a_scenario_file_error_is_in_our_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, said: str
+) -> None:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(content)
+    code, out, err = _simulate(capsys, str(path))
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"dragonet simulate: {path}: {said}")
