@@ -8,50 +8,63 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import orjson
-from pydantic import ValidationError
-from rich.console import Console
+# The parser needs only the names of policies and gang schedulers: the simulator, rich and
+# the webhook are imported by the functions that run them, so --help and a refused flag
+# answer at once.
+from policy.model.pool import GANG_SCHEDULER_CHOICES, POLICIES
 
-from policy.model.jobs import MXJOB, TFJOB, InvalidJob, parse_job
-from policy.model.pool import (
-    DEFAULT_POOL,
-    GANG_SCHEDULER_CHOICES,
-    POLICIES,
-    POOL_KIND,
-    PoolSpec,
-    pool_object,
-)
-from policy.pool.gang import note
-from sim.engine import DAY, Scenario, SimConfig, Simulation, SimulationError
-from sim.monitor import MonitorConfig
-from sim.results import SimResult
-from sim.scenario import ScenarioError, from_manifests, from_trace, load_scenario
-from webhooks.manifests import ManifestError, load_documents, load_jobs
+if TYPE_CHECKING:
+    from policy.model.pool import PoolSpec
+    from sim.engine import Scenario
+    from sim.monitor import MonitorConfig
 
 DEFAULT_SCENARIO = Path("examples/scenario.yaml")
 DEFAULT_HORIZON_DAYS = 60.0
 
 EXAMPLES = """\
 examples:
-  dragonet simulate                    # examples/scenario.yaml, all four policies
+  dragonet simulate                    # examples/scenario.yaml, all six policies
   dragonet simulate examples/elastic.yaml --policy dragonet,gang-fifo --plot run.png
   dragonet simulate job-a.yaml job-b.yaml --nodes nodes.yaml --steps 5000
-  dragonet simulate --trace philly.csv --jobs 200 --start 1000 --load 2 --json
+  dragonet simulate --trace philly.csv --start 72500 --jobs 200 --load 2 --json
   dragonet simulate --trace workload-1.csv --jobs 40   # its first 40 jobs by arrival
   dragonet simulate --mc-qps 50 --mc-burst 100 --json  # a faster Metacontroller client
   dragonet simulate --mc-cost-free                    # writes free and instant (the old model)
   dragonet simulate --trace workload-1.csv --pool examples/pollux-tiresias-pool.yaml
 
+policies: dragonet (the product), dragon (DRAGON's rules), gang-fifo (all-or-nothing
+FIFO, static sizes), kube-default (no admission: the kube-scheduler places each pod),
+dragonet-las (dragonet in least-attained-service order, with preemption) and tiresias
+(discretised LAS with preemption, static sizes); 'all' runs each.
+
+nodes file (--nodes): Node objects (kubectl get nodes -o yaml), or the short form
+  nodes:
+    - {name: big-1, cpu: 24, memory: 64Gi, gpu: 4}          # gpu: nvidia.com/gpu
+    - name: spot-1
+      pods: 30                                             # allocatable pods (110)
+      labels: {pool: spot}                                 # for a pool's nodeSelector
+      taints: [{key: spot, value: "true", effect: NoSchedule}]
+      unschedulable: true                                  # cordoned
+  (cpu 8, memory 32Gi, gpu 0, pods 110 when not given).
+
 On a terminal a live view shows progress; otherwise a plain line every few seconds does.
 A run the horizon cuts says so in the table, in --json (stopped_at_horizon) and the plot.
 
+Every flag and file is checked before a run starts; a job given twice is refused; other
+kinds in a job file (a ConfigMap in a bundle) are skipped with one line on stderr.
+
 exit status: 0 when every input was understood and valid; 1 for an invalid job (its
 reason is printed) or a simulation error; 2 for a file or option it could not use;
-3 for an internal error (one line; DRAGONET_DEBUG=1 shows the traceback).
+3 for an internal error (one line; DRAGONET_DEBUG=1 shows the traceback); 4 when every
+job is valid but one can never run on these nodes in this pool (too large for every
+node, no node it may use, fractional GPUs without KubeShare; the reason is printed).
 """
+
+
+NEVER_RUNS_EXIT = 4  # valid jobs that can never run on these nodes (webhooks/cli.py)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -68,7 +81,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         nargs="*",
         help=f"a scenario file, or TFJob manifests (with --nodes); default: {DEFAULT_SCENARIO}",
     )
-    s.add_argument("--nodes", help="cluster file for TFJob manifests or a trace")
+    s.add_argument(
+        "--nodes",
+        help="cluster file for job manifests (needed) or a trace: Node objects or the short "
+        "form 'nodes: [{name, cpu, memory, gpu, pods, labels, taints, unschedulable}]'",
+    )
     s.add_argument("--trace", help="a Philly CSV or a Pollux workload CSV")
     s.add_argument(
         "--jobs",
@@ -208,14 +225,64 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
 
 
+# Each numeric flag's least value, and whether it may equal it: checked before anything
+# runs, so a bad one is one line naming it, not an internal error an hour in.
+NUMERIC_FLAGS: dict[str, tuple[float, bool, str]] = {
+    "jobs": (1, True, "a whole number of jobs, at least 1"),
+    "start": (0, True, "a whole number of jobs to skip, 0 or more"),
+    "load": (0, False, "a factor above 0"),
+    "mx_share": (0, True, "a share from 0 to 1"),
+    "steps": (0, False, "a number of steps above 0"),
+    "horizon": (0, False, "a number of days above 0"),
+    "mc_workers": (1, True, "a whole number of workers, at least 1"),
+    "mc_qps": (0, True, "requests per second, 0 (no limit) or more"),
+    "mc_burst": (1, True, "a whole number of requests, at least 1"),
+    "mc_resync": (0, True, "seconds, 0 (never) or more"),
+    "mc_customize_ttl": (0, True, "seconds, 0 (for ever) or more"),
+    "view_delay": (0, True, "seconds, 0 or more"),
+}
+
+
+def flag_problem(args: argparse.Namespace) -> str | None:
+    """The first flag a run cannot use, as one line naming it; None when all are usable."""
+    import math
+
+    for name, (least, inclusive, what) in NUMERIC_FLAGS.items():
+        value = getattr(args, name)
+        ok = math.isfinite(value) and (value >= least if inclusive else value > least)
+        if name == "mx_share":
+            ok = ok and value <= 1
+        if not ok:
+            return f"--{name.replace('_', '-')} {value:g}: must be {what}"
+    if args.plot:
+        plot = Path(args.plot)
+        if plot.suffix.lower() != ".png":
+            return f"--plot {args.plot}: only .png is supported"
+        folder = plot.parent
+        if not folder.is_dir():
+            return f"--plot {args.plot}: no such directory {str(folder)!r}"
+        import os
+
+        if not os.access(folder, os.W_OK):
+            return f"--plot {args.plot}: directory {str(folder)!r} is not writable"
+    return None
+
+
 def monitor_config(policy: str) -> MonitorConfig:
     """The Container Monitor of a policy: DRAGON's judges nodes by their pods' limits
     (its ``/cluster-info``), Dragonet's by what they request and use."""
+    from sim.monitor import MonitorConfig
+
     return MonitorConfig(load="limits" if policy == "dragon" else "usage")
 
 
 def _pool_spec(path: str) -> dict[str, object]:
     """The spec of the one TrainingPool in ``path``, checked as the CRD would."""
+    from pydantic import ValidationError
+
+    from policy.model.pool import POOL_KIND, PoolSpec
+    from webhooks.manifests import ManifestError, load_documents
+
     pools = [d for d in load_documents(path) if d.get("kind") == POOL_KIND]
     if len(pools) != 1:
         raise ManifestError(f"{path}: expected one TrainingPool, found {len(pools)}")
@@ -230,6 +297,8 @@ def _pool_spec(path: str) -> dict[str, object]:
 
 
 def _policies(raw: str) -> list[str]:
+    from sim.scenario import ScenarioError
+
     names = list(POLICIES) if raw == "all" else [p.strip() for p in raw.split(",") if p.strip()]
     unknown = [p for p in names if p not in POLICIES]
     if unknown or not names:
@@ -237,7 +306,9 @@ def _policies(raw: str) -> list[str]:
     return names
 
 
-def _scenario(args: argparse.Namespace):
+def _scenario(args: argparse.Namespace) -> Scenario:
+    from sim.scenario import ScenarioError, from_manifests, from_trace, load_scenario
+
     if args.trace:
         return from_trace(
             args.trace,
@@ -251,19 +322,37 @@ def _scenario(args: argparse.Namespace):
     if len(inputs) == 1 and not args.nodes:
         if not Path(inputs[0]).exists():
             raise ScenarioError(f"{inputs[0]}: no such file (run from the repository root?)")
+        if _holds_objects(inputs[0]):
+            raise ScenarioError(
+                f"{inputs[0]}: job manifests need --nodes (a cluster file, e.g. "
+                "examples/nodes.yaml); a scenario file (examples/scenario.yaml) needs none"
+            )
         return load_scenario(inputs[0])
     if not args.nodes:
         raise ScenarioError("TFJob manifests need --nodes (a cluster file)")
-    return from_manifests(inputs, args.nodes, steps=args.steps)
+    skipped: list[str] = []
+    scenario = from_manifests(inputs, args.nodes, steps=args.steps, skipped=skipped)
+    for said in skipped:
+        print(f"dragonet simulate: {said}", file=sys.stderr)
+    return scenario
+
+
+def _holds_objects(path: str) -> bool:
+    """Whether a file holds Kubernetes objects (job manifests), not a scenario."""
+    from webhooks.manifests import load_documents
+
+    return any("kind" in doc for doc in load_documents(path))
 
 
 def origins(args: argparse.Namespace) -> dict[str, str]:
     """Where each job of plain manifest files was written (``path:line``), by its key."""
+    from webhooks.manifests import load_jobs
+
     if args.trace or not args.nodes:
         return {}
     found: dict[str, str] = {}
     for path in args.inputs:
-        for line, doc in load_jobs(path):
+        for line, doc in load_jobs(path, []):  # other kinds: said by _scenario
             meta = doc.get("metadata") or {}
             if isinstance(meta, dict):
                 found[f"{meta.get('namespace') or 'default'}/{meta.get('name')}"] = f"{path}:{line}"
@@ -276,12 +365,20 @@ def check_jobs(
     fallback: str | None = None,
     pool: PoolSpec | None = None,
     kubeshare: str = "none",
-) -> tuple[list[str], list[str]]:
-    """(problems, warnings): each job as the webhook would judge it, one line each, naming
-    its file and line where known, else ``fallback`` (the scenario file or trace). A job
-    asking for fractional GPUs in a pool without KubeShare would wait forever: a problem."""
+) -> tuple[list[str], list[str], list[str]]:
+    """(problems, warnings, never): each job as the webhook would judge it, one line each,
+    naming its file and line where known, else ``fallback`` (the scenario file or trace).
+    A job asking for fractional GPUs in a pool without KubeShare would wait for ever: it
+    is valid, but never runs."""
+    from pydantic import ValidationError
+
+    from policy.model.jobs import MXJOB, TFJOB, InvalidJob, parse_job
+    from policy.model.pool import DEFAULT_POOL, PoolSpec
+    from policy.pool.gang import note
+
     problems: list[str] = []
     warnings: list[str] = []
+    never: list[str] = []
     pool = pool or PoolSpec()
     for spec in scenario.jobs:
         kind = MXJOB if spec.manifest.get("kind") == MXJOB.kind else TFJOB
@@ -298,7 +395,7 @@ def check_jobs(
             problems.append(f"{where} is invalid: {field}: {first['msg']}")
             continue
         if job.wants_kubeshare and kubeshare == "none":
-            problems.append(
+            never.append(
                 f"{where} asks for fractional GPUs (KubeShare), and the pool has no KubeShare: "
                 "it would wait forever; run with --kubeshare v1 or v2"
             )
@@ -306,19 +403,53 @@ def check_jobs(
         said = note(job, DEFAULT_POOL, pool, ())
         if said:
             warnings.append(f"{where}: warning: {said}")
-    return problems, warnings
+    return problems, warnings, never
+
+
+def never_running(
+    scenario: Scenario, pool: PoolSpec, where_of: Mapping[str, str], fallback: str
+) -> list[str]:
+    """One line per valid job the pool says can never run on the scenario's nodes (too
+    large for every node, no node it may use), from one pool sync before the run."""
+    from policy.model.pool import pool_object
+    from webhooks.plan import never_runs
+
+    jobs = []
+    for i, spec in enumerate(scenario.jobs):
+        meta = dict(spec.manifest.get("metadata") or {})
+        meta.setdefault("uid", f"uid-{i}")
+        meta.setdefault("generation", 1)
+        meta.setdefault("creationTimestamp", "2020-01-01T00:00:00Z")
+        jobs.append({**spec.manifest, "metadata": meta})
+    own = pool_object(**pool.model_dump(mode="json", exclude_defaults=True))
+    own["metadata"] = {"uid": "uid-pool", "generation": 1, **own.get("metadata", {})}
+    lines = []
+    for key, why in never_runs(own, list(scenario.nodes), jobs).items():
+        kind, _, name = key.partition("/")
+        origin = where_of.get(name, fallback)
+        lines.append(f"{origin}: {kind} {name} can never run here: {why}")
+    return lines
 
 
 def run(args: argparse.Namespace) -> int:
+    if problem := flag_problem(args):
+        print(f"dragonet simulate: {problem}", file=sys.stderr)
+        return 2
+    from dataclasses import replace
+
+    import orjson
+    from pydantic import ValidationError
+    from rich.console import Console
+
+    from policy.model.pool import PoolSpec, pool_object
+    from sim.engine import DAY, SimConfig, Simulation, SimulationError
+    from sim.results import SimResult
+
     err = Console(stderr=True)
     try:
         pool_spec = _pool_spec(args.pool) if getattr(args, "pool", None) else None
         default = str((pool_spec or {}).get("policy", "dragonet")) if pool_spec else "all"
         policies = _policies(args.policy or default)
-        if not args.horizon > 0:
-            raise ScenarioError(f"--horizon must be a positive number of days, got {args.horizon}")
-        if args.plot and Path(args.plot).suffix.lower() != ".png":
-            raise ScenarioError(f"--plot {args.plot}: only .png is supported")
         scenario = _scenario(args)
     except OSError as e:
         where = f"{e.filename}: {e.strerror}" if e.filename else str(e)
@@ -347,11 +478,16 @@ def run(args: argparse.Namespace) -> int:
         why = str(err.errors()[0]["msg"]).removeprefix("Value error, ")
         print(f"dragonet simulate: --gang-scheduler {args.gang_scheduler}: {why}", file=sys.stderr)
         return 2
-    problems, warnings = check_jobs(scenario, origins(args), fallback, pool, kubeshare)
-    for line in [*warnings, *problems]:
+    where_of = origins(args)
+    problems, warnings, never = check_jobs(scenario, where_of, fallback, pool, kubeshare)
+    if not problems and not never:
+        never = never_running(scenario, pool, where_of, fallback)
+    for line in [*warnings, *problems, *never]:
         print(f"dragonet simulate: {line}", file=sys.stderr)
     if problems:
         return 1
+    if never:
+        return NEVER_RUNS_EXIT
     from sim.report import LiveView, horizon_note, print_summary
 
     results: list[SimResult] = []

@@ -32,11 +32,12 @@ from sim.spec import JobSpec, as_mxjob
 from sim.traces import load_philly, load_pollux
 from webhooks.manifests import (
     ManifestError,
-    ShortNode,
     load_documents,
     load_jobs,
     load_nodes,
     refuse_unsupported,
+    short_node_lines,
+    short_nodes,
 )
 
 DEFAULT_STEPS = 1000.0
@@ -57,14 +58,31 @@ class _JobEntry(BaseModel):
 class _ScenarioFile(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: str | None = None
-    nodes: str | list[ShortNode]
+    nodes: str | list[Any]  # short-form nodes are checked by webhooks.manifests
     jobs: list[_JobEntry] = Field(min_length=1)
 
 
-def _tfjobs(path: Path) -> list[dict[str, Any]]:
-    """The TFJobs and MXJobs of a file; an empty file, or one with another kind, is refused."""
+def _in_our_words(err: ValidationError) -> str:
+    """A scenario file's first problem, in words: a missing or unknown field with the
+    fields that are known there, else the field and what pydantic says of it."""
+    errors = err.errors()  # a misspelt field first: it is why another seems missing
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    loc = [str(p) for p in first["loc"]]
+    where = ".".join(loc)
+    model = _JobEntry if loc and loc[0] == "jobs" else _ScenarioFile
+    known = ", ".join(model.model_fields)
+    if first["type"] == "missing":
+        return f"{where}: required (a scenario file has {known})"
+    if first["type"] == "extra_forbidden":
+        return f"{where}: unknown field (known: {known})"
+    return f"{where}: {first['msg']}"
+
+
+def _tfjobs(path: Path, skipped: list[str] | None = None) -> list[dict[str, Any]]:
+    """The TFJobs and MXJobs of a file; an empty file is refused, and one with another kind
+    too unless ``skipped`` collects a line for each object left out."""
     try:
-        return [doc for _, doc in load_jobs(path)]
+        return [doc for _, doc in load_jobs(path, skipped)]
     except ManifestError as err:
         raise ScenarioError(str(err)) from None
 
@@ -88,15 +106,13 @@ def load_scenario(path: str | Path) -> Scenario:
             raise ScenarioError(f"{path}: a scenario file holds one YAML document")
         data = _ScenarioFile.model_validate(raw[0])
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise ScenarioError(f"{path}: {where}: {first['msg']}") from err
+        raise ScenarioError(f"{path}: {_in_our_words(err)}") from err
     base = path.parent
-    nodes = (
-        load_nodes(base / data.nodes)
-        if isinstance(data.nodes, str)
-        else [n.to_node() for n in data.nodes]
-    )
+    if isinstance(data.nodes, str):
+        nodes = load_nodes(base / data.nodes)
+    else:
+        (line, lines), *_ = short_node_lines(path).items() or [(1, [])]
+        nodes = short_nodes(path, line, data.nodes, lines)
     jobs: list[JobSpec] = []
     for i, entry in enumerate(data.jobs):
         if isinstance(entry.manifest, str):
@@ -117,9 +133,11 @@ def from_manifests(
     *,
     steps: float = DEFAULT_STEPS,
     spacing_s: float = 0.0,
+    skipped: list[str] | None = None,
 ) -> Scenario:
-    """Jobs from TFJob files, in order, ``spacing_s`` apart."""
-    manifests = [m for p in job_paths for m in _tfjobs(Path(p))]
+    """Jobs from TFJob files, in order, ``spacing_s`` apart. With ``skipped``, objects of
+    other kinds in them (a ConfigMap in a bundle) are left out with a line there."""
+    manifests = [m for p in job_paths for m in _tfjobs(Path(p), skipped)]
     jobs = [_spec(m, i * spacing_s, steps, None) for i, m in enumerate(manifests)]
     name = ", ".join(Path(p).stem for p in job_paths)
     return Scenario(name, tuple(load_nodes(nodes_path)), _checked(jobs, name))

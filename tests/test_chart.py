@@ -1081,3 +1081,54 @@ def test_an_unknown_kubeshare_value_is_refused_by_the_values_schema(
         [helm, "template", "x", str(CHART), "-f", values], capture_output=True, text=True
     )
     assert result.returncode != 0 and "kubeshare" in result.stderr
+
+
+def _notes(helm: str, tmp_path: Path, *extra: str) -> str:
+    """NOTES.txt as `helm install` would print it: `helm template` skips NOTES, so a copy
+    of the chart renders the same text into a ConfigMap."""
+    import shutil
+
+    copy = tmp_path / "chart"
+    shutil.copytree(CHART, copy)
+    notes = copy / "templates" / "NOTES.txt"
+    (copy / "templates" / "_notes.tpl").write_text(
+        '{{- define "notes.text" }}' + notes.read_text() + "{{- end }}"
+    )
+    notes.unlink()
+    (copy / "templates" / "notes.yaml").write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: notes}\n"
+        'data:\n  notes: {{ include "notes.text" . | toJson }}\n'
+    )
+    out = _run(
+        helm, "template", "dragonet", str(copy), "--show-only", "templates/notes.yaml", *extra
+    )
+    return yaml.safe_load(out.stdout)["data"]["notes"]
+
+
+def test_notes_say_how_to_install_metacontroller_and_to_build_the_image(
+    helm: str, tmp_path: Path
+) -> None:
+    """After `helm install`: the Metacontroller command with the flags Dragonet needs, the
+    version Chart.yaml names, and, while the image is the unpublished default, that it must
+    be built and pushed (not said once another image is set)."""
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    notes = _notes(helm, tmp_path)
+    assert "helm install metacontroller oci://ghcr.io/metacontroller/metacontroller-helm" in notes
+    assert "--version 4.17.2" in notes and "--client-go-qps=50" in notes
+    assert "Metacontroller >= 4.17.2" in chart["description"]
+    assert "Metacontroller ≥ 4.17.2" in (ROOT / "README.md").read_text()
+    assert "nothing publishes it: build it from the repository's Dockerfile, push it" in (
+        " ".join(notes.split())
+    )
+    own = _notes(helm, tmp_path / "own", "--set", "image.repository=registry.example.com/d")
+    assert "nothing publishes it" not in own
+
+
+def test_readme_installs_the_chart_once() -> None:
+    """Two `helm install dragonet` commands cannot both run (the release exists after the
+    first): the README shows one, with the image and the pool selector together."""
+    readme = (ROOT / "README.md").read_text()
+    assert readme.count("helm install dragonet ") == 1
+    at = readme.index("helm install dragonet ")
+    command = readme[at : readme.index("\n\n", at)]
+    assert "image.repository=" in command and "poolSelector" in command

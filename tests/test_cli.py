@@ -187,7 +187,47 @@ def test_render_names_the_field_of_a_bad_nodes_entry(
     nodes.write_text("nodes:\n  - {name: a, cpu: 4}\n  - {name: b, gpus: 4}\n")
     code, _, err = _render(capsys, str(EXAMPLES / "job1.yaml"), "--nodes", str(nodes))
     assert code == 2
-    assert _one_line(err).startswith(f"dragonet render: {nodes}:1: nodes.1.gpus: ")
+    assert _one_line(err) == (
+        f"dragonet render: {nodes}:3: nodes[1]: unknown field 'gpus' (known: name, cpu, "
+        "memory, gpu, pods, labels, taints, unschedulable)"
+    )
+
+
+@pytest.mark.parametrize(
+    ("content", "line", "said"),
+    [
+        (
+            "# a cluster\nnodes:\n  - name: a\n  - name: b\n    cpus: 8\n    mem: 4Gi\n",
+            4,
+            "nodes[1]: unknown fields 'cpus', 'mem' (known: name, cpu, memory, gpu, pods, "
+            "labels, taints, unschedulable)",
+        ),
+        (
+            "nodes:\n  - name: a\n    gpu: many\n",
+            2,
+            "nodes[0]: gpu: must be a whole number of nvidia.com/gpu (default 0), not 'many'",
+        ),
+        ("nodes:\n  - cpu: 4\n", 2, "nodes[0]: name: required (the node's name)"),
+        ("nodes:\n  - just-a-name\n", 2, "nodes[0]: each node must be a mapping of name, "),
+    ],
+)
+def test_a_nodes_file_error_names_its_line_and_every_unknown_field(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, line: int, said: str
+) -> None:
+    """The line the bad node starts on (not the file's first), every unknown field with the
+    known ones, in our words; for render and for a scenario file's inline nodes alike."""
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(content)
+    code, _, err = _render(capsys, str(EXAMPLES / "job1.yaml"), "--nodes", str(nodes))
+    assert code == 2
+    assert _one_line(err).startswith(f"dragonet render: {nodes}:{line}: {said}")
+    scenario = tmp_path / "scenario.yaml"
+    job = EXAMPLES / "job1.yaml"
+    scenario.write_text(f"name: s\njobs:\n  - manifest: {job}\n" + content)
+    code = main(["simulate", str(scenario)])
+    _, err = capsys.readouterr()
+    assert code == 2
+    assert _one_line(err).startswith(f"dragonet simulate: {scenario}:{line + 3}: {said}")
 
 
 def test_render_refuses_a_legacy_tfjob_and_names_the_converter(
@@ -221,7 +261,7 @@ def test_render_refuses_a_kubeshare_job_in_a_pool_without_kubeshare(
     last line says what would change it."""
     shared = COMPAT / "dragon-job1-kubeshare.yaml"
     code, out, err = _render(capsys, str(shared), "--nodes", NODES)
-    assert code == 1
+    assert code == 4  # valid, but it can never run in this pool
     assert not [d for d in yaml.safe_load_all(out) if d and d["kind"] in ("Pod", "SharePod")]
     last = err.strip().splitlines()[-1]
     assert last == (
@@ -446,3 +486,135 @@ def test_render_refuses_another_kind(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "not a training job (expected apiVersion kubeflow.org/v1, kind TFJob or MXJob)" in (
         _one_line(err)
     )
+
+
+HEAVY = ("kubernetes", "flask", "werkzeug", "gunicorn", "rich", "matplotlib", "sim.engine")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["--help"],
+        ["render", "--help"],
+        ["simulate", "--help"],
+        ["render"],
+        ["render", "no-such-job.yaml", "--nodes", "no-such-nodes.yaml"],
+        ["simulate", "--steps", "-10"],
+    ],
+)
+def test_help_and_errors_import_no_heavy_module(argv: list[str]) -> None:
+    """`dragonet --help`, a command's help and a usage error answer without importing the
+    web server, the Kubernetes client, the simulator or the plotting and terminal libraries."""
+    import subprocess
+
+    probe = (
+        "import sys\n"
+        "from webhooks.cli import main\n"
+        "try:\n"
+        f"    main({argv!r})\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        f"heavy = {HEAVY!r}\n"
+        "loaded = {m for m in sys.modules for h in heavy if m == h or m.startswith(h + '.')}\n"
+        "print(sorted(loaded))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_render_refuses_a_job_given_twice(capsys: pytest.CaptureFixture[str]) -> None:
+    """`dragonet render job1.yaml job1.yaml`: one line naming both places, exit 2, and no
+    duplicate Pods on stdout."""
+    job = str(EXAMPLES / "job1.yaml")
+    code, out, err = _render(capsys, job, job, "--nodes", NODES)
+    assert code == 2 and out == ""
+    assert _one_line(err) == (
+        f"dragonet render: {job}:3: TFJob default/job1 is given twice (first at {job}:3)"
+    )
+
+
+def test_render_skips_another_kind_in_a_bundle(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A ConfigMap beside the job: one line saying it was skipped, the job rendered."""
+    bundle = tmp_path / "bundle.yaml"
+    bundle.write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n---\n"
+        + (EXAMPLES / "job1.yaml").read_text()
+    )
+    code, out, err = _render(capsys, str(bundle), "--nodes", NODES)
+    assert code == 0
+    assert f"dragonet render: {bundle}:1: skipped ConfigMap settings: not a TFJob or MXJob" in (
+        err.splitlines()
+    )
+    assert "ConfigMap" not in out
+    assert "default/job1: Admitted" in err
+
+
+def test_render_exits_4_for_a_job_too_large_for_every_node(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`dragonet render cifar.yaml --nodes nodes.yaml` (GPUs the nodes lack): valid, but it
+    can never run there: exit 4, not 0, and the last line says why."""
+    job = str(EXAMPLES / "tfjobs" / "cifar.yaml")
+    code, _, err = _render(capsys, job, "--nodes", NODES)
+    assert code == 4
+    last = err.strip().splitlines()[-1]
+    assert last.startswith(f"dragonet render: {job}:2: TFJob team-c/cifar can never run here: ")
+    assert "0 nvidia.com/gpu" in last
+
+
+def _ps_only(tmp_path: Path) -> Path:
+    job = yaml.safe_load((EXAMPLES / "job1.yaml").read_text())
+    job["metadata"]["name"] = "ps-only"
+    del job["spec"]["max-instances"], job["spec"]["min-instances"]
+    job["spec"]["tfReplicaSpecs"]["Worker"]["replicas"] = 0
+    path = tmp_path / "ps-only.yaml"
+    path.write_text(yaml.safe_dump(job))
+    return path
+
+
+def test_a_ps_only_job_is_refused_by_render_and_simulate_alike(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`Worker.replicas: 0` and no Chief: Kubeflow would never mark it Succeeded, nothing
+    trains. Both commands refuse it as invalid (exit 1) with the same reason, naming the
+    field, instead of render saying Admitted and simulate waiting for ever."""
+    path = _ps_only(tmp_path)
+    reason = (
+        "spec.tfReplicaSpecs.Worker.replicas: the job has no Worker to run and no Chief or "
+        "Master; nothing would train and it would never succeed (give it workers)"
+    )
+    code, _, err = _render(capsys, str(path), "--nodes", NODES)
+    assert code == 1
+    assert err.strip().splitlines()[-1].endswith(reason)
+    code = main(["simulate", str(path), "--nodes", NODES])
+    out, err = capsys.readouterr()
+    assert code == 1 and out == ""
+    assert _one_line(err).endswith(f"is invalid: {reason}")
+
+
+def test_the_help_lists_every_policy_and_every_route(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`dragonet simulate --help` names all the policies there are and `dragonet serve
+    --help` every route the webhook answers (none left out as the app grows)."""
+    from policy.model.pool import POLICIES
+    from webhooks.app import create_app
+    from webhooks.config import Settings
+
+    with pytest.raises(SystemExit):
+        main(["simulate", "--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    for policy in POLICIES:
+        assert f"{policy} (" in said, policy
+    with pytest.raises(SystemExit):
+        main(["serve", "--help"])
+    said = capsys.readouterr().out
+    routes = {str(r) for r in create_app(Settings()).url_map.iter_rules()} - {
+        "/static/<path:filename>"
+    }
+    missing = [r for r in sorted(routes) if r not in said]
+    assert not missing

@@ -48,7 +48,7 @@ def test_an_invalid_job_stops_the_run_with_its_reason(
 def test_a_kubeshare_job_is_refused_without_kubeshare(capsys: pytest.CaptureFixture[str]) -> None:
     shared = COMPAT / "dragon-job1-kubeshare.yaml"
     code, out, err = _simulate(capsys, str(shared), "--nodes", NODES)
-    assert code == 1 and out == ""
+    assert code == 4 and out == ""  # valid, but it can never run in this pool
     assert err.strip().splitlines() == [
         f"dragonet simulate: {shared}:3: TFJob default/job1 asks for fractional GPUs "
         "(KubeShare), and the pool has no KubeShare: it would wait forever; run with "
@@ -221,9 +221,22 @@ def test_a_gang_scheduler_with_kubeshare_is_refused_in_one_line(
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--horizon", "0"], "--horizon must be a positive number of days"),
+        (["--horizon", "0"], "--horizon 0: must be a number of days above 0"),
+        (["--horizon", "nan"], "--horizon nan: must be a number of days above 0"),
         (["--plot", "run.svg"], "--plot run.svg: only .png is supported"),
-        (["--trace", str(TRACES / "workload-1.csv"), "--jobs", "-1"], "must not be negative"),
+        (["--plot", "no-such-dir/x.png"], "--plot no-such-dir/x.png: no such directory"),
+        (["--trace", str(TRACES / "workload-1.csv"), "--jobs", "-1"], "--jobs -1: must be"),
+        (["--jobs", "0"], "--jobs 0: must be a whole number of jobs, at least 1"),
+        (["--start", "-1"], "--start -1: must be"),
+        (["--load", "0"], "--load 0: must be a factor above 0"),
+        (["--mx-share", "1.5"], "--mx-share 1.5: must be a share from 0 to 1"),
+        (["--steps", "-10"], "--steps -10: must be a number of steps above 0"),
+        (["--mc-workers", "0"], "--mc-workers 0: must be a whole number of workers, at least 1"),
+        (["--mc-qps", "-1"], "--mc-qps -1: must be requests per second"),
+        (["--mc-burst", "0"], "--mc-burst 0: must be"),
+        (["--mc-resync", "-5"], "--mc-resync -5: must be seconds"),
+        (["--mc-customize-ttl", "-1"], "--mc-customize-ttl -1: must be seconds"),
+        (["--view-delay", "-3"], "--view-delay -3: must be seconds, 0 or more"),
     ],
 )
 def test_bad_options_are_refused_before_running(
@@ -344,3 +357,71 @@ def test_a_pool_file_sets_the_default_pool_and_its_policy_runs(
     code, _, err = _simulate(capsys, *argv[:4], "--pool", str(bad))
     assert code == 2 and len(err.strip().splitlines()) == 1
     assert "spec.maxPreemptions" in err and str(bad) in err
+
+
+def test_a_job_manifest_without_nodes_asks_for_nodes(capsys: pytest.CaptureFixture[str]) -> None:
+    """`dragonet simulate job1.yaml`: not "nodes: Field required" (which reads like a broken
+    scenario file) but one line saying job manifests need --nodes."""
+    job = str(EXAMPLES / "job1.yaml")
+    code, out, err = _simulate(capsys, job)
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"dragonet simulate: {job}: job manifests need --nodes")
+
+
+def test_a_job_too_large_for_every_node_exits_4_before_running(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`dragonet simulate job1.yaml cifar.yaml --nodes nodes.yaml` (no GPUs): not exit 0 and
+    "Jobs finished 1 / 2", but one line naming the job and why, exit 4, nothing run."""
+    cifar = str(EXAMPLES / "tfjobs" / "cifar.yaml")
+    code, out, err = _simulate(capsys, str(EXAMPLES / "job1.yaml"), cifar, "--nodes", NODES)
+    assert code == 4 and out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"dragonet simulate: {cifar}:2: TFJob team-c/cifar can never run here")
+
+
+def test_another_kind_in_a_bundle_is_skipped_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As render and convert: a ConfigMap beside the job is left out with one line, and the
+    job runs."""
+    bundle = tmp_path / "bundle.yaml"
+    bundle.write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n---\n"
+        + (EXAMPLES / "job1.yaml").read_text()
+    )
+    code, out, err = _simulate(
+        capsys, str(bundle), "--nodes", NODES, "--policy", "dragonet", "--json"
+    )
+    assert code == 0
+    assert err.strip().splitlines()[0] == (
+        f"dragonet simulate: {bundle}:1: skipped ConfigMap settings: not a TFJob or MXJob"
+    )
+    (summary,) = _summaries(out)
+    assert summary["jobs_finished"] == summary["jobs"] == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        (
+            "name: x\nnode: []\njobs: [{manifest: a.yaml}]\n",
+            "node: unknown field (known: name, nodes, jobs)",
+        ),
+        ("name: x\njobs: [{manifest: a.yaml}]\n", "nodes: required (a scenario file has name, "),
+        (
+            "nodes: []\njobs: [{manifest: a.yaml, arrivl: 3}]\n",
+            "jobs.0.arrivl: unknown field (known: manifest, arrival, steps, profile)",
+        ),
+    ],
+)
+def test_a_scenario_file_error_is_in_our_words(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], content: str, said: str
+) -> None:
+    path = tmp_path / "scenario.yaml"
+    path.write_text(content)
+    code, out, err = _simulate(capsys, str(path))
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"dragonet simulate: {path}: {said}")

@@ -179,7 +179,7 @@ def test_strict_fails_when_a_field_was_not_carried_over(
 @pytest.mark.parametrize(
     ("content", "words"),
     [
-        ("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n", "kind 'ConfigMap'"),
+        ("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: x}\n", "'PyTorchJob'"),
         ("apiVersion: kubeflow.org/v1alpha2\nkind: TFJob\n", "kind 'TFJob'"),
         ("", "no objects in this file"),
         ("kind: [\n", "not valid YAML"),
@@ -194,6 +194,33 @@ def test_what_it_cannot_convert_is_one_line_and_exit_2(
     assert code == 2 and out == ""
     (line,) = err.strip().splitlines()
     assert line.startswith(f"dragonet convert: {bad}") and words in line
+
+
+def test_another_kind_in_a_bundle_is_skipped_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`dragonet convert bundle.yaml` with a ConfigMap beside the job: the job converted,
+    the ConfigMap left out with one line naming it, exit 0."""
+    bundle = tmp_path / "bundle.yaml"
+    bundle.write_text(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\n---\n" + LEGACY_TF.read_text()
+    )
+    code, out, err = _run(capsys, str(bundle))
+    assert code == 0
+    assert [d["kind"] for d in yaml.safe_load_all(out)] == ["TFJob"]
+    assert f"dragonet convert: {bundle}:1: skipped ConfigMap settings: not a TFJob or MXJob" in (
+        err.splitlines()
+    )
+
+
+def test_a_job_given_twice_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """`dragonet convert old.yaml old.yaml`: two jobs of one name would be one object in a
+    cluster; refused with one line naming both places, nothing on stdout."""
+    code, out, err = _run(capsys, str(LEGACY_TF), str(LEGACY_TF))
+    assert code == 2 and out == ""
+    (line,) = err.strip().splitlines()
+    assert line.startswith(f"dragonet convert: {LEGACY_TF}:")
+    assert "is given twice (first at " in line
 
 
 def test_a_legacy_replica_without_a_template_is_named() -> None:

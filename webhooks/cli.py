@@ -9,35 +9,18 @@ import argparse
 import os
 import sys
 from collections.abc import Callable, Sequence
-from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import orjson
-import yaml
-from pydantic import ValidationError
+# Only what every command's parser needs is imported here: ``dragonet --help`` and an
+# early error must not pay for flask, kubernetes or the simulator (each command imports
+# what it runs when it runs it).
+from policy.model.pool import GANG_SCHEDULER_CHOICES, POLICIES
 
-from policy.model.admission import NO_KUBESHARE
-from policy.model.admission import TYPE_KEY as ADMISSIONS
-from policy.model.gpushare import SHAREPODS
-from policy.model.lifecycle import REASON_INVALID
-from policy.model.pool import GANG_SCHEDULER_CHOICES, POLICIES, PoolSpec, pool_object
-from policy.pool.observe import KINDS, job_type_key
-from webhooks.app import create_app, utc_now
-from webhooks.config import Settings
-from webhooks.convert import ConvertError, convert, dump
-from webhooks.hooks import object_map
-from webhooks.manifests import (
-    ManifestError,
-    load_documents,
-    load_jobs,
-    load_nodes,
-    located_documents,
-    located_in,
-)
+if TYPE_CHECKING:
+    from webhooks.config import Settings
 
 
 def serve(settings: Settings) -> None:
-    import os
     import shutil
     import tempfile
 
@@ -45,6 +28,7 @@ def serve(settings: Settings) -> None:
     from prometheus_client import values
 
     from webhooks import gunicorn_conf, metrics
+    from webhooks.app import create_app
 
     # Every worker writes its metrics to this directory (webhooks/metrics.py). The mode is
     # chosen when prometheus_client is imported, which happened before the variable was
@@ -73,10 +57,24 @@ def serve(settings: Settings) -> None:
             shutil.rmtree(path, ignore_errors=True)
 
 
+# Exit status of render and simulate for valid jobs that can never run on the nodes and
+# pool given (1 is an invalid job, 2 an input it could not use, 3 a bug of ours).
+NEVER_RUNS_EXIT = 4
+
+
 def _prepare_jobs(paths: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
     """Give file-only jobs what the API server would: namespace, uid, creation time
     (in file order, so the first job listed is the oldest). Also where each came from."""
-    located = [(f"{p}:{line}", doc) for p in paths for line, doc in load_jobs(p)]
+    from datetime import timedelta
+
+    from webhooks.manifests import ManifestError, load_jobs
+
+    skipped: list[str] = []
+    located = [(f"{p}:{line}", doc) for p in paths for line, doc in load_jobs(p, skipped)]
+    for said in skipped:
+        print(f"dragonet render: {said}", file=sys.stderr)
+    from webhooks.app import utc_now  # flask: only once the files are read
+
     start = utc_now() - timedelta(seconds=len(located))
     for i, (where, job) in enumerate(located):
         meta = job.setdefault("metadata", {})
@@ -88,11 +86,19 @@ def _prepare_jobs(paths: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
         meta.setdefault(
             "creationTimestamp", (start + timedelta(seconds=i)).strftime("%Y-%m-%dT%H:%M:%SZ")
         )
+    first: dict[str, str] = {}
+    for where, job in located:
+        key = f"{job['kind']} {job['metadata']['namespace']}/{job['metadata'].get('name')}"
+        if key in first:
+            raise ManifestError(f"{where}: {key} is given twice (first at {first[key]})")
+        first[key] = where
     return [doc for _, doc in located], [where for where, _ in located]
 
 
 def invalid_reason(status: dict[str, Any]) -> str | None:
     """The message of the webhook's Failed condition for a spec it could not accept."""
+    from policy.model.lifecycle import REASON_INVALID
+
     for c in status.get("conditions") or []:
         if c.get("type") == "Failed" and str(c.get("reason", "")).endswith(REASON_INVALID):
             return str(c.get("message", ""))
@@ -108,6 +114,9 @@ def gang_warning(where: str, admission: dict[str, Any] | None) -> str | None:
 
 def _pool(args: argparse.Namespace) -> dict[str, Any]:
     """The TrainingPool the jobs are planned in: a file's, or the default pool."""
+    from policy.model.pool import pool_object
+    from webhooks.manifests import ManifestError, load_documents
+
     if args.pool:
         pools = [d for d in load_documents(args.pool) if d.get("kind") == "TrainingPool"]
         if len(pools) != 1:
@@ -134,17 +143,16 @@ def _stored(admission: dict[str, Any]) -> dict[str, Any]:
     return {**admission, "metadata": {**meta, "generation": 1}}
 
 
-def _post(client: Any, path: str, request: dict[str, Any]) -> dict[str, Any]:
-    response = client.post(path, data=orjson.dumps(request))
-    body = response.get_json()
-    if response.status_code != 200:
-        raise ValueError(f"{path}: {body.get('error')}")
-    return body
-
-
 def render(args: argparse.Namespace, settings: Settings) -> int:
     """The pool's sync for a cluster with no pods yet, then each job's sync on the
     Admission it got, as Metacontroller would call them."""
+    import orjson
+    import yaml
+    from pydantic import ValidationError
+
+    from policy.model.pool import PoolSpec
+    from webhooks.manifests import ManifestError, load_nodes
+
     jobs, origins = _prepare_jobs(args.jobs)
     pool = _pool(args)
     try:
@@ -154,10 +162,14 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
     nodes = [
         n for n in load_nodes(args.nodes) if selector.matches(n["metadata"].get("labels") or {})
     ]
+    from policy.model.admission import NO_KUBESHARE
+    from policy.model.admission import TYPE_KEY as ADMISSIONS
+    from webhooks.app import create_app
+    from webhooks.hooks import object_map
+    from webhooks.plan import NEVER_RUNS, plan_pool, post
+
     client = create_app(settings).test_client()
-    related = object_map([*nodes, *jobs], ["Node.v1", "Pod.v1", *map(job_type_key, KINDS)])
-    request = {"controller": {}, "parent": pool, "children": {}, "related": related}
-    planned = _post(client, "/pools/sync", request)
+    planned = {"children": plan_pool(client, pool, nodes, jobs)}
     admissions = {  # by kind too: a TFJob and an MXJob may share a name
         f"{a['spec']['job']['kind']}/{a['metadata']['namespace']}/{a['spec']['job']['name']}": (
             _stored(a)
@@ -166,6 +178,7 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
     }
     documents: list[dict[str, Any]] = list(planned["children"])
     invalid: list[str] = []
+    never: list[str] = []
     for where, job in zip(origins, jobs, strict=True):
         key = f"{job['metadata']['namespace']}/{job['metadata']['name']}"
         own = [admissions[f"{job['kind']}/{key}"]] if f"{job['kind']}/{key}" in admissions else []
@@ -179,7 +192,7 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
             "related": object_map(own, [ADMISSIONS]),
             "finalizing": False,
         }
-        body = _post(client, f"/{job['kind'].lower()}s/sync", request)
+        body = post(client, f"/{job['kind'].lower()}s/sync", request)
         documents.extend(body["children"])
         sched = body["status"].get("scheduling", {})
         pods = sum(1 for c in body["children"] if c["kind"] in ("Pod", "SharePod"))
@@ -196,40 +209,58 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
         if reason is not None:
             invalid.append(f"dragonet render: {where}: {reason}")
         elif own and own[0]["spec"].get("reason") == NO_KUBESHARE:
-            invalid.append(
+            never.append(
                 f"dragonet render: {where}: {job['kind']} {key} asks for fractional GPUs "
                 "(KubeShare) and the pool has no KubeShare; it would wait forever (try "
                 "--kubeshare v1 or v2)"
+            )
+        elif own and own[0]["spec"].get("reason") in NEVER_RUNS:
+            never.append(
+                f"dragonet render: {where}: {job['kind']} {key} can never run here: "
+                f"{own[0]['spec'].get('message') or own[0]['spec']['reason']}"
             )
     if args.output == "json":
         sys.stdout.write(orjson.dumps(documents, option=orjson.OPT_INDENT_2).decode() + "\n")
     else:
         sys.stdout.write(yaml.safe_dump_all(documents, sort_keys=False))
-    for line in invalid:  # last, so a script's tail shows what failed
+    for line in [*invalid, *never]:  # last, so a script's tail shows what failed
         print(line, file=sys.stderr)
-    return 1 if invalid else 0
+    return 1 if invalid else NEVER_RUNS_EXIT if never else 0
 
 
 def convert_files(args: argparse.Namespace) -> int:
     """Every object of every file in its v1 form on stdout; what could not be carried
     over on stderr, one line per field. Nothing is printed on stdout unless every object
     converted."""
+    from webhooks.convert import ConvertError, convert, dump
+    from webhooks.manifests import ManifestError, located_documents, located_in, skipped_line
+
     documents: list[dict[str, Any]] = []
     notes: list[str] = []
+    seen: dict[str, str] = {}  # where each kind namespace/name was first
     for path in args.files:
         name = "<stdin>" if path == "-" else path
         located = located_in(sys.stdin, name) if path == "-" else located_documents(path)
         if not located:
             raise ManifestError(f"{name}: no objects in this file (empty?)")
         for line, doc in located:
+            if said := skipped_line(name, line, doc):
+                print(f"dragonet convert: {said}", file=sys.stderr)
+                continue
             try:
                 new, dropped = convert(doc)
             except ConvertError as err:
                 raise ManifestError(f"{name}:{line}: {err}") from None
             meta = new.get("metadata") or {}
             what = f"{new['kind']} {meta.get('name')}"
+            key = f"{new['kind']} {meta.get('namespace') or 'default'}/{meta.get('name')}"
+            if key in seen:
+                raise ManifestError(f"{name}:{line}: {key} is given twice (first at {seen[key]})")
+            seen[key] = f"{name}:{line}"
             notes.extend(f"dragonet convert: {name}:{line}: {what}: {n}" for n in dropped)
             documents.append(new)
+    if not documents:
+        raise ManifestError(f"{', '.join(args.files)}: no TFJob or MXJob to convert")
     sys.stdout.write(dump(documents))
     for line in notes:
         print(line, file=sys.stderr)
@@ -238,6 +269,8 @@ def convert_files(args: argparse.Namespace) -> int:
 
 def _child_types(job: dict[str, Any]) -> list[str]:
     """The child types of the job's controller, as Metacontroller lists them."""
+    from policy.model.gpushare import SHAREPODS
+
     tf = job.get("kind") == "TFJob"
     return ["Pod.v1", "Service.v1", SHAREPODS, *(["Deployment.apps/v1"] if tf else [])]
 
@@ -258,6 +291,8 @@ a template gets the old operator's default parameter server (a tf.train.Server o
 stderr: one line per field that was not carried over, or was moved, by its path:
   dragonet convert: old.yaml:3: TFJob example-job: spec.tensorboard: not carried over: ...
 
+other kinds in a file (a ConfigMap in a bundle) are skipped with one line on stderr.
+
 exit status: 0 when every object converted (lines on stderr are warnings; with --strict, 1
 when there is any); 2 for a file it could not read or an object it cannot convert (one
 line naming the file and line; nothing on stdout); 3 for an internal error.
@@ -268,9 +303,14 @@ examples:
   dragonet render examples/job1.yaml --nodes examples/nodes.yaml
   dragonet render a.yaml b.yaml --nodes nodes.yaml --binding nodeName --output json
 
+other kinds in a file (a ConfigMap in a bundle) are skipped with one line on stderr; a
+job given twice (same kind, namespace and name) is refused.
+
 exit status: 0 when every job was understood and valid; 1 when the webhook found a job
-invalid (its Failed condition is printed); 2 for a file it could not read or use;
-3 for an internal error (one line; DRAGONET_DEBUG=1 shows the traceback).
+invalid (its Failed condition is printed); 2 for a file or option it could not read or
+use; 3 for an internal error (one line; DRAGONET_DEBUG=1 shows the traceback); 4 when
+every job is valid but one can never run on these nodes in this pool (too large for
+every node, no node it may use, fractional GPUs without KubeShare; the reason is printed).
 """
 
 SERVE_EXAMPLES = """\
@@ -285,21 +325,27 @@ examples:
   dragonet serve --host 127.0.0.1 --port 9000
   DRAGONET_WORKERS=4 dragonet serve
 
-Metacontroller calls POST /pools/sync, /pools/customize, /tfjobs/sync, /tfjobs/customize
-and /tfjobs/finalize; GET /healthz (alive), /readyz (ready) and /metrics answer probes and
-Prometheus. Requests are read in full before a thread takes them: one not received
+Metacontroller calls POST /pools/sync and /pools/customize (the TrainingPool controller),
+/tfjobs/sync, /tfjobs/customize, /tfjobs/finalize and /mxjobs/sync, /mxjobs/customize,
+/mxjobs/finalize (the job controllers), /migrations/sync and /migrations/customize (the
+Migration controller); GET /healthz (alive), /readyz (ready) and /metrics answer probes
+and Prometheus. Requests are read in full before a thread takes them: one not received
 DRAGONET_REQUEST_TIMEOUT_SECONDS after its first byte is answered 408.
 """
 
 
 def _serve_settings(args: argparse.Namespace) -> Settings:
     """Environment settings, with the command line's host and port over them."""
+    from webhooks.config import Settings
+
     overrides = {k: v for k in ("host", "port", "workers") if (v := getattr(args, k)) is not None}
     return Settings(**overrides)
 
 
 def _one_line(err: Exception) -> str:
     """An error as one line: pydantic's first problem with its field, else the message."""
+    from pydantic import ValidationError
+
     if isinstance(err, ValidationError):
         first = err.errors()[0]
         field = ".".join(str(p) for p in first["loc"])
@@ -311,6 +357,8 @@ def _one_line(err: Exception) -> str:
 
 def _setting_error(err: ValueError, given: Sequence[str] = ()) -> str:
     """A bad setting named as the user set it: its option, else its environment variable."""
+    from pydantic import ValidationError
+
     if isinstance(err, ValidationError):
         first = err.errors()[0]
         if first["loc"]:
@@ -357,7 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         "--nodes",
         required=True,
         help="cluster file: Node objects, or the short form 'nodes: [{name, cpu, memory, "
-        "gpu}]' (examples/nodes.yaml)",
+        "gpu, pods, labels, taints, unschedulable}]' (examples/nodes.yaml; README, Simulate)",
     )
     r.add_argument("--pool", help="a TrainingPool manifest (default: the default pool)")
     r.add_argument("--policy", choices=POLICIES, help="override the pool's spec.policy")
@@ -425,6 +473,8 @@ def main(argv: list[str] | None = None) -> int:
 
         return _guarded("convert", checked_convert)
     try:
+        from webhooks.config import Settings
+
         settings = _serve_settings(args) if args.command == "serve" else Settings()
     except ValueError as err:
         given = [k for k in ("host", "port", "workers") if getattr(args, k, None) is not None]

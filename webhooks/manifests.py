@@ -101,6 +101,24 @@ def load_documents(path: str | Path) -> list[dict[str, Any]]:
 
 
 LEGACY_TFJOB = "tensorflow.org"
+# What a job file is read for: these kinds, and anything of the training operators' API
+# groups (a PyTorchJob is refused with a reason, not skipped). Anything else in a bundle
+# (a ConfigMap, a Service) is skipped with a line by the commands that read bundles.
+JOB_KINDS = ("TFJob", "TfJob", "MXJob")
+JOB_GROUPS = ("kubeflow.org", LEGACY_TFJOB, "fioravanzo.org")
+
+
+def skipped_line(path: str | Path, line: int | str, doc: Mapping[str, Any]) -> str | None:
+    """One line for an object that is no training job, which a bundle may hold; None for
+    a job of any version or of a training operator's group."""
+    kind = doc.get("kind")
+    group = str(doc.get("apiVersion", "")).partition("/")[0]
+    if kind in JOB_KINDS or group in JOB_GROUPS:
+        return None
+    meta = doc.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    what = f"{kind} {name}" if name else f"kind {kind!r}"
+    return f"{path}:{line}: skipped {what}: not a TFJob or MXJob"
 
 
 def refuse_unsupported(path: str | Path, line: int | str, doc: Mapping[str, Any]) -> None:
@@ -129,15 +147,89 @@ def refuse_unsupported(path: str | Path, line: int | str, doc: Mapping[str, Any]
     )
 
 
-def load_jobs(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
-    """The TFJobs and MXJobs of a job file with their lines; an empty file or another kind
-    is refused."""
+def load_jobs(
+    path: str | Path, skipped: list[str] | None = None
+) -> list[tuple[int, dict[str, Any]]]:
+    """The TFJobs and MXJobs of a job file with their lines; an empty file is refused.
+    Another kind is refused too, unless ``skipped`` is given: then it is left out and a
+    line saying so is added there (a file with no job left is still refused)."""
     docs = located_documents(path)
     if not docs:
         raise ManifestError(f"{path}: no objects in this file (empty?)")
+    if skipped is not None:
+        lines = {line: said for line, doc in docs if (said := skipped_line(path, line, doc))}
+        skipped.extend(lines.values())
+        docs = [(line, doc) for line, doc in docs if line not in lines]
+        if not docs:
+            raise ManifestError(f"{path}: no TFJob or MXJob in this file")
     for line, doc in docs:
         refuse_unsupported(path, line, doc)
     return docs
+
+
+# The short form's fields, in the words a message uses for what each must be.
+SHORT_NODE_FIELDS = {
+    "name": "the node's name",
+    "cpu": "cores, e.g. 8 or 500m (default 8)",
+    "memory": "a quantity, e.g. 32Gi (default 32Gi)",
+    "gpu": "a whole number of nvidia.com/gpu (default 0)",
+    "pods": "a whole number of pods it may run (default 110)",
+    "labels": "a mapping of label to value",
+    "taints": "a list of {key, value, effect}",
+    "unschedulable": "true or false (default false)",
+}
+
+
+def short_node_lines(path: str | Path) -> dict[int, list[int]]:
+    """For each document of a file holding a ``nodes:`` list, the line each item starts on,
+    keyed by the document's first line (as ``located_documents`` numbers it)."""
+    with open(path, encoding="utf-8") as fh:
+        roots = list(yaml.compose_all(fh, Loader=yaml.SafeLoader))
+    found: dict[int, list[int]] = {}
+    for root in roots:
+        if not isinstance(root, yaml.MappingNode):
+            continue
+        for key, value in root.value:
+            if key.value == "nodes" and isinstance(value, yaml.SequenceNode):
+                found[root.start_mark.line + 1] = [i.start_mark.line + 1 for i in value.value]
+    return found
+
+
+def short_node(where: str, raw: Any) -> dict[str, Any]:
+    """One node of the short form as a v1 Node; every problem of it in one line naming each
+    unknown field with the known ones, or what a field must be."""
+    known = ", ".join(SHORT_NODE_FIELDS)
+    if not isinstance(raw, Mapping):
+        raise ManifestError(f"{where}: each node must be a mapping of {known}")
+    unknown = [str(k) for k in raw if k not in SHORT_NODE_FIELDS]
+    if unknown:
+        names = ", ".join(repr(k) for k in unknown)
+        raise ManifestError(
+            f"{where}: unknown field{'s' if len(unknown) > 1 else ''} {names} (known: {known})"
+        )
+    try:
+        return ShortNode.model_validate(raw).to_node()
+    except ValidationError as err:
+        said = []
+        for e in err.errors():
+            field = str(e["loc"][0]) if e["loc"] else "?"
+            if e["type"] == "missing":
+                said.append(f"{field}: required ({SHORT_NODE_FIELDS.get(field, field)})")
+            else:
+                got = raw.get(field)
+                said.append(f"{field}: must be {SHORT_NODE_FIELDS.get(field, field)}, not {got!r}")
+        raise ManifestError(f"{where}: {'; '.join(dict.fromkeys(said))}") from None
+
+
+def short_nodes(path: str | Path, line: int, items: Any, lines: list[int]) -> list[dict[str, Any]]:
+    """The ``nodes:`` list of a document that starts on ``line``; each problem is named by
+    the line its node starts on (``lines``: from ``short_node_lines``)."""
+    if not isinstance(items, list):
+        raise ManifestError(f"{path}:{line}: nodes: must be a list of nodes")
+    return [
+        short_node(f"{path}:{lines[i] if i < len(lines) else line}: nodes[{i}]", raw)
+        for i, raw in enumerate(items)
+    ]
 
 
 def load_nodes(path: str | Path) -> list[dict[str, Any]]:
@@ -146,15 +238,12 @@ def load_nodes(path: str | Path) -> list[dict[str, Any]]:
     docs = located_documents(path)
     if not docs:
         raise ManifestError(f"{path}: no nodes in this file (empty?)")
+    item_lines: dict[int, list[int]] | None = None
     for line, doc in docs:
         if "nodes" in doc and "kind" not in doc:
-            for i, short in enumerate(doc["nodes"] or []):
-                try:
-                    nodes.append(ShortNode.model_validate(short).to_node())
-                except ValidationError as err:
-                    first = err.errors()[0]
-                    field = ".".join(str(p) for p in ("nodes", i, *first["loc"]))
-                    raise ManifestError(f"{path}:{line}: {field}: {first['msg']}") from None
+            if item_lines is None:
+                item_lines = short_node_lines(path)
+            nodes.extend(short_nodes(path, line, doc["nodes"] or [], item_lines.get(line, [])))
         elif doc.get("kind") == "Node":
             nodes.append(doc)
         else:

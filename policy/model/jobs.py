@@ -695,6 +695,16 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
     min_w = spec.min_instances if spec.min_instances is not None else min(n, max_w)
     if min_w > max_w:
         raise InvalidJob(f"min-instances ({min_w}) is greater than max-instances ({max_w})")
+    if max_w == 0 and not chiefs and (kind.chief_types or worker is not None):
+        # Kubeflow decides such a job's success by its workers (a TFJob with no Chief or
+        # Master, an MXTrain MXJob): with none, it never trains and never succeeds; refused
+        # here so the webhook, render and the simulator all say so instead of waiting for
+        # ever. (An MXTune job has no Worker type: its tuners decide.)
+        raise InvalidJob(
+            f"spec.{kind.replica_specs_field}.Worker.replicas: the job has no Worker to run"
+            + (" and no Chief or Master" if kind.chief_types else "")
+            + "; nothing would train and it would never succeed (give it workers)"
+        )
     if worker and not min_w <= n <= max_w:
         raise InvalidJob(
             f"Worker.replicas ({n}) must lie between min-instances ({min_w}) "

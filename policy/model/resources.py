@@ -12,8 +12,6 @@ from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from typing import Any
 
-from kubernetes.utils.quantity import parse_quantity
-
 # Every scheduled pod consumes one unit of a node's ``pods`` allocatable.
 PODS = "pods"
 # Bookkeeping keys of fractional GPUs (policy.model.gpushare) that people need not read.
@@ -34,6 +32,10 @@ def to_milli(quantity: str | int | float) -> int:
     """Parse a Kubernetes quantity into integer milli-units, rounding up like the scheduler.
     A quantity no API server stores (negative, beyond int64) is a ValueError: it would make
     every sum and ratio over it meaningless (or overflow a float)."""
+    # Imported here: the client package costs a third of a second, which a CLI that only
+    # prints its help or an error must not pay.
+    from kubernetes.utils.quantity import parse_quantity
+
     milli = math.ceil(parse_quantity(quantity) * 1000)
     if not 0 <= milli <= _MAX_MILLI:
         raise ValueError(f"quantity {quantity!r} is out of range")
