@@ -72,6 +72,22 @@ def scenario(nodes: Iterable[Mapping[str, Any]], jobs: Iterable[JobSpec]) -> Sce
     return Scenario("test", tuple(nodes), tuple(sorted(jobs, key=lambda j: j.arrival_s)))
 
 
+def stale_view_race() -> Scenario:
+    """One 4-GPU node; x (4 workers) arrives first, the higher-priority y (4 workers) half a
+    second later: on a view 2 s stale the pool plans both onto the same GPUs."""
+    x = job("x", 4, steps=60)
+    y = job("y", 4, arrival=0.5, steps=60)
+    y.manifest["spec"]["runPolicy"] = {"schedulingPolicy": {"priorityClass": "high"}}
+    high = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": "high"},
+        "value": 1000,
+    }
+    base = scenario(gpu_nodes(1), [x, y])
+    return Scenario(base.name, base.nodes, base.jobs, (high,))
+
+
 def status_of(sim: Simulation, key: str) -> Mapping[str, Any]:
     obj = sim.api.get(TFJOBS, key)
     assert obj is not None, f"{key} is not in the API server"

@@ -33,7 +33,7 @@ from sim.kube_scheduler import (
     shortages,
     taint_scores,
 )
-from tests.simkit import GPU, PODS, gpu_nodes, job, scenario
+from tests.simkit import GPU, PODS, gpu_nodes, job, scenario, stale_view_race
 
 # --- builders ---------------------------------------------------------------------------
 
@@ -988,17 +988,7 @@ def test_the_policys_pod_request_is_what_the_kube_scheduler_counts(
 def test_a_plan_on_a_stale_view_gets_upstreams_insufficient_message() -> None:
     """The pool's view lags 2 s: it plans y onto the GPUs x was just given (the scenario of
     tests/test_simulate.py); the kube-scheduler says why y's pods wait, as upstream words it."""
-    x = job("x", 4, steps=60)
-    y = job("y", 4, arrival=0.5, steps=60)
-    y.manifest["spec"]["runPolicy"] = {"schedulingPolicy": {"priorityClass": "high"}}
-    high = {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": "high"},
-        "value": 1000,
-    }
-    base = scenario(gpu_nodes(1), [x, y])
-    sc = type(base)(base.name, base.nodes, base.jobs, (high,))
+    sc = stale_view_race()
     # Cost-free: x's pods are all written before y's (with Metacontroller's write rate the
     # two gangs interleave: the test below).
     config = SimConfig(policy="dragon", view_delay_s=2.0, delete_finished_after_s=5)
@@ -1020,17 +1010,7 @@ def test_two_gangs_admitted_on_a_stale_view_do_not_deadlock_at_metacontrollers_w
     """Both gangs are admitted on a stale view and their pods interleave on the node: the
     pool takes one admission back (policy/pool/overcommit.py) and the other gang trains,
     long before Metacontroller's 30 min resync."""
-    x = job("x", 4, steps=60)
-    y = job("y", 4, arrival=0.5, steps=60)
-    y.manifest["spec"]["runPolicy"] = {"schedulingPolicy": {"priorityClass": "high"}}
-    high = {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": "high"},
-        "value": 1000,
-    }
-    base = scenario(gpu_nodes(1), [x, y])
-    sc = type(base)(base.name, base.nodes, base.jobs, (high,))
+    sc = stale_view_race()
     config = SimConfig(policy=policy, binding=binding, view_delay_s=2.0, delete_finished_after_s=5)
     summary = Simulation(sc, replace(config, max_time_s=3600)).run().summary
     assert summary["jobs_finished"] == 2

@@ -32,6 +32,7 @@ from tests.simkit import (
     gpu_nodes,
     job,
     scenario,
+    stale_view_race,
     status_of,
 )
 from webhooks.cli import main
@@ -343,17 +344,7 @@ def test_a_plan_on_a_stale_view_is_caught_by_the_kube_scheduler_and_placed_again
     jobs' pods get created; the kube-scheduler binds x's and marks y's Unschedulable; the
     pool sees it, and y runs once x is done. Nothing is ever overcommitted. (Policy dragon:
     dragonet would preempt x for y, tests/test_preemption.py runs that on a stale view.)"""
-    x = job("x", 4, steps=60)
-    y = job("y", 4, arrival=0.5, steps=60)
-    y.manifest["spec"]["runPolicy"] = {"schedulingPolicy": {"priorityClass": "high"}}
-    high = {
-        "apiVersion": "scheduling.k8s.io/v1",
-        "kind": "PriorityClass",
-        "metadata": {"name": "high"},
-        "value": 1000,
-    }
-    base = scenario(gpu_nodes(1), [x, y])
-    sc = type(base)(base.name, base.nodes, base.jobs, (high,))
+    sc = stale_view_race()
     # One worker and instant writes (cost-free), so that the two plans race as described.
     config = SimConfig(policy="dragon", view_delay_s=2.0, delete_finished_after_s=5.0)
     sim = Simulation(sc, config.cost_free())

@@ -16,6 +16,10 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
+# The hooks parse quantities with the client's parser, which policy/model/resources.py
+# imports only when first used (a CLI printing its help must not pay for it): the server
+# loads it with the app, never inside a request's time limit.
+import kubernetes.utils.quantity  # noqa: F401
 import orjson
 from flask import Flask, Response, request
 from pydantic import BaseModel, ValidationError
