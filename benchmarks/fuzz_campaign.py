@@ -28,10 +28,7 @@ import json
 import os
 import pickle
 import random
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -45,6 +42,8 @@ from typing import Any
 import orjson
 import requests
 
+from benchmarks.load import _children
+from benchmarks.load import start as start_server
 from sim.engine import Scenario, SimConfig, Simulation
 from sim.scenario import from_trace, gpu_cluster, load_scenario
 from tests import fuzz_requests
@@ -212,20 +211,6 @@ def mutate(body: bytes, rng: random.Random) -> tuple[bytes, str]:
 # -- 3. send and check --------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _children_of(pid: int) -> list[int]:
-    try:
-        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
-    except OSError:
-        return []
-    return [int(p) for p in text.split()]
-
-
 def _rss_mib(pid: int) -> float | None:
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -280,33 +265,6 @@ class Checker:
             )
 
 
-def serve(port: int, workers: int, env: dict[str, str], log: Path) -> subprocess.Popen:
-    cmd = [
-        sys.executable,
-        "-c",
-        "from webhooks.cli import main; main()",
-        "serve",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--workers",
-        str(workers),
-    ]
-    proc = subprocess.Popen(
-        cmd, env=env, stdout=subprocess.DEVNULL, stderr=log.open("wb"), start_new_session=True
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=1).ok:
-                return proc
-        except requests.RequestException:
-            time.sleep(0.2)
-    proc.kill()
-    raise SystemExit("dragonet serve did not answer /healthz within 60 s")
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--requests", type=int, default=20000)
@@ -338,12 +296,10 @@ def main() -> None:
     for _, body in base:  # the parent's kind, for the status schema
         parent = orjson.loads(body).get("parent") or {}
         kinds[id(body)] = parent.get("kind", "")
-    port = _free_port()
-    env = {"DRAGONET_LOG_LEVEL": "warning", **os.environ}
+    env = {"DRAGONET_LOG_LEVEL": "warning", **os.environ, "DRAGONET_WORKERS": str(args.workers)}
     log = Path(args.server_log)
-    server = serve(port, args.workers, env, log)
-    say(f"dragonet serve on 127.0.0.1:{port}, its log in {log}")
-    url = f"http://127.0.0.1:{port}"
+    server, url = start_server(env, log)  # benchmarks/load.py's: up with every worker
+    say(f"dragonet serve on {url}, its log in {log}")
     codes: Counter[int] = Counter()
     late: list[float] = []
     failures: list[str] = []
@@ -421,7 +377,7 @@ def main() -> None:
                     "requests": min(first + batch, args.requests),
                     "seconds": round(time.monotonic() - started, 1),
                 }
-                for pid in _children_of(server.pid):
+                for pid in _children(server.pid):
                     sample[f"worker {pid} MiB"] = _rss_mib(pid)
                 rss.append(sample)
                 say(json.dumps(sample))
@@ -429,7 +385,7 @@ def main() -> None:
                     say("stopped at --max-seconds")
                     break
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
+        server.terminate()
         server.wait(timeout=30)
 
     lat = sorted(latencies)
