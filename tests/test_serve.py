@@ -178,6 +178,18 @@ def test_request_log_lines_are_json_and_name_the_job(serving: Server) -> None:
     assert last["message"] == "POST /tfjobs/sync 200"
 
 
+def _wait_for_a_new_worker(serving: Server, victim: int) -> None:
+    """The arbiter has replaced the worker ``victim`` (two workers again)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        now = serving.workers()
+        if victim not in now and len(now) == 2:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"no new worker for {victim}: {serving.workers()}")
+
+
 def test_a_killed_worker_is_replaced_and_its_counts_are_kept(serving: Server) -> None:
     body = load_fixture("job-sync-job1-admitted.json")
     key = ("dragonet_hook_answers_total", (("code", "200"), ("hook", "/tfjobs/sync")))
@@ -187,14 +199,7 @@ def test_a_killed_worker_is_replaced_and_its_counts_are_kept(serving: Server) ->
     workers = serving.workers()
     victim = min(workers)
     os.kill(victim, signal.SIGKILL)
-    deadline = time.monotonic() + 20
-    while time.monotonic() < deadline:
-        now = serving.workers()
-        if victim not in now and len(now) == 2:
-            break
-        time.sleep(0.1)
-    else:
-        pytest.fail(f"no new worker for {victim}: {serving.workers()}")
+    _wait_for_a_new_worker(serving, victim)
     # The dead worker's counts were folded into the archive: the total never goes back,
     # and the directory (memory in the chart) keeps files of live workers only.
     files = {f.name for f in serving.metrics_dir.glob("*.db")}
@@ -216,14 +221,7 @@ def test_a_worker_that_exits_leaves_the_servers_own_metrics_directory(tmp_path: 
         [made] = tmp_path.glob("dragonet-metrics-*")
         victim = min(serving.workers())
         os.kill(victim, signal.SIGTERM)  # a graceful exit: what max_requests does
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            now = serving.workers()
-            if victim not in now and len(now) == 2:
-                break
-            time.sleep(0.1)
-        else:
-            pytest.fail(f"no new worker for {victim}: {serving.workers()}")
+        _wait_for_a_new_worker(serving, victim)
         assert made.is_dir()
         body = load_fixture("pool-sync-two-jobs.json")
         for _ in range(6):  # both workers, a series neither has written yet
