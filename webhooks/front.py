@@ -478,6 +478,13 @@ class BufferedWorker(ThreadWorker):
             self.handle_error(req, conn.sock, conn.client, e)
         return False
 
+    def _keepalive_after(self, conn: TConn, keepalive: bool) -> bool:
+        """The loop read the request to its last byte (what came after is ``leftover``), so
+        nothing is left on the socket to drain. gunicorn's drain would read the unread rest
+        of the in-memory body instead and, past 64 KiB, close a connection whose answer
+        promised to keep it: the client's next request on it then got no answer."""
+        return keepalive
+
     def finish_request(self, conn: TConn, fs: Any) -> None:
         """Back in the loop after a thread answered: wait for the next request, or close."""
         try:
