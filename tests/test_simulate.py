@@ -35,7 +35,7 @@ from tests.simkit import (
     stale_view_race,
     status_of,
 )
-from webhooks.cli import main
+from cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "scenario.yaml"

@@ -593,7 +593,7 @@ def test_the_example_renders_its_tensorboard_beside_the_job(
     import yaml
 
     from tests.kube_schema import validate_custom, validate_k8s
-    from webhooks.cli import main
+    from cli.main import main
 
     example = mc.ROOT / "examples" / "tfjobs" / "mnist-tensorboard.yaml"
     nodes = mc.ROOT / "examples" / "nodes.yaml"
