@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cli.main import main
 from tests.conftest import node_of
 from tests.kube_schema import validate_custom, validate_k8s, validate_pod_group
-from cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
