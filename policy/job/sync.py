@@ -38,13 +38,14 @@ from policy.model.jobs import (
     managed_elsewhere,
     parse_job,
     parse_metadata,
+    parsed_job,
     readable_status,
 )
 from policy.model.lifecycle import assess
 from policy.model.pool import admission_name, pool_of
+from policy.model.request import UNREADABLE, MalformedRequest, objects
 from policy.model.timeutil import format_time, parse_time
 from policy.model.ttl import deletion_note
-from policy.pool.observe import UNREADABLE, MalformedRequest, objects, parsed_job
 
 PODS = "Pod.v1"
 SERVICES = "Service.v1"
