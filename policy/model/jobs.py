@@ -930,4 +930,9 @@ def _content(spec: Mapping[str, Any]) -> bytes:
 
 def child_name(job: Job, rtype: str, index: int) -> str:
     """Kubeflow's pod and service name: ``{job}-{lower-case type}-{index}``."""
-    return f"{job.name}-{rtype.lower()}-{index}"
+    return replica_name(job.name, rtype, index)
+
+
+def replica_name(job_name: str, rtype: str, index: int) -> str:
+    """``child_name`` from the job's name alone."""
+    return f"{job_name}-{rtype.lower()}-{index}"
