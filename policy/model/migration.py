@@ -22,7 +22,6 @@ from policy.model.pool import GROUP, VERSION
 
 MIGRATION_KIND = "Migration"
 TYPE_KEY = f"{MIGRATION_KIND}.{VERSION}"  # Metacontroller's map key for Migrations
-PLURAL = "migrations"
 
 # A request's phase (status.phase).
 PENDING = "Pending"  # not decided yet (the pool has not seen it, or it is throttled)
@@ -43,7 +42,6 @@ THROTTLED = "Throttled"  # this worker moved less than minIntervalSeconds ago: w
 NOT_RUNNING = "NotRunning"  # the pod or its job does not run (yet): nothing to move
 DISABLED = "MigrationDisabled"  # the pool's migration.enabled is false
 NO_GAIN = "NoGain"  # (dragonet) no node would make the worker faster than where it is
-NOT_OURS = "NotOurs"  # the pod is not a Dragonet training pod
 ALREADY_MOVING = "AlreadyMoving"  # another request moves this worker now
 PLANNED = "Planned"  # (status of a Moving/Done request) the pool chose status.target
 
