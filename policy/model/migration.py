@@ -118,7 +118,7 @@ class MigrationRequest:
 
 
 @dataclass(frozen=True)
-class Decision:
+class MigrationAnswer:
     """The pool's answer to one request (kept in the Admission's ``migrations``)."""
 
     request: str  # the Migration's name
@@ -150,7 +150,7 @@ class Decision:
         return out
 
     @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> Decision:
+    def from_json(cls, raw: Mapping[str, Any]) -> MigrationAnswer:
         return cls(
             request=str(raw["request"]),
             uid=str(raw.get("uid") or ""),

@@ -34,7 +34,7 @@ from policy.model.bounds import MAX_DEPTH, nested_within
 from policy.model.cluster import Cluster, Node
 from policy.model.jobs import Job
 from policy.model.lifecycle import resuming
-from policy.model.migration import Decision, Moves
+from policy.model.migration import MigrationAnswer, Moves
 from policy.model.pool import DEFAULT_POOL
 from policy.model.resources import PODS, Resources, format_quantity
 from policy.model.timeutil import format_time
@@ -361,7 +361,7 @@ def _for(
     gang: Gang | None = None,
     gang_note: str = "",
     moves: tuple[Moves, ...] = (),
-    migrations: tuple[Decision, ...] = (),
+    migrations: tuple[MigrationAnswer, ...] = (),
     service: Service | None = None,
     grace_seconds: int | None = None,
     kubeshare: str = "",
