@@ -132,8 +132,10 @@ def times(v: JobSyncView, stamp: str, resumed: bool) -> dict[str, str]:
     it runs again after a resume, so ``activeDeadlineSeconds`` never counts the time spent
     suspended (or queued again). DRAGON's ``enqueueTime`` and ``startRunTime`` go with the
     suspension: a resumed job joins the queue at the back, and the pool reads a start-run
-    time as "admitted before"."""
+    time as "admitted before". A job that finished is never resumed (its status may still
+    say Suspended, if it finished while suspended): its times stay as they were."""
     prev, out = v.job.status, {}
+    resumed = resumed and v.phase != FINISHED
     if v.phase == SUSPENDED:
         if prev.get("startTime"):
             out["startTime"] = prev["startTime"]

@@ -33,7 +33,6 @@ from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.bounds import MAX_DEPTH, nested_within
 from policy.model.cluster import Cluster, Node
 from policy.model.jobs import Job
-from policy.model.lifecycle import resuming
 from policy.model.migration import MigrationAnswer, Moves
 from policy.model.pool import DEFAULT_POOL
 from policy.model.resources import PODS, Resources, format_quantity
@@ -314,7 +313,7 @@ def _admission(
         kept = previous.admitted_at if previous is not None and previous.admitted else None
         # A job resumed a moment ago still shows the start it kept while suspended; one
         # preempted runs anew from now.
-        again = resuming(job) or (previous is not None and previous.preempted)
+        again = job.resumed or (previous is not None and previous.preempted)
         started = None if again else job.status.get("startTime")
         admitted = kept or started or stamp
     service = jp.service or (previous.service if previous is not None else None)
