@@ -13,6 +13,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY policy/ policy/
 COPY webhooks/ webhooks/
+COPY cli/ cli/
 COPY monitor/ monitor/
 COPY reaper/ reaper/
 RUN pip install --no-cache-dir --prefix=/install .

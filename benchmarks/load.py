@@ -137,7 +137,7 @@ def start(env: dict[str, str], log: Path) -> tuple[subprocess.Popen, str]:
     env = {**os.environ, "DRAGONET_HOST": "127.0.0.1", "DRAGONET_PORT": str(port), **env}
     with log.open("wb") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "webhooks.cli", "serve"],
+            [sys.executable, "-m", "cli.main", "serve"],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=err,

@@ -258,7 +258,7 @@ EXAMPLE_STEPS = {"b": 500}  # speed-b's global_steps; the others' 1000, the CLI'
 
 def run_example(letter: str) -> dict[str, Any]:
     """One scenario of ``examples/migration`` through ``dragonet simulate``, both policies."""
-    from webhooks.cli import main as dragonet
+    from cli.main import main as dragonet
 
     jobs = sorted(str(p) for p in (EXAMPLES / f"speed-{letter}").glob("job*.yaml"))
     argv = ["simulate", *jobs, "--nodes", str(EXAMPLES / "nodes.yaml"), "--monitor"]

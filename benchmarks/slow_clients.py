@@ -97,7 +97,8 @@ class Row:
 
 def serve_as(kind: str) -> None:
     """In a child process: ``dragonet serve`` with the worker class of ``kind``."""
-    from webhooks import cli, gunicorn_conf
+    from cli import main as cli
+    from webhooks import gunicorn_conf
     from webhooks.config import Settings
 
     options = gunicorn_conf.options

@@ -8,10 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from policy.model.jobs import JobKind
+from policy.model.jobs import KINDS, JobKind
 from policy.model.timeutil import format_time
 from policy.model.ttl import sweep
-from policy.pool.observe import KINDS
 from reaper.kube import Jobs
 from webhooks.kubeapi import ApiError
 

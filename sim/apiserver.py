@@ -17,6 +17,8 @@ from typing import Any
 
 import orjson
 
+from policy.model.request import object_key, type_key
+
 Obj = Mapping[str, Any]
 Watcher = Callable[[str, Obj | None, Obj | None], None]
 
@@ -32,16 +34,6 @@ def stamp(t: float) -> str:
 def _stamp(seconds: int) -> str:
     # Many writes share a second (formatting a datetime is slow).
     return (EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def type_key(obj: Obj) -> str:
-    """Metacontroller's v2 map key: ``Kind.version`` (core) or ``Kind.group/version``."""
-    return f"{obj['kind']}.{obj['apiVersion']}"
-
-
-def object_key(obj: Obj) -> str:
-    meta = obj["metadata"]
-    return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
 
 
 class Conflict(Exception):

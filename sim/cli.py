@@ -64,7 +64,7 @@ node, no node it may use, fractional GPUs without KubeShare; the reason is print
 """
 
 
-NEVER_RUNS_EXIT = 4  # valid jobs that can never run on these nodes (webhooks/cli.py)
+NEVER_RUNS_EXIT = 4  # valid jobs that can never run on these nodes (cli/main.py)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -551,7 +551,7 @@ def shortages(
 
 
 @dataclass(frozen=True)
-class Decision:
+class ScheduleResult:
     """A node for the pod, or why none: the message of ``FailedScheduling``."""
 
     node: str | None
@@ -631,12 +631,12 @@ class KubeScheduler:
         state = self.nodes.get(node)
         return state is not None and not constraints(self.view(spec), state.view)
 
-    def schedule(self, spec: Mapping[str, Any]) -> Decision:
+    def schedule(self, spec: Mapping[str, Any]) -> ScheduleResult:
         """Filter every node, score the feasible ones, take the best (ties: by name)."""
         pod = self.view(spec)
         total = len(self.nodes)
         if pod.prefilter_names is not None and not pod.prefilter_names:
-            return Decision(None, f"0/{total} nodes are available: {AFFINITY_CONFLICT}.")
+            return ScheduleResult(None, f"0/{total} nodes are available: {AFFINITY_CONFLICT}.")
         reasons: dict[str, int] = {}
         feasible: list[NodeState] = []
         for name in sorted(self.nodes):
@@ -652,14 +652,14 @@ class KubeScheduler:
         if not feasible:
             histogram = sorted(f"{n} {r}" for r, n in reasons.items())
             message = f"0/{total} nodes are available"
-            return Decision(
+            return ScheduleResult(
                 None, message + (": " + ", ".join(histogram) + "." if histogram else ".")
             )
         if len(feasible) == 1:
-            return Decision(feasible[0].view.name)
+            return ScheduleResult(feasible[0].view.name)
         scores = self.scores(pod, feasible)
         best = max(range(len(feasible)), key=lambda i: (scores[i], -i))
-        return Decision(feasible[best].view.name)
+        return ScheduleResult(feasible[best].view.name)
 
     def scores(self, pod: PodView, feasible: list[NodeState]) -> list[int]:
         """Each feasible node's weighted sum of the plugins' normalized scores."""

@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
-from policy.model.jobs import JobKind
+from policy.model.jobs import KINDS, JobKind
+from policy.model.request import job_type_key
 from policy.model.ttl import ttl_seconds
-from policy.pool.observe import KINDS, job_type_key
 from reaper.loop import reap_once, wait_seconds
 from sim.apiserver import ApiServer, Conflict, Obj
 

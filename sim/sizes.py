@@ -24,7 +24,7 @@ decisions are those of minimal objects; only the requests are larger.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import orjson
@@ -360,6 +360,3 @@ def _managed(
             last = _entry(writer, {"f:status": written}, when, True)
         entries.append(last)
     return entries
-
-
-Dress = Callable[[Obj | None, dict[str, Any]], dict[str, Any]]

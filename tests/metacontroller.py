@@ -25,6 +25,7 @@ from typing import Any
 import yaml
 
 from policy.model.pool import pool_object
+from policy.model.request import object_map
 
 ROOT = Path(__file__).resolve().parent.parent
 COMPAT = ROOT / "tests" / "fixtures" / "compat"  # the manifests of ../shared/compat
@@ -251,18 +252,6 @@ def observed_service(parent: dict[str, Any], child: dict[str, Any]) -> dict[str,
     return svc
 
 
-def _key(obj: dict[str, Any]) -> str:
-    meta = obj["metadata"]
-    return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else meta["name"]
-
-
-def _group(objs: list[dict[str, Any]], types: list[str]) -> dict[str, dict[str, Any]]:
-    out: dict[str, dict[str, Any]] = {t: {} for t in types}
-    for o in objs:
-        out.setdefault(f"{o['kind']}.{o['apiVersion']}", {})[_key(o)] = o
-    return out
-
-
 def pool(name: str = "default", **spec: Any) -> dict[str, Any]:
     """A TrainingPool as the API server returns it (the chart's default pool, by default)."""
     obj = pool_object(name, **spec)
@@ -337,13 +326,13 @@ def pool_request(
     Dragonet pod, every TFJob and the PriorityClasses (and, for the default pool, the other
     pools) as related."""
     pool_obj = parent or pool()
-    related = _group([*w.nodes, *w.pods, *w.jobs, *w.priority_classes], POOL_RELATED_TYPES)
+    related = object_map([*w.nodes, *w.pods, *w.jobs, *w.priority_classes], POOL_RELATED_TYPES)
     if pool_obj["metadata"]["name"] == "default":
         related[POOLS] = {p["metadata"]["name"]: p for p in w.pools}
     return {
         "controller": controller(POOL_CONTROLLER_YAML),
         "parent": pool_obj,
-        "children": _group(list(admissions), [ADMISSIONS]),
+        "children": object_map(list(admissions), [ADMISSIONS]),
         "related": related,
         "finalizing": False,
     }
@@ -385,7 +374,7 @@ def job_request(
     return {
         "controller": gang_controller(path, backends) if backends else controller(path),
         "parent": w.parent,
-        "children": _group(
+        "children": object_map(
             [
                 *w.own(w.pods),
                 *w.own(w.services),
@@ -394,7 +383,7 @@ def job_request(
             ],
             types,
         ),
-        "related": _group([admission] if admission else [], [ADMISSIONS]),
+        "related": object_map([admission] if admission else [], [ADMISSIONS]),
         "finalizing": w.finalizing,
     }
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from cli.main import main
 from tests.conftest import node_of
 from tests.kube_schema import validate_custom, validate_k8s, validate_pod_group
-from webhooks.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -406,7 +406,7 @@ def test_help_documents_every_option_without_backticks(
 def test_without_the_simulator_serve_still_parses_and_simulate_says_why(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The image ships policy/ and webhooks/ only: the command must not need sim/."""
+    """The image ships policy/, webhooks/ and cli/ only: the command must not need sim/."""
     monkeypatch.setitem(sys.modules, "sim.cli", None)
     monkeypatch.setenv("DRAGONET_PORT", "0")
     assert main(["serve"]) == 2  # got as far as checking its settings
@@ -447,7 +447,7 @@ def test_render_refuses_a_tfjob_without_a_name(
 def test_a_bug_of_ours_is_one_line_and_status_3(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import webhooks.cli as cli
+    import cli.main as cli
 
     def broken(*_: object) -> int:
         raise KeyError("name")
@@ -509,7 +509,7 @@ def test_help_and_errors_import_no_heavy_module(argv: list[str]) -> None:
 
     probe = (
         "import sys\n"
-        "from webhooks.cli import main\n"
+        "from cli.main import main\n"
         "try:\n"
         f"    main({argv!r})\n"
         "except SystemExit:\n"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from webhooks.cli import main
+from cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"

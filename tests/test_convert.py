@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 import yaml
 
+from cli.main import main
 from policy.model.jobs import MXJOB, TFJOB, parse_job
 from sim.engine import SimConfig, Simulation
 from sim.spec import JobSpec
 from tests.kube_schema import validate_custom, validate_k8s
 from tests.simkit import QUICK, condition, cpu_nodes, scenario
-from webhooks.cli import main
 from webhooks.convert import ConvertError, Note, convert
 from webhooks.manifests import load_documents
 

@@ -432,7 +432,7 @@ def test_the_kubeshare_example_runs_every_job_at_once_under_every_policy(
     placed by KubeShare's own scheduler); refused without KubeShare."""
     import orjson
 
-    from webhooks.cli import main
+    from cli.main import main
 
     example = str(mc.ROOT / "examples" / "kubeshare.yaml")
     assert main(["simulate", example, "--kubeshare", "v1", "--policy", "all", "--json"]) == 0

@@ -471,3 +471,23 @@ def test_a_resumed_jobs_start_is_not_taken_from_pods_its_suspension_deleted(
     assert condition(body, "Suspended")["reason"] == "TFJobResumed"
     assert condition(body, "Failed") is None
     assert body["status"]["startTime"] == "2026-11-21T10:01:00Z"
+
+
+@pytest.mark.parametrize("suspend_after", [True, False])
+def test_a_job_that_finishes_while_suspended_keeps_a_stable_status(
+    hook: Hook, clock: Clock, suspend_after: bool
+) -> None:
+    """Suspended, and its worker 0 succeeds before its pods are gone: the job is finished,
+    though its status still says Suspended. Whether its spec still asks for suspension or
+    not, later syncs must write the same status (a finished job is never resumed), or
+    Metacontroller re-syncs it for ever."""
+    run = Run(hook, _job1(cleanPodPolicy="None"))
+    run.parent["spec"]["runPolicy"] = {"suspend": True}
+    assert condition(run.sync(), "Suspended")["status"] == "True"
+    run.set_pod("job1-worker-0", phase="Succeeded", exit_code=0)
+    run.parent["spec"]["runPolicy"] = {"suspend": suspend_after}
+    first = run.sync()
+    assert condition(first, "Succeeded")["status"] == "True"
+    clock.advance(45)
+    second = run.sync()
+    assert second["status"] == first["status"]

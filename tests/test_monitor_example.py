@@ -18,10 +18,10 @@ import pytest
 import yaml
 from werkzeug.serving import make_server
 
+from cli.main import main
 from monitor.app import create_app
 from tests.kube_schema import ROOT, validate_k8s, validate_tfjob
 from tests.monitorkit import FakeCluster, make_monitor, pod
-from webhooks.cli import main
 
 EXAMPLE = ROOT / "examples" / "preemptible"
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from policy.model.jobs import CHECKPOINT_ANNOTATION
 from tests import metacontroller as mc
-from tests.conftest import Clock, Hook, pods_of
+from tests.conftest import Clock, Hook, node_of, pods_of
 
 JOB = "dragon-job1-cpu.yaml"  # 1 PS + 4 workers, min 1, max 4
 NODES = [mc.node("n-1", cpu="64", memory="256Gi")]
@@ -62,7 +62,9 @@ def test_a_stale_preempted_admission_deletes_nothing(hook: Hook) -> None:
     for p in pods:
         p["metadata"]["annotations"]["dragonet.io/admission"] = "3"
     body = hook.job_sync(mc.job_request(mc.world(job, NODES, pods=pods), _preempted(job)))
-    assert len(pods_of(body)) == 5
+    kept = {n: node_of(p) for n, p in pods_of(body).items()}
+    assert kept == {p["metadata"]["name"]: "n-1" for p in pods}
+    assert sorted(kept) == ["job1-ps-0", *(f"job1-worker-{i}" for i in range(4))]
 
 
 def test_the_pools_grace_period_reaches_the_pods_unless_the_template_sets_one(hook: Hook) -> None:

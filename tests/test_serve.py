@@ -68,7 +68,7 @@ def start_server(tmp: Path, scheme: str = "http", **env: str) -> Iterator[Server
     log = tmp / "server.log"
     with log.open("wb") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "webhooks.cli", "serve"],
+            [sys.executable, "-m", "cli.main", "serve"],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=err,

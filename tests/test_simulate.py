@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from cli.main import main
 from policy.model.pool import POLICIES
 from sim.apiserver import Obj
 from sim.engine import Scenario, SimConfig, Simulation, simulate
@@ -35,7 +36,6 @@ from tests.simkit import (
     stale_view_race,
     status_of,
 )
-from webhooks.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "scenario.yaml"

@@ -592,8 +592,8 @@ def test_the_example_renders_its_tensorboard_beside_the_job(
 ) -> None:
     import yaml
 
+    from cli.main import main
     from tests.kube_schema import validate_custom, validate_k8s
-    from webhooks.cli import main
 
     example = mc.ROOT / "examples" / "tfjobs" / "mnist-tensorboard.yaml"
     nodes = mc.ROOT / "examples" / "nodes.yaml"

@@ -174,7 +174,7 @@ def test_jobs_of_one_name_with_other_shapes_get_their_own_cluster() -> None:
     """A job's cluster is written once and kept by all it is written from (its namespace,
     name, each type's count and port, the cluster domain): a job of the same name with
     another shape, seen before or after, lists its own peers."""
-    from policy.job.render import tf_config as render_tf_config
+    from policy.job.tfjob import tf_config as render_tf_config
     from policy.model.jobs import parse_job
 
     shapes = [

@@ -24,6 +24,11 @@ def _running(job: dict, body: dict, generation: int = 1) -> list[dict]:
     return pods
 
 
+def _placed(pods: list[dict]) -> dict[str, str]:
+    """Each observed pod's name and node."""
+    return {p["metadata"]["name"]: node_of(p) for p in pods}
+
+
 def test_an_admitted_job_creates_exactly_the_pods_its_admission_places(hook: Hook) -> None:
     job = mc.tfjob(JOB)
     placed = [("PS", 0, "n-2"), ("Worker", 0, "n-2"), ("Worker", 2, "n-1")]
@@ -55,7 +60,8 @@ def test_a_stale_admission_deletes_and_creates_nothing(hook: Hook) -> None:
     pods = _running(job, _sync(hook, job, mc.admission(job, ALL, workers=4)), generation=3)
     stale = mc.admission(job, ALL[:-1], workers=3, generation=2)
     body = _sync(hook, job, stale, pods)
-    assert len(pods_of(body)) == 5
+    assert {n: node_of(p) for n, p in pods_of(body).items()} == _placed(pods)
+    assert "job1-worker-3" in pods_of(body)  # the worker generation 2 no longer lists
 
 
 def test_without_an_admission_a_job_keeps_its_pods_and_says_what_it_waits_for(
@@ -64,7 +70,9 @@ def test_without_an_admission_a_job_keeps_its_pods_and_says_what_it_waits_for(
     job = mc.tfjob(JOB)
     pods = _running(job, _sync(hook, job, mc.admission(job, ALL, workers=4)))
     body = _sync(hook, job, None, pods)
-    assert len(pods_of(body)) == 5  # facts: a missing Admission never kills running pods
+    # Facts: a missing Admission never kills running pods, nor moves them.
+    assert {n: node_of(p) for n, p in pods_of(body).items()} == _placed(pods)
+    assert set(services_of(body)) == set(pods_of(body))
     fresh = _sync(Hook(), mc.tfjob(JOB), None)
     assert fresh["children"] == []
     assert fresh["status"]["scheduling"]["phase"] == "Queued"

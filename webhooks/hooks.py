@@ -14,11 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from policy.model.cluster import L_OPERATOR, OPERATOR_NAME
 from policy.model.gpushare import SHAREPOD_API
-from policy.model.jobs import JobKind
+from policy.model.jobs import KINDS, JobKind
 from policy.model.pool import DEFAULT_POOL, GROUP, PoolSpec
-from policy.pool.observe import KINDS, MalformedRequest
+from policy.model.request import MalformedRequest
 
-ObjectMap = dict[str, dict[str, dict[str, Any]]]
 SHARD = f"{GROUP}/shard"
 # Matches no Node: a pool whose spec cannot be read plans nothing (its sync says why).
 _NO_NODE = {"matchExpressions": [{"key": f"{GROUP}/no-such-label", "operator": "Exists"}]}
@@ -83,23 +82,3 @@ def pool_related_resources(parent: Mapping[str, Any]) -> list[dict[str, Any]]:
             }
         )
     return rules
-
-
-def object_key(obj: dict[str, Any]) -> str:
-    """v2 map key: ``namespace/name`` for namespaced objects, ``name`` for cluster-scoped."""
-    meta = obj.get("metadata") or {}
-    ns = meta.get("namespace")
-    return f"{ns}/{meta['name']}" if ns else meta["name"]
-
-
-def type_key(obj: dict[str, Any]) -> str:
-    """v2 map type key: ``Kind.version`` for the core group, ``Kind.group/version`` else."""
-    return f"{obj['kind']}.{obj['apiVersion']}"
-
-
-def object_map(objects: list[dict[str, Any]], types: list[str]) -> ObjectMap:
-    """Group objects the way Metacontroller does; every declared type is present."""
-    out: ObjectMap = {t: {} for t in types}
-    for obj in objects:
-        out.setdefault(type_key(obj), {})[object_key(obj)] = obj
-    return out

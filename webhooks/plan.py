@@ -16,10 +16,10 @@ from policy.model.admission import (
     NO_SUCH_POOL,
     TOO_LARGE,
 )
-from policy.pool.observe import KINDS, job_type_key
+from policy.model.jobs import KINDS
+from policy.model.request import job_type_key, object_map
 from webhooks.app import create_app
 from webhooks.config import Settings
-from webhooks.hooks import object_map
 
 # Reasons no event can change while the nodes and the pool stay as they are: the job is
 # valid but would wait for ever (exit status 4 of render and simulate).

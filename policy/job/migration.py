@@ -16,9 +16,10 @@ from typing import Any
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.admission import Admission
 from policy.model.cluster import L_JOB
+from policy.model.jobs import KINDS
 from policy.model.migration import DONE, MOVING, PENDING, REFUSED, MigrationRequest
 from policy.model.pool import VERSION, admission_name
-from policy.pool.observe import KINDS, MalformedRequest
+from policy.model.request import MalformedRequest
 
 WAITING_FOR_POOL = "WaitingForPool"
 # A pod Dragonet names: {job}-{type}-{index}, a moved worker's ...-m<n>.

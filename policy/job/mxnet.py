@@ -16,16 +16,6 @@ MX_CONFIG = "MX_CONFIG"
 # TVM's auto-tuning: a replica template's annotation, copied into MX_CONFIG's labels.
 TUNER_SERVER_KEY = "tuner-server-key"
 SCHEDULER, SERVER = "Scheduler", "Server"
-ENV_NAMES = (
-    MX_CONFIG,
-    "DMLC_PS_ROOT_PORT",
-    "DMLC_PS_ROOT_URI",
-    "DMLC_NUM_SERVER",
-    "DMLC_NUM_WORKER",
-    "DMLC_ROLE",
-    "DMLC_USE_KUBERNETES",
-    "DMLC_WORKER_ID",
-)
 
 
 def _go_json(value: Any) -> str:

@@ -1,5 +1,5 @@
 """Children: the Pods and headless Services of a job, with Kubeflow v1 names and labels,
-and the cluster spec in its environment (TF_CONFIG here; MXJob's in ``policy.job.mxnet``).
+and the cluster spec in its environment (``policy.job.tfjob``, ``policy.job.mxnet``).
 
 A pod is a pure function of (job spec, replica type, index, node, the Admission's
 generation), and with ``OnDelete`` an existing pod is never changed in place.
@@ -7,84 +7,18 @@ generation), and with ``OnDelete`` an existing pod is never changed in place.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import orjson
 
 from policy.job.mxnet import mx_env
 from policy.job.podgroup import decorate
+from policy.job.tfjob import set_tf_config
 from policy.model.admission import GENERATION_ANNOTATION, Gang
 from policy.model.cluster import HOSTNAME, L_INDEX, L_JOB, L_OPERATOR, L_ROLE, L_TYPE, OPERATOR_NAME
-from policy.model.jobs import MXJOB, WORKER, Job, Replica, child_name
+from policy.model.jobs import MXJOB, WORKER, Job, child_name
 from policy.model.migration import MOVE_ANNOTATION, move_of
 from policy.model.pool import Binding
-
-
-def _address(job: Job, replica: Replica, index: int, domain: str) -> str:
-    host = f"{child_name(job, replica.type, index)}.{job.namespace}.svc"
-    return f"{host}.{domain}:{replica.port}" if domain else f"{host}:{replica.port}"
-
-
-def cluster_size(job: Job, replica: Replica) -> int:
-    """Addresses listed for a type: every pod the job may have. DRAGON lists
-    ``max-instances`` workers from the start, so adding or removing a worker never changes
-    a running pod's TF_CONFIG."""
-    return job.size(replica.type)
-
-
-def is_distributed(job: Job) -> bool:
-    return sum(cluster_size(job, r) for r in job.replicas.values()) != 1
-
-
-def tf_config(job: Job, rtype: str, index: int, domain: str = "") -> str:
-    """TF_CONFIG, byte for byte as the Go operator writes it (compact, cluster keys sorted)."""
-    replica = job.replicas[rtype]
-    task = {"type": replica.type.lower(), "index": index}
-    if job.dynamic_workers:
-        ps = job.replicas.get("PS")
-        ps_all = [_address(job, ps, i, domain) for i in range(ps.replicas)] if ps else []
-        if rtype == WORKER:
-            cluster: dict[str, Any] = {
-                "worker": {str(index): _address(job, replica, index, domain)},
-                "ps": ps_all,
-            }
-        elif rtype == "PS":
-            cluster = {"worker": {}, "ps": [_address(job, replica, index, domain)]}
-        else:
-            cluster = {"worker": {}, "ps": []}
-        body: dict[str, Any] = {"cluster": cluster, "task": task}
-        return json.dumps(body, separators=(",", ":"))
-    # {"cluster": ..., "task": ..., "environment": "cloud"}, compact: the same cluster for
-    # every pod of the job, written once.
-    return (
-        f'{{"cluster":{_dense_cluster(job, domain)},"task":'
-        f'{json.dumps(task, separators=(",", ":"))},"environment":"cloud"}}'
-    )
-
-
-# Each job's dense cluster, as JSON, by everything it is written from (a cache: it lists
-# every pod of the job, for each of them, and the job's sync renders its pods again and
-# again). Emptied when full; what it holds is a pure function of its key.
-_CLUSTERS: dict[tuple[str, str, str, tuple[tuple[str, int, int], ...]], str] = {}
-_CLUSTERS_LIMIT = 4096
-
-
-def _dense_cluster(job: Job, domain: str) -> str:
-    """Every address of every type (lists sorted by type), as compact JSON."""
-    shape = tuple((r.type, r.port, cluster_size(job, r)) for r in job.replicas.values())
-    key = (job.namespace, job.name, domain, shape)
-    text = _CLUSTERS.get(key)
-    if text is None:
-        cluster = {
-            r.type.lower(): [_address(job, r, i, domain) for i in range(cluster_size(job, r))]
-            for r in sorted(job.replicas.values(), key=lambda r: r.type.lower())
-        }
-        text = json.dumps(cluster, separators=(",", ":"))
-        if len(_CLUSTERS) >= _CLUSTERS_LIMIT:
-            _CLUSTERS.clear()
-        _CLUSTERS[key] = text
-    return text
 
 
 def labels(job: Job, rtype: str, index: int) -> dict[str, str]:
@@ -183,10 +117,8 @@ def render_pod(
         ports.append({"name": job.kind.port_name, "containerPort": job.kind.default_port})
     if job.kind == MXJOB:
         _set_env(spec["containers"], mx_env(job, rtype, index))
-    elif is_distributed(job):
-        env = [e for e in main.get("env") or [] if e.get("name") != "TF_CONFIG"]
-        env.append({"name": "TF_CONFIG", "value": tf_config(job, rtype, index, domain)})
-        main["env"] = env
+    else:
+        set_tf_config(main, job, rtype, index, domain)
     if node is None or hostname is None:
         pass  # placed by the kube-scheduler (the kube-default baseline)
     elif gang is not None:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from policy.job.podgroup import pod_group_name
-from policy.job.view import FINISHED, INVALID, SUSPENDED, JobView
+from policy.job.view import FINISHED, INVALID, SUSPENDED, JobSyncView
 from policy.model import conditions as cond
 from policy.model.admission import ADMITTED, QUEUED, WAITING_FOR_POOL, LastScale, Service
 from policy.model.jobs import CHECKPOINT_ANNOTATION, Job, JobKind
@@ -27,7 +27,7 @@ MAX_PROBLEM = 32_000
 SERVICE = "service"  # attained service of earlier runs and preemptions (policy.pool.service)
 
 
-def replica_statuses(v: JobView, succeeded: bool) -> dict[str, dict[str, int]]:
+def replica_statuses(v: JobSyncView, succeeded: bool) -> dict[str, dict[str, int]]:
     out = {}
     for rtype in v.job.replicas:
         mine = [p for p in v.pods if p.replica_type == rtype.lower()]
@@ -42,7 +42,7 @@ def replica_statuses(v: JobView, succeeded: bool) -> dict[str, dict[str, int]]:
     return out
 
 
-def conditions(v: JobView, stamp: str, resumed: bool) -> list[dict[str, Any]]:
+def conditions(v: JobSyncView, stamp: str, resumed: bool) -> list[dict[str, Any]]:
     job, kind, outcome = v.job, v.job.kind.kind, v.assessment.outcome
 
     def mark(conds: list, ctype: str, status: str, reason: str, message: str) -> list:
@@ -99,7 +99,7 @@ def conditions(v: JobView, stamp: str, resumed: bool) -> list[dict[str, Any]]:
 # newer one that the next stale read would overwrite, back and forth, forever.
 
 
-def _running_since(v: JobView) -> str | None:
+def _running_since(v: JobSyncView) -> str | None:
     """When the pods that make the job Running (its chief, else its workers) started."""
     types = {t.lower() for t in running_types(v.job)}
     times = [
@@ -110,7 +110,7 @@ def _running_since(v: JobView) -> str | None:
     return _earliest(times)
 
 
-def _ended(v: JobView, stamp: str) -> str:
+def _ended(v: JobSyncView, stamp: str) -> str:
     """When the job ended: its recorded completion, else when its last pod terminated."""
     recorded = v.job.status.get("completionTime")
     if isinstance(recorded, str) and parse_time(recorded):
@@ -125,15 +125,17 @@ def _earliest(stamps: list[str]) -> str | None:
     return format_time(min(parsed)) if parsed else None
 
 
-def times(v: JobView, stamp: str, resumed: bool) -> dict[str, str]:
+def times(v: JobSyncView, stamp: str, resumed: bool) -> dict[str, str]:
     """Written once, when the event happens; then carried over unchanged.
 
     As in Kubeflow, ``startTime`` stays while the job is suspended, and starts anew when
     it runs again after a resume, so ``activeDeadlineSeconds`` never counts the time spent
     suspended (or queued again). DRAGON's ``enqueueTime`` and ``startRunTime`` go with the
     suspension: a resumed job joins the queue at the back, and the pool reads a start-run
-    time as "admitted before"."""
+    time as "admitted before". A job that finished is never resumed (its status may still
+    say Suspended, if it finished while suspended): its times stay as they were."""
     prev, out = v.job.status, {}
+    resumed = resumed and v.phase != FINISHED
     if v.phase == SUSPENDED:
         if prev.get("startTime"):
             out["startTime"] = prev["startTime"]
@@ -151,7 +153,7 @@ def times(v: JobView, stamp: str, resumed: bool) -> dict[str, str]:
     return out
 
 
-def scheduling(v: JobView, nodes: list[str]) -> dict[str, Any]:
+def scheduling(v: JobSyncView, nodes: list[str]) -> dict[str, Any]:
     job = v.job
     section: dict[str, Any] = {
         "phase": v.phase,
@@ -189,7 +191,7 @@ def scheduling(v: JobView, nodes: list[str]) -> dict[str, Any]:
     return section
 
 
-def _moves(v: JobView) -> list[dict[str, Any]]:
+def _moves(v: JobSyncView) -> list[dict[str, Any]]:
     """The Admission's move counts; once it is gone (the job finished), the ones the
     status kept."""
     if v.admission is not None and v.admission.moves:
@@ -214,7 +216,7 @@ def preemptible(job: Job) -> str:
     )
 
 
-def _reason(v: JobView) -> str:
+def _reason(v: JobSyncView) -> str:
     """Why it waits, as a code: the Admission's, or that it has none yet."""
     if v.phase not in (QUEUED, ADMITTED):
         return ""
@@ -223,7 +225,7 @@ def _reason(v: JobView) -> str:
     return v.admission.reason
 
 
-def _target(v: JobView) -> int:
+def _target(v: JobSyncView) -> int:
     if v.phase == ADMITTED and v.admission is not None:
         return v.admission.workers
     if v.phase == FINISHED:
@@ -236,7 +238,7 @@ def _created(job: Job) -> str | None:
     return format_time(job.created) if job.created else None
 
 
-def message(v: JobView) -> str:
+def message(v: JobSyncView) -> str:
     if v.phase == FINISHED and v.assessment.outcome:
         return v.assessment.outcome.message
     if v.phase == SUSPENDED:
@@ -254,7 +256,7 @@ def message(v: JobView) -> str:
     return "; ".join(t for t in (text, v.admission.gang_note) if t)
 
 
-def _foreign_scheduler(v: JobView) -> str:
+def _foreign_scheduler(v: JobSyncView) -> str:
     """Pods pinned by Dragonet still need a scheduler to bind them; one that names a
     scheduler the cluster may not run (kube-batch, volcano) can wait forever. Under the
     pool's gang scheduler, the pods wait for it to bind their PodGroup."""

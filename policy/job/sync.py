@@ -21,7 +21,7 @@ from policy.job.podgroup import render_pod_group, reported
 from policy.job.render import render_pod, render_service
 from policy.job.status import conditions, invalid, replica_statuses, scheduling, times
 from policy.job.tensorboard import DEPLOYMENTS, board, name_of
-from policy.job.view import FINISHED, SUSPENDED, JobView
+from policy.job.view import FINISHED, SUSPENDED, JobSyncView
 from policy.memo import Encoded, Memo, content_key
 from policy.model import conditions as cond
 from policy.model.admission import ADMITTED, QUEUED, Admission, Gang
@@ -38,13 +38,14 @@ from policy.model.jobs import (
     managed_elsewhere,
     parse_job,
     parse_metadata,
+    parsed_job,
     readable_status,
 )
 from policy.model.lifecycle import assess
 from policy.model.pool import admission_name, pool_of
+from policy.model.request import UNREADABLE, MalformedRequest, objects
 from policy.model.timeutil import format_time, parse_time
 from policy.model.ttl import deletion_note
-from policy.pool.observe import UNREADABLE, MalformedRequest, objects, parsed_job
 
 PODS = "Pod.v1"
 SERVICES = "Service.v1"
@@ -205,7 +206,7 @@ def sync(
     pool = pool_of(spec) if isinstance(spec, Mapping) else "default"
     gang = admission.gang if admission is not None else None
     said = reported(children, job, gang) if gang is not None else ""
-    view = JobView(job, pool, pods, verdict, phase, admission, stale, said)
+    view = JobSyncView(job, pool, pods, verdict, phase, admission, stale, said)
 
     placed = _desired(view)
     # Pods and Services are pure functions of the job's metadata and spec and of plain
@@ -267,7 +268,7 @@ def _deployment(children: Mapping[str, Any], job: Job) -> Mapping[str, Any] | No
     return None if obj["metadata"].get("deletionTimestamp") else obj
 
 
-def _pod_group(v: JobView) -> list[dict[str, Any]]:
+def _pod_group(v: JobSyncView) -> list[dict[str, Any]]:
     """The gang scheduler's PodGroup while the job may run in a pool that has one (left
     out once it finishes or is suspended, which deletes it, as Kubeflow does)."""
     admission = v.admission
@@ -364,7 +365,7 @@ def _render(
 Desired = dict[str, tuple[str, int, str | None, str | None]]
 
 
-def _desired(v: JobView) -> Desired:
+def _desired(v: JobSyncView) -> Desired:
     """Every pod the job should have now: name -> (type, index, node, hostname).
 
     Existing pods are facts and stay where they are. Only a fresh Admission may add pods
@@ -415,7 +416,7 @@ def _host(admission: Admission | None, slot: tuple[str, int], node: str | None) 
     return node
 
 
-def _finished_kept(v: JobView) -> dict[tuple[str, int], Pod]:
+def _finished_kept(v: JobSyncView) -> dict[tuple[str, int], Pod]:
     """What ``cleanPodPolicy`` keeps of a finished job."""
     outcome = v.assessment.outcome
     policy = v.job.clean_pod_policy

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policy.job.render import _pin
-from policy.job.view import FINISHED, SUSPENDED, JobView
+from policy.job.view import FINISHED, SUSPENDED, JobSyncView
 from policy.model.admission import ADMITTED, GENERATION_ANNOTATION
 from policy.model.cluster import HOSTNAME, L_INDEX, L_JOB, L_OPERATOR, L_TYPE, OPERATOR_NAME
 from policy.model.jobs import Job
@@ -54,7 +54,7 @@ def selector(job: Job) -> dict[str, str]:
     return {L_OPERATOR: OPERATOR_NAME, L_JOB: job.name, L_TYPE: LABEL}
 
 
-def board(v: JobView, observed: Mapping[str, Any] | None, domain: str = "") -> Board:
+def board(v: JobSyncView, observed: Mapping[str, Any] | None, domain: str = "") -> Board:
     job = v.job
     if job.tensorboard is None:
         return Board()  # an observed one is left out of the answer: deleted
@@ -91,7 +91,7 @@ def board(v: JobView, observed: Mapping[str, Any] | None, domain: str = "") -> B
     return Board([deployment, render_service(job)], section)
 
 
-def _moved(v: JobView, observed: Mapping[str, Any], node: Any, placement: Any) -> bool:
+def _moved(v: JobSyncView, observed: Mapping[str, Any], node: Any, placement: Any) -> bool:
     """A fresh Admission places the TensorBoard on another node than its Deployment's
     (a Deployment created from a newer Admission than the one read: our view is stale)."""
     if v.phase != ADMITTED or v.stale or v.admission is None or placement is None:
@@ -103,7 +103,7 @@ def _moved(v: JobView, observed: Mapping[str, Any], node: Any, placement: Any) -
     return made_from <= v.admission.generation
 
 
-def _kept_after(v: JobView) -> bool:
+def _kept_after(v: JobSyncView) -> bool:
     outcome = v.assessment.outcome
     return (
         outcome is not None and not outcome.deletes_everything and (v.job.clean_pod_policy != "All")

@@ -16,7 +16,10 @@ INVALID = "Invalid"
 
 
 @dataclass(frozen=True)
-class JobView:
+class JobSyncView:
+    """What a job's own sync reads (tier 2); the pool's cycle reads a job through
+    ``policy.pool.view.JobView``."""
+
     job: Job
     pool: str
     pods: tuple[Pod, ...]

@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from policy.model.bounds import MAX_REPLICAS, Events, GpuSeconds, WholeSeconds
-from policy.model.migration import Decision, Moves
+from policy.model.migration import MigrationAnswer, Moves
 from policy.model.pool import ADMISSION_KIND, GROUP, VERSION, Binding, admission_name
 
 QUEUED = "Queued"
@@ -270,7 +270,7 @@ class Admission:
     gang: Gang | None = None  # the pool's gang scheduler, if any
     gang_note: str = ""  # its pods name a gang scheduler the pool does not use: what to do
     moves: tuple[Moves, ...] = ()  # durable move counts, per worker slot (migration)
-    migrations: tuple[Decision, ...] = ()  # the pool's answers to live Migration requests
+    migrations: tuple[MigrationAnswer, ...] = ()  # the pool's answers to live Migration requests
     # How its fractional-GPU pods are written: "" (none), "v1" SharePods, "v2" labelled Pods.
     kubeshare: str = ""
     service: Service | None = None  # attained in earlier runs, preemptions
@@ -396,7 +396,7 @@ class Admission:
             gang_note=spec.gangNote,
             moves=tuple(Moves.from_json(m.model_dump(by_alias=True)) for m in spec.moves),
             migrations=tuple(
-                Decision.from_json(d.model_dump(by_alias=True)) for d in spec.migrations
+                MigrationAnswer.from_json(d.model_dump(by_alias=True)) for d in spec.migrations
             ),
             kubeshare=spec.kubeshare,
             service=None if spec.service is None else Service._of(spec.service),

@@ -106,11 +106,6 @@ def writable_status(kind: str, status: Mapping[str, Any]) -> dict[str, Any]:
     return pruned if isinstance(pruned, dict) else {}
 
 
-def kubernetes_version() -> str:
-    """The Kubernetes version whose schema templates are checked against."""
-    return _schema().version
-
-
 def path_text(where: tuple[str | int, ...]) -> str:
     """``spec.containers[0].resources.limits['nvidia.com/gpu']``."""
     out = ""

@@ -13,13 +13,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cached_property, lru_cache
+from functools import cached_property, lru_cache, partial
 from types import MappingProxyType
 from typing import Any, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
 
+from policy.memo import Memo
 from policy.model import conditions as cond
 from policy.model.apischema import check_template, writable_status
 from policy.model.bounds import (
@@ -125,6 +126,7 @@ MXJOB = JobKind(
     ),
     singletons=("Scheduler",),
 )
+KINDS: tuple[JobKind, ...] = (TFJOB, MXJOB)  # every kind Dragonet runs: one queue for all
 
 WORKER = "Worker"
 RestartPolicy = Literal["Always", "OnFailure", "Never", "ExitCode"]
@@ -612,6 +614,19 @@ def checkpoint_interval(annotations: Mapping[str, str]) -> float | None:
         raise InvalidJob(str(err)) from None
 
 
+def parsed_job(obj: Mapping[str, Any], kind: JobKind, memo: Memo) -> Job | InvalidJob:
+    """``job_or_why``, once per content of the object (``memo``)."""
+    return memo.parsed("job:" + kind.kind, obj, partial(job_or_why, kind=kind))
+
+
+def job_or_why(obj: Mapping[str, Any], kind: JobKind) -> Job | InvalidJob:
+    """The job, or what makes it invalid (returned, not raised: a memo keeps either)."""
+    try:
+        return parse_job(obj, kind)
+    except InvalidJob as err:
+        return err
+
+
 def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
     """Parse and validate; raise ``InvalidJob`` with a message that names the problem."""
     meta = parse_metadata(obj)
@@ -915,4 +930,9 @@ def _content(spec: Mapping[str, Any]) -> bytes:
 
 def child_name(job: Job, rtype: str, index: int) -> str:
     """Kubeflow's pod and service name: ``{job}-{lower-case type}-{index}``."""
-    return f"{job.name}-{rtype.lower()}-{index}"
+    return replica_name(job.name, rtype, index)
+
+
+def replica_name(job_name: str, rtype: str, index: int) -> str:
+    """``child_name`` from the job's name alone."""
+    return f"{job_name}-{rtype.lower()}-{index}"

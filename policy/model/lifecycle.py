@@ -90,18 +90,13 @@ def _succeeded(job: Job, pods: Sequence[Pod]) -> bool:
 _WAITING = Assessment(None, False, (), False, None)
 
 
-def resuming(job: Job) -> bool:
-    """Its status still says Suspended and its spec no longer does: this sync resumes it."""
-    return not job.suspend and cond.is_true(job.status.get("conditions") or [], cond.SUSPENDED)
-
-
 def assess(job: Job, pods: Sequence[Pod], now: datetime) -> Assessment:
     recorded = _recorded(job)
     if recorded:
         return Assessment(recorded, False, (), False, None)
     # The start a suspended job kept is over once it resumes (its startTime starts anew, as
     # in Kubeflow): a deadline never counts the time it spent suspended.
-    start = None if resuming(job) else parse_time(job.status.get("startTime"))
+    start = None if job.resumed else parse_time(job.status.get("startTime"))
     if not pods and start is None:
         return _WAITING  # nothing has run: nothing to judge, no deadline running
 

@@ -22,7 +22,6 @@ from policy.model.pool import GROUP, VERSION
 
 MIGRATION_KIND = "Migration"
 TYPE_KEY = f"{MIGRATION_KIND}.{VERSION}"  # Metacontroller's map key for Migrations
-PLURAL = "migrations"
 
 # A request's phase (status.phase).
 PENDING = "Pending"  # not decided yet (the pool has not seen it, or it is throttled)
@@ -43,7 +42,6 @@ THROTTLED = "Throttled"  # this worker moved less than minIntervalSeconds ago: w
 NOT_RUNNING = "NotRunning"  # the pod or its job does not run (yet): nothing to move
 DISABLED = "MigrationDisabled"  # the pool's migration.enabled is false
 NO_GAIN = "NoGain"  # (dragonet) no node would make the worker faster than where it is
-NOT_OURS = "NotOurs"  # the pod is not a Dragonet training pod
 ALREADY_MOVING = "AlreadyMoving"  # another request moves this worker now
 PLANNED = "Planned"  # (status of a Moving/Done request) the pool chose status.target
 
@@ -120,7 +118,7 @@ class MigrationRequest:
 
 
 @dataclass(frozen=True)
-class Decision:
+class MigrationAnswer:
     """The pool's answer to one request (kept in the Admission's ``migrations``)."""
 
     request: str  # the Migration's name
@@ -152,7 +150,7 @@ class Decision:
         return out
 
     @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> Decision:
+    def from_json(cls, raw: Mapping[str, Any]) -> MigrationAnswer:
         return cls(
             request=str(raw["request"]),
             uid=str(raw.get("uid") or ""),

@@ -46,7 +46,7 @@ from policy.model.admission import (
 from policy.model.cluster import Cluster, Pod
 from policy.model.jobs import WORKER, Job
 from policy.model.lifecycle import Assessment
-from policy.model.migration import Decision, MigrationRequest, Moves
+from policy.model.migration import MigrationAnswer, MigrationRequest, Moves
 from policy.model.priority import Priorities
 from policy.model.tensorboard import SLOT as TENSORBOARD
 from policy.model.timeutil import format_time, parse_time
@@ -104,7 +104,7 @@ class JobPlan:
     names: Mapping[tuple[str, int], str] = field(default_factory=dict)
     moving: Mapping[tuple[str, int], Move] = field(default_factory=dict)
     moves: tuple[Moves, ...] = ()
-    migrations: tuple[Decision, ...] = ()
+    migrations: tuple[MigrationAnswer, ...] = ()
     service: Service | None = None  # a preemption decided now: the record it writes
 
     @property

@@ -54,7 +54,7 @@ from policy.model.migration import (
     REFUSED,
     STALE,
     THROTTLED,
-    Decision,
+    MigrationAnswer,
     MigrationRequest,
     Moves,
     move_of,
@@ -88,7 +88,7 @@ class JobMoves:
     names: Mapping[Slot, str] = field(default_factory=dict)  # pod names not {job}-{t}-{i}
     moving: Mapping[Slot, Move] = field(default_factory=dict)  # moves in flight (and new)
     moves: tuple[Moves, ...] = ()  # durable counts, per worker slot
-    decisions: tuple[Decision, ...] = ()  # answers to the job's live requests
+    decisions: tuple[MigrationAnswer, ...] = ()  # answers to the job's live requests
     wake_at: datetime | None = None  # when a throttled request may move
 
 
@@ -111,7 +111,7 @@ def migrate(
         or (balance and _bursts(r))
         or not _quiet(r, requests.get(r.job.key, ()), rules)
     ]
-    states: list[tuple[_JobState, list[Decision], list[datetime]]] = []
+    states: list[tuple[_JobState, list[MigrationAnswer], list[datetime]]] = []
     if busy:  # (the load of every node: only worth reading when something may move)
         load = NodeLoad.of(ledger.cluster.pods, ledger.allocatable)
         for r in busy:
@@ -177,8 +177,8 @@ def _cpu_worker(p: Pod) -> bool:
     return p.replica_type == WORKER.lower() and not p.request[GPU]
 
 
-def _not_running(q: MigrationRequest) -> Decision:
-    return Decision(
+def _not_running(q: MigrationRequest) -> MigrationAnswer:
+    return MigrationAnswer(
         q.name, q.uid, q.pod, REFUSED, NOT_RUNNING, f"{q.pod}'s job is not running", q.node
     )
 
@@ -270,10 +270,10 @@ def _job_moves(
     reqs: Sequence[MigrationRequest],
     rules: MigrationRules | None,
     now: datetime,
-) -> tuple[_JobState, list[Decision], list[datetime]]:
+) -> tuple[_JobState, list[MigrationAnswer], list[datetime]]:
     state = _JobState(ledger, load, r, now)
     previous = {d.request: d for d in (r.admission.migrations if r.admission else ())}
-    decisions: list[Decision] = []
+    decisions: list[MigrationAnswer] = []
     wakes: list[datetime] = []
     for q in sorted(reqs, key=lambda q: (q.created, q.name)):
         prev = previous.get(q.name)
@@ -293,7 +293,7 @@ def _job_moves(
     return state, decisions, wakes
 
 
-def _progress(state: _JobState, d: Decision) -> Decision:
+def _progress(state: _JobState, d: MigrationAnswer) -> MigrationAnswer:
     """A Moving answer, a cycle later: still moving, done, or called off."""
     replacement = _replacement(d)
     slot = state.base_slot(d.pod) or state.base_slot(replacement)
@@ -301,14 +301,18 @@ def _progress(state: _JobState, d: Decision) -> Decision:
         return d
     if slot is not None and slot in state.called_off:
         why = state.called_off[slot]
-        return Decision(d.request, d.uid, d.pod, REFUSED, NO_ROOM, why, d.source, None, d.move)
+        return MigrationAnswer(
+            d.request, d.uid, d.pod, REFUSED, NO_ROOM, why, d.source, None, d.move
+        )
     if slot is not None and state.names.get(slot) == replacement:
         return _with_phase(d, DONE)
     message = f"{d.pod}'s worker was removed from the job while it moved"
-    return Decision(d.request, d.uid, d.pod, REFUSED, NOT_RUNNING, message, d.source, None, d.move)
+    return MigrationAnswer(
+        d.request, d.uid, d.pod, REFUSED, NOT_RUNNING, message, d.source, None, d.move
+    )
 
 
-def _replacement(d: Decision) -> str:
+def _replacement(d: MigrationAnswer) -> str:
     return d.pod if not d.move else pod_name(_base(d.pod), d.move)
 
 
@@ -317,18 +321,20 @@ def _base(name: str) -> str:
     return name[: -len(f"-m{n}")] if n else name
 
 
-def _with_phase(d: Decision, phase: str) -> Decision:
+def _with_phase(d: MigrationAnswer, phase: str) -> MigrationAnswer:
     message = f"{d.pod} moved from {d.source} to {d.target} (move {d.move})"
-    return Decision(d.request, d.uid, d.pod, phase, d.reason, message, d.source, d.target, d.move)  # type: ignore[arg-type]
+    return MigrationAnswer(
+        d.request, d.uid, d.pod, phase, d.reason, message, d.source, d.target, d.move
+    )  # type: ignore[arg-type]
 
 
-def _refuse(q: MigrationRequest, reason: str, message: str) -> Decision:
-    return Decision(q.name, q.uid, q.pod, REFUSED, reason, message, q.node)
+def _refuse(q: MigrationRequest, reason: str, message: str) -> MigrationAnswer:
+    return MigrationAnswer(q.name, q.uid, q.pod, REFUSED, reason, message, q.node)
 
 
 def _decide(
     state: _JobState, q: MigrationRequest, rules: MigrationRules | None
-) -> tuple[Decision, datetime | None]:
+) -> tuple[MigrationAnswer, datetime | None]:
     job = state.r.job
     if rules is None:
         return _refuse(q, DISABLED, "the pool's spec.migration.enabled is false"), None
@@ -362,7 +368,7 @@ def _decide(
     until = state.throttled_until(slot, rules.min_interval)
     if until is not None:
         message = f"worker {slot[1]} moved less than {rules.min_interval.total_seconds():g} s ago"
-        return Decision(q.name, q.uid, q.pod, PENDING, THROTTLED, message, q.node), until
+        return MigrationAnswer(q.name, q.uid, q.pod, PENDING, THROTTLED, message, q.node), until
     manual = q.reason == MANUAL
     bursting = rules.balance and not manual and _bursting(pod)
     if bursting and not state.load.full_without(pod.node or "", pod):
@@ -378,7 +384,7 @@ def _decide(
     move = _start(state, pod, slot, target, q.reason)
     message = f"moving {q.pod} from {pod.node} to {target} as {move.pod}"
     n = state.counts[slot].count
-    return Decision(q.name, q.uid, q.pod, MOVING, why[0], message, pod.node, target, n), None
+    return MigrationAnswer(q.name, q.uid, q.pod, MOVING, why[0], message, pod.node, target, n), None
 
 
 def _is_chief(job: Job, slot: Slot) -> bool:

@@ -20,19 +20,26 @@ from policy.model.admission import Admission, Placement
 from policy.model.cluster import L_JOB, Cluster, Node, Pod
 from policy.model.gpushare import SHAREPOD_KIND, SHAREPODS, VGPU_POD, with_device
 from policy.model.jobs import (
-    MXJOB,
+    KINDS,
     TFJOB,
     InvalidJob,
     Job,
-    JobKind,
     child_name,
-    parse_job,
+    job_or_why,
     pod_limits,
 )
 from policy.model.migration import TYPE_KEY as MIGRATIONS
 from policy.model.migration import MigrationRequest
 from policy.model.pool import DEFAULT_POOL, POOL_KIND, VERSION, PoolSpec
 from policy.model.priority import Priorities
+from policy.model.request import (
+    UNREADABLE,
+    MalformedRequest,
+    ObjectMap,
+    items,
+    job_type_key,
+    objects,
+)
 from policy.model.tensorboard import LABEL as TB
 from policy.model.tensorboard import SLOT as TENSORBOARD
 
@@ -40,14 +47,8 @@ NODES = "Node.v1"
 PODS = "Pod.v1"
 PRIORITY_CLASSES = "PriorityClass.scheduling.k8s.io/v1"
 POOLS = f"{POOL_KIND}.{VERSION}"
-KINDS: tuple[JobKind, ...] = (TFJOB, MXJOB)  # one queue for all of them
 
-ObjectMap = Mapping[str, Mapping[str, Mapping[str, Any]]]
 T = TypeVar("T")
-
-
-class MalformedRequest(ValueError):
-    """The request is not a hook request we can read (answered with HTTP 400)."""
 
 
 @dataclass(frozen=True)
@@ -72,33 +73,6 @@ class PoolSnapshot:
     requests: Mapping[str, tuple[MigrationRequest, ...]] = field(default_factory=dict)
     # The spec as canonical JSON (what memos key on); None if JSON cannot hold a value of it.
     spec_content: bytes | None = b"{}"
-
-
-def job_type_key(kind: JobKind) -> str:
-    return f"{kind.kind}.{kind.api_version}"
-
-
-def items(group: ObjectMap, type_key: str) -> list[tuple[str, Any]]:
-    """The (key, object) pairs of one type, as they came (an entry may not be an object)."""
-    objs = group.get(type_key) or {}
-    if not isinstance(objs, Mapping):
-        raise MalformedRequest(f"{type_key} must map names to objects")
-    return list(objs.items())
-
-
-def objects(group: ObjectMap, type_key: str) -> list[Mapping[str, Any]]:
-    return [o for _, o in items(group, type_key) if isinstance(o, Mapping)]
-
-
-def parsed_job(obj: Mapping[str, Any], kind: JobKind, memo: Memo) -> Job | InvalidJob:
-    return memo.parsed("job:" + kind.kind, obj, partial(_job_or_why, kind=kind))
-
-
-def _job_or_why(obj: Mapping[str, Any], kind: JobKind) -> Job | InvalidJob:
-    try:
-        return parse_job(obj, kind)
-    except InvalidJob as err:
-        return err
 
 
 def _admissions(children: ObjectMap, memo: Memo) -> dict[str, Admission]:
@@ -127,7 +101,7 @@ def _jobs(
     orphans: list[tuple[Job, str]] = []
     for kind in KINDS:
         # One job that cannot be read never stops the plan for everyone else.
-        read = partial(_job_or_why, kind=kind)
+        read = partial(job_or_why, kind=kind)
         for job in _each(related, job_type_key(kind), read, problems, memo):
             if isinstance(job, InvalidJob):
                 continue  # its own sync marks it Failed with what is wrong
@@ -325,11 +299,6 @@ def _requests(
         if job in jobs:
             out.setdefault(job, []).append(q)
     return {k: tuple(v) for k, v in out.items()}
-
-
-# What reading one object of the request may raise: it is then left out of the plan and
-# reported in the pool's status, never the end of the sync (DESIGN §2.8).
-UNREADABLE = (KeyError, TypeError, ValueError, ArithmeticError, AttributeError, RecursionError)
 
 
 def _each(

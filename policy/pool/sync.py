@@ -33,8 +33,7 @@ from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.bounds import MAX_DEPTH, nested_within
 from policy.model.cluster import Cluster, Node
 from policy.model.jobs import Job
-from policy.model.lifecycle import resuming
-from policy.model.migration import Decision, Moves
+from policy.model.migration import MigrationAnswer, Moves
 from policy.model.pool import DEFAULT_POOL
 from policy.model.resources import PODS, Resources, format_quantity
 from policy.model.timeutil import format_time
@@ -314,7 +313,7 @@ def _admission(
         kept = previous.admitted_at if previous is not None and previous.admitted else None
         # A job resumed a moment ago still shows the start it kept while suspended; one
         # preempted runs anew from now.
-        again = resuming(job) or (previous is not None and previous.preempted)
+        again = job.resumed or (previous is not None and previous.preempted)
         started = None if again else job.status.get("startTime")
         admitted = kept or started or stamp
     service = jp.service or (previous.service if previous is not None else None)
@@ -361,7 +360,7 @@ def _for(
     gang: Gang | None = None,
     gang_note: str = "",
     moves: tuple[Moves, ...] = (),
-    migrations: tuple[Decision, ...] = (),
+    migrations: tuple[MigrationAnswer, ...] = (),
     service: Service | None = None,
     grace_seconds: int | None = None,
     kubeshare: str = "",

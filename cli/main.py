@@ -164,8 +164,8 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
     ]
     from policy.model.admission import NO_KUBESHARE
     from policy.model.admission import TYPE_KEY as ADMISSIONS
+    from policy.model.request import object_map
     from webhooks.app import create_app
-    from webhooks.hooks import object_map
     from webhooks.plan import NEVER_RUNS, plan_pool, post
 
     client = create_app(settings).test_client()
