@@ -15,6 +15,7 @@ COPY policy/ policy/
 COPY webhooks/ webhooks/
 COPY monitor/ monitor/
 COPY reaper/ reaper/
+COPY live/ live/
 RUN pip install --no-cache-dir --prefix=/install .
 
 FROM python:3.11-slim

@@ -572,10 +572,11 @@ def run(args: argparse.Namespace) -> int:
                 print(f"dragonet simulate: {policy}: {e}", file=sys.stderr)
                 return 1
     if dump is not None:
-        shown = dump.write(dump_path)
+        cut = results[-1].summary.get("stopped_at_horizon")
+        shown = dump.write(dump_path, args.horizon * DAY if cut else None)
         at = getattr(args, "dump_at", None)
         late = at is not None and shown < at
-        when = f"its end, {shown:g} s, before --dump-at" if late else f"{shown:g} s"
+        when = f"{shown:g} s, where the horizon cut the run" if late else f"{shown:g} s"
         print(f"wrote {dump_path} (the objects at simulated time {when})", file=sys.stderr)
     if args.json:
         for r in results:

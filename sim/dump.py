@@ -35,20 +35,20 @@ class StateDump:
         if self._taken is None and self.at is not None and self.clock() > self.at:
             self._taken = self.api.dump(undo=(tkey, old, new))
 
-    def result(self) -> tuple[dict[str, Any], float]:
-        """The List, and the simulated second it shows: ``at``, or the end of a run that
-        ended before it (or was not asked for a time)."""
+    def result(self, horizon: float | None = None) -> tuple[dict[str, Any], float]:
+        """The List, and the simulated second it shows: ``at`` (a run that ended before
+        it changes nothing after its end), else the end. ``horizon``: where a run the
+        horizon cut stopped; past it nothing was simulated, so the List shows the end."""
         if self._taken is not None and self.at is not None:
             return self._taken, self.at
-        now = self.clock()
-        if self.at is not None and now >= self.at:  # nothing changed after it
+        if self.at is not None and (horizon is None or self.at <= horizon):
             return self.api.dump(), self.at
-        return self.api.dump(), now
+        return self.api.dump(), self.clock()
 
-    def write(self, path: str | Path) -> float:
+    def write(self, path: str | Path, horizon: float | None = None) -> float:
         """Write the List as JSON; returns the simulated second it shows."""
         import orjson
 
-        state, when = self.result()
+        state, when = self.result(horizon)
         Path(path).write_bytes(orjson.dumps(state, option=orjson.OPT_INDENT_2) + b"\n")
         return when
