@@ -34,6 +34,7 @@ examples:
   dragonet simulate --mc-qps 50 --mc-burst 100 --json  # a faster Metacontroller client
   dragonet simulate --mc-cost-free                    # writes free and instant (the old model)
   dragonet simulate --trace workload-1.csv --pool examples/pollux-tiresias-pool.yaml
+  dragonet simulate examples/elastic.yaml --policy dragonet --dump state.json --dump-at 600
 
 policies: dragonet (the product), dragon (DRAGON's rules), gang-fifo (all-or-nothing
 FIFO, static sizes), kube-default (no admission: the kube-scheduler places each pod),

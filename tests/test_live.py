@@ -26,7 +26,8 @@ from sim.apiserver import EPOCH
 from sim.dump import StateDump
 from sim.engine import Scenario, SimConfig, Simulation
 from tests.dumpserver import DumpServer
-from tests.kubefake import KUBECONFIG, use_kubeconfig
+from tests.kube_schema import validate_k8s
+from tests.kubefake import KUBECONFIG, granted, use_kubeconfig
 from tests.simkit import gpu_nodes, job, scenario
 from webhooks.cli import main
 
@@ -389,3 +390,21 @@ def test_the_plugin_is_installed_and_its_help_loads_no_client() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
     ).stdout.splitlines()[-1]
     assert loaded == "False"
+
+
+def test_the_viewer_role_grants_every_read_the_commands_make(server, capsys) -> None:
+    """examples/rbac/kubectl-dragonet-viewer.yaml, checked against the requests made."""
+    role = yaml.safe_load((ROOT / "examples/rbac/kubectl-dragonet-viewer.yaml").read_text())
+    validate_k8s(role)
+    for argv in (["status"], ["queue", "-o", "wide"], ["explain", "elastic"], ["nodes"]):
+        assert run(capsys, *argv)[0] == 0
+    needed = set()
+    for path in server.calls:
+        segs = path.strip("/").split("/")
+        group = "" if segs[0] == "api" else segs[1]
+        rest = segs[2:] if segs[0] == "api" else segs[3:]
+        if rest[:1] == ["namespaces"]:
+            rest = rest[2:]
+        needed.add((group, rest[0], "get" if len(rest) > 1 else "list"))
+    assert needed <= granted(role), needed - granted(role)
+    assert {v for _, _, v in granted(role)} == {"get", "list"}  # read-only

@@ -378,7 +378,8 @@ def main(argv: list[str] | None = None) -> int:
         prog=program(),  # "kubectl dragonet" when kubectl runs us as its plugin
         description="Dragonet: gang admission and elastic scaling of TFJobs on Kubernetes. "
         "Serve the Metacontroller webhooks, show what they would create for jobs on a "
-        "cluster, simulate a cluster running them, or convert legacy job manifests.",
+        "cluster, simulate a cluster running them, or convert legacy job manifests; on a "
+        "live cluster (kubectl dragonet), show pools, queues, jobs and nodes.",
         epilog="run 'dragonet COMMAND --help' for a command's options and examples",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
