@@ -140,23 +140,30 @@ def pools_of(node: Obj, pools: Sequence[Obj]) -> list[str]:
     return out
 
 
-def node_rows(nodes: Iterable[Obj], pods: Iterable[Obj], pools: Sequence[Obj]) -> list[dict]:
+def node_rows(
+    nodes: Sequence[Obj], pods: Iterable[Obj], pools: Sequence[Obj]
+) -> list[dict[str, Any]]:
     """``nodes``: what each node holds (pods by job) and has free, per resource; a pod
-    counts on the node it is bound or pinned to until it ends, as in the pool's sync."""
-    parsed = [Node.from_object(n) for n in nodes]
-    by_node: dict[str, list[Pod]] = {n.name: [] for n in parsed}
-    host = {n.hostname: n.name for n in parsed}
+    counts on the node it is bound or pinned to until it ends, as in the pool's sync.
+    A node or pod that cannot be read is left out, as the pool leaves it out."""
+    parsed: list[tuple[Node, Obj]] = []
+    for obj in nodes:
+        try:
+            parsed.append((Node.from_object(obj), obj))
+        except (ValueError, TypeError, AttributeError):
+            continue
+    by_node: dict[str, list[Pod]] = {n.name: [] for n, _ in parsed}
+    host = {n.hostname: n.name for n, _ in parsed}
     for obj in pods:
         try:
             pod = Pod.from_object(obj, "tensorflow")
         except (ValueError, TypeError, AttributeError):
-            continue  # a pod we cannot read holds nothing we could say
+            continue
         node = host.get(pod.node or "", pod.node)
         if node in by_node and pod.occupies:
             by_node[node].append(pod)
-    raw = {n["metadata"]["name"]: n for n in nodes} if isinstance(nodes, list) else {}
     rows = []
-    for node in parsed:
+    for node, obj in parsed:
         held = by_node[node.name]
         requested = Resources.total(p.request for p in held)
         names = sorted(k for k in node.allocatable if k != PODS)
@@ -165,7 +172,7 @@ def node_rows(nodes: Iterable[Obj], pods: Iterable[Obj], pools: Sequence[Obj]) -
             jobs[p.job or "(other)"] = jobs.get(p.job or "(other)", 0) + 1
         row: dict[str, Any] = {
             "name": node.name,
-            "pools": pools_of(raw[node.name], pools) if node.name in raw else [],
+            "pools": pools_of(obj, pools),
             "allocatable": _quantities(node.allocatable, names),
             "requested": _quantities(requested, names),
             "free": _quantities(node.allocatable - requested, names),
