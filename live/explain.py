@@ -129,8 +129,10 @@ def explain(
     meta, status = job.get("metadata") or {}, job.get("status") or {}
     scheduling = status.get("scheduling") or {}
     key = f"{meta.get('namespace')}/{meta.get('name')}"
-    reason = scheduling.get("reason") or ""
     phase = scheduling.get("phase") or ("Queued" if admission is None else "")
+    # A job no sync has written a status for yet waits for its pool, as its own sync says.
+    unseen = admission is None and not scheduling and phase == "Queued"
+    reason = scheduling.get("reason") or (codes.WAITING_FOR_POOL if unseen else "")
     out: dict[str, Any] = {
         "job": key,
         "kind": job.get("kind", ""),

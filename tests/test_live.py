@@ -408,3 +408,24 @@ def test_the_viewer_role_grants_every_read_the_commands_make(server, capsys) -> 
         needed.add((group, rest[0], "get" if len(rest) > 1 else "list"))
     assert needed <= granted(role), needed - granted(role)
     assert {v for _, _, v in granted(role)} == {"get", "list"}  # read-only
+
+
+def test_explain_finds_an_mxjob_that_no_sync_has_seen_yet(server, capsys) -> None:
+    mxjob = yaml.safe_load((ROOT / "examples/mxjobs/linear.yaml").read_text())
+    name = mxjob["metadata"]["name"]
+    mxjob["metadata"].update(
+        namespace="default", uid="uid-mx", creationTimestamp="2026-01-01T00:07:00Z"
+    )
+    server.items.append(mxjob)
+    code, out, _ = run(capsys, "explain", name)  # not a TFJob: the MXJob of that name
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == f"MXJob default/{name} in TrainingPool default: Queued (WaitingForPool)"
+    assert "Would run:  its pool's sync: check that Metacontroller runs" in out
+    assert "Admission:  none yet" in out
+    code, out, _ = run(capsys, "explain", f"mxjob/{name}", "-o", "json")
+    assert (
+        __import__("json")
+        .loads(out)["needs"]
+        .endswith("at once, for its 1 scheduler and 1 server plus 2 workers")
+    )
