@@ -11,6 +11,7 @@ The run (dragonet policy, two 4-GPU nodes), dumped 450 s in:
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from datetime import timedelta
@@ -143,7 +144,7 @@ def test_status_shows_each_pools_policy_nodes_queue_admitted_and_free_room(serve
         "FREE MEMORY": row["FREE MEMORY"],
     }
     code, out, _ = run(capsys, "status", "-o", "json")
-    [pool] = __import__("json").loads(out)
+    [pool] = json.loads(out)
     assert (pool["queued"], pool["admitted"], pool["free"]["nvidia.com/gpu"]) == (2, 3, "0")
     assert pool["capacity"]["nvidia.com/gpu"] == "8"
 
@@ -209,7 +210,7 @@ def test_explain_a_preempted_job_says_by_whom_and_why(server, capsys) -> None:
     [line] = [x for x in out.splitlines() if x.startswith("Preempted:")]
     assert "by default/elastic (default/elastic has higher priority (0 > -100))" in line
     code, out, _ = run(capsys, "explain", "low", "-o", "json")
-    info = __import__("json").loads(out)
+    info = json.loads(out)
     assert info["preempted"]["by"] == "default/elastic" and info["position"] == 2
 
 
@@ -285,7 +286,7 @@ def test_explain_without_permission_to_read_events_still_explains_and_says_so(
 def test_nodes_shows_what_each_node_holds_and_has_free(server, capsys, state) -> None:
     code, out, err = run(capsys, "nodes", "-o", "json")
     assert code == 0 and err == ""
-    rows = {r["name"]: r for r in __import__("json").loads(out)}
+    rows = {r["name"]: r for r in json.loads(out)}
     assert set(rows) == {"gpu-1", "gpu-2"}
     # Independently of the command: what the dump's bound, unfinished pods request.
     for name, row in rows.items():
@@ -424,8 +425,5 @@ def test_explain_finds_an_mxjob_that_no_sync_has_seen_yet(server, capsys) -> Non
     assert "Would run:  its pool's sync: check that Metacontroller runs" in out
     assert "Admission:  none yet" in out
     code, out, _ = run(capsys, "explain", f"mxjob/{name}", "-o", "json")
-    assert (
-        __import__("json")
-        .loads(out)["needs"]
-        .endswith("at once, for its 1 scheduler and 1 server plus 2 workers")
-    )
+    needs = json.loads(out)["needs"]
+    assert needs.endswith("at once, for its 1 scheduler and 1 server plus 2 workers")
