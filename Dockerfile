@@ -16,6 +16,7 @@ COPY webhooks/ webhooks/
 COPY cli/ cli/
 COPY monitor/ monitor/
 COPY reaper/ reaper/
+COPY live/ live/
 RUN pip install --no-cache-dir --prefix=/install .
 
 FROM python:3.11-slim

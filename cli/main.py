@@ -370,11 +370,16 @@ def _setting_error(err: ValueError, given: Sequence[str] = ()) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # kubectl dragonet's commands (live/): the same program, read-only against a cluster.
+    from live.commands import COMMANDS as LIVE
+    from live.commands import add_parsers, program
+
     parser = argparse.ArgumentParser(
-        prog="dragonet",
+        prog=program(),  # "kubectl dragonet" when kubectl runs us as its plugin
         description="Dragonet: gang admission and elastic scaling of TFJobs on Kubernetes. "
         "Serve the Metacontroller webhooks, show what they would create for jobs on a "
-        "cluster, simulate a cluster running them, or convert legacy job manifests.",
+        "cluster, simulate a cluster running them, or convert legacy job manifests; on a "
+        "live cluster (kubectl dragonet), show pools, queues, jobs and nodes.",
         epilog="run 'dragonet COMMAND --help' for a command's options and examples",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -448,6 +453,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="exit 1 when any field was not carried over (the output is still printed)",
     )
+    add_parsers(sub)
     try:  # the image ships the webhook only: serve and render work without the simulator
         from sim.cli import add_parser, run
     except ImportError as missing:
@@ -457,6 +463,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         add_parser(sub)
     args = parser.parse_args(argv)
+    if args.command in LIVE:
+        from live.commands import run as run_live
+
+        return _guarded(args.command, lambda: run_live(args))
     if args.command == "simulate":
         if run is None:
             print(f"dragonet simulate: the simulator is not installed ({absent})", file=sys.stderr)

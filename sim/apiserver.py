@@ -24,6 +24,18 @@ Watcher = Callable[[str, Obj | None, Obj | None], None]
 
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
+# What ``dump`` writes, in this order: what ``kubectl get nodes,pods,trainingpools,tfjobs,
+# mxjobs,admissions,events.events.k8s.io -A -o json`` returns (Events only if the run has any).
+DUMPED_TYPES = (
+    "Node.v1",
+    "Pod.v1",
+    "TrainingPool.dragonet.io/v1alpha1",
+    "TFJob.kubeflow.org/v1",
+    "MXJob.kubeflow.org/v1",
+    "Admission.dragonet.io/v1alpha1",
+    "Event.events.k8s.io/v1",
+)
+
 
 def stamp(t: float) -> str:
     """A Kubernetes timestamp (whole seconds) for simulated time ``t``."""
@@ -34,6 +46,11 @@ def stamp(t: float) -> str:
 def _stamp(seconds: int) -> str:
     # Many writes share a second (formatting a datetime is slow).
     return (EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _list_order(key: str) -> tuple[str, str]:
+    namespace, _, name = key.rpartition("/")
+    return (namespace, name)
 
 
 class Conflict(Exception):
@@ -79,6 +96,33 @@ class ApiServer:
             hit = (rv, orjson.dumps(obj))
             self._bytes[k] = hit
         return hit[1]
+
+    def dump(
+        self,
+        types: tuple[str, ...] = DUMPED_TYPES,
+        undo: tuple[str, Obj | None, Obj | None] | None = None,
+    ) -> dict[str, Any]:
+        """The stored objects of ``types`` as one Kubernetes ``List`` (apiVersion v1, kind
+        List, items): each type in turn, each by namespace and name, as the API server lists
+        them. ``undo`` (a watcher's change: type key, old, new) is left out, so a watcher
+        sees the objects as they were just before that change."""
+        items: list[Obj] = []
+        for tkey in types:
+            bucket = dict(self.objects.get(tkey, {}))
+            if undo is not None and undo[0] == tkey:
+                _, old, new = undo
+                key = object_key(new or old or {"metadata": {"name": ""}})
+                if old is None:
+                    bucket.pop(key, None)
+                else:
+                    bucket[key] = old
+            items += (bucket[k] for k in sorted(bucket, key=_list_order))
+        return {
+            "apiVersion": "v1",
+            "kind": "List",
+            "metadata": {"resourceVersion": ""},
+            "items": items,
+        }
 
     # --- writes ------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ examples:
   dragonet simulate --mc-qps 50 --mc-burst 100 --json  # a faster Metacontroller client
   dragonet simulate --mc-cost-free                    # writes free and instant (the old model)
   dragonet simulate --trace workload-1.csv --pool examples/pollux-tiresias-pool.yaml
+  dragonet simulate examples/elastic.yaml --policy dragonet --dump state.json --dump-at 600
 
 policies: dragonet (the product), dragon (DRAGON's rules), gang-fifo (all-or-nothing
 FIFO, static sizes), kube-default (no admission: the kube-scheduler places each pod),
@@ -216,6 +217,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "and converged or overloaded workers are asked to move (docs/migration.md); the "
         "JSON summary counts migrations and requests",
     )
+    s.add_argument(
+        "--dump",
+        metavar="JSON",
+        help="write the simulated API server's nodes, pods, pools, jobs and Admissions at the "
+        "end of the run (or at --dump-at) as a List, as 'kubectl get ... -A -o json' would "
+        "(one policy only)",
+    )
+    s.add_argument(
+        "--dump-at",
+        type=float,
+        metavar="SECONDS",
+        help="with --dump: the objects as they stood this many simulated seconds in",
+    )
     s.add_argument("--json", action="store_true", help="print one JSON summary line per policy")
     s.add_argument(
         "--plot",
@@ -254,6 +268,8 @@ def flag_problem(args: argparse.Namespace) -> str | None:
             ok = ok and value <= 1
         if not ok:
             return f"--{name.replace('_', '-')} {value:g}: must be {what}"
+    if problem := _dump_problem(args):
+        return problem
     if args.plot:
         plot = Path(args.plot)
         if plot.suffix.lower() != ".png":
@@ -265,6 +281,24 @@ def flag_problem(args: argparse.Namespace) -> str | None:
 
         if not os.access(folder, os.W_OK):
             return f"--plot {args.plot}: directory {str(folder)!r} is not writable"
+    return None
+
+
+def _dump_problem(args: argparse.Namespace) -> str | None:
+    import math
+    import os
+
+    dump, at = getattr(args, "dump", None), getattr(args, "dump_at", None)
+    if at is not None and not dump:
+        return "--dump-at needs --dump (the file to write)"
+    if at is not None and not (math.isfinite(at) and at >= 0):
+        return f"--dump-at {at:g}: must be simulated seconds, 0 or more"
+    if dump:
+        folder = Path(dump).parent
+        if not folder.is_dir():
+            return f"--dump {dump}: no such directory {str(folder)!r}"
+        if not os.access(folder, os.W_OK):
+            return f"--dump {dump}: directory {str(folder)!r} is not writable"
     return None
 
 
@@ -442,6 +476,7 @@ def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
     from policy.model.pool import PoolSpec, pool_object
+    from sim.dump import StateDump
     from sim.engine import DAY, SimConfig, Simulation, SimulationError
     from sim.results import SimResult
 
@@ -460,6 +495,14 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if not scenario.jobs:
         print(f"dragonet simulate: {scenario.name}: no jobs to run", file=sys.stderr)
+        return 2
+    dump_path = getattr(args, "dump", None)
+    if dump_path and len(policies) > 1:
+        print(
+            f"dragonet simulate: --dump {dump_path}: one policy's objects at a time "
+            f"(add --policy, e.g. --policy {policies[0]})",
+            file=sys.stderr,
+        )
         return 2
     fallback = args.trace or (args.inputs[0] if args.inputs else str(DEFAULT_SCENARIO))
     kubeshare = getattr(args, "kubeshare", "none")
@@ -491,6 +534,7 @@ def run(args: argparse.Namespace) -> int:
     from sim.report import LiveView, horizon_note, print_summary
 
     results: list[SimResult] = []
+    dump: StateDump | None = None
     with LiveView(err, enabled=True, policies=len(policies)) as live:
         for policy in policies:
             config = SimConfig(
@@ -518,10 +562,23 @@ def run(args: argparse.Namespace) -> int:
                 own = pool.model_dump(mode="json", exclude_defaults=True) | {"policy": policy}
                 run_on = replace(scenario, objects=(*scenario.objects, pool_object(**own)))
             try:
-                results.append(Simulation(run_on, config, on_progress=live.update).run())
+                sim = Simulation(run_on, config, on_progress=live.update)
+                dump = (
+                    StateDump(sim.api, lambda s=sim: s.now, getattr(args, "dump_at", None))
+                    if dump_path
+                    else None
+                )
+                results.append(sim.run())
             except SimulationError as e:
                 print(f"dragonet simulate: {policy}: {e}", file=sys.stderr)
                 return 1
+    if dump is not None:
+        cut = results[-1].summary.get("stopped_at_horizon")
+        shown = dump.write(dump_path, args.horizon * DAY if cut else None)
+        at = getattr(args, "dump_at", None)
+        late = at is not None and shown < at
+        when = f"{shown:g} s, where the horizon cut the run" if late else f"{shown:g} s"
+        print(f"wrote {dump_path} (the objects at simulated time {when})", file=sys.stderr)
     if args.json:
         for r in results:
             sys.stdout.write(orjson.dumps(dict(r.summary)).decode() + "\n")

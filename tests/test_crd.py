@@ -239,6 +239,8 @@ def test_printer_columns() -> None:
     assert columns == {
         "State": (".status.conditions[-1:].type", "string", 0),
         "Scheduling": (".status.scheduling.phase", "string", 0),
+        "Pool": (".status.scheduling.pool", "string", 0),
+        "Reason": (".status.scheduling.reason", "string", 0),
         "Workers": (".status.scheduling.workers.current", "integer", 0),
         "Max": (".status.scheduling.workers.max", "integer", 1),
         "Message": (".status.scheduling.message", "string", 1),

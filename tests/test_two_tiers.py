@@ -96,6 +96,7 @@ def test_a_queued_admission_creates_nothing_and_its_message_is_the_jobs(hook: Ho
     assert body["children"] == []
     assert body["status"]["scheduling"] == {
         "phase": "Queued",
+        "pool": "default",
         "message": "waiting: jobs ahead claim it",
         "workers": {"current": 0, "target": 0, "min": 1, "max": 4},
         "nodes": [],
@@ -168,6 +169,17 @@ def test_a_pools_status_counts_nodes_jobs_and_usage(hook: Hook) -> None:
                     "memory": "0",
                     "nvidia.com/gpu": "0",
                 },
+            }
+        ],
+        # The queue in the open: second waits behind first's claim on the one node.
+        "queue": [
+            {
+                "position": 1,
+                "job": "default/second",
+                "kind": "TFJob",
+                "priority": 0,
+                "enqueued": "2026-11-21T09:00:01Z",
+                "reason": "WaitingForCapacity",
             }
         ],
     }

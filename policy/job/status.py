@@ -157,6 +157,7 @@ def scheduling(v: JobSyncView, nodes: list[str]) -> dict[str, Any]:
     job = v.job
     section: dict[str, Any] = {
         "phase": v.phase,
+        "pool": v.pool,  # kubectl get tfjobs' Pool column
         "message": message(v),
         "workers": {
             "current": sum(1 for p in v.pods if p.replica_type == "worker" and p.live),

@@ -41,6 +41,7 @@ from policy.pool.cycle import JobPlan, plan
 from policy.pool.devices import name_devices
 from policy.pool.gang import gang_of, note
 from policy.pool.observe import PoolSnapshot, items, observe
+from policy.pool.queue_status import queue_status
 from policy.pool.rules import LAS_POLICIES, rules_for
 from policy.pool.running import last_scale
 
@@ -161,6 +162,19 @@ def sync(
     ]
     until = min([*wakes, *deadlines]) if wakes or deadlines else None
     status = _status(snap, result.jobs.values(), memo)
+    elsewhere = [(j, NO_SUCH_POOL) for j, _ in snap.orphans]
+    elsewhere += [(j, NO_KUBESHARE) for j in snap.no_kubeshare]
+    queue = queue_status(
+        result.jobs.values(),
+        now,
+        rules,
+        snap.priorities,
+        snap.admissions,
+        snap.cluster.pods,
+        waiting_elsewhere=elsewhere,
+    )
+    if queue:
+        status["queue"] = queue
     if key is not None:
         timeless = _timeless(snap, admissions, stamp)
         memo.last = _Answered(key, admissions, status, wake, now, until, timeless)

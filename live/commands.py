@@ -1,0 +1,275 @@
+"""``kubectl dragonet status|queue|explain|nodes``: the parser (cheap to import: ``--help``
+loads no client) and the commands, each a few reads and one view.
+
+Every failure is one line on stderr and exit status 1: no cluster, no permission, no such
+pool or job, Dragonet not installed. Nothing is written to the cluster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from live.kube import Kube
+
+COMMANDS = ("status", "queue", "explain", "nodes")
+
+EXAMPLES = {
+    "status": "  kubectl dragonet status\n  kubectl dragonet status gpu -o yaml",
+    "queue": "  kubectl dragonet queue\n  kubectl dragonet queue default -n team-a -o wide",
+    "explain": "  kubectl dragonet explain job3 -n team-a\n"
+    "  kubectl dragonet explain mxjob/mx1 -o json",
+    "nodes": "  kubectl dragonet nodes\n  kubectl dragonet nodes gpu -o json",
+}
+HELP = {
+    "status": "pools: policy, nodes, queued and admitted jobs, free room",
+    "queue": "each pool's queue in order: position, priority, LAS queue, wait, why",
+    "explain": "why a job waits, shrank or was preempted, what would let it run, its Events",
+    "nodes": "what each node holds (pods by job) and has free, per resource",
+}
+
+
+def program() -> str:
+    """``kubectl dragonet`` when kubectl runs us as its plugin, else ``dragonet``."""
+    return "kubectl dragonet" if os.path.basename(sys.argv[0]) == "kubectl-dragonet" else "dragonet"
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    for name in COMMANDS:
+        p = sub.add_parser(
+            name,
+            help=f"(live cluster) {HELP[name]}",
+            description=f"{HELP[name][0].upper()}{HELP[name][1:]}, read from the current "
+            "kubeconfig context (read-only).",
+            epilog="examples:\n" + EXAMPLES[name],
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        if name == "explain":
+            p.add_argument("job", help="the job: NAME, tfjob/NAME or mxjob/NAME")
+        else:
+            p.add_argument("pool", nargs="?", help="one TrainingPool (default: every pool)")
+        p.add_argument(
+            "-o",
+            "--output",
+            choices=["table", "wide", "json", "yaml"],
+            default="table",
+            help="a table (default; wide adds columns), or JSON or YAML",
+        )
+        p.add_argument("-n", "--namespace", help="the namespace (default: the context's)")
+        p.add_argument(
+            "-A",
+            "--all-namespaces",
+            action="store_true",
+            help="jobs of every namespace (queue lists every namespace unless -n is given)",
+        )
+        p.add_argument("--context", help="the kubeconfig context to use")
+        p.add_argument("--kubeconfig", help="the kubeconfig file (default: $KUBECONFIG)")
+        p.add_argument(
+            "--request-timeout",
+            type=float,
+            default=10.0,
+            metavar="SECONDS",
+            help="give up on a request after this long (10)",
+        )
+
+
+def run(args: argparse.Namespace) -> int:
+    from live.kube import Kube, LiveError
+
+    try:
+        kube = Kube(args.kubeconfig, args.context, args.request_timeout)
+        return _COMMANDS[args.command](kube, args)
+    except LiveError as err:
+        print(f"{program()} {args.command}: {err}", file=sys.stderr)
+        return 1
+
+
+def _pools(kube: Kube, name: str | None) -> list[dict[str, Any]]:
+    from live.kube import POOLS, NotFound
+
+    try:
+        if name:
+            return [kube.get(f"{POOLS}/{name}")]
+        return list(kube.list(POOLS))
+    except NotFound:
+        if name and _installed(kube):
+            raise NotFound(f"no TrainingPool {name!r} (kubectl get trainingpools)") from None
+        raise NotFound(
+            "Dragonet is not installed here: the API server has no TrainingPools "
+            "(trainingpools.dragonet.io)"
+        ) from None
+
+
+def _installed(kube: Kube) -> bool:
+    from live.kube import POOLS, NotFound
+
+    try:
+        kube.get(POOLS, limit=1)
+    except NotFound:
+        return False
+    return True
+
+
+def status(kube: Kube, args: argparse.Namespace) -> int:
+    from live.table import emit, resource_label, table
+    from live.views import headline, pool_rows
+
+    rows = pool_rows(_pools(kube, args.pool))
+    shown = headline(rows, "capacity")
+    cols = [
+        ("NAME", lambda r: r["name"]),
+        ("POLICY", lambda r: r["policy"]),
+        ("NODES", lambda r: r["nodes"]),
+        ("QUEUED", lambda r: r["queued"]),
+        ("ADMITTED", lambda r: r["admitted"]),
+        *((f"FREE {resource_label(k)}", lambda r, k=k: _of(r, k)) for k in shown),
+    ]
+    if args.output == "wide":
+        cols.append(("MESSAGE", lambda r: r.get("message", "")))
+    emit(rows, args.output, lambda: table(rows, cols) if rows else ["No TrainingPools found."])
+    return 0
+
+
+def _of(row: dict[str, Any], name: str) -> str:
+    return f"{row['free'].get(name, '0')}/{row['capacity'].get(name, '0')}"
+
+
+def queue(kube: Kube, args: argparse.Namespace) -> int:
+    from live.table import emit, table
+    from live.views import listed_more, queue_rows, utc_now
+
+    pools = _pools(kube, args.pool)
+    namespace = None if args.all_namespaces else args.namespace
+    messages = _messages(kube, namespace) if args.output == "wide" else None
+    rows = queue_rows(pools, utc_now(), namespace, messages)
+    cols = [
+        ("POOL", lambda r: r["pool"]),
+        ("POSITION", lambda r: r["position"]),
+        ("JOB", lambda r: r["job"]),
+        ("KIND", lambda r: r["kind"]),
+        ("PRIORITY", lambda r: r["priority"]),
+    ]
+    if any(r["lasQueue"] is not None for r in rows):
+        cols.append(("LAS QUEUE", lambda r: r["lasQueue"]))
+    cols += [("WAITED", lambda r: r["waited"]), ("REASON", lambda r: r["reason"])]
+    if messages is not None:
+        cols.append(("MESSAGE", lambda r: r["message"]))
+    where = f" in namespace {namespace}" if namespace else ""
+
+    def lines() -> list[str]:
+        return [*table(rows, cols), *listed_more(pools)] if rows else [f"No jobs wait{where}."]
+
+    emit(rows, args.output, lines)
+    return 0
+
+
+def _messages(kube: Kube, namespace: str | None) -> dict[str, str]:
+    """Each job's status message, by ``Kind:namespace/name`` (two lists)."""
+    from live.kube import NotFound, job_path
+
+    out = {}
+    for kind, plural in (("TFJob", "tfjobs"), ("MXJob", "mxjobs")):
+        path = job_path(plural, namespace) if namespace else f"/apis/kubeflow.org/v1/{plural}"
+        try:
+            for job in kube.list(path):
+                meta = job.get("metadata") or {}
+                said = ((job.get("status") or {}).get("scheduling") or {}).get("message", "")
+                out[f"{kind}:{meta.get('namespace')}/{meta.get('name')}"] = said
+        except NotFound:  # that kind's CRD is not installed
+            continue
+    return out
+
+
+def explain(kube: Kube, args: argparse.Namespace) -> int:
+    from live.explain import KINDS, explain, render
+    from live.kube import POOLS, LiveError, NotFound, admission_path, events_path, job_path
+    from live.table import emit
+    from live.views import utc_now
+    from policy.model.pool import admission_name
+
+    namespace = args.namespace or kube.namespace
+    kind_word, _, name = args.job.rpartition("/")
+    kind_word = kind_word.lower().rstrip("s")
+    if kind_word and kind_word not in KINDS:
+        raise LiveError(f"{args.job}: not a TFJob or MXJob (give NAME, tfjob/NAME or mxjob/NAME)")
+    kinds = [KINDS[kind_word]] if kind_word else list(KINDS.values())
+    job = None
+    for kind in kinds:
+        try:
+            job = kube.get(job_path(kind.kind.lower() + "s", namespace, name))
+            job = {"apiVersion": kind.api_version, "kind": kind.kind, **job}
+            break
+        except NotFound:
+            continue
+    if job is None:
+        said = " or ".join(k.kind for k in kinds)
+        raise NotFound(f"no {said} {name!r} in namespace {namespace}")
+    try:
+        admission = kube.get(admission_path(namespace, admission_name(job["kind"], name)))
+    except NotFound:
+        admission = None
+    from live.views import job_pool
+
+    pool_name = ((job.get("status") or {}).get("scheduling") or {}).get("pool") or job_pool(job)
+    try:
+        pool = kube.get(f"{POOLS}/{pool_name}")
+    except NotFound:
+        pool = None
+    events, unread = [], ""
+    try:
+        selector = f"regarding.name={name}"
+        events = [
+            e
+            for e in kube.list(events_path(namespace), fieldSelector=selector)
+            if (e.get("regarding") or {}).get("kind") == job["kind"]
+        ]
+    except LiveError as err:  # Events are one part of the story: say why they are missing
+        unread = f"(its Events could not be read: {err})"
+    info = explain(job, admission, pool, events, utc_now())
+    if unread:
+        info["eventsUnread"] = unread
+
+    def lines() -> list[str]:
+        return [*render(info), *([unread] if unread else [])]
+
+    emit(info, args.output, lines)
+    return 0
+
+
+def nodes(kube: Kube, args: argparse.Namespace) -> int:
+    from live.kube import NODES, PODS
+    from live.table import emit, resource_label, table
+    from live.views import headline, node_rows
+
+    pools = _pools(kube, None)
+    if args.pool and args.pool not in {p["metadata"]["name"] for p in pools}:
+        from live.kube import NotFound
+
+        raise NotFound(f"no TrainingPool {args.pool!r} (kubectl get trainingpools)")
+    listed = list(kube.list(NODES))
+    pods = kube.list(PODS, fieldSelector="status.phase!=Succeeded,status.phase!=Failed")
+    rows = node_rows(listed, pods, pools)
+    if args.pool:
+        rows = [r for r in rows if args.pool in r["pools"]]
+    shown = headline(rows, "allocatable")
+    cols = [
+        ("NAME", lambda r: r["name"]),
+        ("POOLS", lambda r: r["pools"]),
+        ("PODS", lambda r: r["pods"]),
+        *((f"FREE {resource_label(k)}", lambda r, k=k: _free_of(r, k)) for k in shown),
+        ("JOBS", lambda r: [f"{j}({n})" for j, n in r["jobs"].items()]),
+    ]
+    if args.output == "wide":
+        cols.append(("UNSCHEDULABLE", lambda r: r.get("unschedulable", "")))
+    emit(rows, args.output, lambda: table(rows, cols) if rows else ["No nodes found."])
+    return 0
+
+
+def _free_of(row: dict[str, Any], name: str) -> str:
+    return f"{row['free'].get(name, '0')}/{row['allocatable'].get(name, '0')}"
+
+
+_COMMANDS = {"status": status, "queue": queue, "explain": explain, "nodes": nodes}

@@ -1,0 +1,132 @@
+"""The reads ``kubectl dragonet`` makes, through the official client, as kubectl makes
+them: the kubeconfig (``--kubeconfig``, else ``$KUBECONFIG``, else ``~/.kube/config``) and
+its current context (or ``--context``), in-cluster configuration when there is none.
+
+Every failure is one ``LiveError`` whose message is the line the command prints: no
+cluster, no permission, no such object, never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+POOLS = "/apis/dragonet.io/v1alpha1/trainingpools"
+NODES = "/api/v1/nodes"
+PODS = "/api/v1/pods"
+_PAGE = 500
+
+
+class LiveError(Exception):
+    """What went wrong, in one line (the command prints it and exits 1)."""
+
+
+class NotFound(LiveError):
+    """The API server has no such object (404)."""
+
+
+def job_path(plural: str, namespace: str, name: str = "") -> str:
+    base = f"/apis/kubeflow.org/v1/namespaces/{namespace}/{plural}"
+    return f"{base}/{name}" if name else base
+
+
+def admission_path(namespace: str, name: str) -> str:
+    return f"/apis/dragonet.io/v1alpha1/namespaces/{namespace}/admissions/{name}"
+
+
+def events_path(namespace: str) -> str:
+    return f"/apis/events.k8s.io/v1/namespaces/{namespace}/events"
+
+
+class Kube:
+    """One API client for the chosen context; ``namespace`` is the context's (or default)."""
+
+    def __init__(
+        self, kubeconfig: str | None = None, context: str | None = None, timeout: float = 10.0
+    ) -> None:
+        from kubernetes import client, config
+
+        path = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube/config")
+        self.namespace = "default"
+        configuration = client.Configuration()
+        first = path.split(os.pathsep)[0]
+        if kubeconfig is None and not Path(first).exists() and _in_cluster():
+            config.load_incluster_config(client_configuration=configuration)
+            own = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+            if own.exists():
+                self.namespace = own.read_text().strip() or "default"
+        else:
+            if not Path(first).exists():
+                raise LiveError(f"no cluster: no kubeconfig at {first} (set --kubeconfig)")
+            try:
+                config.load_kube_config(
+                    config_file=path, context=context, client_configuration=configuration
+                )
+                contexts, active = config.list_kube_config_contexts(config_file=path)
+            except (config.ConfigException, OSError, ValueError, TypeError) as err:
+                raise LiveError(f"no cluster: {path}: {_one_line(err)}") from None
+            chosen = next((c for c in contexts if c.get("name") == context), active)
+            self.namespace = ((chosen or {}).get("context") or {}).get("namespace") or "default"
+        self.host = configuration.host
+        self.client = client.ApiClient(configuration)
+        self.timeout = timeout
+
+    def get(self, path: str, **query: str | int) -> dict[str, Any]:
+        """One GET, its JSON body; ``LiveError`` (``NotFound`` for 404) on any failure."""
+        params = [(k, v) for k, v in query.items() if v not in (None, "")]
+        request = self.client.param_serialize(
+            method="GET",
+            resource_path=path,
+            query_params=params,
+            header_params={"Accept": "application/json"},
+            auth_settings=["BearerToken"],
+        )
+        try:
+            response = self.client.call_api(*request, _request_timeout=self.timeout)
+            response.read()
+        except Exception as err:  # refused, timed out, TLS, DNS: there is no cluster here
+            raise LiveError(f"no cluster at {self.host}: {_one_line(err)}") from None
+        body = _json(response.data)
+        if response.status >= 400:
+            raise _error(response.status, body, path)
+        return body
+
+    def list(self, path: str, **query: str) -> Iterator[dict[str, Any]]:
+        """Every item of a list, page by page, as the API server serves a large one."""
+        token = ""
+        while True:
+            page = self.get(path, **{"limit": _PAGE, "continue": token, **query})
+            yield from page.get("items") or []
+            token = (page.get("metadata") or {}).get("continue") or ""
+            if not token:
+                return
+
+
+def _in_cluster() -> bool:
+    return bool(os.environ.get("KUBERNETES_SERVICE_HOST"))
+
+
+def _json(data: Any) -> dict[str, Any]:
+    try:
+        body = json.loads(data or b"{}")
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _error(status: int, body: Mapping[str, Any], path: str) -> LiveError:
+    said = _one_line(body.get("message") or body.get("reason") or "")
+    if status == 404:
+        return NotFound(said or f"{path}: not found")
+    if status == 401:
+        return LiveError("not logged in: the API server refused the kubeconfig's credentials")
+    if status == 403:
+        return LiveError(f"no permission: {said or path}")
+    return LiveError(f"the API server answered {status}: {said or path}")
+
+
+def _one_line(err: Any) -> str:
+    return " ".join(str(err).split())

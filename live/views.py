@@ -1,0 +1,205 @@
+"""What ``kubectl dragonet status``, ``queue`` and ``nodes`` show, as pure functions of the
+objects the API server returned and ``now``: one plain dict per row, the same for the
+table and for ``-o json|yaml``.
+
+Pods are read the way the pool reads them (``policy.model.cluster.Pod``: requests of init
+containers and overhead, the node a pending pod is pinned to), and quantities are written
+the way the pool writes them (``format_quantity``), so these numbers and the pool's status
+agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from policy.model.cluster import Node, Pod
+from policy.model.pool import DEFAULT_POOL, LabelSelector
+from policy.model.resources import PODS, Resources, format_quantity
+from policy.model.timeutil import parse_time
+
+Obj = Mapping[str, Any]
+_SHOWN = ("cpu", "memory")  # and every GPU-like resource a node has
+
+
+def age(since: str | None, now: datetime) -> str:
+    """kubectl's short duration (``45s``, ``3m12s``, ``5h``, ``2d3h``) since a timestamp."""
+    at = parse_time(since) if since else None
+    if at is None:
+        return "<unknown>"
+    seconds = max(0, int((now - at).total_seconds()))
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if seconds < 120:
+        return f"{seconds}s"
+    if minutes < 10:
+        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
+    if hours < 3:
+        return f"{minutes}m"
+    if hours < 8:
+        return f"{hours}h{minutes % 60}m" if minutes % 60 else f"{hours}h"
+    if hours < 48:
+        return f"{hours}h"
+    if days < 8:
+        return f"{days}d{hours % 24}h" if hours % 24 else f"{days}d"
+    return f"{days}d"
+
+
+def _quantities(values: Resources, names: Iterable[str]) -> dict[str, str]:
+    return {k: format_quantity(k, values[k]) for k in names}
+
+
+def _headline(names: Iterable[str]) -> list[str]:
+    """The resources a table shows: GPUs if any, then cpu and memory."""
+    names = list(names)
+    gpus = sorted(k for k in names if k.endswith("/gpu") or k.endswith("gpu"))
+    return [*gpus, *(k for k in _SHOWN if k in names)]
+
+
+def pool_rows(pools: Iterable[Obj]) -> list[dict[str, Any]]:
+    """``status``: each pool's policy, nodes, queued and admitted jobs, and free room."""
+    rows = []
+    for pool in sorted(pools, key=lambda p: p["metadata"]["name"]):
+        spec, status = pool.get("spec") or {}, pool.get("status") or {}
+        capacity = Resources.parse(status.get("capacity"))
+        allocated = Resources.parse(status.get("allocated"))
+        names = sorted(k for k in capacity if k != PODS)
+        row: dict[str, Any] = {
+            "name": pool["metadata"]["name"],
+            "policy": spec.get("policy") or "dragonet",
+            "nodes": status.get("nodes", 0),
+            "queued": status.get("queued", 0),
+            "admitted": status.get("admitted", 0),
+            "capacity": _quantities(capacity, names),
+            "allocated": _quantities(allocated, names),
+            "free": _quantities(capacity - allocated, names),
+        }
+        if status.get("message"):
+            row["message"] = status["message"]
+        rows.append(row)
+    return rows
+
+
+def queue_rows(
+    pools: Iterable[Obj],
+    now: datetime,
+    namespace: str | None = None,
+    messages: Mapping[str, str] | None = None,
+) -> list[dict[str, Any]]:
+    """``queue``: each pool's listed queue (``status.queue``), in order, with how long
+    each job has waited; only ``namespace``'s jobs when given (positions stay the pool's).
+    ``messages`` (job key -> its status message) adds the full why (``-o wide``)."""
+    rows = []
+    for pool in sorted(pools, key=lambda p: p["metadata"]["name"]):
+        for entry in (pool.get("status") or {}).get("queue") or []:
+            job = str(entry.get("job", ""))
+            if namespace is not None and not job.startswith(f"{namespace}/"):
+                continue
+            row = {
+                "pool": pool["metadata"]["name"],
+                "position": entry.get("position"),
+                "job": job,
+                "kind": entry.get("kind", ""),
+                "priority": entry.get("priority", 0),
+                "lasQueue": entry.get("lasQueue"),
+                "enqueued": entry.get("enqueued"),
+                "waited": age(entry.get("enqueued"), now) if entry.get("enqueued") else "0s",
+                "reason": entry.get("reason", ""),
+            }
+            if messages is not None:
+                row["message"] = messages.get(f"{row['kind']}:{job}", "")
+            rows.append(row)
+    return rows
+
+
+def listed_more(pools: Iterable[Obj]) -> list[str]:
+    """One line per pool whose status lists fewer waiting jobs than it counts."""
+    out = []
+    for pool in pools:
+        status = pool.get("status") or {}
+        listed, queued = len(status.get("queue") or []), status.get("queued", 0)
+        if queued > listed:
+            out.append(
+                f"TrainingPool {pool['metadata']['name']}: {queued} jobs wait; its status "
+                f"lists the first {listed}"
+            )
+    return out
+
+
+def pools_of(node: Obj, pools: Sequence[Obj]) -> list[str]:
+    """The pools whose nodeSelector takes the node."""
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    out = []
+    for pool in pools:
+        selector = (pool.get("spec") or {}).get("nodeSelector") or {}
+        try:
+            if LabelSelector.model_validate(selector).matches(labels):
+                out.append(pool["metadata"]["name"])
+        except ValueError:
+            continue
+    return out
+
+
+def node_rows(
+    nodes: Sequence[Obj], pods: Iterable[Obj], pools: Sequence[Obj]
+) -> list[dict[str, Any]]:
+    """``nodes``: what each node holds (pods by job) and has free, per resource; a pod
+    counts on the node it is bound or pinned to until it ends, as in the pool's sync.
+    A node or pod that cannot be read is left out, as the pool leaves it out."""
+    parsed: list[tuple[Node, Obj]] = []
+    for obj in nodes:
+        try:
+            parsed.append((Node.from_object(obj), obj))
+        except (ValueError, TypeError, AttributeError):
+            continue
+    by_node: dict[str, list[Pod]] = {n.name: [] for n, _ in parsed}
+    host = {n.hostname: n.name for n, _ in parsed}
+    for obj in pods:
+        try:
+            pod = Pod.from_object(obj, "tensorflow")
+        except (ValueError, TypeError, AttributeError):
+            continue
+        node = host.get(pod.node or "", pod.node)
+        if node in by_node and pod.occupies:
+            by_node[node].append(pod)
+    rows = []
+    for node, obj in parsed:
+        held = by_node[node.name]
+        requested = Resources.total(p.request for p in held)
+        names = sorted(k for k in node.allocatable if k != PODS)
+        jobs: dict[str, int] = {}
+        for p in held:
+            jobs[p.job or "(other)"] = jobs.get(p.job or "(other)", 0) + 1
+        row: dict[str, Any] = {
+            "name": node.name,
+            "pools": pools_of(obj, pools),
+            "allocatable": _quantities(node.allocatable, names),
+            "requested": _quantities(requested, names),
+            "free": _quantities(node.allocatable - requested, names),
+            "pods": len(held),
+            "jobs": dict(sorted(jobs.items())),
+        }
+        if node.unschedulable_reason:
+            row["unschedulable"] = node.unschedulable_reason
+        rows.append(row)
+    return rows
+
+
+def headline(rows: Iterable[Mapping[str, Any]], field: str = "free") -> list[str]:
+    """The resources a table of these rows shows (GPUs first, then cpu and memory)."""
+    names: set[str] = set()
+    for row in rows:
+        names.update(row.get(field) or {})
+    return _headline(names)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def job_pool(job: Obj) -> str:
+    """The pool a job names (``spec.runPolicy.schedulingPolicy.queue``), else default."""
+    from policy.model.pool import pool_of
+
+    spec = job.get("spec")
+    return pool_of(spec) if isinstance(spec, Mapping) else DEFAULT_POOL

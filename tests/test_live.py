@@ -1,0 +1,429 @@
+"""``kubectl dragonet status|queue|explain|nodes`` against a fake API server holding a
+simulated run's state (``dragonet simulate --dump``'s List, served at the HTTP layer the
+official client calls), and each way it can fail: one line, exit 1, never a traceback.
+
+The run (dragonet policy, two 4-GPU nodes), dumped 450 s in:
+* ``low`` (priority -100) ran first; ``elastic`` (min 1, max 4) next. ``high`` (priority
+  1000) preempted ``elastic`` at 60 s; ``elastic`` then preempted ``low`` (0 > -100);
+* ``waiter`` (3 workers at once) starved 30 s, so ``elastic`` shrank from 4 workers to 1;
+* ``big`` (4 workers at once, 400 s in) waits for its gang; ``low`` waits behind it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from policy.model.jobs import pod_request
+from policy.model.resources import Resources
+from sim.apiserver import EPOCH
+from sim.dump import StateDump
+from sim.engine import Scenario, SimConfig, Simulation
+from tests.dumpserver import DumpServer
+from tests.kube_schema import validate_k8s
+from tests.kubefake import KUBECONFIG, granted, use_kubeconfig
+from tests.simkit import gpu_nodes, job, scenario
+from cli.main import main
+
+AT = 450.0  # simulated seconds: the moment the dump shows
+NOW = EPOCH + timedelta(seconds=AT)
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _priority(name: str, value: int) -> dict[str, Any]:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": name},
+        "value": value,
+    }
+
+
+def _queue_of(spec: Any, priority_class: str) -> None:
+    spec.manifest["spec"]["runPolicy"] = {"schedulingPolicy": {"priorityClass": priority_class}}
+
+
+def story() -> Scenario:
+    low = job("low", 4, min_workers=4, max_workers=4, steps=1e6)
+    _queue_of(low, "batch")
+    elastic = job("elastic", 4, min_workers=1, max_workers=4, arrival=5, steps=1e6)
+    high = job("high", 4, min_workers=4, max_workers=4, arrival=60, steps=1e6)
+    _queue_of(high, "high")
+    waiter = job("waiter", 3, min_workers=3, max_workers=3, arrival=200, steps=1e6)
+    big = job("big", 4, min_workers=4, max_workers=4, arrival=400, steps=1e6)
+    base = scenario(gpu_nodes(2), [low, elastic, high, waiter, big])
+    classes = (_priority("high", 1000), _priority("batch", -100))
+    return Scenario(base.name, base.nodes, base.jobs, classes)
+
+
+@pytest.fixture(scope="module")
+def state() -> dict[str, Any]:
+    sim = Simulation(story(), SimConfig(policy="dragonet", max_time_s=AT + 600))
+    dump = StateDump(sim.api, lambda: sim.now, AT)
+    sim.run()
+    taken, when = dump.result()
+    assert when == AT
+    return taken
+
+
+@pytest.fixture
+def server(state: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DumpServer:
+    """Every request of every client made in the test goes to a server of the dump."""
+    from kubernetes.client import rest
+
+    import live.views
+
+    use_kubeconfig(tmp_path, monkeypatch)
+    fake = DumpServer(state)
+    monkeypatch.setattr(
+        rest.RESTClientObject,
+        "request",
+        lambda self, method, url, **kw: fake.request(method, url, **kw),
+    )
+    monkeypatch.setattr(live.views, "utc_now", lambda: NOW)
+    return fake
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _table(out: str) -> list[dict[str, str]]:
+    """A kubectl table's rows by column name (columns are 3+ spaces apart)."""
+    import re
+
+    lines = [line for line in out.splitlines() if line.strip()]
+    header = lines[0]
+    starts = [m.start() for m in re.finditer(r"(?:(?<=^)|(?<=\s{3}))\S", header)]
+    names = [header[s:e].strip() for s, e in zip(starts, [*starts[1:], None], strict=True)]
+    return [
+        {n: line[s:e].strip() for n, s, e in zip(names, starts, [*starts[1:], None], strict=True)}
+        for line in lines[1:]
+    ]
+
+
+# --- the scenario holds what the tests need ---------------------------------------------------
+
+
+def test_the_dump_holds_a_waiting_gang_a_preempted_job_and_a_shrunk_job(state) -> None:
+    jobs = {
+        o["metadata"]["name"]: o["status"]["scheduling"]
+        for o in state["items"]
+        if o["kind"] == "TFJob"
+    }
+    assert jobs["big"]["phase"] == "Queued" and jobs["big"]["reason"] == "WaitingForCapacity"
+    assert jobs["low"]["service"]["lastPreemption"]["by"] == "default/elastic"
+    assert (jobs["elastic"]["lastScale"]["from"], jobs["elastic"]["lastScale"]["to"]) == (4, 1)
+
+
+# --- status ------------------------------------------------------------------------------------
+
+
+def test_status_shows_each_pools_policy_nodes_queue_admitted_and_free_room(server, capsys) -> None:
+    code, out, err = run(capsys, "status")
+    assert code == 0 and err == ""
+    [row] = _table(out)
+    # high (4) + elastic (1) + waiter (3) hold all 8 GPUs; big and low wait.
+    assert row == {
+        "NAME": "default",
+        "POLICY": "dragonet",
+        "NODES": "2",
+        "QUEUED": "2",
+        "ADMITTED": "3",
+        "FREE GPU": "0/8",
+        "FREE CPU": row["FREE CPU"],
+        "FREE MEMORY": row["FREE MEMORY"],
+    }
+    code, out, _ = run(capsys, "status", "-o", "json")
+    [pool] = json.loads(out)
+    assert (pool["queued"], pool["admitted"], pool["free"]["nvidia.com/gpu"]) == (2, 3, "0")
+    assert pool["capacity"]["nvidia.com/gpu"] == "8"
+
+
+# --- queue -------------------------------------------------------------------------------------
+
+
+def test_queue_lists_the_order_with_position_priority_wait_and_reason_in_one_read(
+    server, capsys
+) -> None:
+    code, out, err = run(capsys, "queue")
+    assert code == 0 and err == ""
+    rows = _table(out)
+    assert [(r["POSITION"], r["JOB"], r["PRIORITY"], r["WAITED"], r["REASON"]) for r in rows] == [
+        ("1", "default/big", "0", "50s", "WaitingForCapacity"),  # arrived at 400 s
+        ("2", "default/low", "-100", "7m30s", "WaitingForCapacity"),  # since it was created
+    ]
+    assert "LAS QUEUE" not in out  # dragonet has no least-attained-service queues
+    # A job's position is one read of its pool, not a read (or a write) per job.
+    assert server.calls == ["/apis/dragonet.io/v1alpha1/trainingpools"]
+
+
+def test_queue_wide_adds_each_jobs_message_and_yaml_keeps_every_field(server, capsys) -> None:
+    code, out, _ = run(capsys, "queue", "default", "-o", "wide")
+    assert code == 0
+    big = _table(out)[0]
+    assert big["MESSAGE"].startswith("waiting: needs 18 cpu, 72Gi memory, 4 nvidia.com/gpu")
+    code, out, _ = run(capsys, "queue", "-o", "yaml")
+    rows = yaml.safe_load(out)
+    assert rows[1]["job"] == "default/low" and rows[1]["enqueued"] == "2026-01-01T00:00:00Z"
+
+
+def test_queue_with_a_namespace_keeps_the_pools_positions(server, capsys) -> None:
+    code, out, _ = run(capsys, "queue", "-n", "team-a")
+    assert code == 0 and out.strip() == "No jobs wait in namespace team-a."
+    code, out, _ = run(capsys, "queue", "-n", "default")
+    assert [r["POSITION"] for r in _table(out)] == ["1", "2"]
+
+
+# --- explain -----------------------------------------------------------------------------------
+
+
+def test_explain_a_job_waiting_for_its_gang_says_why_what_it_needs_and_where_it_stands(
+    server, capsys
+) -> None:
+    code, out, err = run(capsys, "explain", "big")
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0] == (
+        "TFJob default/big in TrainingPool default: Queued (WaitingForCapacity), position 1 of "
+        "2 in the queue, waited 50s"
+    )
+    said = "\n".join(lines)
+    assert "Needs:      18 cpu, 72Gi memory, 4 nvidia.com/gpu at once, for its 1 parameter " in said
+    assert "the pool is short of 4 nvidia.com/gpu" in said
+    assert "Would run:  room for its whole gang" in said
+    assert "Admission:  tfjob-big: Queued, 0 workers" in said
+
+
+def test_explain_a_preempted_job_says_by_whom_and_why(server, capsys) -> None:
+    code, out, _ = run(capsys, "explain", "tfjob/low")
+    assert code == 0
+    [line] = [x for x in out.splitlines() if x.startswith("Preempted:")]
+    assert "by default/elastic (default/elastic has higher priority (0 > -100))" in line
+    code, out, _ = run(capsys, "explain", "low", "-o", "json")
+    info = json.loads(out)
+    assert info["preempted"]["by"] == "default/elastic" and info["position"] == 2
+
+
+def test_explain_a_shrunk_job_says_from_and_to_how_many_and_why(server, capsys) -> None:
+    code, out, _ = run(capsys, "explain", "elastic")
+    assert code == 0
+    [line] = [x for x in out.splitlines() if x.startswith("Last scale:")]
+    assert line.startswith("Last scale: shrank from 4 to 1 workers at 2026-01-01T00:03:50Z")
+    assert "to make room for default/waiter, which waited 30 s" in line
+    assert "Workers:    1 running, target 1 (min 1, max 4)" in out
+    # It was preempted by high once, before it preempted low in turn.
+    assert "by default/high" in out
+
+
+def test_explain_shows_the_jobs_own_events_oldest_first(server, capsys, state) -> None:
+    [elastic] = [
+        o for o in state["items"] if o["metadata"]["name"] == "elastic" and o["kind"] == "TFJob"
+    ]
+    uid = elastic["metadata"]["uid"]
+
+    def event(name: str, reason: str, at: str, regarding_uid: str, count: int = 1) -> dict:
+        return {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": name, "namespace": "default"},
+            "eventTime": at,
+            "series": {"count": count, "lastObservedTime": at} if count > 1 else None,
+            "type": "Normal" if reason != "Preempted" else "Warning",
+            "reason": reason,
+            "note": f"{reason} note",
+            "regarding": {
+                "kind": "TFJob",
+                "name": "elastic",
+                "namespace": "default",
+                "uid": regarding_uid,
+            },
+            "reportingController": "dragonet.io/recorder",
+            "action": reason,
+        }
+
+    server.items += [
+        event("elastic.2", "Shrunk", "2026-01-01T00:03:50.000000Z", uid),
+        event("elastic.1", "Preempted", "2026-01-01T00:01:00.000000Z", uid, count=2),
+        event(
+            "elastic.0", "Admitted", "2025-12-31T00:00:00.000000Z", "an-earlier-job-of-that-name"
+        ),
+    ]
+    _, out, _ = run(capsys, "explain", "elastic")
+    events = out.split("Events:\n", 1)[1].splitlines()
+    assert [e.split()[:4] for e in events] == [
+        ["TYPE", "REASON", "AGE", "COUNT"],
+        ["Warning", "Preempted", "6m30s", "2"],
+        ["Normal", "Shrunk", "3m40s", "1"],
+    ]
+    assert any(
+        c.startswith("/apis/events.k8s.io/v1/namespaces/default/events") for c in server.calls
+    )
+
+
+def test_explain_without_permission_to_read_events_still_explains_and_says_so(
+    server, capsys
+) -> None:
+    server.forbidden = {"events"}
+    code, out, err = run(capsys, "explain", "big")
+    assert code == 0 and err == ""
+    assert "Why:" in out
+    assert out.rstrip().splitlines()[-1].startswith("(its Events could not be read: no permission:")
+
+
+# --- nodes -------------------------------------------------------------------------------------
+
+
+def test_nodes_shows_what_each_node_holds_and_has_free(server, capsys, state) -> None:
+    code, out, err = run(capsys, "nodes", "-o", "json")
+    assert code == 0 and err == ""
+    rows = {r["name"]: r for r in json.loads(out)}
+    assert set(rows) == {"gpu-1", "gpu-2"}
+    # Independently of the command: what the dump's bound, unfinished pods request.
+    for name, row in rows.items():
+        pods = [
+            p
+            for p in state["items"]
+            if p["kind"] == "Pod"
+            and p["spec"].get("nodeName") == name
+            and p["status"].get("phase") not in ("Succeeded", "Failed")
+        ]
+        gpus = Resources.total(pod_request(p["spec"]) for p in pods)["nvidia.com/gpu"] // 1000
+        assert row["requested"]["nvidia.com/gpu"] == str(gpus)
+        assert int(row["free"]["nvidia.com/gpu"]) == 4 - gpus
+        assert sum(row["jobs"].values()) == row["pods"] == len(pods)
+        assert row["pools"] == ["default"]
+    held = {job for r in rows.values() for job in r["jobs"]}
+    assert held == {"default/elastic", "default/high", "default/waiter"}
+    code, out, _ = run(capsys, "nodes", "default")
+    table = _table(out)
+    assert [r["NAME"] for r in table] == ["gpu-1", "gpu-2"]
+    assert all(r["FREE GPU"].endswith("/4") for r in table)
+
+
+# --- errors: one line, exit 1 ------------------------------------------------------------------
+
+
+def _one_line_error(code: int, out: str, err: str, prefix: str) -> str:
+    assert code == 1 and out == ""
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    assert err.startswith(prefix), err
+    return err.strip()
+
+
+def test_no_such_job_is_one_line(server, capsys) -> None:
+    code, out, err = run(capsys, "explain", "nope")
+    said = _one_line_error(code, out, err, "dragonet explain: ")
+    assert said.endswith("no TFJob or MXJob 'nope' in namespace default")
+    code, out, err = run(capsys, "explain", "pod/nope")
+    assert "not a TFJob or MXJob" in _one_line_error(code, out, err, "dragonet explain: ")
+
+
+def test_no_such_pool_and_no_dragonet_are_one_line(server, capsys) -> None:
+    code, out, err = run(capsys, "queue", "gpu")
+    assert "no TrainingPool 'gpu'" in _one_line_error(code, out, err, "dragonet queue: ")
+    server.missing = {"trainingpools"}
+    code, out, err = run(capsys, "status")
+    assert "Dragonet is not installed here" in _one_line_error(code, out, err, "dragonet status: ")
+
+
+def test_no_permission_is_one_line(server, capsys) -> None:
+    server.forbidden = {"trainingpools"}
+    code, out, err = run(capsys, "status")
+    said = _one_line_error(code, out, err, "dragonet status: no permission: ")
+    assert 'cannot list resource "trainingpools"' in said
+    server.forbidden = {"pods"}
+    code, out, err = run(capsys, "nodes")
+    assert "pods is forbidden" in _one_line_error(code, out, err, "dragonet nodes: ")
+
+
+def test_no_cluster_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys) -> None:
+    config = tmp_path / "kubeconfig"
+    # Nothing listens on port 1: the connection is refused at once.
+    config.write_text(KUBECONFIG.replace("https://api.example:6443", "https://127.0.0.1:1"))
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    code, out, err = run(capsys, "status", "--kubeconfig", str(config), "--request-timeout", "2")
+    assert "no cluster at https://127.0.0.1:1" in _one_line_error(code, out, err, "dragonet status")
+    code, out, err = run(capsys, "queue", "--kubeconfig", str(tmp_path / "absent"))
+    assert "no kubeconfig at" in _one_line_error(code, out, err, "dragonet queue: no cluster")
+
+
+def test_context_chooses_the_cluster_and_namespace(server, capsys, tmp_path: Path) -> None:
+    config = tmp_path / "two-contexts"
+    two = yaml.safe_load(KUBECONFIG)
+    two["contexts"].append(
+        {"name": "team", "context": {"cluster": "c", "user": "u", "namespace": "team-a"}}
+    )
+    config.write_text(yaml.safe_dump(two))
+    code, out, err = run(capsys, "explain", "big", "--kubeconfig", str(config), "--context", "team")
+    assert "in namespace team-a" in _one_line_error(code, out, err, "dragonet explain: ")
+    code, out, err = run(capsys, "explain", "big", "--kubeconfig", str(config), "--context", "nope")
+    assert "nope" in _one_line_error(code, out, err, "dragonet explain: no cluster")
+    code, out, _ = run(capsys, "explain", "big", "--kubeconfig", str(config), "-n", "default")
+    assert code == 0
+
+
+# --- the plugin itself -------------------------------------------------------------------------
+
+
+def test_the_plugin_is_installed_and_its_help_loads_no_client() -> None:
+    script = Path(sys.executable).parent / "kubectl-dragonet"
+    assert script.exists(), "pip install -e . installs kubectl-dragonet"
+    shown = subprocess.run(
+        [str(script), "queue", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    assert shown.startswith("usage: kubectl dragonet queue")
+    probe = (
+        "import sys; from cli.main import main\n"
+        "try:\n    main(['explain', '--help'])\nexcept SystemExit:\n    pass\n"
+        "print('kubernetes' in sys.modules)"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT
+    ).stdout.splitlines()[-1]
+    assert loaded == "False"
+
+
+def test_the_viewer_role_grants_every_read_the_commands_make(server, capsys) -> None:
+    """examples/rbac/kubectl-dragonet-viewer.yaml, checked against the requests made."""
+    role = yaml.safe_load((ROOT / "examples/rbac/kubectl-dragonet-viewer.yaml").read_text())
+    validate_k8s(role)
+    for argv in (["status"], ["queue", "-o", "wide"], ["explain", "elastic"], ["nodes"]):
+        assert run(capsys, *argv)[0] == 0
+    needed = set()
+    for path in server.calls:
+        segs = path.strip("/").split("/")
+        group = "" if segs[0] == "api" else segs[1]
+        rest = segs[2:] if segs[0] == "api" else segs[3:]
+        if rest[:1] == ["namespaces"]:
+            rest = rest[2:]
+        needed.add((group, rest[0], "get" if len(rest) > 1 else "list"))
+    assert needed <= granted(role), needed - granted(role)
+    assert {v for _, _, v in granted(role)} == {"get", "list"}  # read-only
+
+
+def test_explain_finds_an_mxjob_that_no_sync_has_seen_yet(server, capsys) -> None:
+    mxjob = yaml.safe_load((ROOT / "examples/mxjobs/linear.yaml").read_text())
+    name = mxjob["metadata"]["name"]
+    mxjob["metadata"].update(
+        namespace="default", uid="uid-mx", creationTimestamp="2026-01-01T00:07:00Z"
+    )
+    server.items.append(mxjob)
+    code, out, _ = run(capsys, "explain", name)  # not a TFJob: the MXJob of that name
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == f"MXJob default/{name} in TrainingPool default: Queued (WaitingForPool)"
+    assert "Would run:  its pool's sync: check that Metacontroller runs" in out
+    assert "Admission:  none yet" in out
+    code, out, _ = run(capsys, "explain", f"mxjob/{name}", "-o", "json")
+    needs = json.loads(out)["needs"]
+    assert needs.endswith("at once, for its 1 scheduler and 1 server plus 2 workers")
