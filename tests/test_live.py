@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
+from cli.main import main
 from policy.model.jobs import pod_request
 from policy.model.resources import Resources
 from sim.apiserver import EPOCH
@@ -30,7 +31,6 @@ from tests.dumpserver import DumpServer
 from tests.kube_schema import validate_k8s
 from tests.kubefake import KUBECONFIG, granted, use_kubeconfig
 from tests.simkit import gpu_nodes, job, scenario
-from cli.main import main
 
 AT = 450.0  # simulated seconds: the moment the dump shows
 NOW = EPOCH + timedelta(seconds=AT)

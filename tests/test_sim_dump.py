@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from cli.main import main
 from sim.apiserver import ApiServer
 from sim.dump import StateDump
 from tests.simkit import comparable
-from cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 JOB = str(ROOT / "examples" / "job1.yaml")
