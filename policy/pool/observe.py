@@ -33,6 +33,8 @@ from policy.model.migration import TYPE_KEY as MIGRATIONS
 from policy.model.migration import MigrationRequest
 from policy.model.pool import DEFAULT_POOL, POOL_KIND, VERSION, PoolSpec
 from policy.model.priority import Priorities
+from policy.model.speedup import Speedup
+from policy.model.speedup import of_jobs as speedups_of
 from policy.model.tensorboard import LABEL as TB
 from policy.model.tensorboard import SLOT as TENSORBOARD
 
@@ -72,6 +74,8 @@ class PoolSnapshot:
     requests: Mapping[str, tuple[MigrationRequest, ...]] = field(default_factory=dict)
     # The spec as canonical JSON (what memos key on); None if JSON cannot hold a value of it.
     spec_content: bytes | None = b"{}"
+    # Reporting jobs' throughput models, by job key (policy.model.speedup; docs/speedup.md).
+    speedups: Mapping[str, Speedup] = field(default_factory=dict)
 
 
 def job_type_key(kind: JobKind) -> str:
@@ -269,6 +273,7 @@ def observe(
     classes = _each(related, PRIORITY_CLASSES, _decoded, problems, memo)
     priorities = Priorities.observe(classes)
     requests = _requests(related, pods, by_key, problems)
+    speedups = speedups_of(jobs, memo.get, problems)
     return PoolSnapshot(
         name,
         spec,
@@ -283,6 +288,7 @@ def observe(
         gangs,
         requests,
         spec_content,
+        speedups,
     )
 
 
