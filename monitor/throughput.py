@@ -14,8 +14,9 @@ the simulator's stand-in, with this same code) keeps, per job, a :class:`JobWind
 * every median joins the writer's own mean per configuration (the last ``MAX_WEIGHT``
   minutes, ``History.add``); the job's history (``policy.model.throughput.History``) is
   written only when that mean says something new: a configuration never written, or a
-  speed ``change`` (10 %) away from what the history holds. A job that runs steadily is
-  written once per configuration.
+  speed ``change`` (10 %) away from what the history holds, or twice the minutes behind
+  it (the planner's confidence grows with them). A job that runs steadily is written at
+  most four times per configuration (after 1, 2, 4 and 8 minutes of readings).
 
 So a job costs at most one write a minute, and about one per scaling action; its history
 holds at most ``MAX_READINGS`` readings. Nothing here reads a clock or the network: the
@@ -122,7 +123,8 @@ class JobWindow:
         close_to = known is not None and (
             abs(mean.steps_per_s - known.steps_per_s) <= self.rules.change * known.steps_per_s
         )
-        if close_to and not new_batch:
+        firmer = known is not None and mean.reports >= 2 * known.reports
+        if close_to and not new_batch and not firmer:
             return None
         return self.written.put(mean).with_batch(self.batch)
 

@@ -26,7 +26,7 @@ def _least_squares(a: Matrix, b: Sequence[float], cols: Sequence[int]) -> dict[i
     kept: list[int] = []
     for j in cols:
         v = [a[i][j] for i in range(m)]
-        norm0 = math.sqrt(sum(x * x for x in v))
+        norm0 = math.hypot(*v)
         if norm0 == 0.0:
             continue
         coeffs = []
@@ -34,7 +34,7 @@ def _least_squares(a: Matrix, b: Sequence[float], cols: Sequence[int]) -> dict[i
             c = sum(qk[i] * v[i] for i in range(m))
             coeffs.append(c)
             v = [v[i] - c * qk[i] for i in range(m)]
-        norm = math.sqrt(sum(x * x for x in v))
+        norm = math.hypot(*v)
         if norm <= 1e-10 * norm0:
             continue  # dependent on the columns kept: no information of its own
         q.append([x / norm for x in v])
@@ -57,7 +57,7 @@ def nnls(a: Matrix, b: Sequence[float], tol: float = 1e-12) -> list[float]:
     if any(len(row) != n for row in a):
         raise ValueError("every row of the matrix must have the same number of columns")
     # Scale columns to unit norm (undone at the end): tolerances then mean the same for all.
-    scale = [math.sqrt(sum(a[i][j] ** 2 for i in range(m))) or 1.0 for j in range(n)]
+    scale = [math.hypot(*(a[i][j] for i in range(m))) or 1.0 for j in range(n)]
     s = [[a[i][j] / scale[j] for j in range(n)] for i in range(m)]
     x = [0.0] * n
     passive: list[int] = []
@@ -66,7 +66,7 @@ def nnls(a: Matrix, b: Sequence[float], tol: float = 1e-12) -> list[float]:
         resid = [b[i] - sum(s[i][j] * x[j] for j in range(n)) for i in range(m)]
         return [sum(s[i][j] * resid[i] for i in range(m)) for j in range(n)]
 
-    bnorm = math.sqrt(sum(v * v for v in b)) or 1.0
+    bnorm = math.hypot(*b) or 1.0
     for _ in range(3 * n + 3):  # each outer step adds a column; Lawson-Hanson ends in few
         w = gradient()
         free = [j for j in range(n) if j not in passive]

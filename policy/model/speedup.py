@@ -19,9 +19,11 @@ can tell it from the terms before it, in the order above: readings at one worker
 adds the fixed overhead (Amdahl's law), a third the growing fan-in, a spread placement the
 placement term. Predictions away from what was seen carry a confidence to match.
 
-**Outliers.** Each reading is already a median of a minute of reports; a fit with more
-readings than terms drops, once, readings more than ``OUTLIER`` (relative) and four times
-the median residual off, and fits again.
+**Outliers.** Each reading is already a median of a minute of reports. With more readings
+than terms plus one, each reading is compared with what the others predict for it; the one
+farthest off is left out if it is more than ``OUTLIER`` (relative) and four times the
+typical such distance away (once: a second wild reading among sixteen is a drifting job,
+and the confidence falls with the residual).
 
 **Prior.** A job without readings gets ``PRIOR``: linear speed-up, in relative units, with
 confidence 0: an allocation rule must treat it exactly as it treats jobs today.
@@ -132,14 +134,15 @@ def estimate(history: History | None) -> Speedup:
         return PRIOR
     kept = list(history.readings)
     dropped: list[Config] = []
-    theta, error, residuals = _fit(kept)
-    if len(kept) > _terms_used(theta, kept) + 1:
-        typical = sorted(residuals)[len(residuals) // 2]
-        bad = {i for i, e in enumerate(residuals) if e > OUTLIER and e > 4 * max(typical, 0.01)}
-        if bad and len(kept) - len(bad) >= 1:
-            dropped = [kept[i].config for i in sorted(bad)]
-            kept = [r for i, r in enumerate(kept) if i not in bad]
-            theta, error, residuals = _fit(kept)
+    if len(kept) > len(_identifiable([r.config for r in kept])) + 1:
+        # Each reading as the others predict it: one far off them is left out (once).
+        apart = [_held_out_error(kept, i) for i in range(len(kept))]
+        worst = max(range(len(kept)), key=lambda i: apart[i])
+        typical = sorted(apart)[len(apart) // 2]
+        if apart[worst] > OUTLIER and apart[worst] > 4 * max(typical, 0.01):
+            dropped = [kept[worst].config]
+            del kept[worst]
+    theta, error = _fit(kept)
     return Speedup(
         theta=tuple(theta),
         seen=tuple(sorted(r.config for r in kept)),
@@ -150,8 +153,12 @@ def estimate(history: History | None) -> Speedup:
     )
 
 
-def _terms_used(theta: Sequence[float], readings: Sequence[Reading]) -> int:
-    return len(_identifiable([r.config for r in readings]))
+def _held_out_error(readings: Sequence[Reading], i: int) -> float:
+    """How far reading ``i`` is (relative) from what the others predict for it."""
+    theta, _ = _fit([r for j, r in enumerate(readings) if j != i])
+    t = sum(a * b for a, b in zip(theta, features(readings[i].config), strict=True))
+    y = 1.0 / readings[i].steps_per_s
+    return abs(t - y) / y
 
 
 def _identifiable(configs: Sequence[Config]) -> list[int]:
@@ -174,9 +181,8 @@ def _identifiable(configs: Sequence[Config]) -> list[int]:
     return chosen
 
 
-def _fit(readings: Sequence[Reading]) -> tuple[list[float], float, list[float]]:
-    """θ (by TERMS), the weighted relative RMS residual, and each reading's relative
-    residual."""
+def _fit(readings: Sequence[Reading]) -> tuple[list[float], float]:
+    """θ (by TERMS) and the weighted relative RMS residual."""
     terms = _identifiable([r.config for r in readings])
     rows, target = [], []
     for r in readings:
@@ -189,16 +195,14 @@ def _fit(readings: Sequence[Reading]) -> tuple[list[float], float, list[float]]:
     theta = [0.0] * len(TERMS)
     for j, v in zip(terms, solved, strict=True):
         theta[j] = v
-    residuals = []
     total = weight = 0.0
     for r in readings:
         y = 1.0 / r.steps_per_s
         t = sum(a * b for a, b in zip(theta, features(r.config), strict=True))
         e = abs(t - y) / y
-        residuals.append(e)
         total += r.reports * e * e
         weight += r.reports
-    return theta, math.sqrt(total / weight), residuals
+    return theta, math.sqrt(total / weight)
 
 
 def of_jobs(jobs: Iterable[Job], cached: Cached, problems: list[str]) -> dict[str, Speedup]:
