@@ -11,9 +11,10 @@ the simulator's stand-in, with this same code) keeps, per job, a :class:`JobWind
   anything; a reading taken then would blame the configuration for the restart);
 * a window of at least ``min_reports`` reports gives its median (one wild report moves
   nothing), clipped to finite positive values;
-* every median joins the writer's own mean per configuration (the last ``MAX_WEIGHT``
-  minutes, ``History.add``); the job's history (``policy.model.throughput.History``) is
-  written only when that mean says something new: a configuration never written, or a
+* every median joins the writer's own record per configuration, whose speed is the
+  median of its last ``MAX_WEIGHT`` window medians (robust to a window that caught
+  several wild reports); the job's history (``policy.model.throughput.History``) is
+  written only when that says something new: a configuration never written, or a
   speed ``change`` (10 %) away from what the history holds, or twice the minutes behind
   it (the planner's confidence grows with them). A job that runs steadily is written at
   most four times per configuration (after 1, 2, 4 and 8 minutes of readings).
@@ -32,7 +33,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policy.model.cluster import L_TYPE
-from policy.model.throughput import MAX_STEPS_PER_S, Config, History
+from policy.model.throughput import (
+    MAX_READINGS,
+    MAX_STEPS_PER_S,
+    MAX_WEIGHT,
+    Config,
+    History,
+    Reading,
+)
 
 PS_TYPES = ("ps", "server")  # a TFJob's parameter servers, an MXJob's servers
 WORKER_TYPES = ("worker",)  # a chief trains too, but one report per job says the job's speed
@@ -80,10 +88,10 @@ class JobWindow:
     speeds: deque[float] = field(default_factory=deque)
     written: History = field(default_factory=History)  # the history as last read or written
     loaded: bool = False  # ``written`` was read from the API (or written) since we started
-    # Every window's median merged in (``written`` holds only those that were written):
-    # what is written is this mean, so a write is never biased toward the window that
-    # happened to differ.
-    local: History = field(default_factory=History)
+    # The last ``MAX_WEIGHT`` window medians of each configuration (at most
+    # ``MAX_READINGS`` configurations): what is written is their median, so neither a wild
+    # window nor the window that happened to differ biases it.
+    recent: dict[Config, deque[float]] = field(default_factory=dict)
     batch: int | None = None
 
     def report(self, now: float, steps_per_s: float, batch: int | None = None) -> None:
@@ -112,13 +120,13 @@ class JobWindow:
         self.speeds.clear()
         if not measured or config is None:
             return None
-        median = speeds[len(speeds) // 2]
-        if len(speeds) % 2 == 0:
-            median = (speeds[len(speeds) // 2 - 1] + median) / 2
-        self.local = self.local.add(config, median)
-        mean = self.local.get(config)
+        recent = self.recent.pop(config, None) or deque(maxlen=MAX_WEIGHT)
+        recent.append(_median(speeds))
+        self.recent[config] = recent  # the most recent last
+        while len(self.recent) > MAX_READINGS:
+            del self.recent[next(iter(self.recent))]
+        mean = Reading(config, _median(sorted(recent)), len(recent))
         known = self.written.get(config)
-        assert mean is not None
         new_batch = self.batch is not None and self.batch != self.written.batch
         close_to = known is not None and (
             abs(mean.steps_per_s - known.steps_per_s) <= self.rules.change * known.steps_per_s
@@ -131,5 +139,13 @@ class JobWindow:
     def wrote(self, history: History) -> None:
         """The history is now in the API (or was read from it)."""
         if not self.loaded:  # read from the API: what this writer knew before is older
-            self.local = history
+            self.recent = {
+                r.config: deque([r.steps_per_s] * r.reports, maxlen=MAX_WEIGHT)
+                for r in history.readings
+            }
         self.written, self.loaded = history, True
+
+
+def _median(ordered: list[float]) -> float:
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
