@@ -89,9 +89,7 @@ def test_reports_are_written_rarely(run) -> None:
 
 def test_a_spread_job_learns_what_packing_would_give(run) -> None:
     _, view, _ = run
-    spread = [
-        (m, c) for m in view.estimates.values() for c in m.seen if c.spread and c.workers > 1
-    ]
+    spread = [(m, c) for m in view.estimates.values() for c in m.seen if c.spread and c.workers > 1]
     assert spread
     for m, c in spread:
         assert m.packing_gain(c) >= 0.0  # packing never predicted to slow a job down
