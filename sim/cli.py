@@ -216,6 +216,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "and converged or overloaded workers are asked to move (docs/migration.md); the "
         "JSON summary counts migrations and requests",
     )
+    s.add_argument(
+        "--report-throughput",
+        action="store_true",
+        help="training jobs report their speed to the monitor's writer, which writes each "
+        "job's dragonet.io/throughput annotation (docs/speedup.md); the JSON summary counts "
+        "reports and writes. No scheduling decision uses it yet",
+    )
     s.add_argument("--json", action="store_true", help="print one JSON summary line per policy")
     s.add_argument(
         "--plot",
@@ -444,6 +451,7 @@ def run(args: argparse.Namespace) -> int:
     from policy.model.pool import PoolSpec, pool_object
     from sim.engine import DAY, SimConfig, Simulation, SimulationError
     from sim.results import SimResult
+    from sim.throughput import ThroughputConfig
 
     err = Console(stderr=True)
     try:
@@ -510,6 +518,7 @@ def run(args: argparse.Namespace) -> int:
                 max_time_s=args.horizon * DAY,
                 kubeshare=kubeshare,
                 monitor=monitor_config(policy) if args.monitor else None,
+                throughput=ThroughputConfig() if args.report_throughput else None,
             )
             if args.mc_cost_free:
                 config = config.cost_free()

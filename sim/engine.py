@@ -653,6 +653,15 @@ class Simulation:
                 if self.monitor is not None or self.programs.migrations
                 else {}
             ),
+            **(
+                {
+                    "speed_reports": self.reporters.reports,
+                    "speed_writes": self.reporters.writes,
+                    "jobs_with_speed": len(self.reporters.truth),
+                }
+                if self.reporters is not None
+                else {}
+            ),
             # Parameter-server state lost (a preemption), and the GPU-seconds it cost: the
             # progress since the last checkpoint plus the restore (sim/training.py).
             "state_losses": sum(t.losses for t in self.programs.jobs.values()),
