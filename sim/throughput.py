@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from monitor.throughput import JobWindow, WriterRules, config_of
-from policy.model.throughput import ANNOTATION, Config, History
+from policy.model.throughput import ANNOTATION, Config
 from sim.apiserver import ApiServer
 from sim.metacontroller import Client
 from sim.training import PODS, Programs
@@ -119,11 +119,3 @@ class Reporters:
             self.writes += 1
 
         self.client.run([("update", patch)], now, lambda: None)
-
-
-def estimate_of(api: ApiServer, tkey: str, key: str) -> History | None:
-    """The history the planner would read for a job (for tests and reports)."""
-    from policy.model.throughput import history_of
-
-    job = api.get(tkey, key)
-    return None if job is None else history_of(job["metadata"].get("annotations") or {})
