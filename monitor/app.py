@@ -7,6 +7,10 @@
   ``DRAGONET_MONITOR_MAX_BODY_BYTES``, 415 for a body that is not ``application/json``,
   404 for a pod not on this node, 429 when ``max_pods`` are tracked, 503 when the API
   cannot say which pod it is. Never a 500 for anything a client sends.
+* ``POST /throughput`` ``{"pod": <name>, "stepsPerSecond": <number>}`` (optionally
+  ``"batch"``, the global batch, and ``"namespace"``): a job's speed (docs/speedup.md),
+  answered 200 with what became of it (``taken``, ``written``, ``unchanged``, ``gone``,
+  ``error``), or the same errors as ``/monitor``; 400 also for a pod of no TFJob or MXJob.
 * ``GET /healthz`` (alive), ``GET /readyz`` (the pool's loads are read and fresh),
   ``GET /metrics`` (Prometheus).
 """
@@ -25,6 +29,7 @@ from werkzeug.exceptions import HTTPException
 
 from monitor.metrics import CONTENT_TYPE
 from monitor.service import Monitor, ReportError
+from policy.model.throughput import MAX_BATCH, MAX_STEPS_PER_S
 
 access = logging.getLogger("dragonet.monitor.access")
 
@@ -41,6 +46,15 @@ class Report(BaseModel):
     namespace: Annotated[str, Field(min_length=1, max_length=63, pattern=_LABEL)] | None = None
 
 
+class SpeedReport(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    pod: Annotated[str, Field(min_length=1, max_length=253, pattern=_SUBDOMAIN)]
+    stepsPerSecond: StrictInt | StrictFloat
+    batch: Annotated[int, Field(ge=1, le=MAX_BATCH, strict=True)] | None = None
+    namespace: Annotated[str, Field(min_length=1, max_length=63, pattern=_LABEL)] | None = None
+
+
 def _json(body: Any, status: int, headers: dict[str, str] | None = None) -> Response:
     return Response(orjson.dumps(body), status=status, mimetype="application/json", headers=headers)
 
@@ -50,15 +64,21 @@ def _error(status: int, message: str, retry_after: int | None = None) -> Respons
     return _json({"error": message}, status, headers)
 
 
-def _first_problem(err: ValidationError) -> str:
+_SHAPES = {
+    "/monitor": '{"pod": <name>, "value": <number>}',
+    "/throughput": '{"pod": <name>, "stepsPerSecond": <number>, "batch": <integer>}',
+}
+
+
+def _first_problem(err: ValidationError, shape: str = _SHAPES["/monitor"]) -> str:
     e = err.errors()[0]
     where = str(e["loc"][0]) if e["loc"] else "body"
     if e["type"] == "extra_forbidden":
-        return f'{where}: unknown field (a report is {{"pod": <name>, "value": <number>}})'
+        return f"{where}: unknown field (a report is {shape})"
     if e["type"] == "missing":
         return f"{where}: required"
-    if where == "value":
-        return "value: must be a number"
+    if where in ("value", "stepsPerSecond"):
+        return f"{where}: must be a number"
     return f"{where}: {e['msg']}"
 
 
@@ -98,6 +118,37 @@ def create_app(monitor: Monitor) -> Flask:
             return _error(err.status, str(err), err.retry_after)
         return _json(outcome.body(), 200)
 
+    @app.post("/throughput")
+    def throughput() -> Response:
+        length = request.content_length
+        if length is not None and length > settings.max_body_bytes:
+            return _error(413, f"body of {length} bytes is over {settings.max_body_bytes} bytes")
+        if request.mimetype != "application/json":
+            return _error(415, "a report must be sent as Content-Type: application/json")
+        raw = request.stream.read(settings.max_body_bytes + 1)
+        if len(raw) > settings.max_body_bytes:
+            return _error(413, f"body is over {settings.max_body_bytes} bytes")
+        try:
+            body = orjson.loads(raw)
+        except orjson.JSONDecodeError as err:
+            return _error(400, f"body is not JSON: {err}")
+        if not isinstance(body, dict):
+            return _error(400, f"body must be a JSON object {_SHAPES['/throughput']}")
+        try:
+            given = SpeedReport.model_validate(body)
+        except ValidationError as err:
+            return _error(400, _first_problem(err, _SHAPES["/throughput"]))
+        speed = float(given.stepsPerSecond)
+        if not (math.isfinite(speed) and 0 < speed <= MAX_STEPS_PER_S):
+            return _error(
+                400, f"stepsPerSecond: must be a number above 0, at most {MAX_STEPS_PER_S:g}"
+            )
+        try:
+            outcome = monitor.speed(given.pod, given.namespace, speed, given.batch)
+        except ReportError as err:
+            return _error(err.status, str(err), err.retry_after)
+        return _json(outcome.body(), 200)
+
     @app.get("/healthz")
     def healthz() -> Response:
         return _json({"status": "ok"}, 200)
@@ -127,7 +178,7 @@ def create_app(monitor: Monitor) -> Flask:
 
     @app.after_request
     def record(response: Response) -> Response:
-        if request.path == "/monitor":
+        if request.path in ("/monitor", "/throughput"):
             monitor.metrics.reports.labels(str(response.status_code)).inc()
         seconds = time.perf_counter() - g.get("started", time.perf_counter())
         extra = {"status": response.status_code, "latency_ms": round(seconds * 1000, 1)}

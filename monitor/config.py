@@ -39,5 +39,10 @@ class MonitorSettings(BaseSettings):
     refresh_seconds: float = Field(default=30.0, gt=0)
     # Report bodies larger than this are refused (413).
     max_body_bytes: int = Field(default=4096, ge=64)
+    # Speed reports (POST /throughput, docs/speedup.md): a job's window of reports closes
+    # this often (and its history is written at most this often), and is written only
+    # when a configuration's speed moved by more than this share.
+    throughput_window_seconds: float = Field(default=60.0, ge=10)
+    throughput_change: float = Field(default=0.10, ge=0, le=10)
     # Timeout of each Kubernetes API call.
     api_timeout_seconds: float = Field(default=5.0, gt=0)

@@ -2,8 +2,9 @@
 so the tests use a fake and the service uses the official client (``KubeCluster``).
 
 Every call the real one makes is one the chart's ClusterRole grants, and nothing more:
-list pods (to find a reporting pod on this node), get the pool, list node metrics, and
-create, get and delete Migrations.
+list pods (to find a reporting pod on this node, and a reporting job's pods), get the
+pool, list node metrics, create, get and delete Migrations, and get and patch TFJobs and
+MXJobs (the throughput history annotation, docs/speedup.md).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from policy.model.migration import request_object
 from webhooks.kubeapi import AlreadyExists, Api, ApiError  # noqa: F401 - the monitor's errors
 
 GROUP, VERSION = "dragonet.io", "v1alpha1"
+JOB_GROUP, JOB_VERSION = "kubeflow.org", "v1"
+JOB_PLURALS = {"TFJob": "tfjobs", "MXJob": "mxjobs"}  # the kinds whose speed is kept
 MIGRATIONS, POOLS = "migrations", "trainingpools"
 WORKER = "worker"  # the lower-case replica-type label of a TFJob's workers
 
@@ -33,6 +36,7 @@ class PodInfo:
     node: str
     labels: Mapping[str, str] = field(default_factory=dict)
     requests: Mapping[str, float] = field(default_factory=dict)
+    owner: tuple[str, str] | None = None  # its controller's (kind, name): its job
 
     @property
     def is_worker(self) -> bool:
@@ -56,6 +60,14 @@ class PodInfo:
                 if given is not None:
                     totals[r] += amount(given)
         labels = {k: v for k, v in (meta.get("labels") or {}).items() if isinstance(v, str)}
+        owner = next(
+            (
+                (str(o.get("kind")), str(o.get("name")))
+                for o in meta.get("ownerReferences") or ()
+                if isinstance(o, Mapping) and o.get("controller")
+            ),
+            None,
+        )
         return cls(
             name=meta["name"],
             namespace=meta["namespace"],
@@ -63,6 +75,7 @@ class PodInfo:
             node=spec.get("nodeName") or "",
             labels=labels,
             requests=totals,
+            owner=owner,
         )
 
 
@@ -84,6 +97,15 @@ class Cluster(Protocol):
 
     def delete_migration(self, namespace: str, name: str, uid: str) -> None:
         """Delete that Migration if it is still the one with ``uid``."""
+
+    def job_pods(self, namespace: str, job: str) -> list[Mapping[str, Any]]:
+        """The job's pods (by its job-name label), as the API serves them."""
+
+    def get_job(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        """The TFJob or MXJob, or None if there is none."""
+
+    def annotate_job(self, kind: str, namespace: str, name: str, key: str, value: str) -> None:
+        """Set one annotation of the job (a merge patch of its metadata)."""
 
 
 def migration(pod: PodInfo, reason: str, requested_by: str) -> dict[str, Any]:
@@ -175,3 +197,37 @@ class KubeCluster:
         except ApiError as err:
             if err.status not in (404, 409):  # gone, or replaced by a newer one: leave it
                 raise
+
+    def job_pods(self, namespace: str, job: str) -> list[Mapping[str, Any]]:
+        found = self._call(
+            self._core.list_namespaced_pod, namespace, label_selector=f"{L_JOB}={job}"
+        )
+        api = self._core.api_client
+        return [api.sanitize_for_serialization(p) for p in found.items]
+
+    def get_job(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        try:
+            return self._call(
+                self._custom.get_namespaced_custom_object,
+                JOB_GROUP,
+                JOB_VERSION,
+                namespace,
+                JOB_PLURALS[kind],
+                name,
+            )
+        except ApiError as err:
+            if err.status == 404:
+                return None
+            raise
+
+    def annotate_job(self, kind: str, namespace: str, name: str, key: str, value: str) -> None:
+        self._call(
+            self._custom.patch_namespaced_custom_object,
+            JOB_GROUP,
+            JOB_VERSION,
+            namespace,
+            JOB_PLURALS[kind],
+            name,
+            {"metadata": {"annotations": {key: value}}},
+            _content_type="application/merge-patch+json",
+        )

@@ -36,6 +36,13 @@ class MonitorMetrics:
             ["reason", "result"],
             registry=r,
         )
+        self.speeds = Counter(
+            "dragonet_monitor_speed_reports",
+            "POST /throughput reports taken, by result (taken, written: the job's history "
+            "was patched, unchanged, gone, error).",
+            ["result"],
+            registry=r,
+        )
         self.api_errors = Counter(
             "dragonet_monitor_api_errors",
             "Kubernetes API calls that failed, by call.",

@@ -24,8 +24,11 @@ from monitor.config import MonitorSettings
 from monitor.convergence import Category, ConvergenceRules, ConvergenceTracker
 from monitor.decide import Move, choose
 from monitor.imbalance import PoolLoads, Verdict, pool_loads
-from monitor.kube import AlreadyExists, ApiError, Cluster, PodInfo, migration
+from monitor.kube import JOB_PLURALS, AlreadyExists, ApiError, Cluster, PodInfo, migration
 from monitor.metrics import MonitorMetrics
+from monitor.throughput import JobWindow, WriterRules, config_of
+from policy.model.bounds import OutOfBounds
+from policy.model.throughput import ANNOTATION, History, history_of
 
 log = logging.getLogger("dragonet.monitor")
 
@@ -71,6 +74,31 @@ class Outcome:
 
 
 @dataclass
+class _Speeds:
+    """One reporting job's window (monitor/throughput.py)."""
+
+    kind: str
+    window: JobWindow
+    last_seen: float
+    closing: bool = False  # a thread is reading the pods or writing
+
+
+@dataclass(frozen=True)
+class SpeedOutcome:
+    """The answer to one speed report: ``result`` is ``taken`` (in the window),
+    ``written`` (the job's history was patched), ``unchanged`` (a window closed with
+    nothing new, or not measurable), ``gone`` (the job is no more) or ``error``."""
+
+    pod: str
+    namespace: str
+    job: str
+    result: str
+
+    def body(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass
 class Monitor:
     cluster: Cluster
     settings: MonitorSettings
@@ -86,6 +114,12 @@ class Monitor:
         self.loads: PoolLoads | None = None
         self.loads_at: float | None = None
         self.load_problem: str | None = "the pool's loads have not been read yet"
+        self._speeds: OrderedDict[tuple[str, str], _Speeds] = OrderedDict()  # by recency
+        self._speed_pods: OrderedDict[tuple[str, str], PodInfo] = OrderedDict()
+        self._writer = WriterRules(
+            window_s=self.settings.throughput_window_seconds,
+            change=self.settings.throughput_change,
+        )
 
     # ----- reports -----
 
@@ -206,6 +240,102 @@ class Monitor:
                 counts[r.tracker.category] += 1
         for category, n in counts.items():
             self.metrics.tracked.labels(category.value).set(n)
+
+    # ----- speed reports (docs/speedup.md) -----
+
+    def speed(
+        self, name: str, namespace: str | None, steps_per_s: float, batch: int | None
+    ) -> SpeedOutcome:
+        """Take one report of a job's global steps per second; once a window is due, read
+        the job's pods and write its history if it says something new."""
+        now = self.clock.monotonic()
+        pod = self._speed_pod(name, namespace)
+        if pod.owner is None or pod.owner[0] not in JOB_PLURALS:
+            raise ReportError(400, f"pod {pod.name!r} belongs to no TFJob or MXJob")
+        kind, job = pod.owner
+        key = (pod.namespace, job)
+        with self._lock:
+            self._forget_speeds(now)
+            entry = self._speeds.pop(key, None)
+            if entry is None:
+                if len(self._speeds) >= self.settings.max_pods:
+                    raise ReportError(
+                        429,
+                        f"the monitor keeps the speed of {self.settings.max_pods} jobs already",
+                        int(self.settings.forget_seconds),
+                    )
+                entry = _Speeds(kind, JobWindow(self._writer), now)
+            self._speeds[key] = entry
+            entry.last_seen = now
+            entry.window.report(now, steps_per_s, batch)
+            due = entry.window.due(now) and not entry.closing
+            entry.closing = entry.closing or due
+        result = "taken"
+        if due:
+            try:
+                result = self._close_window(pod.namespace, job, entry, now)
+            finally:
+                with self._lock:
+                    entry.closing = False
+        self.metrics.speeds.labels(result).inc()
+        return SpeedOutcome(pod.name, pod.namespace, f"{kind}/{job}", result)
+
+    def _speed_pod(self, name: str, namespace: str | None) -> PodInfo:
+        """The reporting pod, looked up once (a few hundred kept, the oldest forgotten)."""
+        with self._lock:
+            hits = [p for (ns, n), p in self._speed_pods.items() if n == name]
+            if namespace is not None:
+                hits = [p for p in hits if p.namespace == namespace]
+            if len(hits) == 1:
+                return hits[0]
+        pod = self._look_up(name, namespace)
+        with self._lock:
+            self._speed_pods[self._key(pod)] = pod
+            while len(self._speed_pods) > self.settings.max_pods:
+                self._speed_pods.popitem(last=False)
+        return pod
+
+    def _forget_speeds(self, now: float) -> None:
+        """Drop jobs silent for ``forget_seconds`` (the caller holds the lock)."""
+        while self._speeds:
+            key, entry = next(iter(self._speeds.items()))
+            if now - entry.last_seen < self.settings.forget_seconds:
+                break
+            del self._speeds[key]
+
+    def _close_window(self, namespace: str, job: str, entry: _Speeds, now: float) -> str:
+        window = entry.window
+        try:
+            pods = self.cluster.job_pods(namespace, job)
+        except ApiError as err:
+            window.close(now, None)  # this window says nothing; the next one tries again
+            self.metrics.api_errors.labels("throughput").inc()
+            log.warning("cannot read the pods of %s/%s: %s", namespace, job, err)
+            return "error"
+        try:
+            if not window.loaded:
+                obj = self.cluster.get_job(entry.kind, namespace, job)
+                if obj is None:
+                    return "gone"
+                annotations = (obj.get("metadata") or {}).get("annotations") or {}
+                try:
+                    window.wrote(history_of(annotations) or History())
+                except OutOfBounds as err:  # replaced by what this monitor measures
+                    log.warning("%s/%s: %s", namespace, job, err)
+                    window.wrote(History())
+            history = window.close(now, config_of(pods))
+            if history is None:
+                return "unchanged"
+            self.cluster.annotate_job(entry.kind, namespace, job, ANNOTATION, history.text())
+        except ApiError as err:
+            if err.status == 404:
+                return "gone"
+            self.metrics.api_errors.labels("throughput").inc()
+            log.warning("cannot write the throughput of %s/%s: %s", namespace, job, err)
+            return "error"
+        window.wrote(history)
+        log.info("wrote the throughput of %s/%s", namespace, job)
+        return "written"
 
     # ----- requests -----
 

@@ -230,6 +230,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="SECONDS",
         help="with --dump: the objects as they stood this many simulated seconds in",
     )
+    s.add_argument(
+        "--report-throughput",
+        action="store_true",
+        help="training jobs report their speed to the monitor's writer, which writes each "
+        "job's dragonet.io/throughput annotation (docs/speedup.md); the JSON summary counts "
+        "reports and writes. No scheduling decision uses it yet",
+    )
     s.add_argument("--json", action="store_true", help="print one JSON summary line per policy")
     s.add_argument(
         "--plot",
@@ -479,6 +486,7 @@ def run(args: argparse.Namespace) -> int:
     from sim.dump import StateDump
     from sim.engine import DAY, SimConfig, Simulation, SimulationError
     from sim.results import SimResult
+    from sim.throughput import ThroughputConfig
 
     err = Console(stderr=True)
     try:
@@ -554,6 +562,7 @@ def run(args: argparse.Namespace) -> int:
                 max_time_s=args.horizon * DAY,
                 kubeshare=kubeshare,
                 monitor=monitor_config(policy) if args.monitor else None,
+                throughput=ThroughputConfig() if args.report_throughput else None,
             )
             if args.mc_cost_free:
                 config = config.cost_free()

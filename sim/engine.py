@@ -61,6 +61,7 @@ from sim.reaper import Reaper
 from sim.results import JobRecord, Progress, Sample, Segment, SimResult
 from sim.sizes import dress
 from sim.spec import JobSpec
+from sim.throughput import Reporters, ThroughputConfig
 from sim.training import Programs, Training, replica_specs
 from sim.webhook import WebhookClient
 from webhooks.app import create_app
@@ -151,6 +152,9 @@ class SimConfig:
     # The Container Monitor and its reporting training tasks (sim/monitor.py; None: none),
     # and the default pool's spec.migration (docs/migration.md; None: the CRD's defaults).
     monitor: MonitorConfig | None = None
+    # Training jobs report their speed to the monitor's writer (sim/throughput.py; None:
+    # no job reports, as before).
+    throughput: ThroughputConfig | None = None
     migration: Mapping[str, Any] | None = None
     # Fractional GPUs: the default pool's spec.kubeshare (KubeShare is modelled either way).
     kubeshare: Literal["none", "v1", "v2"] = "none"
@@ -279,6 +283,13 @@ class Simulation:
                 )
             ],
             client,
+        )
+        self.reporters = (
+            Reporters(
+                self.api, self.schedule, self.programs, client, config.throughput, config.seed
+            )
+            if config.throughput is not None
+            else None
         )
         self.policy = self._pool_policy()
         if names := self._gang_scheduler_names():
@@ -413,6 +424,8 @@ class Simulation:
             self.schedule(spec.arrival_s, lambda s=spec: self._arrive(s))
         if self.monitor is not None:
             self.monitor.start()
+        if self.reporters is not None:
+            self.reporters.start()
         self.mc.start_resync(self.config.mc_resync_s, self._goes_on)
         for t in self.config.webhook_restarts_s:
             self.schedule(t, self._restart_webhook)
@@ -638,6 +651,15 @@ class Simulation:
                     "migration_requests": self.monitor.requests if self.monitor else 0,
                 }
                 if self.monitor is not None or self.programs.migrations
+                else {}
+            ),
+            **(
+                {
+                    "speed_reports": self.reporters.reports,
+                    "speed_writes": self.reporters.writes,
+                    "jobs_with_speed": len(self.reporters.truth),
+                }
+                if self.reporters is not None
                 else {}
             ),
             # Parameter-server state lost (a preemption), and the GPU-seconds it cost: the

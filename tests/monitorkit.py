@@ -74,6 +74,8 @@ class FakeCluster:
     down: bool = False  # every call fails as if the API were unreachable
     calls: list[str] = field(default_factory=list)
     created: list[dict[str, Any]] = field(default_factory=list)  # bodies as sent
+    jobs: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)  # kind,ns,name
+    patches: list[tuple[str, str, str, str, str]] = field(default_factory=list)
     now: datetime = T0
 
     def _check(self, call: str) -> None:
@@ -122,6 +124,25 @@ class FakeCluster:
         found = self.migrations.get((namespace, name))
         if found is not None and found["metadata"]["uid"] == uid:
             del self.migrations[(namespace, name)]
+
+    def job_pods(self, namespace: str, job: str) -> list[Mapping[str, Any]]:
+        self._check("list_job_pods")
+        return [
+            copy.deepcopy(p)
+            for p in self.pods
+            if p["metadata"]["namespace"] == namespace
+            and p["metadata"]["labels"].get("training.kubeflow.org/job-name") == job
+        ]
+
+    def get_job(self, kind: str, namespace: str, name: str) -> Mapping[str, Any] | None:
+        self._check("get_job")
+        return copy.deepcopy(self.jobs.get((kind, namespace, name)))
+
+    def annotate_job(self, kind: str, namespace: str, name: str, key: str, value: str) -> None:
+        self._check("annotate_job")
+        self.patches.append((kind, namespace, name, key, value))
+        job = self.jobs.setdefault((kind, namespace, name), {"metadata": {"name": name}})
+        job["metadata"].setdefault("annotations", {})[key] = value
 
 
 @dataclass

@@ -25,6 +25,8 @@ _ROUTES = [
     (r"^/api/v1/namespaces/[^/]+/pods$", "", "pods", False),
     (r"^/apis/dragonet\.io/v1alpha1/trainingpools/[^/]+$", "dragonet.io", "trainingpools", True),
     (r"^/apis/metrics\.k8s\.io/v1beta1/nodes$", "metrics.k8s.io", "nodes", False),
+    (r"^/apis/kubeflow\.org/v1/namespaces/[^/]+/tfjobs/[^/]+$", "kubeflow.org", "tfjobs", True),
+    (r"^/apis/kubeflow\.org/v1/namespaces/[^/]+/mxjobs/[^/]+$", "kubeflow.org", "mxjobs", True),
     (
         r"^/apis/dragonet\.io/v1alpha1/namespaces/[^/]+/migrations$",
         "dragonet.io",
@@ -43,6 +45,7 @@ _VERBS = {
     ("GET", True): "get",
     ("POST", False): "create",
     ("DELETE", True): "delete",
+    ("PATCH", True): "patch",
 }
 
 
@@ -62,6 +65,8 @@ class FakeApiServer:
         self.used: list[tuple[str, str, str]] = []
         self.deleted_with: list[Any] = []
         self.fail: int | None = None
+        self.jobs: dict[str, dict[str, Any]] = {}  # "resource/name" -> the job
+        self.patched: list[tuple[str | None, Any]] = []  # (content type, body)
 
     def request(
         self,
@@ -83,6 +88,26 @@ class FakeApiServer:
         if self.fail:
             return answer(self.fail, {"kind": "Status", "message": "injected"})
         name = path.rsplit("/", 1)[-1]
+        if resource in ("tfjobs", "mxjobs"):
+            key = f"{resource}/{name}"
+            if method == "PATCH":
+                sent = json.loads(body) if isinstance(body, (str, bytes)) else body
+                self.patched.append(((headers or {}).get("Content-Type"), sent))
+                if key not in self.jobs:
+                    return answer(404, {"kind": "Status", "reason": "NotFound"})
+                return answer(200, self.jobs[key])
+            return answer(200, self.jobs[key]) if key in self.jobs else answer(404, {})
+        if resource == "pods" and "labelSelector" in query:
+            label, job = query["labelSelector"][0].split("=")
+            ns = path.split("/")[4]
+            items = [
+                p
+                for p in self.pods
+                if p["metadata"]["labels"].get(label) == job and p["metadata"]["namespace"] == ns
+            ]
+            return answer(
+                200, {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items}
+            )
         if resource == "pods":
             fields = dict(f.split("=") for f in query["fieldSelector"][0].split(","))
             ns = path.split("/")[4] if "/namespaces/" in path else None
@@ -176,6 +201,22 @@ def test_a_migration_is_created_once_read_and_deleted_only_by_uid(api) -> None:
     cluster.delete_migration("team-a", "w", "gone")  # already gone: fine
 
 
+def test_a_jobs_pods_are_listed_by_label_and_its_annotation_merge_patched(api) -> None:
+    cluster, server = api
+    server.jobs = {"tfjobs/job1": {"metadata": {"name": "job1", "annotations": {"a": "b"}}}}
+    assert [p["metadata"]["name"] for p in cluster.job_pods("team-a", "job1")] == ["w"]
+    assert cluster.job_pods("team-a", "other") == []
+    assert cluster.get_job("TFJob", "team-a", "job1")["metadata"]["annotations"] == {"a": "b"}
+    assert cluster.get_job("MXJob", "team-a", "job1") is None
+    cluster.annotate_job("TFJob", "team-a", "job1", "dragonet.io/throughput", "{}")
+    assert server.patched == [
+        (
+            "application/merge-patch+json",
+            {"metadata": {"annotations": {"dragonet.io/throughput": "{}"}}},
+        )
+    ]
+
+
 def test_api_errors_become_api_error(api) -> None:
     cluster, server = api
     server.fail = 403
@@ -195,6 +236,11 @@ def test_the_charts_cluster_role_grants_exactly_what_the_monitor_calls(api, helm
     cluster.create_migration(migration(found, "Overloaded", "monitor/node-1"))
     stored = cluster.get_migration("team-a", "w")
     cluster.delete_migration("team-a", "w", stored["metadata"]["uid"])
+    server.jobs = {"tfjobs/job1": {"metadata": {"name": "job1"}}, "mxjobs/job2": {}}
+    cluster.job_pods("team-a", "job1")
+    for kind, name in (("TFJob", "job1"), ("MXJob", "job2")):
+        cluster.get_job(kind, "team-a", name)
+        cluster.annotate_job(kind, "team-a", name, "dragonet.io/throughput", "{}")
     used = set(server.used)
     docs = _render(helm, "--set", "monitor.enabled=true")
     role = next(

@@ -17,6 +17,14 @@ steps to the Container Monitor on their node, ``POST $MONITOR_URL {"pod", "value
 stop reporting near the end (``global_steps - step <= 5 * max_workers``) so that no move
 happens then. A monitor that does not answer never stops training.
 
+The chief also reports the job's **speed** (docs/speedup.md): every ``speed_interval``
+seconds (10) it reads the global step on the PS and posts the global steps per second
+since its last reading, with the global batch (one worker's batch: asynchronous
+training adds the workers' steps), to ``POST $SPEED_URL {"pod", "stepsPerSecond",
+"batch"}`` (the monitor on the PS pod's node, ``/throughput``). The monitor writes it to
+the TFJob; the pool learns from it where another worker pays. It never stops training
+either.
+
 Run: ``python train.py ps|chief|worker`` (the role; TF_CONFIG says the index). Needs
 TensorFlow 1.15 (``tensorflow/tensorflow:1.15.5-py3``) and downloads MNIST at start.
 """
@@ -31,6 +39,7 @@ import urllib.request
 
 CHIEF_PORT = 2223
 SEED = 10000
+BATCH = 16  # examples per step (each worker's step is one batch: asynchronous training)
 
 
 def cluster_and_task(tf_config: str, role: str) -> tuple[dict[str, list[str]], str, int]:
@@ -55,6 +64,30 @@ def should_report(local_step: int, global_step: int, interval: int, last: int, m
 def report(url: str, pod: str, value: float, timeout: float = 2.0) -> int | None:
     """POST the metric to the node's monitor; the HTTP status, or None if it did not answer."""
     body = json.dumps({"pod": pod, "value": float(value)}).encode()
+    request = urllib.request.Request(
+        url, data=body, headers={"Content-Type": "application/json"}, method="POST"
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as answer:
+            return answer.status
+    except urllib.error.HTTPError as err:
+        return err.code
+    except OSError:
+        return None
+
+
+def steps_per_second(before: tuple[float, int], now: tuple[float, int]) -> float | None:
+    """Global steps per second between two (time, global step) readings; None when no
+    time passed or the step went back (the PS restarted: no speed to say)."""
+    (t0, s0), (t1, s1) = before, now
+    if t1 <= t0 or s1 < s0:
+        return None
+    return (s1 - s0) / (t1 - t0)
+
+
+def report_speed(url: str, pod: str, speed: float, batch: int, timeout: float = 2.0) -> int | None:
+    """POST the job's speed to the node's monitor; the HTTP status, or None."""
+    body = json.dumps({"pod": pod, "stepsPerSecond": speed, "batch": batch}).encode()
     request = urllib.request.Request(
         url, data=body, headers={"Content-Type": "application/json"}, method="POST"
     )
@@ -108,14 +141,23 @@ def main(role: str) -> None:
         master=server.target, is_chief=(job == "chief"), hooks=hooks
     ) as session:
         if job == "chief":  # initializes the model, then waits for the workers to finish
+            speed_url = os.environ.get("SPEED_URL", "")
+            every = float(os.environ.get("speed_interval", "10"))  # noqa: SIM112
+            before = (time.monotonic(), int(session.run(step)))
             while not session.should_stop():
-                time.sleep(5)
-                print("STEP", session.run(step), flush=True)
+                time.sleep(every)
+                now_at = (time.monotonic(), int(session.run(step)))
+                speed = steps_per_second(before, now_at)
+                before = now_at
+                answer = None
+                if speed_url and pod and speed:  # nothing to say while no step is made
+                    answer = report_speed(speed_url, pod, speed, BATCH)
+                print("STEP", now_at[1], speed, answer, flush=True)
             return
         local = 0
         while not session.should_stop():
             rng = np.random.RandomState(SEED + local)
-            batch = rng.randint(0, len(x_train), 16)
+            batch = rng.randint(0, len(x_train), BATCH)
             _, now = session.run([train, step], {images: x_train[batch], labels: y_train[batch]})
             local += 1
             if url and pod and should_report(local, now, interval, last, margin):

@@ -40,6 +40,8 @@ from policy.model.request import (
     job_type_key,
     objects,
 )
+from policy.model.speedup import Speedup
+from policy.model.speedup import of_jobs as speedups_of
 from policy.model.tensorboard import LABEL as TB
 from policy.model.tensorboard import SLOT as TENSORBOARD
 
@@ -73,6 +75,8 @@ class PoolSnapshot:
     requests: Mapping[str, tuple[MigrationRequest, ...]] = field(default_factory=dict)
     # The spec as canonical JSON (what memos key on); None if JSON cannot hold a value of it.
     spec_content: bytes | None = b"{}"
+    # Reporting jobs' throughput models, by job key (policy.model.speedup; docs/speedup.md).
+    speedups: Mapping[str, Speedup] = field(default_factory=dict)
 
 
 def _admissions(children: ObjectMap, memo: Memo) -> dict[str, Admission]:
@@ -243,6 +247,7 @@ def observe(
     classes = _each(related, PRIORITY_CLASSES, _decoded, problems, memo)
     priorities = Priorities.observe(classes)
     requests = _requests(related, pods, by_key, problems)
+    speedups = speedups_of(jobs, memo.get, problems)
     return PoolSnapshot(
         name,
         spec,
@@ -257,6 +262,7 @@ def observe(
         gangs,
         requests,
         spec_content,
+        speedups,
     )
 
 

@@ -1,0 +1,225 @@
+"""Each job's throughput model, learned from what it reported (``policy.model.throughput``):
+what the allocation rule asks before it gives a job another worker or packs it.
+
+The model is Optimus's (Peng et al., EuroSys'18, §4.2) for parameter-server training at a
+fixed global batch, with Pollux's placement term (Qiao et al., OSDI'21, §3.1: a job whose
+replicas cross nodes pays a slower synchronisation). Seconds per global step, for ``w``
+workers, ``p`` parameter servers, ``r`` of the workers on a node without one:
+
+    1/f = θ_compute/w + θ_overhead + θ_fanin·w + θ_spread·[spread] + θ_remote·r/max(p,1)
+          + θ_psload·w/max(p,1) + θ_ps·p            (every θ ≥ 0)
+
+fitted by non-negative least squares (``policy.model.nnls``) on relative errors, each
+reading weighted by the minutes behind it. Non-negative terms keep every fit physical:
+``f(w)/w`` never grows with ``w`` (no super-linear speed-up), and spreading never helps.
+
+**Only what the readings can tell.** A term enters the fit only if the configurations seen
+can tell it from the terms before it, in the order above: readings at one worker count fit
+``θ_compute`` alone (linear speed-up through the one point measured), a second worker count
+adds the fixed overhead (Amdahl's law), a third the growing fan-in, a spread placement the
+placement term. Predictions away from what was seen carry a confidence to match.
+
+**Outliers.** Each reading is already a median of a minute of reports. With more readings
+than terms plus one, each reading is compared with what the others predict for it; the one
+farthest off is left out if it is more than ``OUTLIER`` (relative) and four times the
+typical such distance away (once: a second wild reading among sixteen is a drifting job,
+and the confidence falls with the residual).
+
+**Prior.** A job without readings gets ``PRIOR``: linear speed-up, in relative units, with
+confidence 0: an allocation rule must treat it exactly as it treats jobs today.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import partial
+
+from policy.model.bounds import OutOfBounds
+from policy.model.jobs import Job
+from policy.model.nnls import nnls
+from policy.model.throughput import ANNOTATION, Config, History, Reading, parse
+
+TERMS: tuple[str, ...] = ("compute", "overhead", "fanin", "spread", "remote", "psload", "ps")
+Cached = Callable[[Hashable, Callable[[], "Speedup"]], "Speedup"]
+OUTLIER = 0.3  # a reading this far off (relative), and 4x the median residual, is dropped
+# Confidence: minutes of reports for about 63 % of full weight; residual that halves it.
+REPORTS_SCALE = 3.0
+ERROR_SCALE = 0.2
+
+
+def features(c: Config) -> tuple[float, ...]:
+    w, p = c.workers, max(c.ps, 1)
+    return (1.0 / w, 1.0, float(w), 1.0 if c.spread else 0.0, c.remote / p, w / p, float(c.ps))
+
+
+def grown(c: Config, remote: bool = False) -> Config:
+    """``c`` with one more worker: on a node with a parameter server, or (``remote``) on a
+    node of its own."""
+    if remote:
+        return Config(c.workers + 1, c.ps, c.remote + 1, c.nodes + 1)
+    return Config(c.workers + 1, c.ps, c.remote, c.nodes)
+
+
+def packed(c: Config) -> Config:
+    """``c``'s workers all on one node with its parameter servers."""
+    return Config(c.workers, c.ps, 0, 1)
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """A job's fitted model, or the prior (``informed`` False)."""
+
+    theta: tuple[float, ...]  # seconds per step, by TERMS (0 for a term not fitted)
+    seen: tuple[Config, ...] = ()  # the configurations the fit rests on
+    reports: int = 0  # minutes of reports behind it
+    error: float = 0.0  # relative RMS residual of the fit
+    dropped: tuple[Config, ...] = ()  # readings left out as outliers
+    batch: int | None = None
+    informed: bool = field(default=True)
+
+    def throughput(self, c: Config) -> float:
+        """Predicted global steps per second (relative units for the prior)."""
+        t = sum(a * b for a, b in zip(self.theta, features(c), strict=True))
+        return 1.0 / t if t > 0 else 0.0
+
+    def examples_per_s(self, c: Config) -> float | None:
+        return None if self.batch is None else self.throughput(c) * self.batch
+
+    def speedup(self, c: Config) -> float:
+        """Throughput at ``c`` over one worker's next to its parameter servers: comparable
+        between jobs (a job that scales perfectly has speed-up ``w``)."""
+        one = self.throughput(Config(1, c.ps))
+        return self.throughput(c) / one if one > 0 else 0.0
+
+    def marginal_gain(self, c: Config, remote: bool = False) -> float:
+        """What one more worker adds, in single workers (perfect scaling: 1.0; a job its
+        parameter servers hold back: near 0, or below)."""
+        return self.speedup(grown(c, remote)) - self.speedup(c)
+
+    def packing_gain(self, c: Config) -> float:
+        """Relative gain of moving ``c``'s workers next to the parameter servers."""
+        here = self.throughput(c)
+        return self.throughput(packed(c)) / here - 1.0 if here > 0 else 0.0
+
+    def confidence(self, c: Config) -> float:
+        """0 (a guess) to 1: how much the readings say about ``c``. It grows with the
+        minutes of reports, falls with the fit's residual, and falls away from the worker
+        counts and placements measured (one worker count measured: at most 0.25 elsewhere)."""
+        if not self.informed or not self.seen:
+            return 0.0
+        amount = 1.0 - math.exp(-self.reports / REPORTS_SCALE)
+        fit = 1.0 / (1.0 + self.error / ERROR_SCALE)
+        counts = sorted({s.workers for s in self.seen})
+        w = c.workers
+        if counts[0] <= w <= counts[-1]:
+            reach = 1.0 if len(counts) > 1 or w == counts[0] else 0.25
+        else:
+            near = counts[0] if w < counts[0] else counts[-1]
+            reach = min(w, near) / max(w, near)
+            if len(counts) == 1:
+                reach *= 0.25
+        if all(s.spread != c.spread for s in self.seen):
+            reach *= 0.5
+        return amount * fit * reach
+
+
+PRIOR = Speedup(theta=(1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0), informed=False)
+
+
+def estimate(history: History | None) -> Speedup:
+    """The job's model from its readings; ``PRIOR`` without any."""
+    if history is None or not history.readings:
+        return PRIOR
+    kept = list(history.readings)
+    dropped: list[Config] = []
+    if len(kept) > len(_identifiable([r.config for r in kept])) + 1:
+        # Each reading as the others predict it: one far off them is left out (once).
+        apart = [_held_out_error(kept, i) for i in range(len(kept))]
+        worst = max(range(len(kept)), key=lambda i: apart[i])
+        typical = sorted(apart)[len(apart) // 2]
+        if apart[worst] > OUTLIER and apart[worst] > 4 * max(typical, 0.01):
+            dropped = [kept[worst].config]
+            del kept[worst]
+    theta, error = _fit(kept)
+    return Speedup(
+        theta=tuple(theta),
+        seen=tuple(sorted(r.config for r in kept)),
+        reports=sum(r.reports for r in kept),
+        error=error,
+        dropped=tuple(dropped),
+        batch=history.batch,
+    )
+
+
+def _held_out_error(readings: Sequence[Reading], i: int) -> float:
+    """How far reading ``i`` is (relative) from what the others predict for it."""
+    theta, _ = _fit([r for j, r in enumerate(readings) if j != i])
+    t = sum(a * b for a, b in zip(theta, features(readings[i].config), strict=True))
+    y = 1.0 / readings[i].steps_per_s
+    return abs(t - y) / y
+
+
+def _identifiable(configs: Sequence[Config]) -> list[int]:
+    """The terms, in TERMS order, that the distinct configurations can tell apart."""
+    rows = [features(c) for c in sorted(set(configs))]
+    basis: list[list[float]] = []
+    chosen: list[int] = []
+    for j in range(len(TERMS)):
+        v = [row[j] for row in rows]
+        norm0 = math.sqrt(sum(x * x for x in v))
+        if norm0 == 0.0:
+            continue
+        for q in basis:
+            d = sum(a * b for a, b in zip(q, v, strict=True))
+            v = [a - d * b for a, b in zip(v, q, strict=True)]
+        norm = math.sqrt(sum(x * x for x in v))
+        if norm > 1e-9 * norm0:
+            basis.append([x / norm for x in v])
+            chosen.append(j)
+    return chosen
+
+
+def _fit(readings: Sequence[Reading]) -> tuple[list[float], float]:
+    """θ (by TERMS) and the weighted relative RMS residual."""
+    terms = _identifiable([r.config for r in readings])
+    rows, target = [], []
+    for r in readings:
+        y = 1.0 / r.steps_per_s  # seconds per step
+        scale = math.sqrt(r.reports) / y  # relative error, weighted by minutes of reports
+        x = features(r.config)
+        rows.append([x[j] * scale for j in terms])
+        target.append(y * scale)
+    solved = nnls(rows, target)
+    theta = [0.0] * len(TERMS)
+    for j, v in zip(terms, solved, strict=True):
+        theta[j] = v
+    total = weight = 0.0
+    for r in readings:
+        y = 1.0 / r.steps_per_s
+        t = sum(a * b for a, b in zip(theta, features(r.config), strict=True))
+        e = abs(t - y) / y
+        total += r.reports * e * e
+        weight += r.reports
+    return theta, math.sqrt(total / weight)
+
+
+def of_jobs(jobs: Iterable[Job], cached: Cached, problems: list[str]) -> dict[str, Speedup]:
+    """Each reporting job's model, by job key (``cached(key, make)``: once per history,
+    ``policy.memo.Memo.get``). A job that reports nothing has none; one whose history
+    cannot be believed has none either, and ``problems`` says why."""
+    out: dict[str, Speedup] = {}
+    for job in jobs:
+        raw = job.annotations.get(ANNOTATION)
+        if raw is None:
+            continue
+        try:
+            out[job.key] = cached(("speedup", raw), partial(_from_text, raw))
+        except OutOfBounds as err:
+            problems.append(f"{job.kind.kind} {job.key}: its throughput is left out: {err}")
+    return out
+
+
+def _from_text(raw: str) -> Speedup:
+    return estimate(parse(raw))

@@ -1,0 +1,121 @@
+"""``POST /throughput``: a training job's speed reports reach its TFJob's
+``dragonet.io/throughput`` annotation through the Container Monitor, aggregated, rarely
+written, and never believed blindly (docs/speedup.md)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+
+from monitor.app import create_app
+from policy.model.throughput import ANNOTATION, Config, parse
+from tests.monitorkit import FakeCluster, make_monitor, pod
+
+JOB = ("TFJob", "team-a", "job1")
+
+
+def _pod(name: str, node: str, rtype: str = "worker", phase: str = "Running") -> dict[str, Any]:
+    p = pod(name, node=node, rtype=rtype)
+    p["metadata"]["ownerReferences"] = [
+        {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "name": "job1", "controller": True}
+    ]
+    p["status"] = {"phase": phase}
+    return p
+
+
+def _setup(*workers_on: str):
+    pods = [_pod("job1-ps-0", "node-1", "ps")]
+    pods += [_pod(f"job1-worker-{i}", n) for i, n in enumerate(workers_on)]
+    cluster = FakeCluster(pods=pods, jobs={JOB: {"metadata": {"name": "job1"}}})
+    monitor, ticks = make_monitor(cluster)
+    return create_app(monitor).test_client(), cluster, ticks
+
+
+def post(client: FlaskClient, body: Any):
+    return client.post("/throughput", data=json.dumps(body), content_type="application/json")
+
+
+def report_for(client: FlaskClient, ticks, seconds: float, speed: float, batch: int = 256) -> list:
+    answers = []
+    for _ in range(int(seconds // 10)):
+        ticks.advance(10)
+        r = post(client, {"pod": "job1-worker-0", "stepsPerSecond": speed, "batch": batch})
+        assert r.status_code == 200, r.get_json()
+        answers.append(r.get_json()["result"])
+    return answers
+
+
+def test_a_steady_job_is_written_once_its_configuration_settled_and_then_rarely() -> None:
+    client, cluster, ticks = _setup("node-1", "node-2")
+    answers = report_for(client, ticks, 660, 2.5)  # 10 windows closed
+    # Settled in the first two, then written after 1, 2, 4 and 8 minutes measured.
+    assert answers.count("written") == 4
+    written = [p for p in cluster.patches if p[3] == ANNOTATION]
+    assert len(written) == answers.count("written")
+    history = parse(cluster.jobs[JOB]["metadata"]["annotations"][ANNOTATION])
+    (reading,) = history.readings
+    assert reading.config == Config(workers=2, ps=1, remote=1, nodes=2)
+    assert reading.steps_per_s == pytest.approx(2.5)
+    assert history.batch == 256
+    # One list of the job's pods per window closed, one read of the job, nothing more.
+    calls = cluster.calls
+    assert calls.count("list_job_pods") == 10 and calls.count("get_job") == 1
+    assert calls.count("list_pods") == 1  # the reporting pod, looked up once
+
+
+def test_a_new_configuration_is_added_to_what_the_job_already_holds() -> None:
+    client, cluster, ticks = _setup("node-1")
+    cluster.jobs[JOB]["metadata"]["annotations"] = {
+        ANNOTATION: '{"version":1,"readings":[{"workers":4,"ps":1,"stepsPerSecond":3.0}]}'
+    }
+    report_for(client, ticks, 200, 1.0)
+    history = parse(cluster.jobs[JOB]["metadata"]["annotations"][ANNOTATION])
+    assert [r.config.workers for r in history.readings] == [4, 1]
+
+
+def test_an_unbelievable_history_is_replaced_by_what_is_measured() -> None:
+    client, cluster, ticks = _setup("node-1")
+    cluster.jobs[JOB]["metadata"]["annotations"] = {ANNOTATION: '{"version":1,"readings":7}'}
+    report_for(client, ticks, 200, 1.0)
+    history = parse(cluster.jobs[JOB]["metadata"]["annotations"][ANNOTATION])
+    assert [r.config for r in history.readings] == [Config(1, 1)]
+
+
+@pytest.mark.parametrize(
+    ("body", "says"),
+    [
+        ({"pod": "job1-worker-0"}, "stepsPerSecond: required"),
+        ({"pod": "job1-worker-0", "stepsPerSecond": "fast"}, "stepsPerSecond: must be a number"),
+        ({"pod": "job1-worker-0", "stepsPerSecond": -1}, "stepsPerSecond: must be a number above"),
+        ({"pod": "job1-worker-0", "stepsPerSecond": 1e300}, "at most"),
+        ({"pod": "job1-worker-0", "stepsPerSecond": 1, "batch": 0}, "batch"),
+        ({"pod": "job1-worker-0", "stepsPerSecond": 1, "gpu": 1}, "gpu: unknown field"),
+        ({"pod": "Job1", "stepsPerSecond": 1}, "pod"),
+    ],
+)
+def test_a_report_that_cannot_be_believed_is_refused_naming_the_field(body, says) -> None:
+    client, cluster, _ = _setup("node-1")
+    answer = post(client, body)
+    assert answer.status_code == 400
+    assert says in answer.get_json()["error"]
+    assert cluster.patches == []
+
+
+def test_a_pod_of_no_training_job_cannot_report_a_speed() -> None:
+    client, cluster, _ = _setup("node-1")
+    cluster.pods.append(pod("lonely", node="node-1"))
+    answer = post(client, {"pod": "lonely", "stepsPerSecond": 1})
+    assert answer.status_code == 400
+    assert "no TFJob or MXJob" in answer.get_json()["error"]
+
+
+def test_a_job_whose_writes_fail_keeps_training_and_is_written_later() -> None:
+    client, cluster, ticks = _setup("node-1")
+    report_for(client, ticks, 10, 1.0)  # the pod is known
+    cluster.down = True
+    assert "error" in report_for(client, ticks, 170, 1.0)
+    cluster.down = False
+    assert "written" in report_for(client, ticks, 200, 1.0)

@@ -1,0 +1,110 @@
+"""Simulated training reports its speed through the same writer and the same API objects as
+a real job (sim/throughput.py), and the pool's planner, reading only what Metacontroller
+sends it, learns each job's throughput (docs/speedup.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from policy.memo import Memo
+from policy.model.speedup import Speedup
+from policy.model.throughput import ANNOTATION, Config
+from policy.pool.observe import observe
+from sim.engine import SimConfig, Simulation
+from sim.throughput import ThroughputConfig
+from sim.traces import load_pollux
+from tests.simkit import gpu_nodes, scenario
+
+WORKLOAD = Path(__file__).parent / "fixtures" / "traces" / "workload-1.csv"
+ERROR = 0.10  # stated: an estimate within 10 % of the true mean speed where measured
+
+
+class PlannerView:
+    """What the pool's planner observed at each of its syncs: every job's estimate, the
+    last one seen (the planner's own parse of Metacontroller's request)."""
+
+    def __init__(self, sim: Simulation) -> None:
+        self.estimates: dict[str, Speedup] = {}
+        self.syncs = 0
+        self._post = sim.webhook.post
+        sim.webhook.post = self._spy  # type: ignore[method-assign]
+
+    def _spy(self, path: str, body: bytes, *, measure: bool = True) -> Any:
+        if path == "/pools/sync":
+            self.syncs += 1
+            request = orjson.loads(body)
+            snap = observe(request["parent"], request["children"], request["related"], Memo())
+            self.estimates.update(snap.speedups)
+        return self._post(path, body, measure=measure)
+
+
+@pytest.fixture(scope="module")
+def run() -> tuple[Simulation, PlannerView, str]:
+    jobs = load_pollux(WORKLOAD, jobs=24)
+    silent = jobs[3].key  # a long deepspeech2 job whose code does not report
+    config = SimConfig(
+        throughput=ThroughputConfig(noise=0.05, outlier_share=0.1, silent=frozenset({silent}))
+    )
+    sim = Simulation(scenario(gpu_nodes(4), jobs), config)
+    view = PlannerView(sim)
+    sim.run()
+    return sim, view, silent
+
+
+def test_the_planners_estimates_come_within_10_percent_of_the_true_speed(run) -> None:
+    sim, view, _ = run
+    reporters = sim.reporters
+    assert reporters is not None
+    checked = 0
+    for key, model in view.estimates.items():
+        assert model.informed
+        for c in model.seen:
+            rates = reporters.truth[key][c]
+            truth = sum(rates) / len(rates)
+            assert model.throughput(c) == pytest.approx(truth, rel=ERROR), (key, c)
+            checked += 1
+    # Most jobs ran long enough to be measured: at least one measured minute (6 reports,
+    # after a settled minute) of at least one configuration.
+    assert len(view.estimates) >= 10 and checked >= 15
+
+
+def test_a_job_that_reports_nothing_has_no_estimate(run) -> None:
+    sim, view, silent = run
+    assert silent not in view.estimates
+    assert sim.programs.jobs[silent].finished_s is not None  # it ran, and finished
+
+
+def test_reports_are_written_rarely(run) -> None:
+    sim, _, _ = run
+    r = sim.reporters
+    assert r is not None
+    assert r.reports > 3000
+    assert r.writes <= r.reports / 50  # a write per 50 reports at most
+    assert r.writes <= r.pod_lists  # at most one per window closed
+
+
+def test_a_spread_job_learns_what_packing_would_give(run) -> None:
+    _, view, _ = run
+    spread = [(m, c) for m in view.estimates.values() for c in m.seen if c.spread and c.workers > 1]
+    assert spread
+    for m, c in spread:
+        assert m.packing_gain(c) >= 0.0  # packing never predicted to slow a job down
+        assert 0.0 <= m.confidence(Config(c.workers, c.ps)) <= 1.0
+
+
+def test_without_reports_no_job_ever_carries_a_throughput_annotation() -> None:
+    jobs = load_pollux(WORKLOAD, jobs=4)
+    sim = Simulation(scenario(gpu_nodes(2), jobs), SimConfig())
+    seen: list[str] = []
+
+    def watch(tkey: str, old: Any, new: Any) -> None:
+        if new is not None and ANNOTATION in (new["metadata"].get("annotations") or {}):
+            seen.append(tkey)
+
+    sim.api.watchers.append(watch)
+    sim.run()
+    assert sim.reporters is None and seen == []
