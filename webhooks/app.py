@@ -36,6 +36,7 @@ from policy.pool.sync import sync as pool_sync
 from webhooks.config import Settings
 from webhooks.hooks import CustomizeRequest, pool_related_resources
 from webhooks.lazy import SyncRequest, Unreadable, read_sync_request
+from webhooks.metrics import queue_waits
 from webhooks.shell import install, note_parent, note_pool_answer
 
 Clock = Callable[[], datetime]
@@ -145,7 +146,8 @@ def create_app(
             decision = pool_sync(req.parent, req.children, req.related, now(), memo)
         finally:
             memos.settle(memo)  # the other pools' memos give way first
-        note_pool_answer(decision.scaled, decision.status)
+        waits = queue_waits(decision.children, req.children, req.related)
+        note_pool_answer(decision.scaled, decision.status, waits)
         log.debug(
             "pool sync %s: %d admissions, %.1f ms",
             (req.parent.get("metadata") or {}).get("name"),
