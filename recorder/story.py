@@ -129,7 +129,9 @@ def admission_facts(obj: Mapping[str, Any]) -> list[Fact]:
         where = _placement(spec.pods)
         workers = f"{spec.workers} worker{'' if spec.workers == 1 else 's'}"
         note = f"admitted by pool {spec.pool} with {workers}: {where}"
-        add("Normal", "Admitted", "Admit", note, spec.admittedTime, where)
+        # One Event per admission (its placement as first seen: later moves and scaling
+        # have Events of their own).
+        add("Normal", "Admitted", "Admit", note, spec.admittedTime, spec.admittedTime)
     if spec.reason and spec.reason != adm.PREEMPTED:
         # Once per reason code while the job waits; a preemption starts a new spell.
         kind: EventType = "Warning" if spec.reason in _STUCK else "Normal"

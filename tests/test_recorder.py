@@ -5,6 +5,7 @@ repeats nothing; its writes stay within its budget; its process and its chart ob
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
@@ -143,7 +144,7 @@ def test_a_job_that_grows_then_shrinks_says_from_and_to_how_many_and_why() -> No
     assert "WaitingForShrink" in _reasons(b) or "WaitingForCapacity" in _reasons(b), b
 
 
-def test_a_preempted_job_says_by_whom_and_its_second_admission_is_counted_in_a_series() -> None:
+def test_a_preempted_job_says_by_whom_and_that_it_was_admitted_again() -> None:
     from tests.test_preemption import HIGH, _priority, _world
 
     a = job("a", 8, ps=1, min_workers=8, max_workers=8, steps=2000)
@@ -156,15 +157,43 @@ def test_a_preempted_job_says_by_whom_and_its_second_admission_is_counted_in_a_s
     events = list(sim.api.list(EVENTS))
     lines = describe(events, "a")
     print("\n".join(lines))
-    assert _reasons(lines)[:2] == ["Admitted", "Preempted"]
-    [preempted] = [line for line in lines if " Preempted " in line]
-    assert (
-        preempted.startswith("Warning") and "preempted: default/b has higher priority" in preempted
+    assert _reasons(lines) == [
+        "Admitted",
+        "Preempted",
+        "WaitingForCapacity",
+        "Admitted",
+        "TFJobSucceeded",
+    ]
+    assert lines[1].startswith("Warning") and "preempted: default/b has higher priority" in lines[1]
+    assert "jobs ahead in the queue (default/b)" in lines[2]
+    b_done = next(e for e in events if e["regarding"]["name"] == "b" and "Succeeded" in e["reason"])
+    second = sorted(
+        e["eventTime"]
+        for e in events
+        if e["regarding"]["name"] == "a" and e["reason"] == "Admitted"
+    )[1]
+    assert second >= b_done["eventTime"]  # back in once b was done
+    # Preempted again the same way would be one more in that Event's series (see below).
+
+
+def test_a_migrated_worker_says_from_which_node_to_which() -> None:
+    from tests.test_migration import ask, nodes
+    from tests.test_migration import job as cpu_job
+
+    sim = Simulation(
+        scenario(nodes("16", "16", "16"), [cpu_job("a")]), SimConfig(delete_finished_after_s=None)
     )
-    [admitted] = [e for e in events if e["regarding"]["name"] == "a" and e["reason"] == "Admitted"]
-    assert admitted["series"]["count"] == 2  # the same placement again: one Event, twice
-    assert admitted["series"]["lastObservedTime"] > admitted["eventTime"]
-    assert _reasons(lines)[-1] == "TFJobSucceeded"
+    attach(sim)
+    ask(sim, 60, "a", 1)
+    sim.run()
+    lines = describe(list(sim.api.list(EVENTS)), "a")
+    print("\n".join(lines))
+    [moved] = [line for line in lines if " Migrated " in line]
+    assert re.search(r"Worker 1 moved from cpu-\d to cpu-\d: Manual", moved), moved
+    source, target = re.findall(r"cpu-\d", moved.split("moved")[1])
+    assert source != target
+    # Its placement changed by the move, not by another admission: one Admitted.
+    assert _reasons(lines) == ["Admitted", "Migrated", "TFJobSucceeded"]
 
 
 def test_a_job_with_a_ttl_says_when_the_reaper_deletes_it_while_it_can_be_described() -> None:
@@ -400,6 +429,58 @@ def test_through_the_client_the_api_holds_events_k8s_io_v1_events_as_written(kub
     assert shrunk["series"] == {"count": 2, "lastObservedTime": "2026-01-01T00:05:00.000000Z"}
 
 
+def test_a_failed_job_its_ttl_and_a_pools_left_out_object_are_told(kube) -> None:
+    _, _, server = kube
+    failed = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": "bad", "namespace": "team"},
+        "spec": {"runPolicy": {"ttlSecondsAfterFinished": 600}},
+        "status": {
+            "completionTime": "2026-01-01T00:00:30Z",
+            "conditions": [
+                {"type": "Created", "status": "True", "reason": "TFJobCreated"},
+                {
+                    "type": "Failed",
+                    "status": "True",
+                    "reason": "TFJobFailed",
+                    "message": "spec.tfReplicaSpecs.Worker.replicas: must be at least 0",
+                    "lastTransitionTime": "2026-01-01T00:00:30Z",
+                },
+            ],
+        },
+    }
+    server.put("kubeflow.org/v1", "tfjobs", _listed(failed))
+    problem = "Node gpu-9 is left out: status.allocatable.cpu: not a quantity"
+    pool = {"metadata": {"name": "default"}, "status": {"problems": [problem]}}
+    server.put("dragonet.io/v1alpha1", "trainingpools", pool)
+    assert _pass(kube, T0 + timedelta(minutes=1)).tally.created == 3
+    events = {e["reason"]: e for e in server.objects("events.k8s.io/v1", "events")}
+    assert events["TFJobFailed"]["type"] == "Warning"
+    assert events["TFJobFailed"]["note"].startswith("spec.tfReplicaSpecs.Worker.replicas")
+    assert events["TFJobFailed"]["regarding"]["uid"] == failed["metadata"]["uid"]
+    ttl = events["TTLAfterFinished"]
+    assert ttl["note"] == (
+        "deleted at 2026-01-01T00:10:30Z by dragonet-reaper: "
+        "runPolicy.ttlSecondsAfterFinished is 600 s"
+    )
+    left_out = events["ObjectLeftOut"]
+    assert (left_out["type"], left_out["note"]) == ("Warning", problem)
+    # A cluster-scoped object's Events go to the default namespace, as a Node's do.
+    assert left_out["metadata"]["namespace"] == "default"
+    assert left_out["regarding"] == {
+        "apiVersion": "dragonet.io/v1alpha1",
+        "kind": "TrainingPool",
+        "name": "default",
+        "uid": pool["metadata"]["uid"],
+    }
+
+
+def _listed(obj: dict[str, Any]) -> dict[str, Any]:
+    """An object as a list serves it: without apiVersion and kind."""
+    return {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+
+
 def test_an_api_that_fails_is_counted_and_the_pass_goes_on(kube) -> None:
     objects, events, server = kube
     server.fail = 500
@@ -411,13 +492,15 @@ def test_the_charts_cluster_role_grants_exactly_what_the_recorder_calls(kube, he
     from tests.test_chart import _render
 
     objects, events, server = kube
-    admitted = _admission("a", admittedTime="2026-01-01T00:00:10Z")
+    scale = {"time": "2026-01-01T00:00:10Z", "from": 4, "to": 2, "reason": "for b"}
+    admitted = _admission("a", lastScale=scale)
     server.put("dragonet.io/v1alpha1", "admissions", admitted)
     _pass(kube, T0)  # list its own Events and every source; create
     # A recorder that has not listed its Events finds the name taken (read), and the job
-    # admitted again later (patch its series).
-    admitted["spec"]["admittedTime"] = "2026-01-01T00:00:50Z"
-    done = record_once(objects, events, Written(timedelta(hours=1)), T0, "r", TokenBucket(0, 1))
+    # shrunk the same way again later (patch the Event's series).
+    admitted["spec"]["lastScale"] = {**scale, "time": "2026-01-01T00:00:50Z"}
+    later = T0 + timedelta(minutes=1)
+    done = record_once(objects, events, Written(timedelta(hours=1)), later, "r", TokenBucket(0, 1))
     assert done.tally.counted == 1
     role = next(
         d
