@@ -57,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         KubeEvents(api, settings.page_size),
         Written(timedelta(seconds=settings.max_age_seconds)),
         settings.instance,
-        TokenBucket(settings.qps, settings.burst),
+        # Waiting for a token ends at SIGTERM; then the pass writes nothing more.
+        TokenBucket(settings.qps, settings.burst, sleep=stop.wait),
         settings.interval_seconds,
         stop,
     )

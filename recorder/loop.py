@@ -59,9 +59,10 @@ def record_once(
     now: datetime,
     instance: str,
     limit: TokenBucket,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> Pass:
     facts, unlisted = facts_of(objects)
-    tally = record(facts, events, written, now, instance, limit)
+    tally = record(facts, events, written, now, instance, limit, stopping)
     written.forget_older_than(now)
     if tally.created or tally.counted or tally.failed:
         log.info(
@@ -92,7 +93,7 @@ def run(
             if not loaded:
                 written.load(events.list_ours(), now)
                 loaded = True
-            record_once(objects, events, written, now, instance, limit)
+            record_once(objects, events, written, now, instance, limit, stop.is_set)
         except ApiError as err:
             log.warning("cannot list the recorder's Events: %s", err)
         except Exception:  # a bug here must not end the recorder: the next pass tries again

@@ -189,13 +189,17 @@ def record(
     now: datetime,
     instance: str,
     limit: TokenBucket,
+    stopping: Callable[[], bool] = lambda: False,
 ) -> Tally:
     """Write what is new in ``facts``: an Event for a story not written yet, one more in
     the series of a story that happened again (a later ``at``), nothing for the rest.
     A fact older than ``written.max_age`` is history the API server no longer keeps: not
-    written. Each write takes a token of ``limit``."""
+    written. Each write takes a token of ``limit``; once ``stopping`` says so, nothing
+    more is written (what is left is found again by the next recorder)."""
     tally = Tally()
     for fact in sorted(facts, key=lambda f: (f.at or now, event_name(f))):
+        if stopping():
+            break
         if fact.at is not None and now - fact.at > written.max_age:
             continue
         key = (event_namespace(fact), event_name(fact))

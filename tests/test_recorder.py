@@ -308,6 +308,43 @@ def test_the_write_budget_paces_writes_at_its_rate_after_its_burst() -> None:
     assert clock[0] == pytest.approx(2.0)
 
 
+def test_the_loop_lists_what_was_written_first_and_stops_when_told() -> None:
+    import threading
+
+    from recorder.kube import ADMISSIONS
+    from recorder.loop import run
+
+    admission = _admission("a", lastScale={"time": "2026-01-01T00:00:10Z", "from": 4, "to": 2})
+    stop = threading.Event()
+    passes = []
+
+    class Objects:
+        def list(self, resource):
+            if resource == ADMISSIONS:
+                passes.append(1)
+                if len(passes) == 3:
+                    stop.set()
+                return iter([admission])
+            return iter(())
+
+    api = _Events()
+    earlier = Written(timedelta(hours=1))
+    record(admission_facts(admission), api, earlier, T0, "r0", TokenBucket(0, 1))
+    assert api.writes == 1  # the Shrunk Event, by a recorder that is gone
+    clock = lambda: T0 + timedelta(minutes=1)  # noqa: E731
+    run(Objects(), api, Written(timedelta(hours=1)), "r1", TokenBucket(0, 1), 0.01, stop, clock)
+    assert len(passes) == 3 and api.writes == 1  # three passes, nothing written again
+
+
+def test_a_recorder_told_to_stop_writes_nothing_more() -> None:
+    api = _Events()
+    facts = [_fact(T0), _fact(T0, "workers from 6 to 4: y")]
+    tally = record(
+        facts, api, Written(timedelta(hours=1)), T0, "r", TokenBucket(0, 1), lambda: True
+    )
+    assert (tally.created, api.writes) == (0, 0)
+
+
 def test_an_object_it_cannot_read_yields_no_fact() -> None:
     assert admission_facts({"metadata": {"namespace": "x"}, "spec": {"phase": "Nope"}}) == []
     assert admission_facts({"spec": []}) == []
