@@ -171,6 +171,41 @@ def test_the_pool_gauges_follow_the_run_while_it_runs() -> None:
     assert read["dragonet_pool_jobsAdmitted"] == 2
 
 
+def test_a_wait_is_counted_by_the_sync_that_admits_the_job_and_no_other() -> None:
+    from datetime import UTC, datetime
+
+    import orjson
+
+    from policy.memo import Encoded
+    from webhooks.metrics import queue_waits
+
+    now = datetime(2026, 1, 1, 0, 10, tzinfo=UTC)
+
+    def admission(name: str, at: str) -> dict[str, Any]:
+        job = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "name": name}
+        spec = {"phase": "Admitted", "admittedTime": at, "job": job}
+        return {"metadata": {"name": f"tfjob-{name}", "namespace": "t"}, "spec": spec}
+
+    def tfjob(name: str, enqueued: str) -> Encoded:
+        obj = {"metadata": {"name": name}, "status": {"enqueueTime": enqueued}}
+        return Encoded(orjson.dumps(obj))
+
+    answered = [
+        admission("new", "2026-01-01T00:10:00Z"),  # admitted by this sync
+        admission("seen", "2026-01-01T00:10:00Z"),  # ... and already applied: a re-sync
+        admission("older", "2026-01-01T00:05:00Z"),  # an earlier answer, answered again
+    ]
+    observed = {ADMISSIONS: {"t/tfjob-seen": Encoded(orjson.dumps(answered[1]))}}
+    related = {
+        TFJOBS: {f"t/{n}": tfjob(n, "2026-01-01T00:00:00Z") for n in ("new", "seen", "older")}
+    }
+    assert queue_waits(answered, observed, related, now) == (600.0,)
+    # A job the pool admits in its first sync has no status yet: from its creation.
+    fresh = {"metadata": {"name": "new", "creationTimestamp": "2026-01-01T00:09:00Z"}}
+    related[TFJOBS]["t/new"] = Encoded(orjson.dumps(fresh))
+    assert queue_waits(answered, observed, related, now) == (60.0,)
+
+
 # --- under dragonet serve ---------------------------------------------------------------
 
 

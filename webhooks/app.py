@@ -141,12 +141,13 @@ def create_app(
         meta = req.parent.get("metadata")
         name = meta.get("name") if isinstance(meta, dict) else None
         memo = memos.pool(name if isinstance(name, str) else "")
+        at = now()
         memo.begin()  # what this pool's last syncs no longer use is dropped
         try:
-            decision = pool_sync(req.parent, req.children, req.related, now(), memo)
+            decision = pool_sync(req.parent, req.children, req.related, at, memo)
         finally:
             memos.settle(memo)  # the other pools' memos give way first
-        waits = queue_waits(decision.children, req.children, req.related)
+        waits = queue_waits(decision.children, req.children, req.related, at)
         note_pool_answer(decision.scaled, decision.status, waits)
         log.debug(
             "pool sync %s: %d admissions, %.1f ms",

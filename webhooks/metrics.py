@@ -34,7 +34,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from prometheus_client.mmap_dict import MmapedDict
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from policy.model.timeutil import parse_time
+from policy.model.timeutil import format_time, parse_time
 
 MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -238,38 +238,38 @@ class Metrics:
 
 
 def queue_waits(
-    answered: list[dict[str, Any]], observed: Mapping[str, Any], related: Mapping[str, Any]
+    answered: list[dict[str, Any]],
+    observed: Mapping[str, Any],
+    related: Mapping[str, Any],
+    now: datetime,
 ) -> tuple[float, ...]:
-    """Seconds each job waited, for every Admission the pool answers Admitted with an
-    ``admittedTime`` the observed one (``observed``: the request's children) does not have
-    yet: from the job's ``enqueueTime`` (its status, in ``related``) to that time. A sync
-    answered again before Metacontroller applied the last answer counts it again, as
-    ``scaled`` does. Read from the request's bytes: only newly admitted jobs are decoded."""
+    """Seconds each job waited, for every Admission this sync admits: answered Admitted
+    with ``admittedTime`` ``now`` (the pool writes the time of the sync that admits a job,
+    once) that the observed one (the request's children) does not have yet; from the job's
+    ``enqueueTime`` (its status, in ``related``) to then. An admission answered again by a
+    later sync (Metacontroller had not applied it yet) carries the earlier time and is not
+    counted again. Only admitted answers are read, and only newly admitted jobs decoded."""
+    stamp = format_time(now)
     known = observed.get(ADMISSIONS) or {}
     waits: list[float] = []
     for child in answered:
-        spec, meta = child.get("spec") or {}, child.get("metadata") or {}
-        at = spec.get("admittedTime")
-        if spec.get("phase") != "Admitted" or not isinstance(at, str):
+        spec = child.get("spec") or {}
+        if spec.get("admittedTime") != stamp or spec.get("phase") != "Admitted":
             continue
+        meta = child.get("metadata") or {}
         key = f"{meta.get('namespace')}/{meta.get('name')}"
         before = known.get(key)
         raw = getattr(before, "raw", None)
-        if raw is not None and f'"admittedTime":"{at}"'.encode() in raw:
+        if raw is not None and f'"admittedTime":"{stamp}"'.encode() in raw:
             continue
-        if (
-            raw is None
-            and before is not None
-            and (before.get("spec") or {}).get("admittedTime") == at
-        ):
+        if raw is None and ((before or {}).get("spec") or {}).get("admittedTime") == stamp:
             continue
         job = spec.get("job") or {}
         tkey = f"{job.get('kind')}.{job.get('apiVersion')}"
         found = (related.get(tkey) or {}).get(f"{meta.get('namespace')}/{job.get('name')}")
         enqueued = _enqueue_time(found)
-        admitted = parse_time(at)
-        if enqueued is not None and admitted is not None and admitted >= enqueued:
-            waits.append((admitted - enqueued).total_seconds())
+        if enqueued is not None and now >= enqueued:
+            waits.append((now - enqueued).total_seconds())
     return tuple(waits)
 
 
