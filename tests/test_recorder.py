@@ -645,3 +645,13 @@ def test_the_recorder_can_be_turned_off(helm: str) -> None:
 
     docs = _render(helm, "--set", "recorder.enabled=false")
     assert not [d for d in docs if "recorder" in d["metadata"]["name"]]
+
+
+def test_the_notes_say_where_the_events_are(helm: str, tmp_path: Path) -> None:
+    from tests.test_chart import _notes
+
+    assert "Recorder:              Deployment dragonet-recorder: each job's Events" in _notes(
+        helm, tmp_path
+    )
+    off = _notes(helm, tmp_path / "off", "--set", "recorder.enabled=false")
+    assert "Recorder:              off (recorder.enabled=false): no Events" in off
