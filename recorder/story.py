@@ -141,7 +141,7 @@ def admission_facts(obj: Mapping[str, Any]) -> list[Fact]:
         why = last.reason if last.by in last.reason else f"by {last.by}: {last.reason}"
         note = f"preempted: {why}; it queues again as a whole gang"
         add("Warning", "Preempted", "Preempt", note, last.time, note)
-    if spec.lastScale is not None:
+    if spec.lastScale is not None and spec.lastScale.to != spec.lastScale.from_:
         s = spec.lastScale
         reason = "Shrunk" if s.to < s.from_ else "Grown"
         note = f"workers from {s.from_} to {s.to}" + (f": {s.reason}" if s.reason else "")
