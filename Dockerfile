@@ -4,9 +4,9 @@
 #   docker run --rm -p 8080:8080 ghcr.io/dragonet/dragonet:0.1.0     # then GET :8080/healthz
 #
 # Runs `dragonet serve` (gunicorn on $DRAGONET_PORT, 8080) as UID 10001 (the chart's monitor
-# DaemonSet runs `dragonet-monitor` from the same image, on 8081; its reaper Deployment runs
-# `dragonet-reaper`); configuration comes from DRAGONET_* environment variables (see
-# chart/README.md). The chart runs it with a read-only root filesystem and an in-memory /tmp.
+# DaemonSet runs `dragonet-monitor` from the same image, on 8081; its reaper and recorder
+# Deployments run `dragonet-reaper` and `dragonet-recorder`); configuration comes from
+# DRAGONET_* environment variables (see chart/README.md). The chart runs it with a read-only root filesystem and an in-memory /tmp.
 
 FROM python:3.11-slim AS build
 WORKDIR /src
@@ -17,6 +17,7 @@ COPY cli/ cli/
 COPY monitor/ monitor/
 COPY reaper/ reaper/
 COPY live/ live/
+COPY recorder/ recorder/
 RUN pip install --no-cache-dir --prefix=/install .
 
 FROM python:3.11-slim

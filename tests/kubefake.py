@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from kubernetes.client.rest import RESTResponse
@@ -58,3 +59,99 @@ def granted(role: dict[str, Any]) -> set[tuple[str, str, str]]:
         for r in rule["resources"]
         for v in rule["verbs"]
     }
+
+
+class FakeApi:
+    """A small in-memory API server at the HTTP layer, for any client that routes its
+    requests to ``request``: objects by (group/version, plural), namespaced or not; list
+    (paged with ``limit``/``continue``, filtered by an equality ``labelSelector``), get,
+    create (409 if the name is taken), merge patch, delete. ``used`` records each
+    (API group, resource, verb) called, to compare with what a ClusterRole grants;
+    ``fail`` answers every request with that status; ``writes`` counts creates, patches
+    and deletes."""
+
+    def __init__(self) -> None:
+        # (group/version, plural) -> {(namespace, name): object}
+        self.store: dict[tuple[str, str], dict[tuple[str, str], dict[str, Any]]] = {}
+        self.used: set[tuple[str, str, str]] = set()
+        self.writes = 0
+        self.fail: int | None = None
+        self._uid = 0
+
+    def put(self, gv: str, plural: str, obj: dict[str, Any]) -> None:
+        """Store ``obj`` as the cluster holds it (a uid and a resourceVersion added)."""
+        meta = obj.setdefault("metadata", {})
+        self._uid += 1
+        meta.setdefault("uid", f"uid-{self._uid}")
+        meta.setdefault("resourceVersion", str(self._uid))
+        key = (str(meta.get("namespace") or ""), meta["name"])
+        self.store.setdefault((gv, plural), {})[key] = obj
+
+    def objects(self, gv: str, plural: str) -> list[dict[str, Any]]:
+        return list(self.store.get((gv, plural), {}).values())
+
+    def request(self, method: str, url: str, headers=None, body=None, **_: Any) -> RESTResponse:
+        parts = urlsplit(url)
+        seg = parts.path.strip("/").split("/")
+        if seg[0] == "api":  # the core group: /api/v1/...
+            gv, group, rest = seg[1], "", seg[2:]
+        elif seg[0] == "apis" and len(seg) >= 3:
+            gv, group, rest = f"{seg[1]}/{seg[2]}", seg[1], seg[3:]
+        else:
+            return answer(404, {"kind": "Status", "reason": "NotFound"})
+        namespace = ""
+        if len(rest) >= 2 and rest[0] == "namespaces" and len(rest) > 2:
+            namespace, rest = rest[1], rest[2:]
+        if not rest:
+            return answer(404, {"kind": "Status", "reason": "NotFound"})
+        plural, name = rest[0], (rest[1] if len(rest) > 1 else None)
+        verb = {
+            ("GET", False): "list",
+            ("GET", True): "get",
+            ("POST", False): "create",
+            ("PATCH", True): "patch",
+            ("PUT", True): "update",
+            ("DELETE", True): "delete",
+        }.get((method, name is not None))
+        if verb is None:
+            return answer(405, {"kind": "Status", "reason": "MethodNotAllowed"})
+        self.used.add((group, plural, verb))
+        if self.fail:
+            return answer(self.fail, {"kind": "Status", "message": "injected"})
+        bucket = self.store.setdefault((gv, plural), {})
+        payload = json.loads(body) if isinstance(body, (str, bytes)) else body
+        if verb == "list":
+            return self._list(bucket, namespace, parse_qs(parts.query))
+        if verb == "create":
+            meta = payload["metadata"]
+            if (namespace, meta["name"]) in bucket:
+                return answer(409, {"kind": "Status", "reason": "AlreadyExists"})
+            self.writes += 1
+            self.put(gv, plural, {**payload, "metadata": {**meta, "namespace": namespace}})
+            return answer(201, bucket[(namespace, meta["name"])])
+        found = bucket.get((namespace, name or ""))
+        if found is None:
+            return answer(404, {"kind": "Status", "reason": "NotFound"})
+        if verb == "get":
+            return answer(200, found)
+        self.writes += 1
+        if verb == "delete":
+            del bucket[(namespace, name or "")]
+            return answer(200, {"kind": "Status", "status": "Success"})
+        merged = {**found, **payload} if verb == "patch" else dict(payload)
+        bucket[(namespace, name or "")] = merged
+        return answer(200, merged)
+
+    def _list(
+        self, bucket: dict[tuple[str, str], dict[str, Any]], namespace: str, query: dict
+    ) -> RESTResponse:
+        items = [o for (ns, _), o in sorted(bucket.items()) if not namespace or ns == namespace]
+        for term in (query.get("labelSelector") or [""])[0].split(","):
+            if term:
+                k, _, v = term.partition("=")
+                items = [o for o in items if (o["metadata"].get("labels") or {}).get(k) == v]
+        start = int(query.get("continue", ["0"])[0])
+        limit = int(query.get("limit", [str(len(items) or 1)])[0])
+        page = items[start : start + limit]
+        meta = {"continue": str(start + limit)} if start + limit < len(items) else {}
+        return answer(200, {"kind": "List", "metadata": meta, "items": page})

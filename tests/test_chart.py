@@ -210,11 +210,13 @@ def test_default_render_has_the_expected_objects(default_docs: list[dict[str, An
     kinds = sorted((d["kind"], d["metadata"]["name"]) for d in default_docs)
     assert kinds == [
         ("ClusterRole", "dragonet-reaper"),
+        ("ClusterRole", "dragonet-recorder"),
         ("ClusterRole", "dragonet-tfjobs-edit"),
         ("ClusterRole", "dragonet-tfjobs-view"),
         ("ClusterRole", "dragonet-trainingpools-admin"),
         ("ClusterRole", "dragonet-trainingpools-view"),
         ("ClusterRoleBinding", "dragonet-reaper"),
+        ("ClusterRoleBinding", "dragonet-recorder"),
         ("CompositeController", "dragonet-migrations"),
         ("CompositeController", "dragonet-mxjobs"),
         ("CompositeController", "dragonet-pools"),
@@ -225,11 +227,13 @@ def test_default_render_has_the_expected_objects(default_docs: list[dict[str, An
         ("CustomResourceDefinition", "tfjobs.kubeflow.org"),
         ("CustomResourceDefinition", "trainingpools.dragonet.io"),
         ("Deployment", "dragonet-reaper"),
+        ("Deployment", "dragonet-recorder"),
         ("Deployment", "dragonet-webhook"),
         ("NetworkPolicy", "dragonet-webhook"),
         ("PodDisruptionBudget", "dragonet-webhook"),
         ("Service", "dragonet-webhook"),
         ("ServiceAccount", "dragonet-reaper"),
+        ("ServiceAccount", "dragonet-recorder"),
         ("ServiceAccount", "dragonet-webhook"),
         ("TrainingPool", "default"),
     ]
@@ -560,6 +564,7 @@ def test_role_aggregation_can_be_turned_off(helm: str) -> None:
     roles = [d["metadata"]["name"] for d in docs if d["kind"] == "ClusterRole"]
     assert sorted(roles) == [
         "dragonet-reaper",  # bound to the reaper's own ServiceAccount, never aggregated
+        "dragonet-recorder",  # bound to the recorder's own ServiceAccount, never aggregated
         "dragonet-trainingpools-admin",
         "dragonet-trainingpools-view",
     ]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("policy", "webhooks", "reaper", "monitor", "sim", "live", "cli")
+PACKAGES = ("policy", "webhooks", "reaper", "recorder", "monitor", "sim", "live", "cli")
 
 # Bottom first. A module may import its own layer's group and any lower layer; groups that
 # share a rank are siblings and never import each other.
@@ -26,6 +26,7 @@ LAYERS: tuple[tuple[int, str], ...] = (
     (3, "policy"),  # the package itself (its docstring)
     (4, "webhooks"),  # the HTTP shell
     (5, "reaper"),  # deletes finished jobs (uses the shell's API client)
+    (5, "recorder"),  # writes each job's Events (the same)
     (5, "monitor"),  # the Container Monitor (the same)
     (6, "sim"),  # drives the real webhook, reaper and monitor
     (6, "live"),  # kubectl dragonet: reads a live cluster, explains with policy/

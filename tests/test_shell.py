@@ -381,6 +381,7 @@ def test_metrics_keep_each_series_and_count_as_labels_would() -> None:
         for gauge, key in ((plain.queued, "queued"), (plain.admitted, "admitted")):
             if isinstance(status.get(key), int):
                 gauge.labels(pool).set(status[key])
+                plain.jobs.labels(pool, key.capitalize()).set(status[key])
         for direction in scaled:
             plain.scaled.labels(pool, direction).inc()
 

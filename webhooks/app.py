@@ -36,6 +36,7 @@ from policy.pool.sync import sync as pool_sync
 from webhooks.config import Settings
 from webhooks.hooks import CustomizeRequest, pool_related_resources
 from webhooks.lazy import SyncRequest, Unreadable, read_sync_request
+from webhooks.metrics import queue_waits
 from webhooks.shell import install, note_parent, note_pool_answer
 
 Clock = Callable[[], datetime]
@@ -140,12 +141,14 @@ def create_app(
         meta = req.parent.get("metadata")
         name = meta.get("name") if isinstance(meta, dict) else None
         memo = memos.pool(name if isinstance(name, str) else "")
+        at = now()
         memo.begin()  # what this pool's last syncs no longer use is dropped
         try:
-            decision = pool_sync(req.parent, req.children, req.related, now(), memo)
+            decision = pool_sync(req.parent, req.children, req.related, at, memo)
         finally:
             memos.settle(memo)  # the other pools' memos give way first
-        note_pool_answer(decision.scaled, decision.status)
+        waits = queue_waits(decision.children, req.children, req.related, at)
+        note_pool_answer(decision.scaled, decision.status, waits)
         log.debug(
             "pool sync %s: %d admissions, %.1f ms",
             (req.parent.get("metadata") or {}).get("name"),

@@ -1,7 +1,7 @@
-"""What Dragonet's own controllers (the Container Monitor, the reaper) share: the official
-Kubernetes client with in-cluster configuration, else ``$KUBECONFIG`` as kubectl reads it,
-every call with a timeout and every failure one ``ApiError`` that says what happened; and
-the one line their processes print for a setting they cannot use."""
+"""What Dragonet's own controllers (the Container Monitor, the reaper, the recorder) share:
+the official Kubernetes client with in-cluster configuration, else ``$KUBECONFIG`` as
+kubectl reads it, every call with a timeout and every failure one ``ApiError`` that says
+what happened; and the one line their processes print for a setting they cannot use."""
 
 from __future__ import annotations
 

@@ -70,10 +70,11 @@ def note_parent(parent: Any) -> None:
         about["namespace"] = meta["namespace"]
 
 
-def note_pool_answer(scaled: tuple[str, ...], status: Any) -> None:
+def note_pool_answer(scaled: tuple[str, ...], status: Any, waits: tuple[float, ...] = ()) -> None:
     """Called by the pool's sync with what it answers (the directions of the worker targets
-    it changed, its status); counted once the answer is a 200."""
-    g.dragonet_pool_answer = (scaled, status)
+    it changed, its status, the queue wait of each job it newly admits); counted once the
+    answer is a 200."""
+    g.dragonet_pool_answer = (scaled, status, waits)
 
 
 class Collector:

@@ -1,0 +1,30 @@
+"""The recorder's settings, from ``DRAGONET_RECORDER_*`` environment variables (the chart's
+``recorder`` values set them)."""
+
+from __future__ import annotations
+
+import socket
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class RecorderSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="DRAGONET_RECORDER_", frozen=True)
+
+    # The objects are listed this often: a state that lasts less than this (a waiting
+    # reason replaced within seconds) may never be seen; each fact the objects record
+    # (an admission, a scale, a preemption, a move, an end) is kept by them and is not.
+    interval_seconds: float = Field(default=10.0, gt=0, le=3600)
+    # Its own API client's budget for Event writes (creates and series patches), apart
+    # from Metacontroller's: writes a second on average, and at once.
+    qps: float = Field(default=2.0, ge=0, le=100)
+    burst: int = Field(default=10, ge=1, le=1000)
+    # Facts older than this are not written (the API server's --event-ttl, 1 h by default,
+    # has deleted their Events by then: writing them again would tell an old story anew).
+    max_age_seconds: float = Field(default=3600.0, gt=0)
+    page_size: int = Field(default=500, ge=1, le=10_000)
+    api_timeout_seconds: float = Field(default=10.0, gt=0)
+    # reportingInstance: the pod's name (the chart sets it), else the host's.
+    instance: str = Field(default_factory=socket.gethostname, min_length=1, max_length=128)
+    log_level: str = "info"

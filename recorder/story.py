@@ -1,0 +1,212 @@
+"""What happened to a job, read from the objects that hold it: pure, no clock, no I/O.
+
+Each fact is derived from one object as it is now, with the time it happened where the
+object records one (``admittedTime``, ``lastScale.time``, ``lastPreemption.time``, a
+move's ``time``, a condition's ``lastTransitionTime``, a TTL's expiry). So a recorder
+that restarts derives the same facts again, and one that looks twice sees a repeat only
+when the object records a newer time. An object it cannot read yields no fact (the pool's
+and the job's own syncs say what is wrong with it).
+
+* An **Admission** (the pool's decision): admitted (where), waiting (the reason code, once
+  per code and queued spell), preempted (by whom), shrunk or grown (from and to how many,
+  why), a worker migrated (from and to).
+* A **job** (TFJob, MXJob): succeeded or failed (its terminal condition); when the reaper
+  deletes it for its ``ttlSecondsAfterFinished`` (``policy.model.ttl``, the reaper's rule).
+* A **TrainingPool**: each object its status says it left out of the plan.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from policy.model import admission as adm
+from policy.model.conditions import FAILED, SUCCEEDED
+from policy.model.pool import POOL_KIND, VERSION
+from policy.model.timeutil import format_time, parse_time
+from policy.model.ttl import FIELD, expiry, finished_at, ttl_seconds
+
+EventType = Literal["Normal", "Warning"]
+# Waiting that does not end by itself (a spec or the pool must change): a Warning.
+_STUCK = frozenset(
+    {
+        adm.NO_NODES,
+        adm.NO_FEASIBLE_NODE,
+        adm.TOO_LARGE,
+        adm.NO_SHRINK_HELPS,
+        adm.NO_SUCH_POOL,
+        adm.NO_KUBESHARE,
+        adm.PODS_WAITING_FOR_ROOM,
+    }
+)
+NOTE_LIMIT = 1024  # bytes: the API server refuses a longer events.k8s.io/v1 note
+
+
+@dataclass(frozen=True)
+class Regarding:
+    """The object an Event is about (``regarding``)."""
+
+    api_version: str
+    kind: str
+    namespace: str  # "" for a cluster-scoped object
+    name: str
+    uid: str
+
+    def to_json(self) -> dict[str, str]:
+        out = {"apiVersion": self.api_version, "kind": self.kind, "name": self.name}
+        if self.namespace:
+            out["namespace"] = self.namespace
+        if self.uid:
+            out["uid"] = self.uid
+        return out
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One thing that happened: an Event to write, or to count again in its series.
+
+    ``identity`` tells apart the facts of one object and reason that are different
+    stories (another placement, another preemption reason); facts equal in it are one
+    story that may repeat (a series), each repeat known by a later ``at``. ``at`` is None
+    for a fact the objects give no time for: written once, when first seen."""
+
+    regarding: Regarding
+    type: EventType
+    reason: str  # CamelCase, as Kubernetes' reasons are
+    action: str  # what was done: Admit, Queue, Preempt, Scale, Migrate, Finish, Delete, Plan
+    note: str
+    at: datetime | None
+    identity: str
+
+
+def _note(text: str) -> str:
+    raw = text.encode()
+    if len(raw) <= NOTE_LIMIT:
+        return text
+    return raw[: NOTE_LIMIT - 3].decode(errors="ignore") + "..."
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, Mapping) else {}
+
+
+def _placement(pods: list[adm.PodEntry]) -> str:
+    """Where the pods go, per node: ``gpu-1 (1 PS, 4 Worker), gpu-2 (2 Worker)``."""
+    by_node: dict[str, Counter[str]] = {}
+    for p in pods:
+        by_node.setdefault(p.node or "any node", Counter())[p.type] += 1
+    return ", ".join(
+        f"{node} ({', '.join(f'{n} {t}' for t, n in sorted(types.items()))})"
+        for node, types in sorted(by_node.items())
+    )
+
+
+def admission_facts(obj: Mapping[str, Any]) -> list[Fact]:
+    """What one Admission records about its job."""
+    meta = _meta(obj)
+    namespace = meta.get("namespace")
+    try:
+        spec = adm.AdmissionSpec.model_validate(obj.get("spec"))
+    except ValidationError:
+        return []
+    if not isinstance(namespace, str) or not spec.job.name:
+        return []
+    job = Regarding(spec.job.apiVersion, spec.job.kind, namespace, spec.job.name, spec.job.uid)
+    facts: list[Fact] = []
+
+    def add(kind: EventType, reason: str, action: str, note: str, at: Any, ident: str) -> None:
+        when = parse_time(at) if isinstance(at, str) else None
+        facts.append(Fact(job, kind, reason, action, _note(note), when, ident))
+
+    last = spec.service.lastPreemption if spec.service is not None else None
+    if spec.phase == adm.ADMITTED and spec.admittedTime:
+        where = _placement(spec.pods)
+        workers = f"{spec.workers} worker{'' if spec.workers == 1 else 's'}"
+        note = f"admitted by pool {spec.pool} with {workers}: {where}"
+        # One Event per admission (its placement as first seen: later moves and scaling
+        # have Events of their own).
+        add("Normal", "Admitted", "Admit", note, spec.admittedTime, spec.admittedTime)
+    if spec.reason and spec.reason != adm.PREEMPTED:
+        # Once per reason code while the job waits; a preemption starts a new spell.
+        kind: EventType = "Warning" if spec.reason in _STUCK else "Normal"
+        spell = last.time if last is not None else ""
+        add(kind, spec.reason, "Queue", spec.message or spec.reason, None, spell)
+    if last is not None:
+        why = last.reason if last.by in last.reason else f"by {last.by}: {last.reason}"
+        note = f"preempted: {why}; it queues again as a whole gang"
+        add("Warning", "Preempted", "Preempt", note, last.time, note)
+    if spec.lastScale is not None and spec.lastScale.to != spec.lastScale.from_:
+        s = spec.lastScale
+        reason = "Shrunk" if s.to < s.from_ else "Grown"
+        note = f"workers from {s.from_} to {s.to}" + (f": {s.reason}" if s.reason else "")
+        add("Normal", reason, "Scale", note, s.time, note)
+    for m in spec.moves:
+        if not m.time or m.count < 1:
+            continue
+        note = f"{m.type} {m.index} moved" + (f" from {m.from_}" if m.from_ else "")
+        note += (f" to {m.to}" if m.to else "") + (f": {m.reason}" if m.reason else "")
+        add("Normal", "Migrated", "Migrate", note, m.time, note)
+    return facts
+
+
+def _job(obj: Mapping[str, Any]) -> Regarding | None:
+    meta = _meta(obj)
+    name, namespace = meta.get("name"), meta.get("namespace")
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    if not all(isinstance(v, str) and v for v in (name, namespace, api_version, kind)):
+        return None
+    return Regarding(api_version, kind, namespace, name, str(meta.get("uid") or ""))
+
+
+def job_facts(obj: Mapping[str, Any]) -> list[Fact]:
+    """What one TFJob or MXJob records about itself: how it ended, and when its
+    ``ttlSecondsAfterFinished`` has the reaper delete it."""
+    job = _job(obj)
+    if job is None:
+        return []
+    status = obj.get("status")
+    conditions = status.get("conditions") if isinstance(status, Mapping) else None
+    facts: list[Fact] = []
+    for c in conditions if isinstance(conditions, list) else ():
+        if not isinstance(c, Mapping) or c.get("status") != "True":
+            continue
+        ctype = c.get("type")
+        if ctype not in (SUCCEEDED, FAILED):
+            continue
+        reason = c.get("reason") if isinstance(c.get("reason"), str) else ""
+        note = c.get("message") if isinstance(c.get("message"), str) else ""
+        at = parse_time(c.get("lastTransitionTime"))
+        kind: EventType = "Normal" if ctype == SUCCEEDED else "Warning"
+        reason = reason or f"{job.kind}{ctype}"
+        facts.append(Fact(job, kind, reason, "Finish", _note(note or reason), at, str(ctype)))
+    due = expiry(obj)
+    if due is not None:
+        # Said when it is decided (the job ended): an Event written once the job is gone
+        # would be shown by no `kubectl describe`.
+        ttl = ttl_seconds(obj.get("spec"))
+        note = f"deleted at {format_time(due.at)} by dragonet-reaper: runPolicy.{FIELD} is {ttl} s"
+        ended = finished_at(obj.get("status"))
+        facts.append(Fact(job, "Normal", "TTLAfterFinished", "Delete", note, ended, "ttl"))
+    return facts
+
+
+def pool_facts(obj: Mapping[str, Any]) -> list[Fact]:
+    """What a TrainingPool's status records: each object it left out of its plan."""
+    meta = _meta(obj)
+    name = meta.get("name")
+    status = obj.get("status")
+    if not isinstance(name, str) or not name or not isinstance(status, Mapping):
+        return []
+    pool = Regarding(VERSION, POOL_KIND, "", name, str(meta.get("uid") or ""))
+    problems = status.get("problems")
+    return [
+        Fact(pool, "Warning", "ObjectLeftOut", "Plan", _note(p), None, p)
+        for p in (problems if isinstance(problems, list) else ())
+        if isinstance(p, str) and p
+    ]
