@@ -216,7 +216,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "and converged or overloaded workers are asked to move (docs/migration.md); the "
         "JSON summary counts migrations and requests",
     )
-    s.add_argument("--json", action="store_true", help="print one JSON summary line per policy")
+    s.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON summary line per policy, with a record per job (job_records)",
+    )
     s.add_argument(
         "--plot",
         metavar="PNG",
@@ -524,7 +528,8 @@ def run(args: argparse.Namespace) -> int:
                 return 1
     if args.json:
         for r in results:
-            sys.stdout.write(orjson.dumps(dict(r.summary)).decode() + "\n")
+            line = {**r.summary, "job_records": [j.as_json() for j in r.jobs]}
+            sys.stdout.write(orjson.dumps(line).decode() + "\n")
         for r in results:  # the table's caption says it; say it here too
             if note := horizon_note(r.summary):
                 print(f"dragonet simulate: {note}", file=sys.stderr)
