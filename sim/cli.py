@@ -222,6 +222,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="print one JSON summary line per policy, with a record per job (job_records)",
     )
     s.add_argument(
+        "--html",
+        metavar="HTML",
+        help="write one web page of the runs (no server needed; docs/simulator.md): every "
+        "job's timeline and story, allocation and utilisation, JCT distributions",
+    )
+    s.add_argument(
         "--plot",
         metavar="PNG",
         help="write a picture of the runs: each job's allocation over time, the jobs' "
@@ -258,6 +264,8 @@ def flag_problem(args: argparse.Namespace) -> str | None:
             ok = ok and value <= 1
         if not ok:
             return f"--{name.replace('_', '-')} {value:g}: must be {what}"
+    if problem := output_problem("--html", getattr(args, "html", None), ".html"):
+        return problem
     if args.plot:
         plot = Path(args.plot)
         if plot.suffix.lower() != ".png":
@@ -269,6 +277,22 @@ def flag_problem(args: argparse.Namespace) -> str | None:
 
         if not os.access(folder, os.W_OK):
             return f"--plot {args.plot}: directory {str(folder)!r} is not writable"
+    return None
+
+
+def output_problem(flag: str, path: str | None, suffix: str) -> str | None:
+    """Why an output file cannot be written where it is asked for (None: it can)."""
+    import os
+
+    if not path:
+        return None
+    out = Path(path)
+    if out.suffix.lower() != suffix:
+        return f"{flag} {path}: only {suffix} is supported"
+    if not out.parent.is_dir():
+        return f"{flag} {path}: no such directory {str(out.parent)!r}"
+    if not os.access(out.parent, os.W_OK):
+        return f"{flag} {path}: directory {str(out.parent)!r} is not writable"
     return None
 
 
@@ -540,4 +564,9 @@ def run(args: argparse.Namespace) -> int:
 
         plot(results, args.plot)
         print(f"wrote {args.plot}", file=sys.stderr)
+    if getattr(args, "html", None):
+        from view.run import write_html
+
+        size = write_html(results, args.html)
+        print(f"wrote {args.html} ({size / 2**20:.1f} MiB)", file=sys.stderr)
     return 0

@@ -456,7 +456,13 @@ def main(argv: list[str] | None = None) -> int:
         add_parser = run = None  # type: ignore[assignment]
     else:
         add_parser(sub)
+        from view.command import add_parser as add_view
+        from view.command import run as run_view
+
+        add_view(sub)
     args = parser.parse_args(argv)
+    if args.command == "view":
+        return _guarded("view", lambda: run_view(args))
     if args.command == "simulate":
         if run is None:
             print(f"dragonet simulate: the simulator is not installed ({absent})", file=sys.stderr)
