@@ -37,7 +37,7 @@ def dump(sim: Simulation) -> dict[str, Any]:
 def elastic_at(seconds: float) -> dict[str, Any]:
     """examples/elastic.yaml under dragonet, stopped ``seconds`` in: resnet-elastic shrunk
     for bert (8 to 4 workers at 120 s, to 3 at 330 s), bert training, cifar-elastic (arrived
-    at 300 s) waiting for room until 332 s."""
+    at 300 s) waiting for that shrink (WaitingForShrink) until 332 s."""
     config = SimConfig(policy="dragonet", max_time_s=seconds, object_sizes="minimal")
     sim = Simulation(load_scenario(EXAMPLES / "elastic.yaml"), config)
     sim.run()

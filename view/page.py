@@ -25,6 +25,7 @@ class Section:
 
     title: str
     figure: go.Figure | None = None
+    id: str = ""  # the figure's element id (default: figure-<its index>)
     html: str = ""
     note: str = ""
     scroll: bool = False  # a tall figure in a box that scrolls (rows never shrink)
@@ -89,7 +90,7 @@ def render(
             body = s.figure.to_html(
                 full_html=False,
                 include_plotlyjs=False,
-                div_id=f"figure-{i}",
+                div_id=s.id or f"figure-{i}",
                 config={"displaylogo": False, "responsive": True},
             )
             if s.scroll:

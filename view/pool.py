@@ -289,6 +289,7 @@ def build(dump: Dump) -> tuple[list[page.Section], dict[str, str]]:
         page.Section(
             "Allocation per node",
             nodes_figure(dump),
+            id="nodes",
             note="What the pods bound to each node request, by job (hover a part for its "
             "job's story), against the node's allocatable (the black tick).",
             scroll=len(dump.nodes) > page.SCROLL_ROWS,
@@ -303,6 +304,7 @@ def build(dump: Dump) -> tuple[list[page.Section], dict[str, str]]:
                     [r.job for r in rows],
                     max(horizon, 1.0),
                 ),
+                id="timeline",
                 note=f"Time from the first job's creation ({origin:%Y-%m-%d %H:%M:%S}) to the "
                 "dump's latest timestamp. Grey: waiting; green: admitted, shaded by the "
                 "workers running now. Hover or click a bar for the job's story.",

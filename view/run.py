@@ -143,23 +143,27 @@ def build(results: Sequence[SimResult]) -> tuple[list[page.Section], dict[str, s
         page.Section(
             "Jobs waiting and training",
             jobs_over_time(results),
+            id="jobs-over-time",
             note="How many jobs waited (queued or holding pods) and trained at each moment.",
         ),
         page.Section(
             "Allocation and utilisation",
             allocation(results),
+            id="allocation",
             note="Each resource requested by pods bound to nodes, as a share of the cluster; "
             "hover for the amount and the part held by jobs that train.",
         ),
         page.Section(
             "JCT and wait distributions",
             distributions(results),
+            id="distributions",
             note="Share of all jobs done (or started) by then: a curve that ends below 100% "
             "left jobs unfinished.",
         ),
         page.Section(
             f"Every job ({len(order)}), by arrival",
             timeline.figure(columns, order, horizon),
+            id="timeline",
             note="Grey: waiting; red: holding pods its gang cannot use; green: training, "
             "darker with more workers; x: preempted; diamond: a worker moved. Hover or "
             "click a bar for the job's story.",
