@@ -127,6 +127,14 @@ def test_a_runs_page_loads_offline_without_errors_and_shows_every_job(
         for figure in ("jobs-over-time", "allocation", "distributions"):
             legend = page.texts(f"#{figure} .legendtext")
             assert {"dragonet", "gang-fifo"} <= set(legend)
+        # Each job's own time since its arrival, on a log axis, and back to the run's clock.
+        axis = "() => document.getElementById('timeline').layout.xaxis2.type"
+        page.page.locator("#timeline .updatemenu-button", has_text="since arrival").click()
+        assert page.page.evaluate(axis) == "log"
+        assert "seconds since arrival (log)" in page.texts("#timeline .g-xtitle text")
+        page.page.locator("#timeline .updatemenu-button", has_text="run clock").click()
+        assert page.page.evaluate(axis) == "linear"
+        assert page.errors == []
     finally:
         page.close()
 

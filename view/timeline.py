@@ -8,9 +8,10 @@ box instead of 1,000 slivers.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -42,6 +43,18 @@ class Row:
     story: str  # key of its story (page.render's ``stories``)
     spans: tuple[Span, ...]
     marks: tuple[Mark, ...] = ()
+    arrival_s: float | None = None  # default: its first stretch's start
+
+    @property
+    def origin_s(self) -> float:
+        if self.arrival_s is not None:
+            return self.arrival_s
+        return min((s.start_s for s in self.spans), default=0.0)
+
+
+def _since(row: Row, t: float) -> float:
+    """Seconds since the row's arrival, at least 1 (the log axis starts there)."""
+    return max(t - row.origin_s, 1.0)
 
 
 def time_unit(horizon_s: float) -> tuple[float, str]:
@@ -75,14 +88,21 @@ def figure(
     )
     top = max((s.workers for _, rows in columns for r in rows for s in r.spans), default=1)
     in_legend: set[str] = set()
+    # Each trace's positions on the other time axis (seconds since each job's arrival).
+    since: list[tuple[list[float] | None, list[float]]] = []
     for col, (_, rows) in enumerate(columns, start=1):
         for state, color in (("waiting", WAITING), ("holding", HOLDING)):
             fig.add_trace(_bars(rows, state, color, unit, col == 1), row=1, col=col)
+            since.append(_bars_since(rows, (state,)))
         fig.add_trace(_training(rows, unit, max(top, 1), col == 1), row=1, col=col)
+        since.append(_bars_since(rows, ("training",)))
         for kind, symbol, color in (("preempted", "x", PREEMPTED), ("moved", "diamond", MOVED)):
             marks = _marks(rows, kind, symbol, color, unit, kind not in in_legend)
             if marks is not None:
                 fig.add_trace(marks, row=1, col=col)
+                since.append(
+                    (None, [_since(r, m.t_s) for r in rows for m in r.marks if m.kind == kind])
+                )
                 in_legend.add(kind)
     top, bottom = 80, 45
     height = max(260, ROW_PX * len(order) + top + bottom)
@@ -104,10 +124,77 @@ def figure(
         automargin=True,
         range=[-0.5, len(order) - 0.5],
     )
-    fig.update_xaxes(
-        title_text=unit_name, gridcolor="#eee", matches="x", range=[0, horizon_s / unit * 1.01]
-    )
+    absolute = {"range": [0, horizon_s / unit * 1.01], "type": "linear", "title": unit_name}
+    fig.update_xaxes(title_text=unit_name, gridcolor="#eee", matches="x", range=absolute["range"])
+    fig.update_layout(updatemenus=[_time_axes(fig, since, absolute, height, top, bottom)])
     return fig
+
+
+def _bars_since(rows: Sequence[Row], states: Sequence[str]) -> tuple[list[float], list[float]]:
+    """(base, length) of the rows' bars in ``states``, in seconds since each arrival."""
+    spans = [(r, s) for r in rows for s in r.spans if s.state in states]
+    bases = [_since(r, s.start_s) for r, s in spans]
+    return bases, [_since(r, s.end_s) - b for (r, s), b in zip(spans, bases, strict=True)]
+
+
+def _time_axes(
+    fig: go.Figure,
+    since: Sequence[tuple[list[float] | None, list[float]]],
+    absolute: dict[str, Any],
+    height: int,
+    top: int,
+    bottom: int,
+) -> dict[str, Any]:
+    """Two buttons: the run's clock (every job on one time line), or each job's own time
+    since its arrival on a log axis, where a 2-minute job is as readable as a 20-hour one."""
+    axes = [a for a in fig.layout if a.startswith("xaxis")]
+    longest = max(
+        (b + x for bases, xs in since if bases for b, x in zip(bases, xs, strict=True)),
+        default=10.0,
+    )
+    clock_data = {
+        "base": [list(t.base) if t.type == "bar" else None for t in fig.data],
+        "x": [list(t.x) for t in fig.data],
+    }
+    since_data = {
+        "base": [bases for bases, _ in since],
+        "x": [xs for _, xs in since],
+    }
+
+    def axes_as(kind: str, rng: list[float], title: str) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for a in axes:
+            out[f"{a}.type"] = kind
+            out[f"{a}.range"] = rng
+            out[f"{a}.title.text"] = title
+        return out
+
+    plot = max(height - top - bottom, 1)
+    return {
+        "type": "buttons",
+        "direction": "right",
+        "showactive": True,
+        "x": 1.0,
+        "xanchor": "right",
+        "y": 1 + 30 / plot,
+        "yanchor": "bottom",
+        "pad": {"r": 0, "t": 0},
+        "buttons": [
+            {
+                "label": "run clock",
+                "method": "update",
+                "args": [clock_data, axes_as("linear", absolute["range"], absolute["title"])],
+            },
+            {
+                "label": "since arrival (log)",
+                "method": "update",
+                "args": [
+                    since_data,
+                    axes_as("log", [0, math.log10(longest * 1.1)], "seconds since arrival (log)"),
+                ],
+            },
+        ],
+    }
 
 
 def legend_above(height: int, top: int, bottom: int) -> dict[str, object]:
