@@ -565,7 +565,7 @@ def run(args: argparse.Namespace) -> int:
         plot(results, args.plot)
         print(f"wrote {args.plot}", file=sys.stderr)
     if getattr(args, "html", None):
-        from view.run import write_html
+        from sim.view.run import write_html
 
         size = write_html(results, args.html)
         print(f"wrote {args.html} ({size / 2**20:.1f} MiB)", file=sys.stderr)

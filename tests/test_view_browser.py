@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from sim.results import JobRecord, Sample, Segment, SimResult
-from view import run as run_view
+from sim.view import run as run_view
 from webhooks.cli import main
 
 CHROMIUM = Path("/usr/bin/chromium")

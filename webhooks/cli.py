@@ -456,8 +456,8 @@ def main(argv: list[str] | None = None) -> int:
         add_parser = run = None  # type: ignore[assignment]
     else:
         add_parser(sub)
-        from view.command import add_parser as add_view
-        from view.command import run as run_view
+        from sim.view.command import add_parser as add_view
+        from sim.view.command import run as run_view
 
         add_view(sub)
     args = parser.parse_args(argv)

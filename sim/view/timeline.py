@@ -16,7 +16,7 @@ from typing import Any, Literal
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from view.palette import HOLDING, MOVED, PREEMPTED, WAITING, WORKER_SCALE
+from sim.view.palette import HOLDING, MOVED, PREEMPTED, WAITING, WORKER_SCALE
 
 ROW_PX = 16
 SpanState = Literal["waiting", "holding", "training"]

@@ -23,8 +23,8 @@ from plotly.subplots import make_subplots
 from policy.model.cluster import L_JOB, L_TYPE
 from policy.model.jobs import pod_request
 from policy.model.resources import Resources
-from view import page, timeline
-from view.timeline import Mark, Row, Span
+from sim.view import page, timeline
+from sim.view.timeline import Mark, Row, Span
 
 JOB_KINDS = ("TFJob", "MXJob")
 SHOWN = ("Node", "Pod", "TrainingPool", "Admission", *JOB_KINDS)

@@ -25,9 +25,9 @@ from sim.report import (
     resource_label,
 )
 from sim.results import JobRecord, SimResult
-from view import page, timeline
-from view.palette import policy_style
-from view.timeline import Mark, Row, Span
+from sim.view import page, timeline
+from sim.view.palette import policy_style
+from sim.view.timeline import Mark, Row, Span
 
 
 def story_key(policy: str, job: str) -> str:
