@@ -264,7 +264,7 @@ def jobs_over_time(results: Sequence[SimResult]) -> go.Figure:
                 row=1,
                 col=col,
             )
-    fig.update_xaxes(title_text=name, gridcolor="#eee")
+    fig.update_xaxes(title_text=name, gridcolor="#eee", matches="x")  # one time axis
     fig.update_yaxes(rangemode="tozero", gridcolor="#eee")
     fig.update_layout(**_layout(320))
     return fig
