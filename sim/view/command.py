@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if problem := output_problem("--html", args.html, ".html"):
         print(f"dragonet view: {problem}", file=sys.stderr)
         return 2
-    from view.pool import DumpError, load, write_html
+    from sim.view.pool import DumpError, load, write_html
 
     try:
         dump = load(args.dump)
