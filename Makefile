@@ -5,8 +5,12 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+# The web view's browser test (tests/test_view_browser.py) drives Debian's Chromium through
+# Playwright (which cannot download its own browsers here): installed when it is missing.
+CHROMIUM := /usr/bin/chromium
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: demo test lint helm clean pictures
+.PHONY: demo test lint helm clean pictures chromium
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,10 +23,16 @@ $(STAMP): pyproject.toml
 
 helm: .tools/bin/helm
 
+$(CHROMIUM):
+	$(SUDO) apt-get update -q
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium
+
+chromium: $(CHROMIUM)
+
 demo: $(STAMP)
 	$(BIN)/dragonet simulate
 
-test: $(STAMP) .tools/bin/helm
+test: $(STAMP) .tools/bin/helm $(CHROMIUM)
 	$(BIN)/ruff check .
 	PATH="$(CURDIR)/.tools/bin:$$PATH" $(BIN)/pytest -q
 

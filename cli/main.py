@@ -462,11 +462,17 @@ def main(argv: list[str] | None = None) -> int:
         add_parser = run = None  # type: ignore[assignment]
     else:
         add_parser(sub)
+        from sim.view.command import add_parser as add_view
+        from sim.view.command import run as run_view
+
+        add_view(sub)
     args = parser.parse_args(argv)
     if args.command in LIVE:
         from live.commands import run as run_live
 
         return _guarded(args.command, lambda: run_live(args))
+    if args.command == "view":
+        return _guarded("view", lambda: run_view(args))
     if args.command == "simulate":
         if run is None:
             print(f"dragonet simulate: the simulator is not installed ({absent})", file=sys.stderr)

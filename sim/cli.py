@@ -237,7 +237,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "job's dragonet.io/throughput annotation (docs/speedup.md); the JSON summary counts "
         "reports and writes. No scheduling decision uses it yet",
     )
-    s.add_argument("--json", action="store_true", help="print one JSON summary line per policy")
+    s.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON summary line per policy, with a record per job (job_records)",
+    )
+    s.add_argument(
+        "--html",
+        metavar="HTML",
+        help="write one web page of the runs (no server needed; docs/simulator.md): every "
+        "job's timeline and story, allocation and utilisation, JCT distributions",
+    )
     s.add_argument(
         "--plot",
         metavar="PNG",
@@ -275,37 +285,37 @@ def flag_problem(args: argparse.Namespace) -> str | None:
             ok = ok and value <= 1
         if not ok:
             return f"--{name.replace('_', '-')} {value:g}: must be {what}"
-    if problem := _dump_problem(args):
+    if problem := _dump_problem(args) or output_problem(
+        "--html", getattr(args, "html", None), ".html"
+    ):
         return problem
-    if args.plot:
-        plot = Path(args.plot)
-        if plot.suffix.lower() != ".png":
-            return f"--plot {args.plot}: only .png is supported"
-        folder = plot.parent
-        if not folder.is_dir():
-            return f"--plot {args.plot}: no such directory {str(folder)!r}"
-        import os
-
-        if not os.access(folder, os.W_OK):
-            return f"--plot {args.plot}: directory {str(folder)!r} is not writable"
-    return None
+    return output_problem("--plot", args.plot, ".png")
 
 
 def _dump_problem(args: argparse.Namespace) -> str | None:
     import math
-    import os
 
     dump, at = getattr(args, "dump", None), getattr(args, "dump_at", None)
     if at is not None and not dump:
         return "--dump-at needs --dump (the file to write)"
     if at is not None and not (math.isfinite(at) and at >= 0):
         return f"--dump-at {at:g}: must be simulated seconds, 0 or more"
-    if dump:
-        folder = Path(dump).parent
-        if not folder.is_dir():
-            return f"--dump {dump}: no such directory {str(folder)!r}"
-        if not os.access(folder, os.W_OK):
-            return f"--dump {dump}: directory {str(folder)!r} is not writable"
+    return output_problem("--dump", dump, None)
+
+
+def output_problem(flag: str, path: str | None, suffix: str | None) -> str | None:
+    """Why an output file cannot be written where it is asked for (None: it can)."""
+    import os
+
+    if not path:
+        return None
+    out = Path(path)
+    if suffix is not None and out.suffix.lower() != suffix:
+        return f"{flag} {path}: only {suffix} is supported"
+    if not out.parent.is_dir():
+        return f"{flag} {path}: no such directory {str(out.parent)!r}"
+    if not os.access(out.parent, os.W_OK):
+        return f"{flag} {path}: directory {str(out.parent)!r} is not writable"
     return None
 
 
@@ -590,7 +600,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {dump_path} (the objects at simulated time {when})", file=sys.stderr)
     if args.json:
         for r in results:
-            sys.stdout.write(orjson.dumps(dict(r.summary)).decode() + "\n")
+            line = {**r.summary, "job_records": [j.as_json() for j in r.jobs]}
+            sys.stdout.write(orjson.dumps(line).decode() + "\n")
         for r in results:  # the table's caption says it; say it here too
             if note := horizon_note(r.summary):
                 print(f"dragonet simulate: {note}", file=sys.stderr)
@@ -601,4 +612,9 @@ def run(args: argparse.Namespace) -> int:
 
         plot(results, args.plot)
         print(f"wrote {args.plot}", file=sys.stderr)
+    if getattr(args, "html", None):
+        from sim.view.run import write_html
+
+        size = write_html(results, args.html)
+        print(f"wrote {args.html} ({size / 2**20:.1f} MiB)", file=sys.stderr)
     return 0

@@ -57,6 +57,7 @@ from sim.metacontroller import (
     View,
 )
 from sim.monitor import Monitor, MonitorConfig
+from sim.pool_log import PoolLog
 from sim.reaper import Reaper
 from sim.results import JobRecord, Progress, Sample, Segment, SimResult
 from sim.sizes import dress
@@ -296,6 +297,8 @@ class Simulation:
             self.kube.run_gang_scheduler(names)
         self.log: list[tuple[float, str, str, str]] = []  # (t, event, pod, node)
         self.api.watchers.append(self._record)
+        self.pool_log = PoolLog(lambda: self.now)  # each job's story in the pool's words
+        self.api.watchers.append(self.pool_log.watch)
         self.capacity = Resources.total(
             Resources.parse(n["status"]["allocatable"]) for n in scenario.nodes
         )
@@ -592,13 +595,15 @@ class Simulation:
             key = spec.key
             t = self.programs.jobs.get(key)
             if t is None:  # the run ended before it arrived
-                records.append(JobRecord(key, spec.arrival_s, None, None, 0, ()))
+                kind = str(spec.manifest.get("kind") or "TFJob")
+                records.append(JobRecord(key, spec.arrival_s, None, None, 0, (), kind=kind))
                 continue
             segments = list(t.segments)
             if t.since_s != math.inf and self.now > t.since_s:
                 segments.append(Segment(t.since_s, math.inf, t.state, t.open_workers))
             w = (replica_specs(spec.manifest).get("Worker") or {}).get("replicas", 0)
             allocation = tuple((at, _units(held)) for at, held in t.held_history)
+            said = self.pool_log.jobs.get(key)
             records.append(
                 JobRecord(
                     key,
@@ -608,6 +613,16 @@ class Simulation:
                     int(w),
                     tuple(segments),
                     allocation,
+                    kind=str(spec.manifest.get("kind") or "TFJob"),
+                    admitted_s=said.admitted_s if said else None,
+                    workers=_changes([(spec.arrival_s, 0), *t.workers_history]),
+                    scale_actions=t.scale_actions,
+                    scales=tuple(said.scales) if said else (),
+                    preemptions=tuple(said.preemptions) if said else (),
+                    moves=tuple(said.moves) if said else (),
+                    state_losses=t.losses,
+                    reason=said.reason if said and t.finished_s is None else "",
+                    message=said.message if said and t.finished_s is None else "",
                 )
             )
         jcts = [r.jct_s for r in records if r.jct_s is not None]
@@ -700,6 +715,17 @@ class Simulation:
         }
         samples = tuple(self.samples)
         return SimResult(self.policy, self.scenario.name, cap, tuple(records), samples, summary)
+
+
+def _changes(history: Sequence[tuple[float, int]]) -> tuple[tuple[float, int], ...]:
+    """A (time, value) history with one entry per time (the last) and no repeated value."""
+    out: list[tuple[float, int]] = []
+    for t, n in history:
+        if out and out[-1][0] == t:
+            out.pop()
+        if not out or out[-1][1] != n:
+            out.append((t, n))
+    return tuple(out)
 
 
 def _times(r: Resources, n: int) -> Resources:

@@ -296,15 +296,42 @@ def horizon_note(summary: Mapping[str, Any]) -> str:
     )
 
 
+UNFINISHED_SHOWN = 20  # per policy; the rest are counted (--json lists every job)
+
+
+def unfinished_table(results: Sequence[SimResult]) -> Table | None:
+    """Every job a run did not finish, and why, in the pool's words (None: all finished).
+
+    A policy's first ``UNFINISHED_SHOWN`` such jobs by arrival are named; a last row counts
+    the others."""
+    table = Table(title="Unfinished jobs", title_justify="left", header_style="bold")
+    table.add_column("Policy", style="cyan", no_wrap=True)
+    table.add_column("Job", no_wrap=True)
+    table.add_column("State at the end")
+    table.add_column("Why")
+    rows = 0
+    for r in results:
+        left = sorted((j for j in r.jobs if j.finish_s is None), key=lambda j: j.arrival_s)
+        for j in left[:UNFINISHED_SHOWN]:
+            table.add_row(r.policy, j.key, j.state_at_end(), j.why_unfinished())
+            rows += 1
+        if len(left) > UNFINISHED_SHOWN:
+            more = len(left) - UNFINISHED_SHOWN
+            table.add_row(r.policy, f"… and {more} more", "", "see --json (job_records)")
+    return table if rows else None
+
+
 def print_summary(results: Sequence[SimResult], console: Console | None = None) -> None:
-    """Print the comparison table (to stdout unless a console is given)."""
+    """Print the comparison table, then the unfinished jobs and why (to stdout unless a
+    console is given)."""
     console = console or Console()
-    table = summary_table(results)
+    tables = [t for t in (summary_table(results), unfinished_table(results)) if t is not None]
     if not console.is_terminal:  # a file or a pipe: never cut columns to 80 characters
         narrow = console.width
         console.width = 1000
-        console.width = max(narrow, console.measure(table).maximum)
-    console.print(table)
+        console.width = max(narrow, *(console.measure(t).maximum for t in tables))
+    for table in tables:
+        console.print(table)
 
 
 # --- live view ------------------------------------------------------------------------------

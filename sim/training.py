@@ -95,6 +95,10 @@ class Training:
     # (time, what its bound pods request) at every change, until it finishes: the plot's
     # per-job allocation, where a scale action is a step.
     held_history: list[tuple[float, Resources]] = field(default_factory=list)
+    # (time, live workers) at every change: the per-job record's workers over time.
+    workers_history: list[tuple[float, int]] = field(default_factory=list)
+    scale_actions: int = 0  # its part of Programs.scale_actions
+    moves: int = 0  # its part of Programs.migrations
     warm: dict[str, tuple[str, int, float]] = field(default_factory=dict)  # pod -> uid, restarts, t
     token: int = 0
     checkpoint_s: float | None = None  # declared interval (None: never checkpoints)
@@ -230,8 +234,10 @@ class Programs:
                 self.restarts += 1  # the same pod again: a restart, not a scale action
             elif move_of(pod["metadata"]["name"]):
                 self.migrations += 1  # a moved worker's replacement
+                t.moves += 1
             elif growing:
                 self.scale_actions += 1  # a new worker, or one a shrink took, grown back
+                t.scale_actions += 1
             self._shrunk.discard(key)
             self._names_seen.add(key)
         elif new is None:
@@ -253,6 +259,7 @@ class Programs:
                 and not self._replaced(job, new)
             ):
                 self.scale_actions += 1
+                t.scale_actions += 1
                 self._shrunk.add(key)
         self._mark({job, *crowd})
 
@@ -339,6 +346,8 @@ class Programs:
             t.rate = t.spec.profile.rate_of(shares, max(t.ps, 1))
         else:
             t.rate = t.spec.profile.rate_on(list(per_node.values()), local, remote, max(t.ps, 1))
+        if t.workers_live != n_workers or not t.workers_history:
+            t.workers_history.append((now, n_workers))
         t.workers_live = n_workers
         if ready and t.started_s is None:
             t.started_s = now
@@ -400,6 +409,7 @@ class Programs:
         self._cpu_bound.discard(job)
         t.rate = 0.0
         t.held_history.append((now, Resources({})))  # done: what is left is cleanup
+        t.workers_history.append((now, 0))
         self._set_state(t, None, now)
         if self.on_finish is not None:
             self.on_finish(job)

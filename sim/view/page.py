@@ -1,0 +1,130 @@
+"""One self-contained HTML page from plotly figures: plotly.js inlined once, no server and
+no network, and a story panel that shows a job's story when a bar is hovered or clicked.
+
+Each plotted point that belongs to a job carries the key of its story (``customdata``);
+the stories are embedded once as JSON, so a 1,000-job page does not repeat them per bar.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+
+SCROLL_ROWS = 40  # a timeline taller than this many rows scrolls in its own box
+
+
+@dataclass(frozen=True)
+class Section:
+    """A heading and either a figure or ready HTML (a table), with a line of help."""
+
+    title: str
+    figure: go.Figure | None = None
+    id: str = ""  # the figure's element id (default: figure-<its index>)
+    html: str = ""
+    note: str = ""
+    scroll: bool = False  # a tall figure in a box that scrolls (rows never shrink)
+
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 0; color: #222; }
+header { padding: 12px 20px; background: #f4f4f4; border-bottom: 1px solid #ddd; }
+header h1 { margin: 0; font-size: 20px; }
+header p { margin: 4px 0 0; color: #555; }
+.layout { display: flex; align-items: flex-start; }
+main { flex: 1; min-width: 0; padding: 0 20px 40px; }
+aside { width: 340px; position: sticky; top: 0; max-height: 100vh; overflow-y: auto;
+        padding: 12px 16px; border-left: 1px solid #ddd; background: #fafafa;
+        box-sizing: border-box; }
+aside h2 { font-size: 15px; margin: 4px 0 8px; }
+#story { white-space: pre-wrap; font: 12px/1.45 ui-monospace, monospace; margin: 0; }
+section h2 { font-size: 16px; margin: 22px 0 4px; }
+section p.note { margin: 0 0 6px; color: #555; font-size: 13px; }
+.scroll { max-height: 80vh; overflow-y: auto; border: 1px solid #eee; }
+table.summary { border-collapse: collapse; font-size: 13px; }
+table.summary th, table.summary td { padding: 3px 10px; border-bottom: 1px solid #eee;
+        text-align: right; }
+table.summary th:first-child, table.summary td:first-child { text-align: left; }
+"""
+
+# Hover shows the story; a click pins it until another click.
+SCRIPT = """
+(function () {
+  var stories = JSON.parse(document.getElementById('stories').textContent);
+  var panel = document.getElementById('story');
+  var pinned = false;
+  function show(ev, pin) {
+    if (!ev || !ev.points || !ev.points.length) return;
+    var key = ev.points[0].customdata;
+    if (Array.isArray(key)) key = key[0];
+    if (typeof key !== 'string' || !(key in stories)) return;
+    if (pinned && !pin) return;
+    pinned = pin || pinned;
+    panel.textContent = stories[key];
+    panel.dataset.job = key;
+  }
+  document.querySelectorAll('.plotly-graph-div').forEach(function (gd) {
+    gd.on('plotly_hover', function (ev) { show(ev, false); });
+    gd.on('plotly_click', function (ev) { pinned = false; show(ev, true); });
+  });
+})();
+"""
+
+
+def render(
+    title: str,
+    subtitle: str,
+    sections: Sequence[Section],
+    stories: Mapping[str, str],
+) -> str:
+    """The whole page as one string."""
+    parts = []
+    for i, s in enumerate(sections):
+        body = s.html
+        if s.figure is not None:
+            body = s.figure.to_html(
+                full_html=False,
+                include_plotlyjs=False,
+                div_id=s.id or f"figure-{i}",
+                config={"displaylogo": False, "responsive": True},
+            )
+            if s.scroll:
+                body = f'<div class="scroll">{body}</div>'
+        note = f'<p class="note">{html.escape(s.note)}</p>' if s.note else ""
+        parts.append(f"<section><h2>{html.escape(s.title)}</h2>{note}{body}</section>")
+    data = json.dumps(dict(stories), ensure_ascii=False).replace("</", "<\\/")
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8">
+<title>{html.escape(title)}</title>
+<style>{STYLE}</style>
+<script>{get_plotlyjs()}</script>
+</head><body>
+<header><h1>{html.escape(title)}</h1><p>{html.escape(subtitle)}</p></header>
+<div class="layout"><main>{"".join(parts)}</main>
+<aside><h2>Job story</h2><pre id="story">Hover over a job's bar to read its story;
+click to keep it here.</pre></aside></div>
+<script type="application/json" id="stories">{data}</script>
+<script>{SCRIPT}</script>
+</body></html>
+"""
+
+
+def write(path: str | Path, page: str) -> int:
+    """Write the page; its size in bytes."""
+    data = page.encode()
+    Path(path).write_bytes(data)
+    return len(data)
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A plain HTML table (cells escaped)."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows
+    )
+    return f'<table class="summary"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
