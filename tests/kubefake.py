@@ -76,6 +76,7 @@ class FakeApi:
         self.used: set[tuple[str, str, str]] = set()
         self.writes = 0
         self.fail: int | None = None
+        self.patch_types: list[str] = []  # Content-Type of each patch
         self._uid = 0
 
     def put(self, gv: str, plural: str, obj: dict[str, Any]) -> None:
@@ -116,6 +117,8 @@ class FakeApi:
         if verb is None:
             return answer(405, {"kind": "Status", "reason": "MethodNotAllowed"})
         self.used.add((group, plural, verb))
+        if verb == "patch":
+            self.patch_types.append((headers or {}).get("Content-Type", ""))
         if self.fail:
             return answer(self.fail, {"kind": "Status", "message": "injected"})
         bucket = self.store.setdefault((gv, plural), {})

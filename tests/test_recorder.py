@@ -464,6 +464,8 @@ def test_through_the_client_the_api_holds_events_k8s_io_v1_events_as_written(kub
     assert (done.tally.created, done.tally.counted) == (0, 1)
     [shrunk] = [e for e in server.objects("events.k8s.io/v1", "events") if e["reason"] == "Shrunk"]
     assert shrunk["series"] == {"count": 2, "lastObservedTime": "2026-01-01T00:05:00.000000Z"}
+    # A merge of the series into the Event (not a JSON patch's list of operations).
+    assert server.patch_types == ["application/merge-patch+json"]
 
 
 def test_a_failed_job_its_ttl_and_a_pools_left_out_object_are_told(kube) -> None:
