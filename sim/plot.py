@@ -65,7 +65,8 @@ SLOWEST_KEPT = 20
 BAR_HEIGHT = 0.8
 MAX_WIDTH_IN = 17.0  # 1,700 px at dpi 100: a laptop screen
 MAX_HEIGHT_IN = 9.0
-TITLE_PT, MIN_TITLE_PT = 10.0, 6.5
+TITLE_PT, WRAP_TITLE_PT, MIN_TITLE_PT = 10.0, 8.0, 6.5
+TITLE_GAP_PX = 6.0  # between two titles, at least
 CDF_WIDTH = 1.25  # the JCT distribution's column, in policy columns
 TICK_IN = 0.5  # inches a duration's tick label needs (small font)
 
@@ -385,30 +386,29 @@ def title_boxes(fig: Figure) -> list[tuple[Text, Bbox]]:
 
 
 def _clashes(fig: Figure) -> bool:
-    boxes = title_boxes(fig)
+    """Two titles closer than ``TITLE_GAP_PX``, or one leaving the picture."""
+    boxes = [b.expanded(1.0, 1.0).padded(TITLE_GAP_PX / 2) for _, b in title_boxes(fig)]
     width = fig.bbox.width
-    outside = any(b.x0 < 0 or b.x1 > width for _, b in boxes)
-    return outside or any(_overlaps(a, b) for (_, a), (_, b) in combinations(boxes, 2))
+    outside = any(b.x0 + TITLE_GAP_PX / 2 < 0 or b.x1 - TITLE_GAP_PX / 2 > width for b in boxes)
+    return outside or any(_overlaps(a, b) for a, b in combinations(boxes, 2))
 
 
 def _fit_titles(fig: Figure, titles: Sequence[Text]) -> None:
-    """Shrink the columns' titles until none overlaps another or leaves the figure; at the
-    smallest size, break a cut run's line in two."""
+    """Shrink the columns' titles until none overlaps another or leaves the figure: first
+    to ``WRAP_TITLE_PT``, then a cut run's line is broken in two, then to ``MIN_TITLE_PT``."""
     size = TITLE_PT
+    wrapped = False
     while _clashes(fig):
-        if size > MIN_TITLE_PT:
-            size = max(MIN_TITLE_PT, size - 0.5)
+        if size <= WRAP_TITLE_PT and not wrapped:
+            wrapped = True
             for t in titles:
-                t.set_fontsize(size)
+                t.set_text(t.get_text().replace("horizon: ", "horizon:\n"))
             continue
-        wrapped = False
-        for t in titles:
-            text = t.get_text()
-            if "horizon: " in text:
-                t.set_text(text.replace("horizon: ", "horizon:\n"))
-                wrapped = True
-        if not wrapped:
+        if size <= MIN_TITLE_PT:
             return
+        size = max(MIN_TITLE_PT, size - 0.5)
+        for t in titles:
+            t.set_fontsize(size)
 
 
 def ticks_for(width_in: float) -> int:
@@ -462,7 +462,7 @@ def figure(results: Sequence[SimResult]) -> Figure:
             if row < len(resources) - 1:
                 ax.tick_params(labelbottom=False)
             else:
-                ax.set_xlabel(axis.label(), fontsize="small")
+                ax.set_xlabel(axis.label(), fontsize="small" if column_in > 3 else "x-small")
             panels[resource].append(ax)
         share = timelines[0] if timelines else None
         bottom = fig.add_subplot(
@@ -476,6 +476,8 @@ def figure(results: Sequence[SimResult]) -> Figure:
     cut = any(r.summary.get("stopped_at_horizon") for r in results)
     axis.apply(tops[0], axis.end * (1.03 if cut else 1.0))  # the cut in view
     since_arrival(timelines[0], stay, stay_scale, ticks_for(column_in))
+    for ax in timelines[1:]:  # tick parameters are each axes' own, even when shared
+        ax.tick_params(axis="x", labelsize="small")
     legend_cell = fig.add_subplot(grid[-1, -1])
     cdf = fig.add_subplot(grid[:-1, -1])
     _plot_cdf(cdf, results, stay_scale, ticks_for(CDF_WIDTH * column_in))
