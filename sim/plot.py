@@ -20,6 +20,7 @@ from __future__ import annotations
 import colorsys
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
 from typing import Any
@@ -37,12 +38,12 @@ from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
 from sim.results import JobRecord, SimResult, State
-from sim.timeaxis import broken_time, duration_ticks, since_arrival, time_unit
+from sim.timeaxis import BrokenTime, broken_time, duration_ticks, since_arrival, time_unit
 
 GPU = "nvidia.com/gpu"
 COLORS: dict[State, str] = {"queued": "#d0d0d0", "holding": "#e4572e", "training": "#2e9d4f"}
 # Okabe & Ito's palette (colour-blind safe), and a dash pattern of its own for each policy,
-# so two lines differ even in grey print. dragonet is drawn thicker and on top.
+# so two lines differ even in grey print. dragonet is drawn thickest, beneath the others.
 POLICY_STYLES: dict[str, tuple[str, Any]] = {
     "dragonet": ("#009E73", "solid"),
     "dragon": ("#0072B2", (0, (6, 2))),
@@ -315,8 +316,10 @@ def _plot_cdf(ax: Axes, results: Sequence[SimResult], scale: float, most_ticks: 
     for i, r in enumerate(results):
         color, dashes = policy_style(r.policy, i)
         ours = r.policy == OURS
-        style = {"color": color, "ls": dashes, "lw": 2.4 if ours else 1.6}
-        style["zorder"] = 4 if ours else 3
+        # dragonet thick and beneath: a policy whose curve is the same shows on top of it,
+        # and dragonet's colour still shows around and between its dashes.
+        style = {"color": color, "ls": dashes, "lw": 3.2 if ours else 1.5}
+        style["zorder"] = 2 if ours else 3
         jcts = sorted(j.jct_s for j in r.jobs if j.jct_s is not None)
         if not jcts:
             ax.plot([], [], label=f"{r.policy} (none finished)", **style)
@@ -326,8 +329,10 @@ def _plot_cdf(ax: Axes, results: Sequence[SimResult], scale: float, most_ticks: 
         ax.step([x[0], *x], [0.0, *y], where="post", label=r.policy, **style)
     ax.set_xscale("log")
     jcts = [j.jct_s for r in results for j in r.jobs if j.jct_s is not None and j.jct_s > 0]
-    if jcts:
-        duration_ticks(ax, min(jcts) / 1.5, max(jcts) * 1.5, scale, most_ticks)
+    if jcts:  # the view is the data's range with a margin, ticked in round durations
+        low, high = min(jcts) / 1.25, max(jcts) * 1.25
+        ax.set_xlim(low / scale, high / scale)
+        duration_ticks(ax, low, high, scale, most_ticks)
     ax.set_ylim(0, 1.02)
     ax.set_xlabel("JCT (log scale)")
     ax.set_ylabel("fraction of jobs finished")
@@ -416,6 +421,63 @@ def ticks_for(width_in: float) -> int:
     return max(2, min(6, int(width_in / TICK_IN)))
 
 
+@dataclass(frozen=True)
+class Layout:
+    """The figure's size and grid: per policy a column of allocation panels (one per
+    resource) above a timeline, and the JCT distribution's wider column."""
+
+    width_in: float
+    heights: tuple[float, ...]  # of the grid's rows, in inches
+
+    @staticmethod
+    def of(results: Sequence[SimResult], resources: Sequence[str]) -> Layout:
+        n_jobs = max(len(r.jobs) for r in results)
+        gantt = min(max(2.5, 0.16 * min(n_jobs, MAX_LABELED_JOBS)), 5.0)
+        heights = (2.6, *[1.5] * (len(resources) - 1), gantt)
+        return Layout(min(4.5 + 4.2 * len(results), MAX_WIDTH_IN), heights)
+
+    @property
+    def height_in(self) -> float:
+        return min(sum(self.heights) + 1.6, MAX_HEIGHT_IN)
+
+
+def _allocation_panels(
+    fig: Figure,
+    cells: Sequence[Any],
+    result: SimResult,
+    resources: Sequence[str],
+    axis: BrokenTime,
+    colors: Mapping[str, str],
+    shared: dict[str, Axes],
+    small: bool,
+) -> Axes:
+    """A column's allocation panels, one per resource, on the cluster's time axis (shared
+    with the first column's); returns the top one, which carries the column's title."""
+    end_s = end_of(result)
+    panels = []
+    for row, (cell, resource) in enumerate(zip(cells, resources, strict=True)):
+        first = shared.get(resource)
+        ax = fig.add_subplot(cell, sharex=shared.get(resources[0]), sharey=first)
+        top = _plot_allocation(ax, result, resource, end_s, axis.scale, colors)
+        ax.set_ylim(0, max(top * 1.08, ax.get_ylim()[1] if first else 0))
+        if first is None:
+            shared[resource] = ax
+            ax.set_ylabel("GPUs" if resource == GPU else f"{_resource_name(resource)} cores")
+        if result.summary.get("stopped_at_horizon"):
+            ax.axvline(end_s / axis.scale, color=CUT_COLOR, lw=1.5, zorder=5)
+        axis.mark_break(ax)
+        if row < len(resources) - 1:
+            ax.tick_params(labelbottom=False)
+        else:
+            ax.set_xlabel(axis.label(), fontsize="x-small" if small else "small")
+        panels.append(ax)
+    top = panels[0]
+    top.set_title(_title(result, resources), fontsize=TITLE_PT)
+    if result.summary.get("stopped_at_horizon"):
+        top.title.set_color(CUT_COLOR)
+    return top
+
+
 def figure(results: Sequence[SimResult]) -> Figure:
     """Per result a column: its allocation panels above its timeline; then the CDF."""
     if not results:
@@ -428,51 +490,26 @@ def figure(results: Sequence[SimResult]) -> Figure:
     colors = job_colors(results)
     resources = panel_resources(results)
     same_jobs = len({frozenset(j.key for j in r.jobs) for r in results}) == 1
-    n_jobs = max(len(r.jobs) for r in results)
-    gantt_h = min(max(2.5, 0.16 * min(n_jobs, MAX_LABELED_JOBS)), 5.0)
-    heights = [2.6] + [1.5] * (len(resources) - 1) + [gantt_h]
-    width = min(4.5 + 4.2 * len(results), MAX_WIDTH_IN)
-    height = min(sum(heights) + 1.6, MAX_HEIGHT_IN)
-    column_in = width / (len(results) + CDF_WIDTH)
-    fig = Figure(figsize=(width, height), layout="constrained")
+    layout = Layout.of(results, resources)
+    column_in = layout.width_in / (len(results) + CDF_WIDTH)
+    fig = Figure(figsize=(layout.width_in, layout.height_in), layout="constrained")
     grid = fig.add_gridspec(
-        len(heights),
+        len(layout.heights),
         len(results) + 1,
-        height_ratios=heights,
+        height_ratios=layout.heights,
         width_ratios=[1] * len(results) + [CDF_WIDTH],
     )
     tops: list[Axes] = []
     timelines: list[Axes] = []
-    panels: dict[str, list[Axes]] = {r: [] for r in resources}
+    shared: dict[str, Axes] = {}
     for col, result in enumerate(results):
-        end_s = end_of(result)
-        for row, resource in enumerate(resources):
-            first = panels[resource][0] if panels[resource] else None
-            ax = fig.add_subplot(grid[row, col], sharex=tops[0] if tops else None, sharey=first)
-            top = _plot_allocation(ax, result, resource, end_s, axis.scale, colors)
-            ax.set_ylim(0, max(top * 1.08, ax.get_ylim()[1] if first else 0))
-            if col == 0:
-                ax.set_ylabel("GPUs" if resource == GPU else f"{_resource_name(resource)} cores")
-            if row == 0:
-                ax.set_title(_title(result, resources), fontsize=TITLE_PT)
-                tops.append(ax)
-            if result.summary.get("stopped_at_horizon"):
-                ax.axvline(end_s / axis.scale, color=CUT_COLOR, lw=1.5, zorder=5)
-            axis.mark_break(ax)
-            if row < len(resources) - 1:
-                ax.tick_params(labelbottom=False)
-            else:
-                ax.set_xlabel(axis.label(), fontsize="small" if column_in > 3 else "x-small")
-            panels[resource].append(ax)
-        share = timelines[0] if timelines else None
-        bottom = fig.add_subplot(
-            grid[-1, col], sharex=share, sharey=share if same_jobs and share else None
-        )
-        _plot_timeline(bottom, result, stay_scale, colors, labels=col == 0 or not same_jobs)
-        timelines.append(bottom)
-    for r, ax in zip(results, tops, strict=True):
-        if r.summary.get("stopped_at_horizon"):
-            ax.title.set_color(CUT_COLOR)
+        cells = [grid[row, col] for row in range(len(resources))]
+        small = column_in <= 3
+        tops.append(_allocation_panels(fig, cells, result, resources, axis, colors, shared, small))
+        first = timelines[0] if timelines else None
+        ax = fig.add_subplot(grid[-1, col], sharex=first, sharey=first if same_jobs else None)
+        _plot_timeline(ax, result, stay_scale, colors, labels=first is None or not same_jobs)
+        timelines.append(ax)
     cut = any(r.summary.get("stopped_at_horizon") for r in results)
     axis.apply(tops[0], axis.end * (1.03 if cut else 1.0))  # the cut in view
     since_arrival(timelines[0], stay, stay_scale, ticks_for(column_in))
@@ -482,8 +519,7 @@ def figure(results: Sequence[SimResult]) -> Figure:
     cdf = fig.add_subplot(grid[:-1, -1])
     _plot_cdf(cdf, results, stay_scale, ticks_for(CDF_WIDTH * column_in))
     _legends(legend_cell, cdf, "GPUs" if resources[0] == GPU else "CPU")
-    scenarios = sorted({r.scenario for r in results})
-    fig.suptitle(", ".join(scenarios), fontsize="large")
+    fig.suptitle(", ".join(sorted({r.scenario for r in results})), fontsize="large")
     _fit_titles(fig, [ax.title for ax in tops])
     return fig
 

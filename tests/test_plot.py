@@ -72,9 +72,10 @@ def _policy_lines(fig: Figure) -> dict[str, Any]:
 # --- the policies ---------------------------------------------------------------------------
 
 
-def test_every_policy_has_its_own_colour_and_line_style_and_ours_is_on_top() -> None:
+def test_every_policy_has_its_own_colour_and_line_style_and_ours_is_never_hidden() -> None:
     """Six policies, six colours and six dash patterns: no two lines alike even for a
-    colour-blind reader or in grey print; dragonet's line is drawn over the others."""
+    colour-blind reader or in grey print. dragonet's line is the thickest and drawn beneath
+    the others, so where another policy's curve is the same, both still show."""
     fig = figure([_result(p, _gpu_jobs()) for p in POLICIES])
     lines = _policy_lines(fig)
     assert list(lines) == list(POLICIES)
@@ -84,13 +85,9 @@ def test_every_policy_has_its_own_colour_and_line_style_and_ours_is_on_top() -> 
         for line in lines.values()
     }
     assert len(colours) == len(dashes) == len(POLICIES)
-    ours = lines["dragonet"]
-    assert all(
-        ours.get_zorder() > line.get_zorder() for k, line in lines.items() if k != "dragonet"
-    )
-    assert all(
-        ours.get_linewidth() > line.get_linewidth() for k, line in lines.items() if k != "dragonet"
-    )
+    ours = lines.pop("dragonet")
+    assert all(ours.get_zorder() < line.get_zorder() for line in lines.values())
+    assert all(ours.get_linewidth() > 1.5 * line.get_linewidth() for line in lines.values())
 
 
 def test_a_policy_the_plot_does_not_know_still_gets_a_style_of_its_own() -> None:
