@@ -36,12 +36,19 @@ test: $(STAMP) .tools/bin/helm $(CHROMIUM)
 	$(BIN)/ruff check .
 	PATH="$(CURDIR)/.tools/bin:$$PATH" $(BIN)/pytest -q
 
-# The pictures in docs/pictures/ (README): examples/elastic.yaml, then the first 160 jobs of
-# Pollux's workload-1 under the four policies (about 3 minutes on a laptop core).
+# The pictures in docs/pictures/ (README, docs/simulator.md), every policy each:
+# examples/elastic.yaml; the first 40 and the first 160 jobs of Pollux's workload-1; 200 jobs
+# of Philly's busy part (the benchmarks' slice; PHILLY is the workspace's trace). About an
+# hour on one busy core, most of it the 160 Pollux jobs.
+PHILLY ?= ../shared/traces/philly_pollux/philly.csv
 pictures: $(STAMP)
 	$(BIN)/dragonet simulate examples/elastic.yaml --plot docs/pictures/elastic.png
+	$(BIN)/dragonet simulate --trace tests/fixtures/traces/workload-1.csv --jobs 40 \
+	  --plot docs/pictures/pollux-40.png
 	$(BIN)/dragonet simulate --trace tests/fixtures/traces/workload-1.csv --jobs 160 \
 	  --plot docs/pictures/pollux-160.png
+	$(BIN)/dragonet simulate --trace $(PHILLY) --start 72500 --jobs 200 \
+	  --plot docs/pictures/philly-200.png
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -33,6 +33,7 @@ from sim.kube_scheduler import (
     shortages,
     taint_scores,
 )
+from sim.spec import JobSpec
 from tests.simkit import GPU, PODS, gpu_nodes, job, scenario, stale_view_race
 
 # --- builders ---------------------------------------------------------------------------
@@ -1107,3 +1108,34 @@ def test_two_host_network_pods_of_one_port_never_share_a_node() -> None:
     assert rejection is not None and rejection.reason == "NodePorts"
     plain = spec(container(ports=[{"name": "tfjob-port", "containerPort": 2222}]))
     assert ks.schedule(plain).node == "node-1"
+
+
+def _on_host_network(spec: JobSpec) -> JobSpec:
+    """Every replica on the node's network (``hostNetwork: true``, as Arena's
+    ``useHostNetwork`` and KubeDL's host network mode write it): each TF task's port 2222
+    is then a host port."""
+    for replica in spec.manifest["spec"]["tfReplicaSpecs"].values():
+        replica["template"]["spec"]["hostNetwork"] = True
+    return spec
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="Dragonet's placement (policy/pool) does not count host ports: it packs a "
+    "hostNetwork job's PS and workers onto one node, where only the first pod can take port "
+    "2222; the others stay Pending (affinity) or are refused by the kubelet (nodeName) and "
+    "the job never trains. Placement must put at most one such pod per node, or refuse the job.",
+)
+@pytest.mark.parametrize("binding", ["affinity", "nodeName"])
+def test_a_host_network_job_gets_one_node_per_pod_and_finishes(binding: str) -> None:
+    """One PS and two workers on the host network, three free 4-GPU nodes: the job fits only
+    with its three pods on three nodes, and the independent kube-scheduler holds that. Without
+    host networking the same job finishes in 35 s; 300 s is ample."""
+    sc = scenario(gpu_nodes(3), [_on_host_network(job("hn", 2, ps=1, steps=50))])
+    config = SimConfig(binding=binding, max_time_s=300, delete_finished_after_s=None)
+    sim = Simulation(sc, config)
+    conditions = _PodConditions()
+    sim.api.watchers.append(conditions)
+    result = sim.run()
+    assert conditions.seen == []  # no pod refused for its ports
+    assert result.summary["jobs_finished"] == 1
