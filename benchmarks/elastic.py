@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from benchmarks.mc_costs import SETTINGS, TRACES, configured
 from policy.model.pool import POLICIES, PolicyName
 from sim.engine import SimConfig, Simulation
 from sim.report import (
@@ -44,7 +45,6 @@ from sim.report import (
 )
 from sim.scenario import from_trace
 
-TRACES = Path(__file__).resolve().parents[2] / "shared" / "traces"
 PHILLY = TRACES / "philly_pollux" / "philly.csv"
 TRACE_NAMES = ("philly", "pollux")
 
@@ -65,13 +65,15 @@ class Cell:
     start: int  # Philly rows to skip; ignored for Pollux workloads
     load: float
     policy: PolicyName
+    mc: str = "defaults"  # Metacontroller's setting (benchmarks.mc_costs.SETTINGS)
 
 
 def run_cell(cell: Cell) -> Summary:
     """Simulate one cell (in a worker process) and return its summary plus its coordinates."""
     window = {} if cell.jobs is None else {"jobs": cell.jobs}
     scenario = from_trace(cell.path, start=cell.start, load=cell.load, **window)
-    summary = dict(Simulation(scenario, SimConfig(policy=cell.policy)).run().summary)
+    config = configured(SimConfig(policy=cell.policy), cell.mc)
+    summary = dict(Simulation(scenario, config).run().summary)
     return {"trace": cell.trace, "load": cell.load, **summary}
 
 
@@ -263,6 +265,9 @@ def main() -> None:
         "--pollux-jobs", type=int, default=120, help="keep the first N jobs; 0 keeps all 160"
     )
     p.add_argument("--jobs-parallel", type=int, default=os.cpu_count() or 1)
+    p.add_argument(
+        "--mc", default="defaults", choices=list(SETTINGS), help="Metacontroller's costs"
+    )
     p.add_argument("--json", metavar="OUT.json", help="write every cell's summary here")
     p.add_argument("--markdown", action="store_true", help="markdown tables (default: text)")
     args = p.parse_args()
@@ -282,7 +287,10 @@ def main() -> None:
             where[name] = (path, args.pollux_jobs or None, 0)
     traces = list(where)
     cells = [
-        Cell(t, *where[t], load=x, policy=pol) for t in traces for x in loads for pol in policies
+        Cell(t, *where[t], load=x, policy=pol, mc=args.mc)
+        for t in traces
+        for x in loads
+        for pol in policies
     ]
 
     md = args.markdown

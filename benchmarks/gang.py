@@ -1,14 +1,15 @@
 """What delegating the binding to an external gang scheduler costs (docs/gang-schedulers.md).
 
-Run: ``.venv/bin/python -m benchmarks.gang`` (``--quick`` for a smoke run).
+Run: ``.venv/bin/python -m benchmarks.gang`` (``--quick`` for a smoke run; ``--mc
+cost-free|defaults|recommended``: Metacontroller's costs, ``benchmarks.mc_costs``).
 
 Each workload runs in the simulator with a stale informer view (2 s) and 5 workers per
-Metacontroller controller, once with the kube-scheduler binding Dragonet's required
-affinity (``none``, the baseline) and once per backend (the simulated gang scheduler
-binding PodGroups, Dragonet's placement only preferred). Printed per workload: average JCT
-and makespan (with the ratio to the baseline of the same run), hook calls (the PodGroups are
-one more child per job, so a few more events) and the jobs finished. Dragonet's queue
-decides what runs in every case, so the times should match.
+Metacontroller controller (under every ``--mc`` setting), once with the kube-scheduler
+binding Dragonet's required affinity (``none``, the baseline) and once per backend (the
+simulated gang scheduler binding PodGroups, Dragonet's placement only preferred). Printed
+per workload: average JCT and makespan (with the ratio to the baseline of the same run),
+hook calls (the PodGroups are one more child per job, so a few more events) and the jobs
+finished. Dragonet's queue decides what runs in every case, so the times should match.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
+from benchmarks.mc_costs import SETTINGS, configured
 from sim.engine import Scenario, SimConfig, Simulation
 from sim.scenario import from_trace, load_scenario
 
@@ -38,8 +40,11 @@ def workloads(quick: bool) -> dict[str, Scenario]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the examples only")
+    parser.add_argument("--mc", default="defaults", choices=list(SETTINGS))
     args = parser.parse_args()
-    config = SimConfig(view_delay_s=2.0, mc_workers=5)
+    config = dataclasses.replace(
+        configured(SimConfig(view_delay_s=2.0), args.mc), view_delay_s=2.0, mc_workers=5
+    )
     base: tuple[float, float, int] | None
     header = f"{'workload':<10} {'backend':<13} {'avg JCT':>9} {'ratio':>6} {'makespan':>9} "
     print(header + f"{'ratio':>6} {'hook calls':>10} {'ratio':>6} {'finished':>9}")

@@ -44,6 +44,27 @@ SETTINGS = {
     "defaults": SimConfig(),
     "recommended": RECOMMENDED,
 }
+# The Metacontroller fields a setting decides (the rest of a benchmark's config is its own).
+_MC_FIELDS = (
+    "mc_workers",
+    "mc_qps",
+    "mc_burst",
+    "mc_resync_s",
+    "mc_customize_ttl_s",
+    "mc_apply_strategy",
+    "mc_charged",
+    "object_sizes",
+)
+
+
+def configured(config: SimConfig, setting: str) -> SimConfig:
+    """``config`` under one of ``SETTINGS`` (its Metacontroller flags and object sizes),
+    everything else kept: how the other benchmarks (gang, elastic, migration) run their own
+    configs cost-free, on Metacontroller's defaults or on the recommended flags."""
+    if setting not in SETTINGS:
+        raise SystemExit(f"unknown setting {setting!r}: {', '.join(SETTINGS)}")
+    chosen = SETTINGS[setting]
+    return replace(config, **{f: getattr(chosen, f) for f in _MC_FIELDS})
 
 
 def _inputs(names: list[str], philly_jobs: int) -> list[Scenario]:

@@ -1,7 +1,10 @@
 """Container migration, measured: container-migration's speed scenarios and a trace.
 
     python -m benchmarks.migration [--scenarios a,b,c,d,e] [--trace-jobs 60] [--no-trace]
-        [--json OUT.json] [--markdown] [--examples]
+        [--json OUT.json] [--markdown] [--examples] [--mc cost-free|defaults|recommended]
+
+``--mc``: Metacontroller's costs every run is under (``benchmarks.mc_costs``; default:
+its defaults, as ``dragonet simulate`` runs).
 
 **The examples, through the CLI** (``--examples``): ``examples/migration/speed-*/``, the
 same scenarios as manifests, run as a user runs them, ``dragonet simulate job1.yaml
@@ -51,6 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from benchmarks.mc_costs import SETTINGS, configured
 from policy.model.migration import CHIEF_MOVABLE_ANNOTATION
 from sim.engine import Scenario, SimConfig, Simulation
 from sim.kube import node_object
@@ -154,8 +158,8 @@ SYSTEMS: Mapping[str, SimConfig] = {
 }
 
 
-def run_speed(letter: str, system: str) -> dict[str, Any]:
-    result = Simulation(speed_scenario(letter), SYSTEMS[system]).run()
+def run_speed(letter: str, system: str, mc: str = "defaults") -> dict[str, Any]:
+    result = Simulation(speed_scenario(letter), configured(SYSTEMS[system], mc)).run()
     s = result.summary
     return {
         "scenario": f"speed-{letter}",
@@ -176,12 +180,12 @@ PLANNER: Mapping[str, Mapping[str, Any]] = {
 }
 
 
-def run_trace(jobs: int, system: str) -> dict[str, Any]:
+def run_trace(jobs: int, system: str, mc: str = "defaults") -> dict[str, Any]:
     from benchmarks.elastic import PHILLY
     from sim.scenario import from_trace
 
     scenario = from_trace(PHILLY, jobs=jobs, start=72_500)
-    config = SimConfig(policy="dragonet", migration=dict(PLANNER[system]))
+    config = configured(SimConfig(policy="dragonet", migration=dict(PLANNER[system])), mc)
     s = Simulation(scenario, config).run().summary
     return {
         "scenario": f"philly-{jobs}",
@@ -212,8 +216,8 @@ def frag_scenario() -> Scenario:
     return Scenario("scattered", nodes, tuple(jobs))
 
 
-def run_frag(system: str) -> dict[str, Any]:
-    config = SimConfig(policy="dragonet", migration=dict(PLANNER[system]))
+def run_frag(system: str, mc: str = "defaults") -> dict[str, Any]:
+    config = configured(SimConfig(policy="dragonet", migration=dict(PLANNER[system])), mc)
     result = Simulation(frag_scenario(), config).run()
     s = result.summary
     return {
@@ -254,16 +258,25 @@ def _table(rows: Sequence[Mapping[str, Any]], systems: Sequence[str], markdown: 
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples" / "migration"
 EXAMPLE_STEPS = {"b": 500}  # speed-b's global_steps; the others' 1000, the CLI's default
+# The CLI's flags for each of benchmarks.mc_costs.SETTINGS.
+EXAMPLE_MC_FLAGS: Mapping[str, list[str]] = {
+    "cost-free": ["--mc-cost-free"],
+    "defaults": [],
+    "recommended": [
+        *("--mc-qps", "50", "--mc-burst", "100"),
+        *("--mc-apply-strategy", "server-side-apply"),
+    ],
+}
 
 
-def run_example(letter: str) -> dict[str, Any]:
+def run_example(letter: str, mc: str = "defaults") -> dict[str, Any]:
     """One scenario of ``examples/migration`` through ``dragonet simulate``, both policies."""
     from cli.main import main as dragonet
 
     jobs = sorted(str(p) for p in (EXAMPLES / f"speed-{letter}").glob("job*.yaml"))
     argv = ["simulate", *jobs, "--nodes", str(EXAMPLES / "nodes.yaml"), "--monitor"]
     argv += ["--policy", "dragon,dragonet", "--json"]
-    argv += ["--steps", str(EXAMPLE_STEPS.get(letter, 1000))]
+    argv += ["--steps", str(EXAMPLE_STEPS.get(letter, 1000)), *EXAMPLE_MC_FLAGS[mc]]
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
         code = dragonet(argv)
@@ -308,6 +321,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="run examples/migration through 'dragonet simulate --monitor' instead",
     )
+    p.add_argument("--mc", default="defaults", choices=list(SETTINGS))
     args = p.parse_args(argv)
     letters = [x for x in args.scenarios.split(",") if x]
     unknown = [x for x in letters if x not in SPEED_CASES]
@@ -316,18 +330,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if args.examples:
         with ProcessPoolExecutor(max_workers=max(1, args.jobs_parallel)) as pool:
-            rows = list(pool.map(run_example, letters))
+            rows = list(pool.map(run_example, letters, [args.mc] * len(letters)))
         print(_examples_table(rows))
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"examples": rows}, f, indent=2)
         return 0
     with ProcessPoolExecutor(max_workers=max(1, args.jobs_parallel)) as pool:
-        speed = [pool.submit(run_speed, x, s) for x in letters for s in SYSTEMS]
+        speed = [pool.submit(run_speed, x, s, args.mc) for x in letters for s in SYSTEMS]
         trace = (
-            [] if args.no_trace else [pool.submit(run_trace, args.trace_jobs, p) for p in PLANNER]
+            []
+            if args.no_trace
+            else [pool.submit(run_trace, args.trace_jobs, p, args.mc) for p in PLANNER]
         )
-        frag = [pool.submit(run_frag, p) for p in PLANNER]
+        frag = [pool.submit(run_frag, p, args.mc) for p in PLANNER]
         speed_rows = [f.result() for f in speed]
         trace_rows = [f.result() for f in frag] + [f.result() for f in trace]
     print(_table(speed_rows, list(SYSTEMS), args.markdown))

@@ -166,3 +166,31 @@ def test_memory_benchmark_runs_the_mixed_traffic_and_times_the_full_collection(
     memory.main(["--full-collection", "--quick"])
     out = capsys.readouterr().out
     assert "full collection" in out and "no cap" in out and "cold pool sync" in out
+
+
+def test_a_metacontroller_setting_replaces_only_metacontroller_fields() -> None:
+    """``--mc``: gang, elastic and migration run their own configs under one of mc_costs'
+    settings; the benchmark's other fields (policy, view delay, migration) stay its own."""
+    from benchmarks.mc_costs import RECOMMENDED, configured
+    from sim.engine import SimConfig
+
+    own = SimConfig(policy="dragon", view_delay_s=2.0, migration={"enabled": False})
+    free = configured(own, "cost-free")
+    assert free == own.cost_free()
+    assert (free.policy, free.view_delay_s, free.migration) == ("dragon", 2.0, {"enabled": False})
+    recommended = configured(own, "recommended")
+    assert (recommended.mc_qps, recommended.mc_burst) == (RECOMMENDED.mc_qps, RECOMMENDED.mc_burst)
+    assert recommended.mc_apply_strategy == "server-side-apply"
+    assert configured(own, "defaults") == own
+    with pytest.raises(SystemExit, match="unknown setting 'fast'"):
+        configured(own, "fast")
+
+
+def test_migration_benchmark_runs_under_the_setting_it_is_given() -> None:
+    """Metacontroller's default client charges every write (5 requests a second), so the
+    same speed scenario ends later than cost-free: the setting reaches the simulation."""
+    from benchmarks import migration
+
+    free = migration.run_speed("c", "dragon", "cost-free")["avg_jct_s"]
+    charged = migration.run_speed("c", "dragon", "defaults")["avg_jct_s"]
+    assert charged > free
