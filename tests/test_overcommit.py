@@ -206,5 +206,5 @@ def test_the_kept_gang_places_its_missing_pods_once_the_other_gangs_pods_are_gon
     result = _plan("dragon", {"x": HALF, "y": []}, "x", "y")
     x, y = result.jobs["default/x"], result.jobs["default/y"]
     assert x.phase == ADMITTED
-    assert sorted(x.placements.values()) == ["n0"] * 4
+    assert sorted(p.node for p in x.placements.values()) == ["n0"] * 4
     assert y.phase == QUEUED and y.reason != PREEMPTED

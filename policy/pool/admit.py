@@ -18,13 +18,14 @@ from policy.pool.placement import (
     Assignment,
     Eligible,
     Free,
-    Slot,
+    Placed,
+    PodRequest,
     place_binpacked,
     place_gang,
     required_slots,
     slots,
+    unplaced,
 )
-from policy.pool.repair import Placed
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,8 @@ class Waits:
 
 def _place(
     ledger: Ledger,
-    required: list[Slot],
-    workers: list[Slot],
+    required: list[PodRequest],
+    workers: list[PodRequest],
     min_workers: int,
     free: Free,
     eligible: Eligible,
@@ -55,7 +56,7 @@ def _place(
     return place_gang(required, workers, min_workers, free, ledger.allocatable, eligible, preferred)
 
 
-def _gang(job: Job) -> tuple[list[Slot], list[Slot]]:
+def _gang(job: Job) -> tuple[list[PodRequest], list[PodRequest]]:
     return required_slots(job), slots(job.worker, job.worker.replicas if job.worker else 0)
 
 
@@ -70,7 +71,7 @@ def admit(ledger: Ledger, job: Job) -> Admitted | Waits:
     """Admit a queued job's whole gang, or explain why it waits."""
     if ledger.rules.placement == "none":  # no admission: everything, unplaced
         required, workers = _gang(job)
-        return Admitted({(s.type, s.index): None for s in [*required, *workers]}, len(workers))
+        return Admitted(unplaced([*required, *workers]), len(workers))
     eligible = ledger.eligible(job)
     # Free capacity only shrinks during a cycle, so a gang shape that failed is not tried
     # again (deterministic, and exact but for the placement heuristic's node ordering).
@@ -84,7 +85,7 @@ def admit(ledger: Ledger, job: Job) -> Admitted | Waits:
     if gang is not None:
         ledger.take(job.key, gang.free)
         ledger.acted = True
-        return Admitted({(s.type, s.index): n for s, n in gang.nodes.items()}, gang.placed_workers)
+        return Admitted(gang.placed(), gang.placed_workers)
     ledger.failed.add(key)
     return _waits(ledger, job, key, eligible, (required, workers))
 
@@ -94,7 +95,7 @@ def _waits(
     job: Job,
     key: int,
     eligible: Eligible,
-    gang: tuple[list[Slot], list[Slot]] | None = None,
+    gang: tuple[list[PodRequest], list[PodRequest]] | None = None,
 ) -> Waits:
     """Why it waits, as a code now and in words when asked (most queued jobs keep the words
     they had: policy.pool.sync)."""

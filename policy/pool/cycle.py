@@ -40,11 +40,12 @@ from policy.model.admission import (
     WAITING_FOR_CAPACITY,
     WAITING_FOR_SHRINK,
     Admission,
+    Placement,
     Preemption,
     Service,
 )
 from policy.model.cluster import Cluster, Pod
-from policy.model.jobs import WORKER, Job
+from policy.model.jobs import WORKER, Job, child_name
 from policy.model.lifecycle import Assessment
 from policy.model.migration import Decision, MigrationRequest, Moves
 from policy.model.priority import Priorities
@@ -59,11 +60,12 @@ from policy.pool.explain import (
 )
 from policy.pool.grow import grow
 from policy.pool.ledger import Ledger, Scale
-from policy.pool.migrate import JobMoves, Move, migrate
+from policy.pool.migrate import JobMoves, migrate
 from policy.pool.overcommit import take_back
+from policy.pool.placement import Placed
 from policy.pool.preempt import Preempted, Stopped, preempt
 from policy.pool.queue import NEVER, enqueue_time, priority, queue_key
-from policy.pool.repair import Placed, Repair, new_pods, place_for, repair
+from policy.pool.repair import Repair, place_for, repair
 from policy.pool.rules import Rules
 from policy.pool.running import Running, idle_since, last_scale
 from policy.pool.service import Attained, attained, gang_units, recorded
@@ -88,21 +90,17 @@ class JobPlan:
     assessment: Assessment
     phase: str
     workers_target: int  # 0 while queued
-    # (type, index) -> node (None: left to the kube-scheduler): every pod the job may have,
-    # where it is or goes (the Admission's pods).
-    placements: Mapping[tuple[str, int], str | None] = field(default_factory=dict)
-    # The placed slots whose pod does not exist yet: what the job's sync creates now.
-    create: Mapping[tuple[str, int], str | None] = field(default_factory=dict)
+    # Every pod the job may have, where it is or goes (the Admission's pods): its node
+    # (None: left to the kube-scheduler), and for a migrated worker its pod's name and the
+    # node it moves from.
+    placements: Placed = field(default_factory=dict)
     # Why it waits, in plain words ("" when nothing is in the way), built on demand.
     explain: Callable[[], str] = field(default=_nothing, compare=False, repr=False)
     remove: frozenset[str] = frozenset()  # names of workers a shrink takes
     scale: Scale | None = None  # the target changes now
     wake_at: datetime | None = None  # when a time rule may change this job's plan
     reason: str = ""  # why it waits (a code from policy.pool.explain); "" if nothing
-    # Migration (policy.pool.migrate): pod names that are not {job}-{type}-{index}, slots
-    # moving make-before-break, durable move counts, answers to Migration requests.
-    names: Mapping[tuple[str, int], str] = field(default_factory=dict)
-    moving: Mapping[tuple[str, int], Move] = field(default_factory=dict)
+    # Migration (policy.pool.migrate): durable move counts, answers to Migration requests.
     moves: tuple[Moves, ...] = ()
     migrations: tuple[Decision, ...] = ()
     service: Service | None = None  # a preemption decided now: the record it writes
@@ -110,6 +108,19 @@ class JobPlan:
     @property
     def message(self) -> str:
         return self.explain()
+
+    @property
+    def create(self) -> Placed:
+        """The job's pods placed now whose pod does not exist yet: what its sync creates
+        (a moving worker's replacement, and the TensorBoard, are not counted)."""
+        existing = {p.name for p in self.pods}
+        return {
+            s: p
+            for s, p in self.placements.items()
+            if s != TENSORBOARD
+            and p.source is None
+            and (p.pod or child_name(self.job, *s)) not in existing
+        }
 
 
 @dataclass(frozen=True)
@@ -249,31 +260,36 @@ def plan(
             result[key] = replace(result[key], migrations=m.decisions)
     for key, node in boarded.items():
         jp = result[key]
-        result[key] = replace(jp, placements=MappingProxyType({**jp.placements, TENSORBOARD: node}))
+        board = Placement(type=TENSORBOARD[0], index=TENSORBOARD[1], node=node)
+        result[key] = replace(
+            jp, placements=MappingProxyType({**jp.placements, TENSORBOARD: board})
+        )
     return Plan(jobs=MappingProxyType(result))
 
 
 def _with_moves(jp: JobPlan, m: JobMoves | None, now: datetime) -> JobPlan:
     """The plan with its migrations: a moving slot is placed on its target, under its new
-    name; the old pod runs until the replacement does (the job's sync sees ``from``)."""
+    name, with the node it leaves; the old pod runs until the replacement does (the job's
+    sync sees ``source``). A slot whose pod has another name keeps that name."""
     if m is None:
         return jp
     placements = dict(jp.placements)
-    create = dict(jp.create)
-    for slot, move in m.moving.items():
-        if slot in placements:  # (a shrink that takes the worker wins over its move)
-            placements[slot] = move.target
-    for slot in m.moving:
-        create.pop(slot, None)
+    for slot, name in m.names.items():
+        placed = placements.get(slot)
+        if placed is None:
+            continue  # (a shrink that takes the worker wins over its move)
+        move = m.moving.get(slot)
+        if move is None:
+            placements[slot] = placed.model_copy(update={"pod": name})
+        else:
+            update = {"node": move.target, "pod": name, "source": move.source}
+            placements[slot] = placed.model_copy(update=update)
     wake = jp.wake_at
     if m.wake_at is not None and m.wake_at > now:
         wake = m.wake_at if wake is None else min(wake, m.wake_at)
     return replace(
         jp,
         placements=MappingProxyType(placements),
-        create=MappingProxyType(create),
-        names=MappingProxyType(dict(m.names)),
-        moving=MappingProxyType(dict(m.moving)),
         moves=m.moves,
         migrations=m.decisions,
         wake_at=wake,
@@ -293,10 +309,10 @@ def _place_tensorboards(
     for r in running:
         if r.job.tensorboard is not None:
             kept = [(p.replica_type != "worker", p.node) for p in r.pods if p.live]
-            placed = [(t != WORKER, n) for (t, _), n in repairs[r.job.key].placed.items()]
+            placed = [(p.type != WORKER, p.node) for p in repairs[r.job.key].placed.values()]
             wanted.append((r.job, near_nodes([*kept, *placed])))
     wanted += [
-        (jp.job, near_nodes([(t != WORKER, n) for (t, _), n in jp.placements.items()]))
+        (jp.job, near_nodes([(p.type != WORKER, p.node) for p in jp.placements.values()]))
         for jp in admitted.values()
         if jp.phase == ADMITTED and jp.job.tensorboard is not None
     ]
@@ -342,9 +358,8 @@ def _admit_queue(
             continue
         decided = admit(ledger, job)
         if isinstance(decided, Admitted):
-            placed = decided.placed
-            jp = JobPlan(job, q.pods, q.verdict, ADMITTED, decided.workers, placed, placed)
-            out.append(jp)
+            placed = MappingProxyType(dict(decided.placed))
+            out.append(JobPlan(job, q.pods, q.verdict, ADMITTED, decided.workers, placed))
             continue
         explain: Callable[[], str] = decided.explain
         reason = decided.reason
@@ -426,10 +441,10 @@ def _preempted_plan(r: Running, stopped: Stopped, now: datetime) -> JobPlan:
     past = r.attained.past if r.attained is not None else recorded(r.job, r.admission)
     total = _attained_now(r, now)
     record = Service(
-        total,
-        past.preemptions + 1,
-        past.las_preemptions + (1 if stopped.las else 0),
-        Preemption(format_time(now), stopped.by, stopped.reason),
+        gpu_seconds=total,
+        preemptions=past.preemptions + 1,
+        las_preemptions=past.las_preemptions + (1 if stopped.las else 0),
+        last=Preemption(time=format_time(now), by=stopped.by, reason=stopped.reason),
     )
     count = record.preemptions
     words = (
@@ -541,7 +556,6 @@ def _running_plan(
         ADMITTED,
         target,
         MappingProxyType(placements),
-        MappingProxyType(new_pods(r, placed)),
         explain,
         removed,
         scale,
@@ -551,6 +565,11 @@ def _running_plan(
 
 
 def _typed(job: Job, by_label: Mapping[tuple[str, int], str | None]) -> Placed:
-    """Pods' (lower-case type label, index) as the job's (replica type, index)."""
+    """Pods' (lower-case type label, index) on their nodes, placed as the job's (replica
+    type, index)."""
     types = job.type_of
-    return {(rt, i): node for (t, i), node in by_label.items() if (rt := types(t)) and i >= 0}
+    return {
+        (rt, i): Placement(type=rt, index=i, node=node)
+        for (t, i), node in by_label.items()
+        if (rt := types(t)) and i >= 0
+    }

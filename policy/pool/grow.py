@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from policy.pool.ledger import Ledger
-from policy.pool.placement import slots_at
-from policy.pool.repair import Placed, new_pods, place_for
+from policy.pool.placement import Placed, slots_at
+from policy.pool.repair import new_pods, place_for
 from policy.pool.running import Running
 
 # A worker off its parameter servers' node trains at about this fraction of the speed of one
@@ -94,7 +94,7 @@ def _by_gain(ledger: Ledger, candidates: list[tuple[int, Running]]) -> dict[str,
             continue
         out.setdefault(r.job.key, {}).update(new_pods(r, placed))
         counts[r.job.key] = n + 1
-        node = next(iter(placed.values()))
+        node = next(iter(placed.values())).node
         local = not r.ps_nodes or node in r.ps_nodes
         speed[r.job.key] += 1.0 if local else REMOTE
         if n + 1 >= r.job.max_workers:

@@ -33,7 +33,7 @@ class Scale:
     reason: str
 
     def recorded(self, stamp: str) -> LastScale:
-        return LastScale(stamp, self.before, self.after, self.reason)
+        return LastScale(time=stamp, before=self.before, after=self.after, reason=self.reason)
 
 
 @dataclass

@@ -27,7 +27,7 @@ from policy.model.resources import Resources
 from policy.model.timeutil import parse_time
 
 STATUS_KEY = "service"  # status.scheduling.service: the job's copy of the Admission's
-NO_SERVICE = Service()
+NO_SERVICE = Service(gpu_seconds=0.0)
 
 
 def gpus(request: Resources) -> float:

@@ -23,7 +23,14 @@ from policy.model.jobs import Job
 from policy.model.resources import Resources
 from policy.pool.explain import awaited_message
 from policy.pool.ledger import Ledger, Scale
-from policy.pool.placement import Eligible, Slot, place_gang, required_slots, slots, used_per_node
+from policy.pool.placement import (
+    Eligible,
+    PodRequest,
+    place_gang,
+    required_slots,
+    slots,
+    used_per_node,
+)
 from policy.pool.running import Running, shrinkable, waited
 
 Victim = tuple[Running, Pod]  # a worker a shrink takes, and its job
@@ -159,8 +166,8 @@ def _candidates(
 def _prune(
     ledger: Ledger,
     chosen: list[Victim],
-    required: list[Slot],
-    gang: list[Slot],
+    required: list[PodRequest],
+    gang: list[PodRequest],
     eligible: Eligible,
 ) -> list[Victim]:
     """Drop victims whose room the waiting job does not need (last taken first)."""
