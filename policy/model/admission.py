@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from functools import cached_property
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     BaseModel,
@@ -35,9 +35,15 @@ from policy.model.bounds import MAX_REPLICAS, Events, GpuSeconds, WholeSeconds
 from policy.model.migration import Decision, Moves
 from policy.model.pool import ADMISSION_KIND, GROUP, VERSION, Binding, admission_name
 
-QUEUED = "Queued"
-ADMITTED = "Admitted"
-Phase = Literal["Queued", "Admitted"]
+# Where a job stands, the one set of phases both tiers use: the Admission's two (Queued,
+# Admitted), and the job's own beyond them (a job's sync writes them into its status).
+QUEUED: Final = "Queued"
+ADMITTED: Final = "Admitted"
+FINISHED: Final = "Finished"
+SUSPENDED: Final = "Suspended"
+INVALID: Final = "Invalid"
+Phase = Literal["Queued", "Admitted"]  # an Admission's
+JobPhase = Literal["Queued", "Admitted", "Finished", "Suspended", "Invalid"]
 TYPE_KEY = f"{ADMISSION_KIND}.{VERSION}"  # Metacontroller's map key for Admissions
 # The Admission generation a pod was created from: a sync that sees a pod newer than the
 # Admission it reads knows its view of the Admission is stale (DESIGN §2.4).
@@ -138,7 +144,7 @@ class Preemption(_Model):
     reason: str = ""  # in words: "higher priority (1000 > 0)", "least attained service: ..."
 
 
-class Service(_Model):
+class AttainedService(_Model):
     """What a job received in runs that ended (they left no pods to read it from): the
     GPU-seconds it attained, and how often it was preempted (``las``: for least attained
     service, what the starvation guard counts). Its GPU-seconds are always written:
@@ -157,7 +163,7 @@ class Service(_Model):
         return self.model_dump(by_alias=True, exclude_none=True)
 
     @classmethod
-    def from_json(cls, raw: Any) -> Service | None:
+    def from_json(cls, raw: Any) -> AttainedService | None:
         """From an Admission or a job's status; None if absent or unreadable."""
         if raw is None:
             return None
@@ -254,7 +260,7 @@ class Admission(_Model):
     migrations: DecisionsField = ()  # the pool's answers to live Migration requests
     # How its fractional-GPU pods are written: "" (none), "v1" SharePods, "v2" labelled Pods.
     kubeshare: Literal["", "v1", "v2"] = ""
-    service: Service | None = None  # attained in earlier runs, preemptions
+    service: AttainedService | None = None  # attained in earlier runs, preemptions
     # The pool's terminationGracePeriodSeconds for its pods.
     grace_seconds: WholeSeconds | None = Field(default=None, alias="gracePeriodSeconds")
     namespace: str = Field(default="", exclude=True)

@@ -33,16 +33,19 @@ from policy.memo import NO_MEMO, Memo
 from policy.model.admission import (
     ADMITTED,
     BLOCKED_BEHIND_HEAD,
+    FINISHED,
     NO_SHRINK_HELPS,
     PODS_WAITING_FOR_ROOM,
     PREEMPTED,
     QUEUED,
+    SUSPENDED,
     WAITING_FOR_CAPACITY,
     WAITING_FOR_SHRINK,
     Admission,
+    AttainedService,
+    JobPhase,
     Placement,
     Preemption,
-    Service,
 )
 from policy.model.cluster import Cluster, Pod
 from policy.model.jobs import WORKER, Job, child_name
@@ -52,6 +55,7 @@ from policy.model.priority import Priorities
 from policy.model.tensorboard import SLOT as TENSORBOARD
 from policy.model.timeutil import format_time, parse_time
 from policy.pool.admit import Admitted, admit
+from policy.pool.attained_service import Attained, attained, gang_units, recorded
 from policy.pool.explain import (
     blocked_message,
     repair_message,
@@ -68,13 +72,10 @@ from policy.pool.queue import NEVER, enqueue_time, priority, queue_key
 from policy.pool.repair import Repair, place_for, repair
 from policy.pool.rules import Rules
 from policy.pool.running import Running, idle_since, last_scale
-from policy.pool.service import Attained, attained, gang_units, recorded
 from policy.pool.shrink import Reserved, make_room
 from policy.pool.tensorboard import near_nodes, placed_at
 from policy.pool.view import job_view, running_of
 
-FINISHED = "Finished"
-SUSPENDED = "Suspended"
 # Why a queued job waits when room elsewhere in the pool could take it (defragmentation).
 _ROOM_WOULD_HELP = (WAITING_FOR_CAPACITY, NO_SHRINK_HELPS)
 
@@ -88,7 +89,7 @@ class JobPlan:
     job: Job
     pods: tuple[Pod, ...]
     assessment: Assessment
-    phase: str
+    phase: JobPhase
     workers_target: int  # 0 while queued
     # Every pod the job may have, where it is or goes (the Admission's pods): its node
     # (None: left to the kube-scheduler), and for a migrated worker its pod's name and the
@@ -103,7 +104,7 @@ class JobPlan:
     # Migration (policy.pool.migrate): durable move counts, answers to Migration requests.
     moves: tuple[Moves, ...] = ()
     migrations: tuple[Decision, ...] = ()
-    service: Service | None = None  # a preemption decided now: the record it writes
+    service: AttainedService | None = None  # a preemption decided now: the record it writes
 
     @property
     def message(self) -> str:
@@ -440,7 +441,7 @@ def _preempted_plan(r: Running, stopped: Stopped, now: datetime) -> JobPlan:
     """A running job preempted now: Queued without pods, with what it attained so far."""
     past = r.attained.past if r.attained is not None else recorded(r.job, r.admission)
     total = _attained_now(r, now)
-    record = Service(
+    record = AttainedService(
         gpu_seconds=total,
         preemptions=past.preemptions + 1,
         las_preemptions=past.las_preemptions + (1 if stopped.las else 0),

@@ -10,13 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from policy.pool.ledger import Ledger
+from policy.pool.locality import REMOTE
 from policy.pool.placement import Placed, slots_at
 from policy.pool.repair import new_pods, place_for
 from policy.pool.running import Running
-
-# A worker off its parameter servers' node trains at about this fraction of the speed of one
-# next to them (Pollux's placements: bert, 4 GPUs, 0.96 packed vs 0.63 spread).
-REMOTE = 0.65
 
 
 def _growable(ledger: Ledger, r: Running) -> bool:

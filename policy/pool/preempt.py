@@ -31,13 +31,13 @@ from policy.model.bounds import later
 from policy.model.cluster import Pod
 from policy.model.jobs import Job
 from policy.model.resources import Resources
+from policy.pool.attained_service import Attained, attained
 from policy.pool.explain import awaited_message
 from policy.pool.ledger import Ledger
 from policy.pool.placement import Assignment, place_gang, required_slots, slots, used_per_node
 from policy.pool.queue import enqueue_time
 from policy.pool.rules import Rules
 from policy.pool.running import Running
-from policy.pool.service import Attained, attained
 
 
 @dataclass(frozen=True)

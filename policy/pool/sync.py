@@ -24,10 +24,10 @@ from policy.model.admission import (
     NO_SUCH_POOL,
     QUEUED,
     Admission,
+    AttainedService,
     JobRef,
     LastScale,
     Placement,
-    Service,
 )
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.bounds import MAX_DEPTH, nested_within
@@ -39,7 +39,7 @@ from policy.model.resources import PODS, Resources, format_quantity
 from policy.model.timeutil import format_time
 from policy.pool.cycle import JobPlan, plan
 from policy.pool.devices import name_devices
-from policy.pool.gang import gang_of, note
+from policy.pool.gang_backends import gang_of, note
 from policy.pool.observe import PoolSnapshot, items, observe
 from policy.pool.rules import LAS_POLICIES, rules_for
 from policy.pool.running import last_scale
@@ -351,10 +351,12 @@ def _written(
     return tuple(out)
 
 
-def _status_service(job: Job) -> Service | None:
+def _status_service(job: Job) -> AttainedService | None:
     """The record a job's status copied from an Admission that is gone (e.g. lost)."""
     section = job.status.get("scheduling")
-    return Service.from_json(section.get("service")) if isinstance(section, Mapping) else None
+    return (
+        AttainedService.from_json(section.get("service")) if isinstance(section, Mapping) else None
+    )
 
 
 def _admission_for(job: Job, snap: PoolSnapshot, phase: str, **spec: Any) -> Admission:
