@@ -38,7 +38,7 @@ from policy.model.admission import Placement
 from policy.model.jobs import parse_job
 from policy.pool.cycle import plan
 from policy.pool.observe import observe
-from policy.pool.rules import rules_for
+from policy.pool.policies import rules_for
 from policy.pool.sync import sync as pool_sync
 from tests import metacontroller as mc
 from tests.conftest import NOW, Clock

@@ -18,7 +18,7 @@ from policy.model.admission import ADMITTED, PREEMPTED, QUEUED
 from policy.model.cluster import L_INDEX, L_JOB, L_OPERATOR, L_TYPE, OPERATOR_NAME
 from policy.pool.cycle import Plan, plan
 from policy.pool.observe import observe
-from policy.pool.rules import rules_for
+from policy.pool.policies import rules_for
 from tests import metacontroller as mc
 from tests.conftest import NOW
 

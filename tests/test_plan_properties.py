@@ -17,7 +17,7 @@ from policy.model.admission import ADMITTED, QUEUED
 from policy.model.resources import Resources
 from policy.pool.cycle import plan
 from policy.pool.observe import observe
-from policy.pool.rules import rules_for
+from policy.pool.policies import rules_for
 from policy.pool.sync import sync as pool_sync
 from tests import metacontroller as mc
 from tests.conftest import NOW

@@ -1,8 +1,9 @@
 """Grow: running jobs take capacity nobody waiting can use, toward ``max-instances``.
 
 New workers go next to the job's parameter servers first, then next to its other pods.
-DRAGON ("oldest") grows each job to its maximum in start order; Dragonet ("gain") adds one
-worker at a time to the job whose speed grows most, relatively.
+Which job grows first is the policy's strategy (``Rules.grow``): DRAGON's
+``grow_oldest_first`` grows each job to its maximum in start order; Dragonet's
+``grow_by_gain`` adds one worker at a time to the job whose speed grows most, relatively.
 """
 
 from __future__ import annotations
@@ -48,15 +49,15 @@ def grow(ledger: Ledger, running: Sequence[Running]) -> dict[str, Placed]:
         for order, r in enumerate(running)
         if _growable(ledger, r) and _room_anywhere(ledger, r, seen)
     ]
-    if ledger.rules.order == "oldest":
-        return _oldest_first(ledger, [r for _, r in candidates])
-    return _by_gain(ledger, candidates)
+    return ledger.rules.grow(ledger, candidates)
 
 
-def _oldest_first(ledger: Ledger, candidates: Sequence[Running]) -> dict[str, Placed]:
+def grow_oldest_first(
+    ledger: Ledger, candidates: Sequence[tuple[int, Running]]
+) -> dict[str, Placed]:
     """DRAGON: each job to its max, oldest first."""
     out: dict[str, Placed] = {}
-    for r in candidates:
+    for _, r in candidates:
         wanted = slots_at(r.job.worker, r.new_indices(r.job.max_workers - r.count))
         placed = place_for(ledger, r, wanted)
         if placed:
@@ -64,7 +65,7 @@ def _oldest_first(ledger: Ledger, candidates: Sequence[Running]) -> dict[str, Pl
     return out
 
 
-def _by_gain(ledger: Ledger, candidates: list[tuple[int, Running]]) -> dict[str, Placed]:
+def grow_by_gain(ledger: Ledger, candidates: Sequence[tuple[int, Running]]) -> dict[str, Placed]:
     """One worker at a time, to the job whose speed grows most, relatively (Optimus-like): a
     worker next to a parameter server counts 1, elsewhere REMOTE (the cross-node penalty of
     comm-heavy models); ties go to the fewest workers per PS."""

@@ -83,7 +83,7 @@ def take_back(
             for p in holding(r):
                 ledger.release(r.job.key, p)
         ledger.acted = True
-        ledger.candidates.clear()  # shrink victims: some jobs are gone now
+        ledger.cache.candidates.clear()  # shrink victims: some jobs are gone now
         return out
     return {}
 

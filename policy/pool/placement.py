@@ -8,7 +8,7 @@ pods of an admitted job next to the pods it already has. Neither mutates its inp
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from policy.model.admission import Placement, Slot
@@ -33,6 +33,21 @@ class PodRequest:
 Free = Mapping[str, Resources]
 Eligible = Mapping[str, frozenset[str]]  # replica type -> names of nodes that accept it
 Placed = Mapping[Slot, Placement]  # what a phase decides for one job: slot -> its placement
+# A policy's way to place a queued gang (``Rules.place_gang``): its required pods and
+# workers, the fewest workers it runs with, free and allocatable capacity, the nodes each
+# type may use, and a preferred node; None when it does not fit.
+GangPlacer = Callable[
+    [
+        Sequence["PodRequest"],
+        Sequence["PodRequest"],
+        int,
+        Free,
+        Mapping[str, Resources],
+        Eligible,
+        "str | None",
+    ],
+    "Assignment | None",
+]
 
 
 def unplaced(requests: Sequence[PodRequest]) -> Placed:
@@ -201,6 +216,32 @@ def _may_fit(
         if unplaced:
             unplaced -= {t for t in unplaced if node in eligible.get(t, ()) and fits(t, left)}
     return not unplaced and all(v <= room.get(k, 0) for k, v in need.items())
+
+
+def place_static_gang(
+    required: Sequence[PodRequest],
+    workers: Sequence[PodRequest],
+    min_workers: int,
+    free: Free,
+    allocatable: Mapping[str, Resources],
+    eligible: Eligible,
+    preferred: str | None = None,
+) -> Assignment | None:
+    """``place_gang`` for a static-size policy: every worker at once, never fewer."""
+    return place_gang(required, workers, len(workers), free, allocatable, eligible, preferred)
+
+
+def place_each_binpacked(
+    required: Sequence[PodRequest],
+    workers: Sequence[PodRequest],
+    min_workers: int,
+    free: Free,
+    allocatable: Mapping[str, Resources],
+    eligible: Eligible,
+    preferred: str | None = None,
+) -> Assignment | None:
+    """A static-size gang (every worker), each pod on its own (``place_binpacked``)."""
+    return place_binpacked([*required, *workers], free, allocatable, eligible)
 
 
 def place_binpacked(

@@ -44,7 +44,7 @@ def place_for(ledger: Ledger, r: Running, wanted: Sequence[PodRequest]) -> Place
     slots that find no room are left out."""
     if not wanted:
         return {}
-    if ledger.rules.placement == "none":
+    if ledger.rules.kube_scheduler_places:
         return unplaced(wanted)
     near: dict[str, tuple[int, int]] = {}
     for p in r.pods:

@@ -41,7 +41,8 @@ from policy.pool.cycle import JobPlan, plan
 from policy.pool.devices import name_devices
 from policy.pool.gang_backends import gang_of, note
 from policy.pool.observe import PoolSnapshot, items, observe
-from policy.pool.rules import LAS_POLICIES, rules_for
+from policy.pool.policies import rules_for
+from policy.pool.rules import LAS_POLICIES
 from policy.pool.running import last_scale
 
 _NO_MEMO = NO_MEMO
