@@ -211,10 +211,10 @@ def plan(
     # 1. Attained service: each job's, and when one may change (least attained service).
     service, wakes = _attained_service(jobs, by_job, admissions, now, rules)
     # 2. Assess every job, in queue order.
-    assessed = _assess(jobs, by_job, admissions, service, now, priorities, memo)
+    assessed = assess_jobs(jobs, by_job, admissions, service, now, priorities, memo)
     running = assessed.running
     # 3. Open the ledger: observed free capacity, with what is on its way out releasing.
-    ledger = _open_ledger(cluster, rules, now, memo, assessed.leaving)
+    ledger = open_ledger(cluster, rules, now, memo, assessed.leaving)
     # 4. Repair admitted jobs, and take back a gang that over-commits the nodes.
     repairs = _repair(ledger, running, memo)
     # 5. Admit queued jobs in order, making room for the first one that waits.
@@ -261,7 +261,7 @@ def _attained_service(
     return service, wakes
 
 
-def _assess(
+def assess_jobs(
     jobs: Sequence[Job],
     by_job: Mapping[str, Sequence[Pod]],
     admissions: Mapping[str, Admission],
@@ -319,7 +319,7 @@ def _assess(
     )
 
 
-def _open_ledger(
+def open_ledger(
     cluster: Cluster,
     rules: Rules,
     now: datetime,
