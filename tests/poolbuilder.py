@@ -117,10 +117,12 @@ class PoolBuilder:
         priority_class: str | None = None,
         phases: dict[str, str] | None = None,
         annotations: dict[str, str] | None = None,
+        target: int | None = None,
     ) -> PoolBuilder:
         """An admitted job with a Running pod at each ``where`` ("Worker-1@n2"), and the
         Admission that placed them; ``workers``: Worker.replicas (default: as placed).
-        ``phases``: a pod's phase other than Running, by "Worker-1"."""
+        ``phases``: a pod's phase other than Running, by "Worker-1". ``target``: the
+        Admission's worker target (default: the workers placed)."""
         placed = [_where(w) for w in where]
         count = sum(1 for t, _, _ in placed if t == "Worker")
         n = workers if workers is not None else count
@@ -133,7 +135,7 @@ class PoolBuilder:
             child = render_pod(parsed, Placement(type=t, index=i, node=node), "affinity", "", 1)
             phase = (phases or {}).get(f"{t}-{i}", "Running")
             self.pods.append(mc.observed_pod(job, child, phase=phase))
-        admission = mc.admission(job, placed, workers=count)
+        admission = mc.admission(job, placed, workers=target if target is not None else count)
         admission["spec"]["admittedTime"] = started
         self.admissions.append(admission)
         return self
