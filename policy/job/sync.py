@@ -323,7 +323,7 @@ def _rendered(
         # SharePod as it is (OnDelete), never named after a device of its target.
         gpu = planned.gpu if planned is not None and planned.node == placement.node else None
     if gpu != placement.gpu:
-        placement = placement.model_copy(update={"gpu": gpu})
+        placement = replace(placement, gpu=gpu)
     return placement, terms
 
 

@@ -16,6 +16,7 @@ stored still read, and unchanged ones are not rewritten.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import cached_property
 from typing import Annotated, Any, Final, Literal
 
@@ -28,7 +29,6 @@ from pydantic import (
     TypeAdapter,
     ValidationError,
     field_serializer,
-    model_serializer,
 )
 
 from policy.model.bounds import MAX_REPLICAS, Events, GpuSeconds, WholeSeconds
@@ -71,9 +71,8 @@ WAITING_FOR_POOL = "WaitingForPool"  # (a job's own status) no Admission yet
 
 
 class _Model(BaseModel):
-    """Frozen, and compared and hashed by its fields' values in one step: the job's sync
-    keys every rendered pod by its Placement (pydantic's own comparison is several times
-    slower)."""
+    """Frozen, and compared and hashed by its fields' values in one step (pydantic's own
+    comparison is several times slower)."""
 
     model_config = ConfigDict(extra="ignore", frozen=True, populate_by_name=True)
 
@@ -88,18 +87,20 @@ class _Model(BaseModel):
         return hash(tuple(self.__dict__.values()))
 
 
-class Placement(_Model):
+@dataclass(frozen=True)
+class Placement:
     """Where one pod of the job goes (``node`` None: the kube-scheduler chooses): what the
-    plan decides, the Admission lists and the job's sync renders. Unset fields are None and
-    are not written."""
+    plan decides, the Admission lists and the job's sync renders. A plain frozen dataclass,
+    cheap to make by the thousand in a cycle; the Admission's schema reads and writes it
+    (its ``Field`` annotations), and unset fields (None) are not written."""
 
     type: str
-    index: int = Field(ge=0, lt=MAX_REPLICAS)
+    index: Annotated[int, Field(ge=0, lt=MAX_REPLICAS)]
     node: str | None = None
     hostname: str | None = None  # the node's kubernetes.io/hostname, when not its name
     pod: str | None = None  # the pod's name, when not {job}-{type}-{index} (a moved worker)
     # The node it moves from (make-before-break): its old pod runs until this one is up.
-    source: str | None = Field(default=None, alias="from")
+    source: Annotated[str | None, Field(alias="from")] = None
     gpu: str | None = None  # KubeShare v1: the device (GPUID) its fractional GPU is on
 
     @property
@@ -242,7 +243,7 @@ DecisionsField = Annotated[
 ]
 # Written only when not empty (as the first writer did); every other field is written
 # unless it is None.
-_OMITTED_WHEN_EMPTY = ("gangNote", "moves", "migrations", "kubeshare")
+_OMITTED_WHEN_EMPTY = ("gang_note", "moves", "migrations", "kubeshare")
 
 
 class Admission(_Model):
@@ -279,14 +280,6 @@ class Admission(_Model):
     grace_seconds: WholeSeconds | None = Field(default=None, alias="gracePeriodSeconds")
     namespace: str = Field(default="", exclude=True)
     generation: int = Field(default=0, exclude=True)  # 0 for one not written yet
-
-    @model_serializer(mode="wrap")
-    def _spec(self, write: Any) -> dict[str, Any]:
-        out: dict[str, Any] = write(self)
-        for key in _OMITTED_WHEN_EMPTY:
-            if key in out and not out[key]:
-                del out[key]
-        return out
 
     @cached_property
     def slots(self) -> Mapping[Slot, Placement]:
@@ -353,7 +346,12 @@ class Admission(_Model):
                 "namespace": self.namespace,
                 "labels": {L_POOL: self.pool, L_JOB: self.job.name},
             },
-            "spec": self.model_dump(mode="json", by_alias=True, exclude_none=True),
+            "spec": self.model_dump(
+                mode="json",
+                by_alias=True,
+                exclude_none=True,
+                exclude={k for k in _OMITTED_WHEN_EMPTY if not getattr(self, k)},
+            ),
         }
 
     @classmethod

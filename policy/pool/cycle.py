@@ -34,7 +34,7 @@ shrunk job's workers free their room for the waiting job only once they are gone
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
 from types import MappingProxyType
@@ -458,10 +458,9 @@ def _moved(placements: dict[tuple[str, int], Placement], m: JobMoves) -> None:
             continue
         move = m.moving.get(slot)
         if move is None:
-            placements[slot] = placed.model_copy(update={"pod": name})
+            placements[slot] = replace(placed, pod=name)
         else:
-            update = {"node": move.target, "pod": name, "source": move.source}
-            placements[slot] = placed.model_copy(update=update)
+            placements[slot] = replace(placed, node=move.target, pod=name, source=move.source)
 
 
 def _place_tensorboards(

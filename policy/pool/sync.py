@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -347,7 +347,7 @@ def _written(
         p = placements[slot]
         host = hostnames.get(p.node) if p.node else None
         if host is not None or gpu:
-            p = p.model_copy(update={"hostname": host, "gpu": gpu or None})
+            p = replace(p, hostname=host, gpu=gpu or None)
         out.append(p)
     return tuple(out)
 
