@@ -34,10 +34,11 @@ import orjson
 
 from policy.job.render import render_pod
 from policy.memo import Memo
+from policy.model.admission import Placement
 from policy.model.jobs import parse_job
 from policy.pool.cycle import plan
 from policy.pool.observe import observe
-from policy.pool.rules import rules_for
+from policy.pool.policies import rules_for
 from policy.pool.sync import sync as pool_sync
 from tests import metacontroller as mc
 from tests.conftest import NOW, Clock
@@ -82,7 +83,9 @@ def scenario(nodes: int, jobs: int) -> tuple[dict[str, Any], dict[str, Any]]:
                 node = slots[cursor]
                 cursor += 1
                 placed.append((rtype, index, node))
-                child = render_pod(parsed, rtype, index, node, node, "affinity", "", 1)
+                child = render_pod(
+                    parsed, Placement(type=rtype, index=index, node=node), "affinity", "", 1
+                )
                 pods.append(mc.observed_pod(job, child))
         workers = sum(1 for t, _, _ in placed if t == "Worker")
         admissions.append(mc.admission(job, placed, workers=workers))

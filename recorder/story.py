@@ -18,12 +18,10 @@ and the job's own syncs say what is wrong with it).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
-
-from pydantic import ValidationError
 
 from policy.model import admission as adm
 from policy.model.conditions import FAILED, SUCCEEDED
@@ -96,7 +94,7 @@ def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return meta if isinstance(meta, Mapping) else {}
 
 
-def _placement(pods: list[adm.PodEntry]) -> str:
+def _placement(pods: Iterable[adm.Placement]) -> str:
     """Where the pods go, per node: ``gpu-1 (1 PS, 4 Worker), gpu-2 (2 Worker)``."""
     by_node: dict[str, Counter[str]] = {}
     for p in pods:
@@ -109,48 +107,46 @@ def _placement(pods: list[adm.PodEntry]) -> str:
 
 def admission_facts(obj: Mapping[str, Any]) -> list[Fact]:
     """What one Admission records about its job."""
-    meta = _meta(obj)
-    namespace = meta.get("namespace")
     try:
-        spec = adm.AdmissionSpec.model_validate(obj.get("spec"))
-    except ValidationError:
+        a = adm.Admission.from_object(obj)
+    except ValueError:
         return []
-    if not isinstance(namespace, str) or not spec.job.name:
+    if not a.job.name:
         return []
-    job = Regarding(spec.job.apiVersion, spec.job.kind, namespace, spec.job.name, spec.job.uid)
+    job = Regarding(a.job.api_version, a.job.kind, a.namespace, a.job.name, a.job.uid)
     facts: list[Fact] = []
 
     def add(kind: EventType, reason: str, action: str, note: str, at: Any, ident: str) -> None:
         when = parse_time(at) if isinstance(at, str) else None
         facts.append(Fact(job, kind, reason, action, _note(note), when, ident))
 
-    last = spec.service.lastPreemption if spec.service is not None else None
-    if spec.phase == adm.ADMITTED and spec.admittedTime:
-        where = _placement(spec.pods)
-        workers = f"{spec.workers} worker{'' if spec.workers == 1 else 's'}"
-        note = f"admitted by pool {spec.pool} with {workers}: {where}"
+    last = a.service.last if a.service is not None else None
+    if a.phase == adm.ADMITTED and a.admitted_at:
+        where = _placement(a.pods)
+        workers = f"{a.workers} worker{'' if a.workers == 1 else 's'}"
+        note = f"admitted by pool {a.pool} with {workers}: {where}"
         # One Event per admission (its placement as first seen: later moves and scaling
         # have Events of their own).
-        add("Normal", "Admitted", "Admit", note, spec.admittedTime, spec.admittedTime)
-    if spec.reason and spec.reason != adm.PREEMPTED:
+        add("Normal", "Admitted", "Admit", note, a.admitted_at, a.admitted_at)
+    if a.reason and a.reason != adm.PREEMPTED:
         # Once per reason code while the job waits; a preemption starts a new spell.
-        kind: EventType = "Warning" if spec.reason in _STUCK else "Normal"
+        kind: EventType = "Warning" if a.reason in _STUCK else "Normal"
         spell = last.time if last is not None else ""
-        add(kind, spec.reason, "Queue", spec.message or spec.reason, None, spell)
+        add(kind, a.reason, "Queue", a.message or a.reason, None, spell)
     if last is not None:
         why = last.reason if last.by in last.reason else f"by {last.by}: {last.reason}"
         note = f"preempted: {why}; it queues again as a whole gang"
         add("Warning", "Preempted", "Preempt", note, last.time, note)
-    if spec.lastScale is not None and spec.lastScale.to != spec.lastScale.from_:
-        s = spec.lastScale
-        reason = "Shrunk" if s.to < s.from_ else "Grown"
-        note = f"workers from {s.from_} to {s.to}" + (f": {s.reason}" if s.reason else "")
+    if a.last_scale is not None and a.last_scale.after != a.last_scale.before:
+        s = a.last_scale
+        reason = "Shrunk" if s.shrink else "Grown"
+        note = f"workers from {s.before} to {s.after}" + (f": {s.reason}" if s.reason else "")
         add("Normal", reason, "Scale", note, s.time, note)
-    for m in spec.moves:
+    for m in a.moves:
         if not m.time or m.count < 1:
             continue
-        note = f"{m.type} {m.index} moved" + (f" from {m.from_}" if m.from_ else "")
-        note += (f" to {m.to}" if m.to else "") + (f": {m.reason}" if m.reason else "")
+        note = f"{m.type} {m.index} moved" + (f" from {m.source}" if m.source else "")
+        note += (f" to {m.target}" if m.target else "") + (f": {m.reason}" if m.reason else "")
         add("Normal", "Migrated", "Migrate", note, m.time, note)
     return facts
 

@@ -425,7 +425,7 @@ def check_jobs(
 
     from policy.model.jobs import MXJOB, TFJOB, InvalidJob, parse_job
     from policy.model.pool import DEFAULT_POOL, PoolSpec
-    from policy.pool.gang import note
+    from policy.pool.gang_backends import note
 
     problems: list[str] = []
     warnings: list[str] = []

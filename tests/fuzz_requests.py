@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 
 from policy.job.render import render_pod
+from policy.model.admission import Placement
 from tests import metacontroller as mc
 
 OLD = "2026-11-21T09:00:00Z"  # an hour before the tests' clock: the queued job starves
@@ -124,7 +125,9 @@ def _world() -> tuple[mc.World, list[dict[str, Any]]]:
 def _pod_child(job: dict[str, Any], rtype: str, index: int, node: str) -> dict[str, Any]:
     from policy.model.jobs import parse_job
 
-    return render_pod(parse_job(job), rtype, index, node, node, "affinity", "", 1)
+    return render_pod(
+        parse_job(job), Placement(type=rtype, index=index, node=node), "affinity", "", 1
+    )
 
 
 def _mx_world() -> tuple[mc.World, dict[str, Any]]:
@@ -147,7 +150,9 @@ def _mx_world() -> tuple[mc.World, dict[str, Any]]:
     placed.append(("Worker", 1, "n-1"))
     parsed = parse_job(job, MXJOB)
     pods = [
-        mc.observed_pod(job, render_pod(parsed, t, i, node, node, "affinity", "", 1))
+        mc.observed_pod(
+            job, render_pod(parsed, Placement(type=t, index=i, node=node), "affinity", "", 1)
+        )
         for t, i, node in placed
     ]
     return mc.world(job, [mc.node("n-1")], pods=pods), mc.admission(job, placed, workers=2)
@@ -475,7 +480,9 @@ def two_tier(
             admission["spec"]["admittedTime"] = created
             admissions[name] = admission
             for rtype, index, node in placed:
-                child = render_pod(parsed, rtype, index, node, node, "affinity", "", 1)
+                child = render_pod(
+                    parsed, Placement(type=rtype, index=index, node=node), "affinity", "", 1
+                )
                 pod = mc.observed_pod(job, child)
                 pod["status"]["startTime"] = created
                 pods.append(pod)

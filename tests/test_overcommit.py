@@ -18,7 +18,7 @@ from policy.model.admission import ADMITTED, PREEMPTED, QUEUED
 from policy.model.cluster import L_INDEX, L_JOB, L_OPERATOR, L_TYPE, OPERATOR_NAME
 from policy.pool.cycle import Plan, plan
 from policy.pool.observe import observe
-from policy.pool.rules import rules_for
+from policy.pool.policies import rules_for
 from tests import metacontroller as mc
 from tests.conftest import NOW
 
@@ -206,5 +206,5 @@ def test_the_kept_gang_places_its_missing_pods_once_the_other_gangs_pods_are_gon
     result = _plan("dragon", {"x": HALF, "y": []}, "x", "y")
     x, y = result.jobs["default/x"], result.jobs["default/y"]
     assert x.phase == ADMITTED
-    assert sorted(x.placements.values()) == ["n0"] * 4
+    assert sorted(p.node for p in x.placements.values()) == ["n0"] * 4
     assert y.phase == QUEUED and y.reason != PREEMPTED

@@ -17,7 +17,7 @@ from policy.model.admission import ADMITTED, QUEUED
 from policy.model.resources import Resources
 from policy.pool.cycle import plan
 from policy.pool.observe import observe
-from policy.pool.rules import rules_for
+from policy.pool.policies import rules_for
 from policy.pool.sync import sync as pool_sync
 from tests import metacontroller as mc
 from tests.conftest import NOW
@@ -81,8 +81,8 @@ def test_new_pods_never_exceed_what_is_free_on_a_node(world) -> None:
     snap, result = _plan(nodes, jobs)
     placed: dict[str, list[Resources]] = {}
     for jp in result.jobs.values():
-        for (rtype, _), node in jp.create.items():
-            placed.setdefault(node, []).append(jp.job.replicas[rtype].request)
+        for (rtype, _), new in jp.create.items():
+            placed.setdefault(new.node, []).append(jp.job.replicas[rtype].request)
     for node, requests in placed.items():
         assert Resources.total(requests).fits_in(snap.cluster.free[node]), node
 

@@ -14,7 +14,7 @@ import orjson
 from policy.job.mxnet import mx_env
 from policy.job.podgroup import decorate
 from policy.job.tfjob import set_tf_config
-from policy.model.admission import GENERATION_ANNOTATION, Gang
+from policy.model.admission import GENERATION_ANNOTATION, Gang, Placement
 from policy.model.cluster import HOSTNAME, L_INDEX, L_JOB, L_OPERATOR, L_ROLE, L_TYPE, OPERATOR_NAME
 from policy.model.jobs import MXJOB, WORKER, Job, child_name
 from policy.model.migration import MOVE_ANNOTATION, move_of
@@ -72,19 +72,18 @@ def _prefer(spec: dict[str, Any], hostname: str) -> None:
 
 def render_pod(
     job: Job,
-    rtype: str,
-    index: int,
-    node: str | None,
-    hostname: str | None,
+    placement: Placement,
     binding: Binding = "affinity",
     domain: str = "",
     admission_generation: int = 0,
     gang: Gang | None = None,
-    name: str | None = None,
     grace_seconds: int | None = None,
 ) -> dict[str, Any]:
-    """``name``: a moved worker's replacement (``...-m<n>``, policy.model.migration); it
-    keeps the replica index labels, so its Service and TF_CONFIG entry stay the same."""
+    """The pod of ``placement``'s slot on its node. Its ``pod`` name, when set, may be a
+    moved worker's replacement (``...-m<n>``, policy.model.migration); it keeps the replica
+    index labels, so its Service and TF_CONFIG entry stay the same."""
+    rtype, index, node, hostname = placement.type, placement.index, placement.node, placement.host
+    name = placement.pod
     replica = job.replicas[rtype]
     # A deep copy (the template is plain JSON: a round trip through orjson is the fast way).
     template = orjson.loads(orjson.dumps(dict(replica.template)))

@@ -14,7 +14,7 @@ from typing import Any
 from policy.job.podgroup import pod_group_name
 from policy.job.view import FINISHED, INVALID, SUSPENDED, JobSyncView
 from policy.model import conditions as cond
-from policy.model.admission import ADMITTED, QUEUED, WAITING_FOR_POOL, LastScale, Service
+from policy.model.admission import ADMITTED, QUEUED, WAITING_FOR_POOL, AttainedService, LastScale
 from policy.model.jobs import CHECKPOINT_ANNOTATION, Job, JobKind
 from policy.model.lifecycle import REASON_INVALID, running_types
 from policy.model.migration import Moves
@@ -24,7 +24,7 @@ LAST_SCALE = "lastScale"
 # The longest problem a Failed condition quotes: metav1.Condition's bound on a message
 # (32768), less room for the words around it.
 MAX_PROBLEM = 32_000
-SERVICE = "service"  # attained service of earlier runs and preemptions (policy.pool.service)
+SERVICE = "service"  # attained service of earlier runs, preemptions (pool/attained_service.py)
 
 
 def replica_statuses(v: JobSyncView, succeeded: bool) -> dict[str, dict[str, int]]:
@@ -184,7 +184,7 @@ def scheduling(v: JobSyncView, nodes: list[str]) -> dict[str, Any]:
         section["migrations"] = [d.to_json() for d in v.admission.migrations]
     service = v.admission.service if v.admission is not None else None
     if service is None:
-        service = Service.from_json((job.status.get("scheduling") or {}).get(SERVICE))
+        service = AttainedService.from_json((job.status.get("scheduling") or {}).get(SERVICE))
     if service is not None:  # kept: the pool reads it back if the Admission is lost
         section[SERVICE] = service.to_json()
     if job.checkpoint_interval is not None or service is not None:

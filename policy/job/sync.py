@@ -24,7 +24,7 @@ from policy.job.tensorboard import DEPLOYMENTS, board, name_of
 from policy.job.view import FINISHED, SUSPENDED, JobSyncView
 from policy.memo import Encoded, Memo, content_key
 from policy.model import conditions as cond
-from policy.model.admission import ADMITTED, QUEUED, Admission, Gang
+from policy.model.admission import ADMITTED, QUEUED, Admission, Gang, Placement
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.cluster import Pod
 from policy.model.gpushare import SHAREPODS
@@ -42,7 +42,7 @@ from policy.model.jobs import (
     readable_status,
 )
 from policy.model.lifecycle import assess
-from policy.model.pool import admission_name, pool_of
+from policy.model.pool import Binding, admission_name, pool_of
 from policy.model.request import UNREADABLE, MalformedRequest, objects
 from policy.model.timeutil import format_time, parse_time
 from policy.model.ttl import deletion_note
@@ -212,12 +212,13 @@ def sync(
     # Pods and Services are pure functions of the job's metadata and spec and of plain
     # values: with a memo, one rendered before is answered again (the same dict; nothing
     # changes an answer once it is made).
+    terms = _pod_terms(admission, config)
     pod_objs = []
-    for name, (rtype, index, node, host) in sorted(placed.items()):
-        args = _render_args(job, admission, rtype, index, node, host, config, name)
-        pod_objs.append(memo.derive("pod", (spec_of,), partial(_render, job, *args), *args))
+    for _, placement in sorted(placed.items()):
+        p, t = _rendered(job, admission, placement, terms)
+        pod_objs.append(memo.derive("pod", (spec_of,), partial(_render, job, p, t), p, t))
     # A restarting pod keeps its Service: its peers' DNS name never disappears.
-    named = {(t, i) for t, i, _, _ in placed.values()}
+    named = {p.slot for p in placed.values()}
     named |= {_slot_of(job, p) for p in verdict.restarts} - {None}
     if phase == ADMITTED and admission is not None and not stale:
         named |= {s for s in admission.slots if job.holds(*s)}
@@ -232,7 +233,7 @@ def sync(
     )
     outcome = verdict.outcome
     succeeded = outcome is not None and outcome.type == cond.SUCCEEDED
-    nodes = sorted({n for _, _, n, _ in placed.values() if n})
+    nodes = sorted({p.node for p in placed.values() if p.node})
     new_status: dict[str, Any] = {
         **times(view, stamp, resumed),
         "conditions": conditions(view, stamp, resumed),
@@ -278,105 +279,97 @@ def _pod_group(v: JobSyncView) -> list[dict[str, Any]]:
     return [group] if group is not None else []
 
 
-PodArgs = tuple[
-    str,
-    int,
-    str | None,
-    str | None,
-    str,
-    str,
-    int,
-    Gang | None,
-    str | None,
-    int | None,
-    str,
-    str | None,
-]
+@dataclass(frozen=True)
+class PodTerms:
+    """What every pod of the job is rendered with beyond its own Placement: how it is
+    bound, the cluster domain, the Admission's generation, the gang scheduler, the grace
+    period, and how a fractional GPU is written ("" none, "v1" SharePod, "v2")."""
+
+    binding: Binding = "affinity"
+    domain: str = ""
+    generation: int = 0
+    gang: Gang | None = None
+    grace_seconds: int | None = None
+    kubeshare: str = ""
 
 
-def _render_args(
-    job: Job,
-    admission: Admission | None,
-    rtype: str,
-    index: int,
-    node: str | None,
-    host: str | None,
-    config: JobConfig,
-    name: str | None = None,
-) -> PodArgs:
-    """All that a pod is rendered from but the job, as plain values: with the job's
-    metadata and spec, they key the memo's rendered pods."""
-    binding = admission.binding if admission is not None else "affinity"
-    generation = admission.generation if admission is not None else 0
-    gang = admission.gang if admission is not None else None
-    grace = admission.grace_seconds if admission is not None else None
-    share = job.replicas[rtype].gpu_share
-    mode = admission.kubeshare if admission is not None and share is not None else ""
-    if mode:
-        binding = binding_for(mode, binding)
+def _pod_terms(admission: Admission | None, config: JobConfig) -> PodTerms:
+    if admission is None:
+        return PodTerms(domain=config.cluster_domain)
+    return PodTerms(
+        admission.binding,
+        config.cluster_domain,
+        admission.generation,
+        admission.gang,
+        admission.grace_seconds,
+        admission.kubeshare,
+    )
+
+
+def _rendered(
+    job: Job, admission: Admission | None, placement: Placement, terms: PodTerms
+) -> tuple[Placement, PodTerms]:
+    """A pod's Placement and terms as its render reads them (with the job's metadata and
+    spec, they key the memo's rendered pods): a pod without a fractional GPU is written
+    plainly, and a KubeShare v1 pod names its device."""
+    if job.replicas[placement.type].gpu_share is None:
+        return placement, replace(terms, kubeshare="") if terms.kubeshare else terms
+    if not terms.kubeshare:
+        return placement, terms
+    terms = replace(terms, binding=binding_for(terms.kubeshare, terms.binding))
     gpu = None
-    if mode == "v1" and admission is not None:
-        placement = admission.slots.get((rtype, index))
+    if terms.kubeshare == "v1" and admission is not None:
+        planned = admission.slots.get(placement.slot)
         # The slot's device is on the slot's node: a worker moving away keeps its own
         # SharePod as it is (OnDelete), never named after a device of its target.
-        gpu = placement.gpu if placement is not None and placement.node == node else None
-    return (rtype, index, node, host, binding, config.cluster_domain, generation, gang, name,
-            grace, mode, gpu)  # fmt: skip
+        gpu = planned.gpu if planned is not None and planned.node == placement.node else None
+    if gpu != placement.gpu:
+        placement = replace(placement, gpu=gpu)
+    return placement, terms
 
 
-def _render(
-    job: Job,
-    rtype: str,
-    index: int,
-    node: str | None,
-    host: str | None,
-    binding: str,
-    domain: str,
-    generation: int,
-    gang: Gang | None,
-    name: str | None,
-    grace: int | None,
-    mode: str,
-    gpu: str | None,
-) -> dict[str, Any]:
+def _render(job: Job, placement: Placement, terms: PodTerms) -> dict[str, Any]:
     """The pod, or for a fractional GPU in a KubeShare pool its SharePod (v1) or its pod
     for kubeshare-scheduler (v2)."""
     pod = render_pod(
         job,
-        rtype,
-        index,
-        node,
-        host,
-        binding,  # type: ignore[arg-type]
-        domain,
-        generation,
-        gang=gang,
-        name=name,
-        grace_seconds=grace,
+        placement,
+        terms.binding,
+        terms.domain,
+        terms.generation,
+        gang=terms.gang,
+        grace_seconds=terms.grace_seconds,
     )
-    share = job.replicas[rtype].gpu_share
-    if mode == "v1" and share is not None:
-        return as_sharepod(pod, share, gpu)
-    if mode == "v2" and share is not None:
+    share = job.replicas[placement.type].gpu_share
+    if terms.kubeshare == "v1" and share is not None:
+        return as_sharepod(pod, share, placement.gpu)
+    if terms.kubeshare == "v2" and share is not None:
         return as_kubeshare_v2(pod, share)
     return pod
 
 
-Desired = dict[str, tuple[str, int, str | None, str | None]]
+Desired = dict[str, Placement]  # pod name -> where it is or goes
+
+
+def _at(slot: tuple[str, int], name: str, node: str | None, host: str | None) -> Placement:
+    """The pod ``name`` of ``slot`` on ``node`` (``host``: its kubernetes.io/hostname)."""
+    return Placement(
+        type=slot[0], index=slot[1], node=node, hostname=host if host != node else None, pod=name
+    )
 
 
 def _desired(v: JobSyncView) -> Desired:
-    """Every pod the job should have now: name -> (type, index, node, hostname).
+    """Every pod the job should have now: name -> its Placement.
 
     Existing pods are facts and stay where they are. Only a fresh Admission may add pods
     (where it places them) or take them away (the ones it no longer lists). A worker the
-    Admission moves (a new pod name and ``from``) is make-before-break: its replacement is
-    created on the target, and its old pod is kept until the replacement runs."""
+    Admission moves (a new pod name and ``source``) is make-before-break: its replacement
+    is created on the target, and its old pod is kept until the replacement runs."""
     job = v.job
     if v.phase == SUSPENDED:
         return {}
     if v.phase == FINISHED:
-        return {p.name: (*s, p.node, p.node) for s, p in _finished_kept(v).items()}
+        return {p.name: _at(s, p.name, p.node, p.node) for s, p in _finished_kept(v).items()}
     omitted = {p.name for p in v.assessment.restarts} | {p.name for p in v.pods if p.stuck}
     existing = {
         p.name: (slot, p)
@@ -387,7 +380,7 @@ def _desired(v: JobSyncView) -> Desired:
     if v.phase == QUEUED and admission is not None and admission.preempted and not v.stale:
         return {}  # preempted: every pod goes (with its grace period), the job queues again
     if v.phase != ADMITTED or admission is None or v.stale:
-        return {n: (*s, p.node, _host(admission, s, p.node)) for n, (s, p) in existing.items()}
+        return {n: _at(s, n, p.node, _host(admission, s, p.node)) for n, (s, p) in existing.items()}
     out: Desired = {}
     for slot, placement in admission.slots.items():
         if not job.holds(*slot):
@@ -398,14 +391,14 @@ def _desired(v: JobSyncView) -> Desired:
             name = next((n for n, (s, _) in existing.items() if s == slot), name)
         pod = existing[name][1] if name in existing else None
         if name not in {p.name for p in v.pods}:
-            out[name] = (*slot, placement.node, placement.host)
+            out[name] = _at(slot, name, placement.node, placement.host)
         elif pod is not None:
-            out[name] = (*slot, pod.node, _host(admission, slot, pod.node))
+            out[name] = _at(slot, name, pod.node, _host(admission, slot, pod.node))
         if placement.source is None or (pod is not None and pod.phase == "Running"):
             continue  # no move, or the replacement runs: the old pod goes
         for n, (s, old) in existing.items():
             if s == slot and n != name:
-                out[n] = (*slot, old.node, old.node)  # runs until its replacement does
+                out[n] = _at(slot, n, old.node, old.node)  # runs until its replacement does
     return out
 
 

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from policy.model.admission import Admission
+from policy.model.admission import FINISHED, INVALID, SUSPENDED, Admission, JobPhase
 from policy.model.cluster import Pod
 from policy.model.jobs import Job
 from policy.model.lifecycle import Assessment
 
-# The job's own phases, beyond the Admission's Queued and Admitted.
-FINISHED = "Finished"
-SUSPENDED = "Suspended"
-INVALID = "Invalid"
+__all__ = ["FINISHED", "INVALID", "SUSPENDED", "JobSyncView"]
 
 
 @dataclass(frozen=True)
@@ -24,7 +21,7 @@ class JobSyncView:
     pool: str
     pods: tuple[Pod, ...]
     assessment: Assessment
-    phase: str  # Queued | Admitted | Finished | Suspended
+    phase: JobPhase
     admission: Admission | None  # the job's own, if the pool has written one
     # The Admission is older than a pod created from it: our view of it is stale, so the
     # sync creates and deletes nothing on its word.

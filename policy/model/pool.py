@@ -30,7 +30,8 @@ DEFAULT_POOL = "default"  # the pool of a job that names none (Kubeflow's queue 
 #   kube-default  no admission at all: every pod is created at once, unplaced, and the
 #                 kube-scheduler places each on its own (a plain operator);
 #   dragonet-las  dragonet, with the queue in discretised least-attained-service order and
-#                 whole jobs preempted for jobs that attained less (policy/pool/service.py);
+#                 whole jobs preempted for jobs that attained less
+#                 (policy/pool/attained_service.py);
 #   tiresias      a Tiresias-like baseline: discretised LAS with preemption, static sizes,
 #                 whole gangs placed for locality.
 PolicyName = Literal["dragonet", "dragon", "gang-fifo", "kube-default", "dragonet-las", "tiresias"]

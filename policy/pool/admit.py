@@ -18,13 +18,12 @@ from policy.pool.placement import (
     Assignment,
     Eligible,
     Free,
-    Slot,
-    place_binpacked,
-    place_gang,
+    Placed,
+    PodRequest,
     required_slots,
     slots,
+    unplaced,
 )
-from policy.pool.repair import Placed
 
 
 @dataclass(frozen=True)
@@ -41,21 +40,19 @@ class Waits:
 
 def _place(
     ledger: Ledger,
-    required: list[Slot],
-    workers: list[Slot],
+    required: list[PodRequest],
+    workers: list[PodRequest],
     min_workers: int,
     free: Free,
     eligible: Eligible,
     preferred: str | None = None,
 ) -> Assignment | None:
-    if ledger.rules.placement == "binpacked":  # static size: every worker, each pod alone
-        return place_binpacked([*required, *workers], free, ledger.allocatable, eligible)
-    if ledger.rules.static:  # static size, placed for locality: every worker at once
-        min_workers = len(workers)
-    return place_gang(required, workers, min_workers, free, ledger.allocatable, eligible, preferred)
+    """The policy's gang placement (``Rules.place_gang``)."""
+    place = ledger.rules.place_gang
+    return place(required, workers, min_workers, free, ledger.allocatable, eligible, preferred)
 
 
-def _gang(job: Job) -> tuple[list[Slot], list[Slot]]:
+def _gang(job: Job) -> tuple[list[PodRequest], list[PodRequest]]:
     return required_slots(job), slots(job.worker, job.worker.replicas if job.worker else 0)
 
 
@@ -68,14 +65,14 @@ def gang_fits(ledger: Ledger, job: Job, free: Free) -> bool:
 
 def admit(ledger: Ledger, job: Job) -> Admitted | Waits:
     """Admit a queued job's whole gang, or explain why it waits."""
-    if ledger.rules.placement == "none":  # no admission: everything, unplaced
+    if ledger.rules.kube_scheduler_places:  # no admission: everything, unplaced
         required, workers = _gang(job)
-        return Admitted({(s.type, s.index): None for s in [*required, *workers]}, len(workers))
+        return Admitted(unplaced([*required, *workers]), len(workers))
     eligible = ledger.eligible(job)
     # Free capacity only shrinks during a cycle, so a gang shape that failed is not tried
     # again (deterministic, and exact but for the placement heuristic's node ordering).
     key = ledger.shape(job)
-    if key in ledger.failed:
+    if key in ledger.cache.failed:
         return _waits(ledger, job, key, eligible)
     required, workers = _gang(job)
     gang = _place(
@@ -84,8 +81,8 @@ def admit(ledger: Ledger, job: Job) -> Admitted | Waits:
     if gang is not None:
         ledger.take(job.key, gang.free)
         ledger.acted = True
-        return Admitted({(s.type, s.index): n for s, n in gang.nodes.items()}, gang.placed_workers)
-    ledger.failed.add(key)
+        return Admitted(gang.placed(), gang.placed_workers)
+    ledger.cache.failed.add(key)
     return _waits(ledger, job, key, eligible, (required, workers))
 
 
@@ -94,19 +91,19 @@ def _waits(
     job: Job,
     key: int,
     eligible: Eligible,
-    gang: tuple[list[Slot], list[Slot]] | None = None,
+    gang: tuple[list[PodRequest], list[PodRequest]] | None = None,
 ) -> Waits:
     """Why it waits, as a code now and in words when asked (most queued jobs keep the words
     they had: policy.pool.sync)."""
-    reason = ledger.reasons.get(key)
+    reason = ledger.cache.reasons.get(key)
     if reason is None:  # would it fit if nobody ahead claimed anything?
         required, workers = gang or _gang(job)
-        ledger.fits_observed[key] = bool(
+        ledger.cache.fits_observed[key] = bool(
             ledger.claimed_by
             and _place(ledger, required, workers, job.min_workers, ledger.cluster.free, eligible)
         )
         # ... or in the pool with nothing running at all? (The same nodes answer the same.)
-        ledger.fits_empty[key] = ledger.memo.derive(
+        ledger.cache.fits_empty[key] = ledger.cache.memo.derive(
             "fits-empty",
             ledger.cluster.nodes,
             lambda: (
@@ -115,15 +112,14 @@ def _waits(
             ),
             job.gang_shape,
             tuple(sorted(eligible.items())),
-            ledger.rules.placement,
-            ledger.rules.static,
+            ledger.rules.place_gang,
         )
-        reason = ledger.reasons[key] = wait_reason(
+        reason = ledger.cache.reasons[key] = wait_reason(
             ledger.cluster,
             job.gang_types,
             eligible,
-            ledger.fits_observed[key],
-            ledger.fits_empty[key],
+            ledger.cache.fits_observed[key],
+            ledger.cache.fits_empty[key],
         )
     return Waits(
         reason,
@@ -134,7 +130,7 @@ def _waits(
             eligible,
             ledger.allocatable,
             ledger.claimed_by,
-            ledger.fits_observed[key],
-            ledger.fits_empty[key],
+            ledger.cache.fits_observed[key],
+            ledger.cache.fits_empty[key],
         ),
     )

@@ -1,20 +1,30 @@
 """One scheduling cycle of a pool: a pure function of what the pool's sync observed and ``now``.
 
-Kube-scheduler's phases, over whole gangs, run once per pool event (DESIGN §2):
+Kube-scheduler's phases, over whole gangs, run once per pool event (DESIGN §2). ``plan``
+is these steps, one call each; every phase lives in a module of its own:
 
-1. *Assess* each job (Kubeflow's lifecycle): finished, suspended, admitted, or queued.
-2. *Queue sort*: priority, then (least attained service) the job's LAS queue, then
-   enqueue time, then namespace/name.
-3. *Repair* admitted jobs first: their missing required pods, restarting pods and workers
-   below ``min-instances`` claim capacity before any queued job.
-4. *Admit* queued jobs in order as whole gangs; a job that does not fit is skipped
+1. *Attained service* (least attained service only): each job's GPU-seconds and queue
+   (``policy.pool.attained_service``).
+2. *Assess* each job (Kubeflow's lifecycle), in *queue order* (priority, then the job's
+   LAS queue, then enqueue time, then namespace/name): finished, suspended, running, or
+   queued (``policy.pool.view``, ``policy.pool.queue``).
+3. *Open the ledger*: the observed free capacity; what is on its way out (terminating
+   pods, workers a job gives up, pods it may not have) is releasing.
+4. *Repair* admitted jobs first: their missing required pods, restarting pods and workers
+   below ``min-instances`` claim capacity before any queued job; admitted gangs that
+   over-commit the nodes give one back (``repair.py``, ``overcommit.py``).
+5. *Admit* queued jobs in order as whole gangs; a job that does not fit is skipped
    (backfill). For the first job that waits, *make room*: shrink running jobs (elastic
    policies), and keep the room it waits for from younger jobs. When no shrink can,
    *preempt* whole running jobs of lower priority (or, under least attained service, of a
-   later queue): they go back to the queue as whole gangs (policy/pool/preempt.py).
-5. *Top up* admitted jobs below their worker target (lost workers), then place the
+   later queue): they go back to the queue as whole gangs (``admit.py``, ``shrink.py``,
+   ``preempt.py``).
+6. *Top up* admitted jobs below their worker target (lost workers), then place the
    *TensorBoards* of admitted jobs into what is left (``policy.pool.tensorboard``).
-6. *Grow* running jobs into capacity nobody waiting can use (elastic policies).
+7. *Grow* running jobs into capacity nobody waiting can use (elastic policies, when the
+   idle rule allows: ``grow.py``).
+8. *Migrate*: answer Migration requests, and move workers where it pays (``migrate.py``).
+9. *Write* each job's plan, once, from what the steps decided.
 
 New pods go only into capacity that is free in the observed state, where pods an Admission
 placed but their job has not created yet already hold their room (facts beat plans); a
@@ -33,24 +43,29 @@ from policy.memo import NO_MEMO, Memo
 from policy.model.admission import (
     ADMITTED,
     BLOCKED_BEHIND_HEAD,
+    FINISHED,
     NO_SHRINK_HELPS,
     PODS_WAITING_FOR_ROOM,
     PREEMPTED,
     QUEUED,
+    SUSPENDED,
     WAITING_FOR_CAPACITY,
     WAITING_FOR_SHRINK,
     Admission,
+    AttainedService,
+    JobPhase,
+    Placement,
     Preemption,
-    Service,
 )
 from policy.model.cluster import Cluster, Pod
-from policy.model.jobs import WORKER, Job
+from policy.model.jobs import WORKER, Job, child_name
 from policy.model.lifecycle import Assessment
 from policy.model.migration import MigrationAnswer, MigrationRequest, Moves
 from policy.model.priority import Priorities
 from policy.model.tensorboard import SLOT as TENSORBOARD
 from policy.model.timeutil import format_time, parse_time
 from policy.pool.admit import Admitted, admit
+from policy.pool.attained_service import Attained, attained, gang_units, recorded
 from policy.pool.explain import (
     blocked_message,
     repair_message,
@@ -59,20 +74,18 @@ from policy.pool.explain import (
 )
 from policy.pool.grow import grow
 from policy.pool.ledger import Ledger, Scale
-from policy.pool.migrate import JobMoves, Move, migrate
+from policy.pool.migrate import JobMoves, migrate
 from policy.pool.overcommit import take_back
+from policy.pool.placement import Placed
 from policy.pool.preempt import Preempted, Stopped, preempt
 from policy.pool.queue import NEVER, enqueue_time, priority, queue_key
-from policy.pool.repair import Placed, Repair, new_pods, place_for, repair
+from policy.pool.repair import Repair, place_for, repair
 from policy.pool.rules import Rules
 from policy.pool.running import Running, idle_since, last_scale
-from policy.pool.service import Attained, attained, gang_units, recorded
 from policy.pool.shrink import Reserved, make_room
 from policy.pool.tensorboard import near_nodes, placed_at
 from policy.pool.view import job_view, running_of
 
-FINISHED = "Finished"
-SUSPENDED = "Suspended"
 # Why a queued job waits when room elsewhere in the pool could take it (defragmentation).
 _ROOM_WOULD_HELP = (WAITING_FOR_CAPACITY, NO_SHRINK_HELPS)
 
@@ -86,30 +99,39 @@ class JobPlan:
     job: Job
     pods: tuple[Pod, ...]
     assessment: Assessment
-    phase: str
+    phase: JobPhase
     workers_target: int  # 0 while queued
-    # (type, index) -> node (None: left to the kube-scheduler): every pod the job may have,
-    # where it is or goes (the Admission's pods).
-    placements: Mapping[tuple[str, int], str | None] = field(default_factory=dict)
-    # The placed slots whose pod does not exist yet: what the job's sync creates now.
-    create: Mapping[tuple[str, int], str | None] = field(default_factory=dict)
+    # Every pod the job may have, where it is or goes (the Admission's pods): its node
+    # (None: left to the kube-scheduler), and for a migrated worker its pod's name and the
+    # node it moves from.
+    placements: Placed = field(default_factory=dict)
     # Why it waits, in plain words ("" when nothing is in the way), built on demand.
     explain: Callable[[], str] = field(default=_nothing, compare=False, repr=False)
     remove: frozenset[str] = frozenset()  # names of workers a shrink takes
     scale: Scale | None = None  # the target changes now
     wake_at: datetime | None = None  # when a time rule may change this job's plan
     reason: str = ""  # why it waits (a code from policy.pool.explain); "" if nothing
-    # Migration (policy.pool.migrate): pod names that are not {job}-{type}-{index}, slots
-    # moving make-before-break, durable move counts, answers to Migration requests.
-    names: Mapping[tuple[str, int], str] = field(default_factory=dict)
-    moving: Mapping[tuple[str, int], Move] = field(default_factory=dict)
+    # Migration (policy.pool.migrate): durable move counts, answers to Migration requests.
     moves: tuple[Moves, ...] = ()
     migrations: tuple[MigrationAnswer, ...] = ()
-    service: Service | None = None  # a preemption decided now: the record it writes
+    service: AttainedService | None = None  # a preemption decided now: the record it writes
 
     @property
     def message(self) -> str:
         return self.explain()
+
+    @property
+    def create(self) -> Placed:
+        """The job's pods placed now whose pod does not exist yet: what its sync creates
+        (a moving worker's replacement, and the TensorBoard, are not counted)."""
+        existing = {p.name for p in self.pods}
+        return {
+            s: p
+            for s, p in self.placements.items()
+            if s != TENSORBOARD
+            and p.source is None
+            and (p.pod or child_name(self.job, *s)) not in existing
+        }
 
 
 @dataclass(frozen=True)
@@ -124,6 +146,50 @@ class _Queued:
     verdict: Assessment
     queue: int = 0  # its least-attained-service queue (0 without LAS)
     stopping: bool = False  # preempted, and some of its pods still exist
+
+
+@dataclass(frozen=True)
+class _Settled:
+    """A job no phase decides anything for: finished, or suspended."""
+
+    job: Job
+    pods: tuple[Pod, ...]
+    verdict: Assessment
+    phase: JobPhase
+
+
+@dataclass(frozen=True)
+class Assessed:
+    """Step 2's outcome: every job the pool plans, by what it is now, in queue order."""
+
+    settled: tuple[_Settled, ...]
+    running: tuple[Running, ...]  # in victim order: lowest priority, then started first
+    queued: tuple[_Queued, ...]
+    boards: Mapping[str, tuple[Pod, ...]]  # TensorBoard pods, by job: no part of its gang
+    leaving: tuple[tuple[str, Pod], ...]  # pods on their way out that still hold room
+
+
+@dataclass(frozen=True)
+class QueueOutcome:
+    """Step 5's decision for one queued job: admitted now (with its placements), or why it
+    waits and when a time rule may change that."""
+
+    queued: _Queued
+    phase: JobPhase
+    workers: int = 0
+    placed: Placed = field(default_factory=dict)
+    explain: Callable[[], str] = field(default=_nothing, compare=False, repr=False)
+    reason: str = ""
+    wake_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Growth:
+    """Step 7's outcome: the workers each job grows by, and when growth may start if the
+    idle rule holds it back now."""
+
+    grown: Mapping[str, Placed]
+    wake: datetime | None
 
 
 def plan(
@@ -142,149 +208,266 @@ def plan(
     for p in cluster.pods:
         if p.job:
             by_job.setdefault(p.job, []).append(p)
-    result: dict[str, JobPlan] = {}
-    # Least attained service: every job's service and queue (wakes: when one may change).
+    # 1. Attained service: each job's, and when one may change (least attained service).
+    service, wakes = _attained_service(jobs, by_job, admissions, now, rules)
+    # 2. Assess every job, in queue order.
+    assessed = assess_jobs(jobs, by_job, admissions, service, now, priorities, memo)
+    running = assessed.running
+    # 3. Open the ledger: observed free capacity, with what is on its way out releasing.
+    ledger = open_ledger(cluster, rules, now, memo, assessed.leaving)
+    # 4. Repair admitted jobs, and take back a gang that over-commits the nodes.
+    repairs = _repair(ledger, running, memo)
+    # 5. Admit queued jobs in order, making room for the first one that waits.
+    queue = _admit_queue(ledger, assessed.queued, running, priorities, rules, now, wakes)
+    # 6. Top up lost workers, then place TensorBoards.
+    topped = _top_up(ledger, running, repairs)
+    staying = [r for r in running if r.job.key not in ledger.preempted]
+    boarded = _place_tensorboards(ledger, staying, repairs, queue, assessed.boards)
+    # 7. Grow into idle capacity.
+    growth = _grow(ledger, rules, running, now)
+    # 8. Migrate (never the workers of a job preempted in this cycle: all its pods go).
+    moved = migrate(ledger, staying, requests or {}, rules.migration, now, _first_waiting(queue))
+    # 9. Write each job's plan.
+    return _plans(assessed, queue, repairs, topped, growth, boarded, moved, ledger, wakes, memo)
+
+
+def _attained_service(
+    jobs: Sequence[Job],
+    by_job: Mapping[str, Sequence[Pod]],
+    admissions: Mapping[str, Admission],
+    now: datetime,
+    rules: Rules,
+) -> tuple[dict[str, Attained], list[datetime]]:
+    """Every job's attained service and LAS queue, and when one may change (empty without
+    least attained service)."""
     service: dict[str, Attained] = {}
     wakes: list[datetime] = []
-    if rules.las:
-        for job in jobs:
-            pods = by_job.get(job.key, ())
-            admission = admissions.get(job.key)
-            got, wake = attained(
-                job, pods, admission, now, rules.las, gang_units(job), promotion=rules.las_promotion
-            )
-            service[job.key] = got
-            if wake is not None:
-                wakes.append(wake)
+    if not rules.las:
+        return service, wakes
+    for job in jobs:
+        pods = by_job.get(job.key, ())
+        got, wake = attained(
+            job,
+            pods,
+            admissions.get(job.key),
+            now,
+            rules.las,
+            gang_units(job),
+            promotion=rules.las_promotion,
+        )
+        service[job.key] = got
+        if wake is not None:
+            wakes.append(wake)
+    return service, wakes
+
+
+def assess_jobs(
+    jobs: Sequence[Job],
+    by_job: Mapping[str, Sequence[Pod]],
+    admissions: Mapping[str, Admission],
+    service: Mapping[str, Attained],
+    now: datetime,
+    priorities: Priorities,
+    memo: Memo,
+) -> Assessed:
+    """Each job the pool plans, in queue order: finished or suspended (nothing to decide),
+    running (admitted before), or queued (a preempted job queues again as a whole gang,
+    and its pods' room frees as they go)."""
 
     def order(job: Job) -> tuple:
         key = queue_key(job, now, priorities)
         got = service.get(job.key)
         return (key[0], got.queue, *key[1:]) if got is not None else key
 
-    # 1. Assess every job, in 2. queue order.
+    settled: list[_Settled] = []
     running: list[Running] = []
     queued: list[_Queued] = []
-    strays: list[tuple[str, Pod]] = []
-    boards: dict[str, tuple[Pod, ...]] = {}  # TensorBoard pods, by job: no part of its gang
+    leaving: list[tuple[str, Pod]] = []
     stopping: list[tuple[str, Pod]] = []
+    boards: dict[str, tuple[Pod, ...]] = {}
     for job in sorted(jobs, key=order):
         if job.managed_elsewhere or job.deleting:
             continue  # not ours, or going away: it claims nothing
         admission = admissions.get(job.key)
         view = job_view(job, by_job.get(job.key, ()), admission, now, memo)
         boards[job.key] = view.boards
-        strays += ((job.key, p) for p in view.strays)
+        leaving += ((job.key, p) for p in view.strays)
         pods, verdict = view.pods, view.verdict
         got = service.get(job.key)
+        queue = got.queue if got is not None else 0
         if verdict.outcome is not None:
-            result[job.key] = JobPlan(job, pods, verdict, FINISHED, 0)
+            settled.append(_Settled(job, pods, verdict, FINISHED))
         elif job.suspend:
-            result[job.key] = JobPlan(job, pods, verdict, SUSPENDED, 0)
+            settled.append(_Settled(job, pods, verdict, SUSPENDED))
         elif admission is not None and admission.preempted:
-            # Back in the queue as a whole gang: its pods' room frees as they go.
             stopping += ((job.key, p) for p in pods if not p.terminating)
-            queue = got.queue if got is not None else 0
             queued.append(_Queued(job, pods, verdict, queue, stopping=bool(pods)))
         elif pods or job.status.get("startRunTime") or (admission and admission.admitted):
             prio = priority(job, priorities)
             running.append(running_of(view, prio, admission, got, memo))
         else:
-            queued.append(_Queued(job, pods, verdict, got.queue if got is not None else 0))
+            queued.append(_Queued(job, pods, verdict, queue))
     # Shrinks take from the lowest priority, then from the job that started first.
     running.sort(key=_victim_order)
+    surplus = [(r.job.key, p) for r in running for p in r.surplus]
+    return Assessed(
+        tuple(settled),
+        tuple(running),
+        tuple(queued),
+        MappingProxyType(boards),
+        (*surplus, *leaving, *stopping),
+    )
 
+
+def open_ledger(
+    cluster: Cluster,
+    rules: Rules,
+    now: datetime,
+    memo: Memo,
+    leaving: Sequence[tuple[str, Pod]],
+) -> Ledger:
     ledger = Ledger.open(cluster, rules, now, memo)
-    for r in running:
-        for p in r.surplus:
-            ledger.release(r.job.key, p)
-    for key, p in (*strays, *stopping):
+    for key, p in leaving:
         ledger.release(key, p)
+    return ledger
 
-    # 3. Repair admitted jobs.
+
+def _repair(ledger: Ledger, running: Sequence[Running], memo: Memo) -> dict[str, Repair]:
+    """Each admitted job's repair. Admitted gangs that over-commit the nodes (each holds
+    room the other lacks): the later is taken back, so the other completes
+    (policy/pool/overcommit.py)."""
     repairs = {r.job.key: repair(ledger, r, memo) for r in running}
-    # Admitted gangs that over-commit the nodes (each holds room the other lacks): take the
-    # later back, so the other completes (policy/pool/overcommit.py).
     take_back(ledger, running, repairs)
-    # 4. Admit queued jobs in order, making room for the first one that waits.
-    admitted = _admit_queue(ledger, queued, running, priorities, rules, now, wakes)
-    if wakes and queued:  # a queue or preemptibility changes then: plan again
-        first = admitted[0]
-        soonest = min(w for w in wakes if w > now) if any(w > now for w in wakes) else None
-        if soonest is not None and (first.wake_at is None or soonest < first.wake_at):
-            admitted[0] = replace(first, wake_at=soonest)
-    waits: Job | None = None
-    for jp in admitted:
-        result[jp.job.key] = jp
-        if waits is None and jp.phase == QUEUED and jp.reason in _ROOM_WOULD_HELP:
-            waits = jp.job
-    # 5. Top up lost workers; 6. grow into idle capacity.
-    topped = {
+    return repairs
+
+
+def _top_up(
+    ledger: Ledger, running: Sequence[Running], repairs: Mapping[str, Repair]
+) -> dict[str, Placed]:
+    """Lost workers above ``min-instances`` of jobs nobody shrinks or preempts now."""
+    return {
         r.job.key: place_for(ledger, r, repairs[r.job.key].top_up)
         for r in running
         if r.job.key not in ledger.victims and r.job.key not in ledger.preempted
     }
-    staying = [r for r in running if r.job.key not in ledger.preempted]
-    boarded = _place_tensorboards(ledger, staying, repairs, result, boards)
+
+
+def _grow(ledger: Ledger, rules: Rules, running: Sequence[Running], now: datetime) -> Growth:
     allowed, wake = _growth_allowed(rules, ledger, running, now)
-    grown = grow(ledger, running) if allowed else {}
-    # 7. Migrate: answer Migration requests, and move workers where it pays (never the
-    # workers of a job preempted in this cycle: all its pods go).
-    moved = migrate(ledger, staying, requests or {}, rules.migration, now, waits)
-    for r in running:
+    return Growth(grow(ledger, running) if allowed else {}, wake)
+
+
+def _first_waiting(queue: Sequence[QueueOutcome]) -> Job | None:
+    """The first queued job that room elsewhere in the pool could take (defragmentation's
+    beneficiary)."""
+    for o in queue:
+        if o.phase == QUEUED and o.reason in _ROOM_WOULD_HELP:
+            return o.queued.job
+    return None
+
+
+def _plans(
+    assessed: Assessed,
+    queue: Sequence[QueueOutcome],
+    repairs: Mapping[str, Repair],
+    topped: Mapping[str, Placed],
+    growth: Growth,
+    boarded: Mapping[str, str | None],
+    moved: Mapping[str, JobMoves],
+    ledger: Ledger,
+    wakes: Sequence[datetime],
+    memo: Memo,
+) -> Plan:
+    """Each job's plan, built once from what the steps decided (in the order the pool's
+    sync answers them: settled jobs, the queue, then running jobs)."""
+    now = ledger.now
+    result: dict[str, JobPlan] = {}
+    for st in assessed.settled:
+        m = moved.get(st.job.key)
+        decisions = m.decisions if m is not None else ()
+        result[st.job.key] = JobPlan(st.job, st.pods, st.verdict, st.phase, 0, migrations=decisions)
+    # A queue or a job's preemptibility changes at the soonest wake: the queue's first
+    # job plans again then.
+    soonest = min((w for w in wakes if w > now), default=None) if queue else None
+    for i, o in enumerate(queue):
+        wake = o.wake_at
+        if i == 0 and soonest is not None and (wake is None or soonest < wake):
+            wake = soonest
+        result[o.queued.job.key] = _queued_plan(o, boarded, moved.get(o.queued.job.key), wake)
+    for r in assessed.running:
         key = r.job.key
         stopped = ledger.preempted.get(key)
         if stopped is not None:
             result[key] = _preempted_plan(r, stopped, now)
             continue
-        repaired, top, grew = repairs[key], topped.get(key, {}), grown.get(key, {})
-        if _untouched(r, ledger, repaired, top, grew, wake):
-            jp = memo.derive("untouched", (r,), lambda r=r, p=repaired: _running_plan(r, p, now))
+        repaired, top, grew = repairs[key], topped.get(key, {}), growth.grown.get(key, {})
+        m = moved.get(key)
+        board = _board(boarded, key)
+        if m is None and _untouched(r, ledger, repaired, top, grew, growth.wake):
+            result[key] = memo.derive(
+                "untouched",
+                (r,),
+                lambda r=r, p=repaired, b=board: _running_plan(r, p, now, board=b),
+                board,
+            )
         else:
-            jp = _running_plan(r, repaired, now, ledger, top, grew, wake)
-        result[key] = _with_moves(jp, moved.get(key), now)
-    running_keys = {r.job.key for r in running}
-    for key, m in moved.items():
-        if key in result and key not in running_keys:
-            result[key] = replace(result[key], migrations=m.decisions)
-    for key, node in boarded.items():
-        jp = result[key]
-        result[key] = replace(jp, placements=MappingProxyType({**jp.placements, TENSORBOARD: node}))
+            result[key] = _running_plan(r, repaired, now, ledger, top, grew, growth.wake, m, board)
     return Plan(jobs=MappingProxyType(result))
 
 
-def _with_moves(jp: JobPlan, m: JobMoves | None, now: datetime) -> JobPlan:
-    """The plan with its migrations: a moving slot is placed on its target, under its new
-    name; the old pod runs until the replacement does (the job's sync sees ``from``)."""
-    if m is None:
-        return jp
-    placements = dict(jp.placements)
-    create = dict(jp.create)
-    for slot, move in m.moving.items():
-        if slot in placements:  # (a shrink that takes the worker wins over its move)
-            placements[slot] = move.target
-    for slot in m.moving:
-        create.pop(slot, None)
-    wake = jp.wake_at
-    if m.wake_at is not None and m.wake_at > now:
-        wake = m.wake_at if wake is None else min(wake, m.wake_at)
-    return replace(
-        jp,
-        placements=MappingProxyType(placements),
-        create=MappingProxyType(create),
-        names=MappingProxyType(dict(m.names)),
-        moving=MappingProxyType(dict(m.moving)),
-        moves=m.moves,
-        migrations=m.decisions,
+def _board(boarded: Mapping[str, str | None], key: str) -> Placement | None:
+    """The job's TensorBoard's placement, if it has one in this cycle."""
+    if key not in boarded:
+        return None
+    return Placement(type=TENSORBOARD[0], index=TENSORBOARD[1], node=boarded[key])
+
+
+def _queued_plan(
+    o: QueueOutcome,
+    boarded: Mapping[str, str | None],
+    m: JobMoves | None,
+    wake: datetime | None,
+) -> JobPlan:
+    q = o.queued
+    placements = dict(o.placed)
+    board = _board(boarded, q.job.key)
+    if board is not None:
+        placements[TENSORBOARD] = board
+    return JobPlan(
+        q.job,
+        q.pods,
+        q.verdict,
+        o.phase,
+        o.workers,
+        MappingProxyType(placements),
+        explain=o.explain,
         wake_at=wake,
+        reason=o.reason,
+        migrations=m.decisions if m is not None else (),
     )
+
+
+def _moved(placements: dict[tuple[str, int], Placement], m: JobMoves) -> None:
+    """Migrations into ``placements``: a moving slot is placed on its target, under its new
+    name, with the node it leaves; the old pod runs until the replacement does (the job's
+    sync sees ``source``). A slot whose pod has another name keeps that name. (A shrink
+    that takes the worker wins over its move: a slot no longer placed stays out.)"""
+    for slot, name in m.names.items():
+        placed = placements.get(slot)
+        if placed is None:
+            continue
+        move = m.moving.get(slot)
+        if move is None:
+            placements[slot] = replace(placed, pod=name)
+        else:
+            placements[slot] = replace(placed, node=move.target, pod=name, source=move.source)
 
 
 def _place_tensorboards(
     ledger: Ledger,
     running: Sequence[Running],
     repairs: Mapping[str, Repair],
-    admitted: Mapping[str, JobPlan],
+    queue: Sequence[QueueOutcome],
     boards: Mapping[str, Sequence[Pod]],
 ) -> dict[str, str | None]:
     """Where each admitted job's TensorBoard is or goes (running jobs first, then the jobs
@@ -293,12 +476,12 @@ def _place_tensorboards(
     for r in running:
         if r.job.tensorboard is not None:
             kept = [(p.replica_type != "worker", p.node) for p in r.pods if p.live]
-            placed = [(t != WORKER, n) for (t, _), n in repairs[r.job.key].placed.items()]
+            placed = [(p.type != WORKER, p.node) for p in repairs[r.job.key].placed.values()]
             wanted.append((r.job, near_nodes([*kept, *placed])))
     wanted += [
-        (jp.job, near_nodes([(t != WORKER, n) for (t, _), n in jp.placements.items()]))
-        for jp in admitted.values()
-        if jp.phase == ADMITTED and jp.job.tensorboard is not None
+        (o.queued.job, near_nodes([(p.type != WORKER, p.node) for p in o.placed.values()]))
+        for o in queue
+        if o.phase == ADMITTED and o.queued.job.tensorboard is not None
     ]
     out: dict[str, str | None] = {}
     for job, near in wanted:
@@ -322,29 +505,25 @@ def _admit_queue(
     rules: Rules,
     now: datetime,
     wakes: list[datetime],
-) -> list[JobPlan]:
-    out: list[JobPlan] = []
+) -> list[QueueOutcome]:
+    """Step 5: each queued job in order, admitted as a whole gang or waiting (and why)."""
+    out: list[QueueOutcome] = []
     blocked: str | None = None  # DRAGON: the starving head nothing can help
     room_made = False
     preemption = _Preemption(rules, running)
     for q in queued:
         job = q.job
         if q.stopping:  # preempted: it is admitted again once all its pods are gone
-            out.append(_stopping_plan(q))
+            out.append(_stopping(q))
             continue
         if blocked:
             waits = partial(blocked_message, blocked)
-            out.append(
-                JobPlan(
-                    job, q.pods, q.verdict, QUEUED, 0, explain=waits, reason=BLOCKED_BEHIND_HEAD
-                )
-            )
+            out.append(QueueOutcome(q, QUEUED, explain=waits, reason=BLOCKED_BEHIND_HEAD))
             continue
         decided = admit(ledger, job)
         if isinstance(decided, Admitted):
-            placed = decided.placed
-            jp = JobPlan(job, q.pods, q.verdict, ADMITTED, decided.workers, placed, placed)
-            out.append(jp)
+            placed = MappingProxyType(dict(decided.placed))
+            out.append(QueueOutcome(q, ADMITTED, decided.workers, placed))
             continue
         explain: Callable[[], str] = decided.explain
         reason = decided.reason
@@ -374,18 +553,7 @@ def _admit_queue(
             wake_at = since + rules.starvation
         if priorities.value(job.priority_class) is None:
             explain = partial(unknown_class_message, explain, job.priority_class, priorities)
-        out.append(
-            JobPlan(
-                job,
-                q.pods,
-                q.verdict,
-                QUEUED,
-                0,
-                explain=explain,
-                wake_at=wake_at,
-                reason=reason,
-            )
-        )
+        out.append(QueueOutcome(q, QUEUED, explain=explain, reason=reason, wake_at=wake_at))
     return out
 
 
@@ -412,9 +580,9 @@ class _Preemption:
         return rules.preempt_las and self.latest > queue
 
 
-def _stopping_plan(q: _Queued) -> JobPlan:
+def _stopping(q: _Queued) -> QueueOutcome:
     """A preempted job whose pods still terminate: it waits for them (and says why)."""
-    return JobPlan(q.job, q.pods, q.verdict, QUEUED, 0, explain=_still_stopping, reason=PREEMPTED)
+    return QueueOutcome(q, QUEUED, explain=_still_stopping, reason=PREEMPTED)
 
 
 def _still_stopping() -> str:
@@ -425,11 +593,11 @@ def _preempted_plan(r: Running, stopped: Stopped, now: datetime) -> JobPlan:
     """A running job preempted now: Queued without pods, with what it attained so far."""
     past = r.attained.past if r.attained is not None else recorded(r.job, r.admission)
     total = _attained_now(r, now)
-    record = Service(
-        total,
-        past.preemptions + 1,
-        past.las_preemptions + (1 if stopped.las else 0),
-        Preemption(format_time(now), stopped.by, stopped.reason),
+    record = AttainedService(
+        gpu_seconds=total,
+        preemptions=past.preemptions + 1,
+        las_preemptions=past.las_preemptions + (1 if stopped.las else 0),
+        last=Preemption(time=format_time(now), by=stopped.by, reason=stopped.reason),
     )
     count = record.preemptions
     words = (
@@ -500,7 +668,11 @@ def _running_plan(
     topped: Placed | None = None,
     grown: Placed | None = None,
     wake: datetime | None = None,
+    moves: JobMoves | None = None,
+    board: Placement | None = None,
 ) -> JobPlan:
+    """An admitted job's plan: the pods it keeps, what the cycle placed for it (repairs,
+    top-ups, growth, migrations, its TensorBoard), who leaves and its worker target."""
     job = r.job
     victims = ledger.victims.get(job.key, []) if ledger is not None else []
     removed = frozenset(p.name for p in (*r.surplus, *victims))
@@ -519,6 +691,10 @@ def _running_plan(
         if not p.terminating and not p.stuck and p.name not in gone
     }
     placements = {**_typed(job, kept), **placed}
+    if moves is not None:
+        _moved(placements, moves)
+    if board is not None:
+        placements[TENSORBOARD] = board
     wake_at = None
     if (
         wake is not None
@@ -530,6 +706,9 @@ def _running_plan(
         when = parse_time(scaled.time) if scaled is not None else None
         own = when + ledger.rules.idle if when is not None else wake
         wake_at = max(wake, own)
+    wake_at = wake_at if wake_at is not None and wake_at > now else None
+    if moves is not None and moves.wake_at is not None and moves.wake_at > now:
+        wake_at = moves.wake_at if wake_at is None else min(wake_at, moves.wake_at)
     explain, reason = _nothing, ""
     if repaired.unplaced:
         explain = partial(repair_message, job, repaired.unplaced)
@@ -541,16 +720,22 @@ def _running_plan(
         ADMITTED,
         target,
         MappingProxyType(placements),
-        MappingProxyType(new_pods(r, placed)),
         explain,
         removed,
         scale,
-        wake_at if wake_at is not None and wake_at > now else None,
+        wake_at,
         reason,
+        moves.moves if moves is not None else (),
+        moves.decisions if moves is not None else (),
     )
 
 
 def _typed(job: Job, by_label: Mapping[tuple[str, int], str | None]) -> Placed:
-    """Pods' (lower-case type label, index) as the job's (replica type, index)."""
+    """Pods' (lower-case type label, index) on their nodes, placed as the job's (replica
+    type, index)."""
     types = job.type_of
-    return {(rt, i): node for (t, i), node in by_label.items() if (rt := types(t)) and i >= 0}
+    return {
+        (rt, i): Placement(type=rt, index=i, node=node)
+        for (t, i), node in by_label.items()
+        if (rt := types(t)) and i >= 0
+    }

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from policy.model.admission import Placement, Slot
 from policy.model.cluster import Cluster, Pod
 from policy.model.gpushare import ON, DeviceFree
 from policy.model.jobs import Job, child_name
 from policy.model.resources import Resources
-
-Slot = tuple[str, int]
 
 
 def device_of_pod(pod: Pod) -> str | None:
@@ -30,7 +29,7 @@ def device_of_pod(pod: Pod) -> str | None:
 
 
 def name_devices(
-    cluster: Cluster, plans: Mapping[str, tuple[Job, Mapping[Slot, str | None]]]
+    cluster: Cluster, plans: Mapping[str, tuple[Job, Mapping[Slot, Placement]]]
 ) -> dict[str, dict[Slot, str | None]]:
     """job key -> slot -> GPUID for every fractional pod of the admitted jobs (``plans``:
     job key -> (job, its placements)); None for a new pod no device was found for."""
@@ -42,7 +41,8 @@ def name_devices(
             continue
         named: dict[Slot, str | None] = {}
         new: dict[str, list[Slot]] = {}
-        for slot, node in sorted(placements.items()):
+        for slot, placed in sorted(placements.items()):
+            node = placed.node
             replica = job.replicas.get(slot[0])
             if replica is None or replica.gpu_share is None or node is None:
                 continue

@@ -20,7 +20,7 @@ from policy.model.jobs import WORKER, Job, child_name
 from policy.model.priority import Priorities
 from policy.model.resources import PODS, Resources, format_quantity
 from policy.pool.filters import rejection
-from policy.pool.placement import Eligible, Slot, required_slots, slots
+from policy.pool.placement import Eligible, PodRequest, required_slots, slots
 
 
 def wait_reason(
@@ -41,7 +41,7 @@ def _count(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def describe_gang(slots: Sequence[Slot]) -> str:
+def describe_gang(slots: Sequence[PodRequest]) -> str:
     counts: dict[str, int] = {}
     for s in slots:
         counts[s.type] = counts.get(s.type, 0) + 1
@@ -106,7 +106,7 @@ def wait_message(
     )
 
 
-def repair_message(job: Job, unplaced: Sequence[Slot]) -> str:
+def repair_message(job: Job, unplaced: Sequence[PodRequest]) -> str:
     """An admitted job's pods that found no room (a lost node, a restart): what they need,
     not how much is free this second (that changes with every pod)."""
     names = ", ".join(child_name(job, s.type, s.index) for s in unplaced[:3])

@@ -1,8 +1,9 @@
 """Grow: running jobs take capacity nobody waiting can use, toward ``max-instances``.
 
 New workers go next to the job's parameter servers first, then next to its other pods.
-DRAGON ("oldest") grows each job to its maximum in start order; Dragonet ("gain") adds one
-worker at a time to the job whose speed grows most, relatively.
+Which job grows first is the policy's strategy (``Rules.grow``): DRAGON's
+``grow_oldest_first`` grows each job to its maximum in start order; Dragonet's
+``grow_by_gain`` adds one worker at a time to the job whose speed grows most, relatively.
 """
 
 from __future__ import annotations
@@ -10,13 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from policy.pool.ledger import Ledger
-from policy.pool.placement import slots_at
-from policy.pool.repair import Placed, new_pods, place_for
+from policy.pool.locality import REMOTE
+from policy.pool.placement import Placed, slots_at
+from policy.pool.repair import new_pods, place_for
 from policy.pool.running import Running
-
-# A worker off its parameter servers' node trains at about this fraction of the speed of one
-# next to them (Pollux's placements: bert, 4 GPUs, 0.96 packed vs 0.63 spread).
-REMOTE = 0.65
 
 
 def _growable(ledger: Ledger, r: Running) -> bool:
@@ -51,15 +49,15 @@ def grow(ledger: Ledger, running: Sequence[Running]) -> dict[str, Placed]:
         for order, r in enumerate(running)
         if _growable(ledger, r) and _room_anywhere(ledger, r, seen)
     ]
-    if ledger.rules.order == "oldest":
-        return _oldest_first(ledger, [r for _, r in candidates])
-    return _by_gain(ledger, candidates)
+    return ledger.rules.grow(ledger, candidates)
 
 
-def _oldest_first(ledger: Ledger, candidates: Sequence[Running]) -> dict[str, Placed]:
+def grow_oldest_first(
+    ledger: Ledger, candidates: Sequence[tuple[int, Running]]
+) -> dict[str, Placed]:
     """DRAGON: each job to its max, oldest first."""
     out: dict[str, Placed] = {}
-    for r in candidates:
+    for _, r in candidates:
         wanted = slots_at(r.job.worker, r.new_indices(r.job.max_workers - r.count))
         placed = place_for(ledger, r, wanted)
         if placed:
@@ -67,7 +65,7 @@ def _oldest_first(ledger: Ledger, candidates: Sequence[Running]) -> dict[str, Pl
     return out
 
 
-def _by_gain(ledger: Ledger, candidates: list[tuple[int, Running]]) -> dict[str, Placed]:
+def grow_by_gain(ledger: Ledger, candidates: Sequence[tuple[int, Running]]) -> dict[str, Placed]:
     """One worker at a time, to the job whose speed grows most, relatively (Optimus-like): a
     worker next to a parameter server counts 1, elsewhere REMOTE (the cross-node penalty of
     comm-heavy models); ties go to the fewest workers per PS."""
@@ -94,7 +92,7 @@ def _by_gain(ledger: Ledger, candidates: list[tuple[int, Running]]) -> dict[str,
             continue
         out.setdefault(r.job.key, {}).update(new_pods(r, placed))
         counts[r.job.key] = n + 1
-        node = next(iter(placed.values()))
+        node = next(iter(placed.values())).node
         local = not r.ps_nodes or node in r.ps_nodes
         speed[r.job.key] += 1.0 if local else REMOTE
         if n + 1 >= r.job.max_workers:

@@ -5,6 +5,11 @@ from the observed free capacity (allocatable minus every pod that holds room, as
 included) and each phase takes from ``free`` what it places. Capacity on its way back
 (terminating pods, workers a shrink takes) is ``releasing``: a waiting job may reserve it,
 and younger jobs may not take it.
+
+What the phases share is two things kept apart: the ``Ledger``'s decisions (what the plan
+says so far: free and releasing capacity, victims, new targets, preemptions) and its
+``CycleCache`` (how fast it says it: answers a phase already worked out in this cycle, and
+the pool's memo across syncs). Emptying the cache changes no decision.
 """
 
 from __future__ import annotations
@@ -33,11 +38,32 @@ class Scale:
     reason: str
 
     def recorded(self, stamp: str) -> LastScale:
-        return LastScale(stamp, self.before, self.after, self.reason)
+        return LastScale(time=stamp, before=self.before, after=self.after, reason=self.reason)
+
+
+@dataclass
+class CycleCache:
+    """Work saved within one cycle (and, through ``memo``, across a pool's syncs). Each
+    entry is a pure function of its key and of capacity that only shrinks within the
+    cycle, so a lookup answers what computing it again would."""
+
+    memo: Memo = field(default_factory=lambda: NO_MEMO)  # the pool's, across syncs
+    failed: set[int] = field(default_factory=set)  # gang shapes that found no room
+    fits_observed: dict[int, bool] = field(default_factory=dict)  # ... with nothing claimed
+    fits_empty: dict[int, bool] = field(default_factory=dict)  # ... in the pool with no pods
+    reasons: dict[int, str] = field(default_factory=dict)  # why a shape waits (a code)
+    unhelped: dict[tuple, bool] = field(default_factory=dict)  # shapes no shrink can help
+    candidates: dict[tuple, list] = field(default_factory=dict)  # shrink victims, in order
+    eligible: dict[bytes, frozenset[str]] = field(default_factory=dict)  # by constraints
+    eligible_by_job: dict[str, Eligible] = field(default_factory=dict)
+    shapes: dict[tuple, int] = field(default_factory=dict)
 
 
 @dataclass
 class Ledger:
+    """The cycle's decisions so far, over the view it plans (``cluster``, ``rules``,
+    ``now``, never changed), and its ``cache``."""
+
     cluster: Cluster
     rules: Rules
     now: datetime
@@ -54,18 +80,7 @@ class Ledger:
     preempted: dict[str, Any] = field(default_factory=dict)
     acted: bool = False  # admitted or shrank something in this cycle
     head_waits: bool = False  # a starving queue head still waits (DRAGON: no growth)
-    # Work saved within the cycle (never changes a decision):
-    failed: set[int] = field(default_factory=set)  # gang shapes that found no room
-    fits_observed: dict[int, bool] = field(default_factory=dict)
-    unhelped: dict[tuple, bool] = field(default_factory=dict)  # shapes no shrink can help
-    fits_empty: dict[int, bool] = field(default_factory=dict)  # in the pool with no pods
-    reasons: dict[int, str] = field(default_factory=dict)  # why a shape waits (a code)
-    candidates: dict[tuple, list] = field(default_factory=dict)  # shrink victims, in order
-    _eligible: dict[bytes, frozenset[str]] = field(default_factory=dict)
-    _eligible_by_job: dict[str, Eligible] = field(default_factory=dict)
-    _shapes: dict[tuple, int] = field(default_factory=dict)
-    # The pool's memo, across syncs: what depends on the nodes alone (NO_MEMO: nothing).
-    memo: Memo = field(default_factory=lambda: NO_MEMO)
+    cache: CycleCache = field(default_factory=CycleCache)
 
     @classmethod
     def open(cls, cluster: Cluster, rules: Rules, now: datetime, memo: Memo = NO_MEMO) -> Ledger:
@@ -75,7 +90,7 @@ class Ledger:
             now=now,
             free=dict(cluster.free),
             allocatable={n.name: n.allocatable for n in cluster.nodes},
-            memo=memo,
+            cache=CycleCache(memo=memo),
         )
         for p in cluster.pods:
             if p.terminating:
@@ -93,17 +108,18 @@ class Ledger:
 
     def eligible(self, job: Job) -> Eligible:
         """Nodes that may take each replica type; jobs with equal constraints share the work."""
-        known = self._eligible_by_job.get(job.key)
+        cache = self.cache
+        known = cache.eligible_by_job.get(job.key)
         if known is not None:
             return known
         out = {}
         for t, key in job.constraints:
-            nodes = self._eligible.get(key)
+            nodes = cache.eligible.get(key)
             if nodes is None:
                 spec = job.replicas[t].template.get("spec") or {}
-                nodes = self._eligible[key] = self._filter(spec)
+                nodes = cache.eligible[key] = self._filter(spec)
             out[t] = nodes
-        self._eligible_by_job[job.key] = out
+        cache.eligible_by_job[job.key] = out
         return out
 
     def shape(self, job: Job) -> int:
@@ -111,15 +127,15 @@ class Ledger:
         the nodes each type may go to (``Job.placement_shape``). Jobs of one shape fit alike,
         so one that failed is not tried again. A number that stands for the shape in this
         cycle: its keys are hashed for every queued job."""
-        shapes = self._shapes
+        shapes = self.cache.shapes
         return shapes.setdefault(job.placement_shape, len(shapes))
 
     def eligible_for(self, spec: Mapping) -> frozenset[str]:
         """Nodes that may take a pod of this spec (pods of equal constraints share the work)."""
         key = constraints_key(spec)
-        nodes = self._eligible.get(key)
+        nodes = self.cache.eligible.get(key)
         if nodes is None:
-            nodes = self._eligible[key] = self._filter(spec)
+            nodes = self.cache.eligible[key] = self._filter(spec)
         return nodes
 
     def _filter(self, spec: Mapping) -> frozenset[str]:

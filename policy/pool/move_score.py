@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from policy.model.cluster import Pod
 from policy.model.migration import NO_GAIN, SAME_NODE
 from policy.model.resources import Resources
+from policy.pool.locality import REMOTE
 
 _CPU, _MEM = "cpu", "memory"
 _SERVERS = ("ps", "server", "scheduler")
@@ -172,8 +173,6 @@ def dragonet_target(
 ) -> str | Refusal:
     """The node where the worker would run fastest (its PS's node, then the least DRAGON
     load, then the first name on ties), if that pays ``min_gain`` (or it is asked by hand)."""
-    from policy.pool.grow import REMOTE  # (grow imports the ledger, which imports us)
-
     source = pod.node or ""
 
     def speed(n: str, joining: bool) -> float:

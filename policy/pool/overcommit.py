@@ -83,7 +83,7 @@ def take_back(
             for p in holding(r):
                 ledger.release(r.job.key, p)
         ledger.acted = True
-        ledger.candidates.clear()  # shrink victims: some jobs are gone now
+        ledger.cache.candidates.clear()  # shrink victims: some jobs are gone now
         return out
     return {}
 
@@ -92,7 +92,7 @@ def _room(r: Running, repaired: Repair) -> list[tuple[str, Resources]]:
     """What taking the job back gives: the room its pods hold, and what its repair took
     in this cycle (it runs before the keep order is known)."""
     out = [(p.node, p.request) for p in holding(r) if p.node]
-    out += [(n, r.job.replicas[t].request) for (t, _), n in repaired.placed.items() if n]
+    out += [(p.node, r.job.replicas[p.type].request) for p in repaired.placed.values() if p.node]
     return out
 
 

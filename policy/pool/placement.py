@@ -8,16 +8,18 @@ pods of an admitted job next to the pods it already has. Neither mutates its inp
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from policy.model.admission import Placement, Slot
 from policy.model.jobs import Job, Replica
 from policy.model.resources import PODS, Resources
 
 
 @dataclass(frozen=True)
-class Slot:
-    """One pod of a job, identified by replica type and index."""
+class PodRequest:
+    """One pod of a job to place, by replica type and index, with what it requests (what
+    the search reads; what it decides is a ``Placement``)."""
 
     type: str
     index: int
@@ -30,18 +32,45 @@ class Slot:
 
 Free = Mapping[str, Resources]
 Eligible = Mapping[str, frozenset[str]]  # replica type -> names of nodes that accept it
+Placed = Mapping[Slot, Placement]  # what a phase decides for one job: slot -> its placement
+# A policy's way to place a queued gang (``Rules.place_gang``): its required pods and
+# workers, the fewest workers it runs with, free and allocatable capacity, the nodes each
+# type may use, and a preferred node; None when it does not fit.
+GangPlacer = Callable[
+    [
+        Sequence["PodRequest"],
+        Sequence["PodRequest"],
+        int,
+        Free,
+        Mapping[str, Resources],
+        Eligible,
+        "str | None",
+    ],
+    "Assignment | None",
+]
+
+
+def unplaced(requests: Sequence[PodRequest]) -> Placed:
+    """Every pod, left to the kube-scheduler (no node)."""
+    return {(s.type, s.index): Placement(type=s.type, index=s.index) for s in requests}
 
 
 @dataclass(frozen=True)
 class Assignment:
-    """Pods placed (slot -> node) and the free capacity left after them."""
+    """A search's result: the node of each request, and the free capacity left after."""
 
-    nodes: Mapping[Slot, str]
+    nodes: Mapping[PodRequest, str]
     free: Free
 
     @property
     def placed_workers(self) -> int:
         return sum(1 for s in self.nodes if s.type == "Worker")
+
+    def placed(self) -> Placed:
+        return {
+            (s.type, s.index): Placement(type=s.type, index=s.index, node=n)
+            for s, n in self.nodes.items()
+        }
 
 
 def tightness(free: Resources, allocatable: Resources, request: Resources) -> float:
@@ -50,9 +79,9 @@ def tightness(free: Resources, allocatable: Resources, request: Resources) -> fl
     return sum((free[k] - request[k]) / max(allocatable[k], 1) for k in names)
 
 
-def _runs(slots: Sequence[Slot]) -> list[list[Slot]]:
+def _runs(slots: Sequence[PodRequest]) -> list[list[PodRequest]]:
     """Consecutive slots of one replica type (one request, one set of eligible nodes)."""
-    runs: list[list[Slot]] = []
+    runs: list[list[PodRequest]] = []
     for slot in slots:
         if runs and runs[-1][0].type == slot.type:
             runs[-1].append(slot)
@@ -62,14 +91,14 @@ def _runs(slots: Sequence[Slot]) -> list[list[Slot]]:
 
 
 def _first_fit(
-    slots: Sequence[Slot], order: Sequence[str], free: Free, eligible: Eligible
-) -> tuple[dict[Slot, str], dict[str, Resources], list[Slot]]:
+    slots: Sequence[PodRequest], order: Sequence[str], free: Free, eligible: Eligible
+) -> tuple[dict[PodRequest, str], dict[str, Resources], list[PodRequest]]:
     """Each slot on the first node in ``order`` that holds it. Slots of one type share a
     request, so a run of them fills a node as far as it goes, then the next: the same
     placement as one slot at a time, in O(runs x nodes)."""
     left = dict(free)
-    placed: dict[Slot, str] = {}
-    missed: list[Slot] = []
+    placed: dict[PodRequest, str] = {}
+    missed: list[PodRequest] = []
     for run in _runs(slots):
         ok = eligible.get(run[0].type, ())
         request = run[0].request
@@ -91,8 +120,8 @@ def _first_fit(
 
 
 def place_gang(
-    required: Sequence[Slot],
-    workers: Sequence[Slot],
+    required: Sequence[PodRequest],
+    workers: Sequence[PodRequest],
     min_workers: int,
     free: Free,
     allocatable: Mapping[str, Resources],
@@ -156,7 +185,10 @@ def place_gang(
 
 
 def _may_fit(
-    required: Sequence[Slot], min_workers: Sequence[Slot], free: Free, eligible: Eligible
+    required: Sequence[PodRequest],
+    min_workers: Sequence[PodRequest],
+    free: Free,
+    eligible: Eligible,
 ) -> bool:
     """A necessary condition for the smallest gang, checked in one pass over the nodes
     before any placement is built: together, the eligible nodes have room for it, and for
@@ -186,13 +218,42 @@ def _may_fit(
     return not unplaced and all(v <= room.get(k, 0) for k, v in need.items())
 
 
+def place_static_gang(
+    required: Sequence[PodRequest],
+    workers: Sequence[PodRequest],
+    min_workers: int,
+    free: Free,
+    allocatable: Mapping[str, Resources],
+    eligible: Eligible,
+    preferred: str | None = None,
+) -> Assignment | None:
+    """``place_gang`` for a static-size policy: every worker at once, never fewer."""
+    return place_gang(required, workers, len(workers), free, allocatable, eligible, preferred)
+
+
+def place_each_binpacked(
+    required: Sequence[PodRequest],
+    workers: Sequence[PodRequest],
+    min_workers: int,
+    free: Free,
+    allocatable: Mapping[str, Resources],
+    eligible: Eligible,
+    preferred: str | None = None,
+) -> Assignment | None:
+    """A static-size gang (every worker), each pod on its own (``place_binpacked``)."""
+    return place_binpacked([*required, *workers], free, allocatable, eligible)
+
+
 def place_binpacked(
-    slots: Sequence[Slot], free: Free, allocatable: Mapping[str, Resources], eligible: Eligible
+    slots: Sequence[PodRequest],
+    free: Free,
+    allocatable: Mapping[str, Resources],
+    eligible: Eligible,
 ) -> Assignment | None:
     """Every slot, or None; each pod on its own on the fullest node that takes it (Volcano's
     binpack), with no regard for where the rest of its job goes."""
     left = dict(free)
-    placed: dict[Slot, str] = {}
+    placed: dict[PodRequest, str] = {}
     for slot in slots:
         fits = [
             n
@@ -208,7 +269,7 @@ def place_binpacked(
 
 
 def place_repairs(
-    missing: Sequence[Slot],
+    missing: Sequence[PodRequest],
     job_pods_per_node: Mapping[str, tuple[int, int]],
     free: Free,
     eligible: Eligible,
@@ -228,14 +289,14 @@ def used_per_node(assignment: Assignment) -> dict[str, Resources]:
     return {n: Resources.total(rs) for n, rs in used.items()}
 
 
-def slots(replica: Replica | None, count: int) -> list[Slot]:
-    return [Slot(replica.type, i, replica) for i in range(count)] if replica else []
+def slots(replica: Replica | None, count: int) -> list[PodRequest]:
+    return [PodRequest(replica.type, i, replica) for i in range(count)] if replica else []
 
 
-def slots_at(replica: Replica | None, indices: Sequence[int]) -> list[Slot]:
-    return [Slot(replica.type, i, replica) for i in indices] if replica else []
+def slots_at(replica: Replica | None, indices: Sequence[int]) -> list[PodRequest]:
+    return [PodRequest(replica.type, i, replica) for i in indices] if replica else []
 
 
-def required_slots(job: Job) -> list[Slot]:
+def required_slots(job: Job) -> list[PodRequest]:
     """Every pod of the replica types that belong to every gang (PS, Chief, Evaluator)."""
     return [s for r in job.required() for s in slots(r, r.replicas)]

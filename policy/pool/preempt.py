@@ -31,13 +31,13 @@ from policy.model.bounds import later
 from policy.model.cluster import Pod
 from policy.model.jobs import Job
 from policy.model.resources import Resources
+from policy.pool.attained_service import Attained, attained
 from policy.pool.explain import awaited_message
 from policy.pool.ledger import Ledger
 from policy.pool.placement import Assignment, place_gang, required_slots, slots, used_per_node
 from policy.pool.queue import enqueue_time
 from policy.pool.rules import Rules
 from policy.pool.running import Running
-from policy.pool.service import Attained, attained
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ def preempt(
     eligible = ledger.eligible(job)
     # Capacity only shrinks within a cycle: a shape no preemption could help stays so.
     failed = (ledger.shape(job), prio, queue)
-    if failed in ledger.unhelped:
+    if failed in ledger.cache.unhelped:
         return None
     required = required_slots(job)
     count = job.worker.replicas if rules.static and job.worker else job.min_workers
@@ -136,7 +136,7 @@ def preempt(
                 if fit is not None:
                     break
         if fit is None:
-            ledger.unhelped[failed] = bool(chosen)
+            ledger.cache.unhelped[failed] = bool(chosen)
             return None
         for item in reversed(list(chosen)):  # drop the victims it does not need
             trial = [c for c in chosen if c is not item]
@@ -150,7 +150,7 @@ def preempt(
             for p in pods:
                 ledger.release(r.job.key, p)
         ledger.acted = True
-        ledger.candidates.clear()  # shrink victims: some jobs are gone now
+        ledger.cache.candidates.clear()  # shrink victims: some jobs are gone now
     used = used_per_node(fit)
     for node, request in used.items():
         left = ledger.free[node] - request

@@ -3,7 +3,7 @@ admits them, so a job's position is one read of its pool, not a write to every j
 
 A pure function of what the pool's cycle already decided (which jobs stay queued and why)
 and of the keys the cycle sorts by (policy/pool/queue.py; under least attained service,
-the job's queue from policy/pool/service.py). Every value is one that changes only when
+the job's queue from policy/pool/attained_service.py). Every value is one that changes only when
 the queue does (no "waited N seconds"): Metacontroller re-syncs the pool on every change
 of its status (DESIGN §2.7).
 """
@@ -19,9 +19,9 @@ from policy.model.cluster import Pod
 from policy.model.jobs import Job
 from policy.model.priority import Priorities
 from policy.model.timeutil import format_time
+from policy.pool.attained_service import attained, gang_units
 from policy.pool.queue import queue_key
 from policy.pool.rules import Rules
-from policy.pool.service import attained, gang_units
 
 # The status lists at most this many waiting jobs (``status.queued`` counts them all): a
 # pool's status is read by every pool sync, and the head of the queue is what anyone asks.

@@ -7,40 +7,45 @@ Workers above ``min-instances`` that the job lost are topped up after admissions
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from policy.memo import NO_MEMO, Memo
 from policy.model.jobs import WORKER, child_name
 from policy.pool.ledger import Ledger
-from policy.pool.placement import Slot, place_repairs, required_slots, slots_at
+from policy.pool.placement import (
+    Placed,
+    PodRequest,
+    place_repairs,
+    required_slots,
+    slots_at,
+    unplaced,
+)
 from policy.pool.running import Running
-
-Placed = dict[tuple[str, int], str | None]  # (type, index) -> node (None: unplaced)
 
 
 @dataclass(frozen=True)
 class Repair:
     placed: Placed  # slots placed now (a restarting pod's slot too)
-    top_up: tuple[Slot, ...]  # lost workers above min-instances: placed after admissions
-    unplaced: tuple[Slot, ...]  # slots that found no room (the job's status says so)
+    top_up: tuple[PodRequest, ...]  # lost workers above min-instances: placed after admissions
+    unplaced: tuple[PodRequest, ...]  # slots that found no room (the job's status says so)
 
 
 @dataclass(frozen=True)
 class Needs:
     """What a running job lacks, a function of the job's running state alone."""
 
-    missing: tuple[Slot, ...]  # required pods and workers below min-instances: placed first
-    top_up: tuple[Slot, ...]  # lost workers above min-instances
+    missing: tuple[PodRequest, ...]  # required pods and workers below min-instances: placed first
+    top_up: tuple[PodRequest, ...]  # lost workers above min-instances
 
 
-def place_for(ledger: Ledger, r: Running, wanted: Sequence[Slot]) -> Placed:
+def place_for(ledger: Ledger, r: Running, wanted: Sequence[PodRequest]) -> Placed:
     """Place pods of a running job next to its parameter servers, then its other pods;
     slots that find no room are left out."""
     if not wanted:
         return {}
-    if ledger.rules.placement == "none":
-        return {(s.type, s.index): None for s in wanted}
+    if ledger.rules.kube_scheduler_places:
+        return unplaced(wanted)
     near: dict[str, tuple[int, int]] = {}
     for p in r.pods:
         if p.node and p.live and not p.stuck and p.node in ledger.free:
@@ -49,15 +54,15 @@ def place_for(ledger: Ledger, r: Running, wanted: Sequence[Slot]) -> Placed:
     placed = place_repairs(wanted, near, ledger.free, ledger.eligible(r.job))
     if placed.nodes:
         ledger.take(r.job.key, placed.free)
-    return {(s.type, s.index): n for s, n in placed.nodes.items()}
+    return placed.placed()
 
 
 def repair(ledger: Ledger, r: Running, memo: Memo = NO_MEMO) -> Repair:
     """Place what the job cannot train without."""
     need = memo.derive("needs", (r,), lambda: needs(r))
     placed = place_for(ledger, r, need.missing)
-    unplaced = tuple(s for s in need.missing if (s.type, s.index) not in placed)
-    return Repair(placed, need.top_up, unplaced)
+    left = tuple(s for s in need.missing if (s.type, s.index) not in placed)
+    return Repair(placed, need.top_up, left)
 
 
 def needs(r: Running) -> Needs:
@@ -72,7 +77,7 @@ def needs(r: Running) -> Needs:
     ]
     for p in r.workers:
         if p.name in restarting and p not in r.surplus:
-            missing.append(Slot(WORKER, p.index, job.worker))
+            missing.append(PodRequest(WORKER, p.index, job.worker))
     deficit = max(0, r.target - len(r.workers))
     new = slots_at(job.worker, r.new_indices(deficit))
     urgent = max(0, job.min_workers - len(r.workers))
@@ -80,10 +85,8 @@ def needs(r: Running) -> Needs:
     return Needs(tuple(missing), tuple(new[urgent:]))
 
 
-def new_pods(r: Running, placed: Mapping[tuple[str, int], str | None]) -> Placed:
+def new_pods(r: Running, placed: Placed) -> Placed:
     """The placed slots whose pod does not exist yet (a restarting pod is re-created once
     it is gone; until then its room is claimed)."""
     existing = {p.name for p in r.pods}
-    return {
-        (t, i): node for (t, i), node in placed.items() if child_name(r.job, t, i) not in existing
-    }
+    return {s: p for s, p in placed.items() if child_name(r.job, *s) not in existing}

@@ -1,32 +1,42 @@
-"""Each named policy's rules, chosen once per cycle, so no phase checks a policy's name."""
+"""What a policy's rules are: its thresholds, and its strategies as functions the phases
+call, so no phase checks a policy's name (each named policy's: ``policy.pool.policies``)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
-from typing import Literal
+from typing import Any
 
-from policy.model.pool import MigrationScore, MigrationSettings, PoolSpec
-from policy.pool.move_score import TARGETS, TargetChooser
+from policy.model.cluster import Pod
+from policy.model.pool import MigrationScore
+from policy.pool.move_score import TargetChooser
+from policy.pool.placement import GangPlacer
+from policy.pool.running import Running
 
-# How a queued job's pods are placed: "gang" (whole job, locality first), "binpacked"
-# (whole job, each pod on the fullest node alone: Volcano's binpack) or "none" (every pod
-# created at once, unplaced: the kube-scheduler places each, kube-default).
-PlacementMode = Literal["gang", "binpacked", "none"]
-# Which running job grows first and which gives workers up first: "oldest" (DRAGON: job by
-# job in start order) or "gain" (one worker at a time where the speed-up is largest; shrink
-# borrowed workers first, then the jobs with most workers per parameter server).
-Order = Literal["oldest", "gain"]
+# Which running job grows first (``policy.pool.grow``): called with the cycle's ledger and
+# the growable jobs (with their victim order), it returns the workers each job gets.
+Growth = Callable[..., Mapping[str, Any]]
+# The order in which a shrink takes workers (``policy.pool.shrink``): a sort key of a
+# worker of a running job, from the job's order among running jobs, the worker's rank in
+# ``shrinkable``'s order, and the workers the job keeps before it is taken.
+VictimOrder = Callable[[Running, Pod, int, int, int], tuple]
 
 
 @dataclass(frozen=True)
 class Rules:
     """What a named policy does beyond gang admission."""
 
-    placement: PlacementMode
+    # How a queued gang is placed: locality first (DRAGON's, with or without every
+    # worker at once), or each pod on its own (Volcano's binpack).
+    place_gang: GangPlacer
+    grow: Growth
+    victim_order: VictimOrder
     elastic: bool  # shrink and grow at all
     starvation: timedelta  # a waiting job waiting this long may shrink jobs of its priority
     idle: timedelta  # growth waits this long after the last admission or shrink
+    # Every pod created at once, unplaced: the kube-scheduler places each (kube-default).
+    kube_scheduler_places: bool = False
     # Workers a job holds beyond Worker.replicas (grown into idle room) go back to a
     # waiting job at once, without the starvation wait.
     reclaim_borrowed: bool = False
@@ -34,7 +44,6 @@ class Rules:
     block_behind_head: bool = False
     # Growth needs the idle wait (DRAGON) or happens as soon as nobody waiting can use the room.
     grow_when_idle_only: bool = True
-    order: Order = "oldest"
     # A static-size policy admits every worker of Worker.replicas, never fewer.
     static: bool = False
     # Least attained service: the queues' limits in GPU-seconds (empty: arrival order).
@@ -70,72 +79,3 @@ class MigrationRules:
     consolidate: bool = False
     defragment: bool = False
     balance: bool = False
-
-
-def migration_rules(spec: PoolSpec) -> MigrationRules | None:
-    m: MigrationSettings = spec.migration
-    if not m.enabled:
-        return None
-    score = m.score or ("dragon" if spec.policy == "dragon" else "dragonet")
-    return MigrationRules(
-        score,
-        TARGETS[score],
-        m.maxMoves,
-        timedelta(seconds=m.minIntervalSeconds),
-        m.minGain,
-        m.consolidate,
-        m.defragment,
-        m.balance if m.balance is not None else score == "dragonet",
-    )
-
-
-def rules_for(spec: PoolSpec) -> Rules:
-    return replace(_rules_for(spec), migration=migration_rules(spec))
-
-
-def _rules_for(spec: PoolSpec) -> Rules:
-    starvation = timedelta(seconds=spec.starvationSeconds)
-    idle = timedelta(seconds=spec.idleSeconds)
-    las = tuple(sorted(h * 3600.0 for h in spec.lasThresholdsGPUHours))
-    guard = spec.maxPreemptions
-    dragonet = Rules(
-        "gang",
-        True,
-        starvation,
-        idle,
-        reclaim_borrowed=True,
-        grow_when_idle_only=False,
-        order="gain",
-        preempt_priority=True,
-    )
-    if spec.policy == "dragonet-las":  # dragonet, in LAS order, preempting for it
-        return replace(
-            dragonet,
-            las=las,
-            preempt_las=True,
-            max_preemptions=guard,
-            las_gap=2,  # measured: preempting the next queue loses more than it gains
-            las_later_in_queue=spec.lasPreemptLaterInQueue,
-            las_promotion=spec.lasPromotion,
-        )
-    if spec.policy == "tiresias":
-        return Rules(
-            "gang",
-            False,
-            starvation,
-            idle,
-            static=True,
-            las=las,
-            preempt_priority=True,
-            preempt_las=True,
-            max_preemptions=guard,
-            las_later_in_queue=spec.lasPreemptLaterInQueue,
-            las_promotion=spec.lasPromotion,
-        )
-    if spec.policy == "dragon":
-        return Rules("gang", True, starvation, idle, block_behind_head=True)
-    if spec.policy == "dragonet":
-        return dragonet
-    if spec.policy == "gang-fifo":
-        return Rules("binpacked", False, starvation, idle)
-    return Rules("none", False, starvation, idle)

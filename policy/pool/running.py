@@ -19,7 +19,7 @@ from policy.model.jobs import WORKER, Job, child_name
 from policy.model.lifecycle import Assessment
 from policy.model.migration import move_of
 from policy.model.timeutil import parse_time
-from policy.pool.service import Attained
+from policy.pool.attained_service import Attained
 
 LAST_SCALE = "lastScale"  # the status key a job's sync copies the Admission's lastScale to
 

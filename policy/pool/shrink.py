@@ -23,7 +23,14 @@ from policy.model.jobs import Job
 from policy.model.resources import Resources
 from policy.pool.explain import awaited_message
 from policy.pool.ledger import Ledger, Scale
-from policy.pool.placement import Eligible, Slot, place_gang, required_slots, slots, used_per_node
+from policy.pool.placement import (
+    Eligible,
+    PodRequest,
+    place_gang,
+    required_slots,
+    slots,
+    used_per_node,
+)
 from policy.pool.running import Running, shrinkable, waited
 
 Victim = tuple[Running, Pod]  # a worker a shrink takes, and its job
@@ -63,18 +70,18 @@ def make_room(
     starving = ledger.now - since >= ledger.rules.starvation
     # Capacity only shrinks within a cycle: a shape no shrink could help stays unhelped.
     key = (ledger.shape(job), prio, starving, queue)
-    if key in ledger.unhelped:
-        return Unresolvable(ledger.unhelped[key])
+    if key in ledger.cache.unhelped:
+        return Unresolvable(ledger.cache.unhelped[key])
     required = required_slots(job)
     gang = slots(job.worker, job.min_workers)
-    candidates = ledger.candidates.get((prio, starving, queue))
+    candidates = ledger.cache.candidates.get((prio, starving, queue))
     if candidates is None:  # the same for every waiting job until one reserves room
         candidates = _candidates(ledger, prio, starving, running, queue)
-        ledger.candidates[(prio, starving, queue)] = candidates
+        ledger.cache.candidates[(prio, starving, queue)] = candidates
     if not candidates and not ledger.releasing:
         # Nothing is on its way out and nothing may be taken: what admission found no
         # room for now finds none here either.
-        ledger.unhelped[key] = False
+        ledger.cache.unhelped[key] = False
         return Unresolvable(False)
     future = ledger.future()
     fit = None
@@ -93,7 +100,7 @@ def make_room(
                 if fit is not None:
                     break
         if fit is None:
-            ledger.unhelped[key] = bool(chosen)
+            ledger.cache.unhelped[key] = bool(chosen)
             return Unresolvable(bool(chosen))
         pruned = _prune(ledger, chosen, required, gang, eligible)
         future = ledger.future([p for _, p in pruned])
@@ -101,7 +108,7 @@ def make_room(
         if tight is not None:
             chosen, fit = pruned, tight
         _record(ledger, job, chosen, starving, since)
-    ledger.candidates.clear()  # victims and free capacity changed
+    ledger.cache.candidates.clear()  # victims and free capacity changed
     # Keep the room from younger jobs: they get only what this job will not need.
     used = used_per_node(fit)
     for node, request in used.items():
@@ -137,21 +144,7 @@ def _candidates(
         for rank, pod in enumerate(candidates[: max(0, keep - floor)]):
             if pod.node is None or not pod.occupies or pod.node not in ledger.free:
                 continue
-            if ledger.rules.order == "oldest":  # DRAGON: job by job, oldest first
-                key = (r.priority, order, rank)
-            else:  # borrowed workers first, then from the jobs with most workers per PS
-                borrowed = keep - rank > r.job.worker.replicas
-                per_ps = (keep - rank) / max(len(r.ps_nodes), 1)
-                key = (
-                    r.priority,
-                    -r.queue,  # most attained service first (least attained service)
-                    not borrowed,
-                    pod.node in r.ps_nodes,
-                    -per_ps,
-                    order,
-                    rank,
-                )
-            pool.append((key, r, pod))
+            pool.append((ledger.rules.victim_order(r, pod, order, rank, keep), r, pod))
     pool.sort(key=lambda t: t[0])
     return [(r, p) for _, r, p in pool]
 
@@ -159,8 +152,8 @@ def _candidates(
 def _prune(
     ledger: Ledger,
     chosen: list[Victim],
-    required: list[Slot],
-    gang: list[Slot],
+    required: list[PodRequest],
+    gang: list[PodRequest],
     eligible: Eligible,
 ) -> list[Victim]:
     """Drop victims whose room the waiting job does not need (last taken first)."""
@@ -194,3 +187,28 @@ def _record(
             after,
             f"shrunk from {before} to {after} workers to make room for {waiting.key}, which {why}",
         )
+
+
+def victims_oldest_first(r: Running, pod: Pod, order: int, rank: int, keep: int) -> tuple:
+    """DRAGON: job by job, the lowest priority first, then the job that started first;
+    within a job, its workers in ``shrinkable``'s order (``rank``)."""
+    return (r.priority, order, rank)
+
+
+def victims_borrowed_first(r: Running, pod: Pod, order: int, rank: int, keep: int) -> tuple:
+    """Dragonet: the lowest priority first, then (least attained service) the most attained
+    service; borrowed workers first, then those off the parameter servers' node, then from
+    the jobs with the most workers per parameter server. ``keep``: the workers the job
+    keeps before this one is taken."""
+    assert r.job.worker is not None  # (only jobs with workers give any up)
+    borrowed = keep - rank > r.job.worker.replicas
+    per_ps = (keep - rank) / max(len(r.ps_nodes), 1)
+    return (
+        r.priority,
+        -r.queue,  # most attained service first (least attained service)
+        not borrowed,
+        pod.node in r.ps_nodes,
+        -per_ps,
+        order,
+        rank,
+    )

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import partial
 from typing import Any
@@ -24,25 +24,25 @@ from policy.model.admission import (
     NO_SUCH_POOL,
     QUEUED,
     Admission,
-    Gang,
+    AttainedService,
+    JobRef,
     LastScale,
     Placement,
-    Service,
 )
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.bounds import MAX_DEPTH, nested_within
 from policy.model.cluster import Cluster, Node
 from policy.model.jobs import Job
-from policy.model.migration import MigrationAnswer, Moves
 from policy.model.pool import DEFAULT_POOL
 from policy.model.resources import PODS, Resources, format_quantity
 from policy.model.timeutil import format_time
 from policy.pool.cycle import JobPlan, plan
 from policy.pool.devices import name_devices
-from policy.pool.gang import gang_of, note
+from policy.pool.gang_backends import gang_of, note
 from policy.pool.observe import PoolSnapshot, items, observe
+from policy.pool.policies import rules_for
 from policy.pool.queue_status import queue_status
-from policy.pool.rules import LAS_POLICIES, rules_for
+from policy.pool.rules import LAS_POLICIES
 from policy.pool.running import last_scale
 
 _NO_MEMO = NO_MEMO
@@ -293,25 +293,6 @@ def _admission(
         scale = jp.scale.recorded(stamp)
     else:
         scale = last_scale(job, previous)
-    types = job.kind.replica_types
-
-    def order(t: str) -> int:  # a TensorBoard comes after every replica type
-        return types.index(t) if t in types else len(types)
-
-    gpus = gpus or {}
-    pods = tuple(
-        Placement(
-            t,
-            i,
-            node,
-            hostnames.get(node) if node else None,
-            jp.names.get((t, i)),
-            move.source if (move := jp.moving.get((t, i))) is not None else None,
-            gpus.get((t, i)),
-        )
-        for (t, i), node in sorted(jp.placements.items(), key=lambda s: (order(s[0][0]), s[0][1]))
-        if gpus.get((t, i), "") is not None  # no device found for it: placed again
-    )
     if (
         previous is not None
         and jp.reason
@@ -333,74 +314,77 @@ def _admission(
     service = jp.service or (previous.service if previous is not None else None)
     if service is None:
         service = _status_service(job)
-    return _for(
+    return _admission_for(
         job,
-        snap.name,
-        jp.phase,
-        message,
-        snap.spec.binding,
-        jp.workers_target,
-        pods,
-        scale,
-        admitted,
-        jp.reason,
-        gang_of(snap.spec),
-        note(job, snap.name, snap.spec, snap.other_gangs),
-        jp.moves or (previous.moves if previous is not None else ()),
-        jp.migrations,
-        service,
-        snap.spec.preemptionGraceSeconds,
-        snap.spec.kubeshare if job.wants_kubeshare and snap.spec.kubeshare != "none" else "",
+        snap,
+        phase=jp.phase,
+        message=message,
+        reason=jp.reason,
+        workers=jp.workers_target,
+        pods=_written(job, jp.placements, hostnames, gpus or {}),
+        last_scale=scale,
+        admitted_at=admitted,
+        gang=gang_of(snap.spec),
+        gang_note=note(job, snap.name, snap.spec, snap.other_gangs),
+        moves=jp.moves or (previous.moves if previous is not None else ()),
+        migrations=jp.migrations,
+        service=service,
+        grace_seconds=snap.spec.preemptionGraceSeconds,
+        kubeshare=snap.spec.kubeshare
+        if job.wants_kubeshare and snap.spec.kubeshare != "none"
+        else "",
     )
 
 
-def _status_service(job: Job) -> Service | None:
+def _written(
+    job: Job,
+    placements: Mapping[tuple[str, int], Placement],
+    hostnames: Mapping[str, str],
+    gpus: Mapping[tuple[str, int], str | None],
+) -> tuple[Placement, ...]:
+    """The plan's placements as the Admission lists them: in the kind's replica order (a
+    TensorBoard last), each with its node's hostname when that is not the node's name and
+    its KubeShare device; a fractional pod no device was found for is left out (placed
+    again next sync)."""
+    types = job.kind.replica_types
+
+    def order(slot: tuple[str, int]) -> tuple[int, int]:
+        t, i = slot
+        return (types.index(t) if t in types else len(types), i)
+
+    out = []
+    for slot in sorted(placements, key=order):
+        gpu = gpus.get(slot, "")
+        if gpu is None:
+            continue  # no device found for it: placed again
+        p = placements[slot]
+        host = hostnames.get(p.node) if p.node else None
+        if host is not None or gpu:
+            p = replace(p, hostname=host, gpu=gpu or None)
+        out.append(p)
+    return tuple(out)
+
+
+def _status_service(job: Job) -> AttainedService | None:
     """The record a job's status copied from an Admission that is gone (e.g. lost)."""
     section = job.status.get("scheduling")
-    return Service.from_json(section.get("service")) if isinstance(section, Mapping) else None
+    return (
+        AttainedService.from_json(section.get("service")) if isinstance(section, Mapping) else None
+    )
 
 
-def _for(
-    job: Job,
-    pool: str,
-    phase: str,
-    message: str,
-    binding: Any,
-    workers: int,
-    pods: tuple[Placement, ...] = (),
-    scale: LastScale | None = None,
-    admitted: str | None = None,
-    reason: str = "",
-    gang: Gang | None = None,
-    gang_note: str = "",
-    moves: tuple[Moves, ...] = (),
-    migrations: tuple[MigrationAnswer, ...] = (),
-    service: Service | None = None,
-    grace_seconds: int | None = None,
-    kubeshare: str = "",
-) -> Admission:
+def _admission_for(job: Job, snap: PoolSnapshot, phase: str, **spec: Any) -> Admission:
+    """The job's Admission in this pool: what every one says of its job and pool, and the
+    ``spec`` fields the plan decided (by their names in ``Admission``)."""
     return Admission(
-        pool=pool,
+        pool=snap.name,
         namespace=job.namespace,
-        job_kind=job.kind.kind,
-        job_name=job.name,
-        job_uid=job.uid,
-        job_api_version=job.kind.api_version,
-        phase=phase,  # type: ignore[arg-type]
-        message=message,
-        binding=binding,
-        workers=workers,
-        pods=pods,
-        last_scale=scale,
-        admitted_at=admitted,
-        reason=reason,
-        gang=gang,
-        gang_note=gang_note,
-        moves=moves,
-        migrations=migrations,
-        service=service,
-        grace_seconds=grace_seconds,
-        kubeshare=kubeshare,
+        job=JobRef(
+            api_version=job.kind.api_version, kind=job.kind.kind, name=job.name, uid=job.uid
+        ),
+        phase=phase,
+        binding=snap.spec.binding,
+        **spec,
     )
 
 
@@ -417,7 +401,7 @@ def _orphan(snap: PoolSnapshot, job: Job, wanted: str) -> Admission:
         f"waiting: TrainingPool {wanted!r} does not exist (pools: {pools}); set "
         "spec.runPolicy.schedulingPolicy.queue to one of them, or create the pool"
     )
-    return _for(job, snap.name, QUEUED, message, snap.spec.binding, 0, reason=NO_SUCH_POOL)
+    return _admission_for(job, snap, QUEUED, message=message, reason=NO_SUCH_POOL)
 
 
 def _no_kubeshare(snap: PoolSnapshot, job: Job) -> Admission:
@@ -427,7 +411,7 @@ def _no_kubeshare(snap: PoolSnapshot, job: Job) -> Admission:
         "GPU. Set the pool's spec.kubeshare to v1 or v2 (chart value scheduling.kubeshare), or ask "
         "for whole GPUs (nvidia.com/gpu)"
     )
-    return _for(job, snap.name, QUEUED, message, snap.spec.binding, 0, reason=NO_KUBESHARE)
+    return _admission_for(job, snap, QUEUED, message=message, reason=NO_KUBESHARE)
 
 
 def _status(snap: PoolSnapshot, plans: Any, memo: Memo = NO_MEMO) -> dict[str, Any]:

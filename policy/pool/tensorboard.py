@@ -36,18 +36,18 @@ def placed_at(ledger: Ledger, job: Job, boards: Sequence[Pod], near: Sequence[st
         return False, None  # the old pod is on its way out: its room is not free yet
     # None yet, or one that ended or is stuck on a node that cannot take it (a lost node,
     # a stale plan): placed (again) where there is room; the job's sync moves it there.
-    if ledger.rules.placement == "none":
+    if ledger.rules.kube_scheduler_places:
         return True, None  # the kube-scheduler places it
     eligible = ledger.eligible_for(job.tensorboard_constraints)
     shape = ("tensorboard", request, eligible)
-    if shape in ledger.failed:
+    if shape in ledger.cache.failed:
         return False, None  # free room only shrinks within a cycle: no need to look again
     for name in dict.fromkeys([*(n for n in near if n in eligible), *sorted(eligible)]):
         free = ledger.free.get(name)
         if free is not None and request.fits_in(free):
             ledger.take(job.key, {**ledger.free, name: free - request})
             return True, name
-    ledger.failed.add(shape)
+    ledger.cache.failed.add(shape)
     return False, None
 
 

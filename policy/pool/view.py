@@ -19,8 +19,8 @@ from policy.model.admission import Admission
 from policy.model.cluster import Pod
 from policy.model.jobs import Job
 from policy.model.lifecycle import Assessment, assess
+from policy.pool.attained_service import Attained
 from policy.pool.running import Running
-from policy.pool.service import Attained
 from policy.pool.tensorboard import is_tensorboard
 
 

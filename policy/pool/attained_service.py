@@ -19,7 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from policy.model.admission import Admission, Service
+from policy.model.admission import Admission, AttainedService
 from policy.model.bounds import later
 from policy.model.cluster import Pod
 from policy.model.jobs import Job
@@ -27,7 +27,7 @@ from policy.model.resources import Resources
 from policy.model.timeutil import parse_time
 
 STATUS_KEY = "service"  # status.scheduling.service: the job's copy of the Admission's
-NO_SERVICE = Service()
+NOTHING_ATTAINED = AttainedService(gpu_seconds=0.0)
 
 
 def gpus(request: Resources) -> float:
@@ -44,13 +44,13 @@ def uses_gpus(job: Job) -> bool:
     return any(gpus(r.request) for r in job.replicas.values())
 
 
-def recorded(job: Job, admission: Admission | None) -> Service:
+def recorded(job: Job, admission: Admission | None) -> AttainedService:
     """What earlier runs attained: the Admission's record, else the job status's copy."""
     if admission is not None and admission.service is not None:
         return admission.service
     section = job.status.get("scheduling")
     raw = section.get(STATUS_KEY) if isinstance(section, dict) else None
-    return Service.from_json(raw) or NO_SERVICE
+    return AttainedService.from_json(raw) or NOTHING_ATTAINED
 
 
 def running_units(
@@ -78,7 +78,7 @@ def running_units(
 class Attained:
     """A job's service at ``now``, and what it takes to see it change."""
 
-    past: Service  # earlier runs
+    past: AttainedService  # earlier runs
     rate: float  # units its running pods hold: service grows this fast
     total: float  # unit-seconds attained, this run included
     queue: int  # its LAS queue (0 first)

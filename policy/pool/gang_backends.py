@@ -22,7 +22,7 @@ def gang_of(spec: PoolSpec) -> Gang | None:
     """The Admission's ``gang`` for a pool's jobs (None without a gang scheduler)."""
     if spec.gangScheduler == "none":
         return None
-    return Gang(spec.gangScheduler, spec.scheduler_name)
+    return Gang(scheduler=spec.gangScheduler, scheduler_name=spec.scheduler_name)
 
 
 def backend_named(name: str, pools: Sequence[PoolGang] = ()) -> str | None:
