@@ -125,7 +125,7 @@ def status(kube: Kube, args: argparse.Namespace) -> int:
         ("NODES", lambda r: r["nodes"]),
         ("QUEUED", lambda r: r["queued"]),
         ("ADMITTED", lambda r: r["admitted"]),
-        *((f"FREE {resource_label(k)}", lambda r, k=k: _of(r, k)) for k in shown),
+        *((f"FREE {resource_label(k)}", lambda r, k=k: _free_of(r, k, "capacity")) for k in shown),
     ]
     if args.output == "wide":
         cols.append(("MESSAGE", lambda r: r.get("message", "")))
@@ -133,8 +133,9 @@ def status(kube: Kube, args: argparse.Namespace) -> int:
     return 0
 
 
-def _of(row: dict[str, Any], name: str) -> str:
-    return f"{row['free'].get(name, '0')}/{row['capacity'].get(name, '0')}"
+def _free_of(row: dict[str, Any], name: str, total: str) -> str:
+    """``free/total`` of resource ``name`` in a pool's or a node's row."""
+    return f"{row['free'].get(name, '0')}/{row[total].get(name, '0')}"
 
 
 def queue(kube: Kube, args: argparse.Namespace) -> int:
@@ -259,17 +260,16 @@ def nodes(kube: Kube, args: argparse.Namespace) -> int:
         ("NAME", lambda r: r["name"]),
         ("POOLS", lambda r: r["pools"]),
         ("PODS", lambda r: r["pods"]),
-        *((f"FREE {resource_label(k)}", lambda r, k=k: _free_of(r, k)) for k in shown),
+        *(
+            (f"FREE {resource_label(k)}", lambda r, k=k: _free_of(r, k, "allocatable"))
+            for k in shown
+        ),
         ("JOBS", lambda r: [f"{j}({n})" for j, n in r["jobs"].items()]),
     ]
     if args.output == "wide":
         cols.append(("UNSCHEDULABLE", lambda r: r.get("unschedulable", "")))
     emit(rows, args.output, lambda: table(rows, cols) if rows else ["No nodes found."])
     return 0
-
-
-def _free_of(row: dict[str, Any], name: str) -> str:
-    return f"{row['free'].get(name, '0')}/{row['allocatable'].get(name, '0')}"
 
 
 _COMMANDS = {"status": status, "queue": queue, "explain": explain, "nodes": nodes}

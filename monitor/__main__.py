@@ -12,13 +12,12 @@ import logging
 import sys
 import threading
 
-from pydantic import ValidationError
-
 from monitor.config import MonitorSettings
 from monitor.kube import Cluster
 from monitor.service import Monitor
-from webhooks.kubeapi import settings_problem
+from webhooks import process
 
+NAME = "dragonet-monitor"
 log = logging.getLogger("dragonet.monitor")
 
 
@@ -35,22 +34,14 @@ def refresh_forever(monitor: Monitor, stop: threading.Event) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if args and args[0] in ("-h", "--help"):
-        print(__doc__.strip())
-        return 0
     try:
-        settings = MonitorSettings()
-    except ValidationError as err:
-        print(f"dragonet-monitor: {settings_problem(err)}", file=sys.stderr)
-        return 2
-    from monitor.kube import KubeCluster
+        # Arguments are ignored, as they always were (the chart passes none).
+        settings = process.settings(NAME, __doc__, argv, MonitorSettings, refuse_arguments=False)
+        from monitor.kube import KubeCluster
 
-    try:
-        cluster = KubeCluster(settings.api_timeout_seconds)
-    except Exception as err:
-        print(f"dragonet-monitor: no Kubernetes API configuration: {err}", file=sys.stderr)
-        return 2
+        cluster = process.connect(NAME, lambda: KubeCluster(settings.api_timeout_seconds))
+    except process.Exit as done:
+        return done.status
     serve(settings, cluster)
     return 0
 

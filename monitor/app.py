@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import orjson
 from flask import Flask, Response, g, request
@@ -82,6 +82,32 @@ def _first_problem(err: ValidationError, shape: str = _SHAPES["/monitor"]) -> st
     return f"{where}: {e['msg']}"
 
 
+M = TypeVar("M", bound=BaseModel)
+
+
+def _given(model: type[M], shape: str, max_bytes: int) -> M | Response:
+    """The request's body as ``model``, or the error that answers it: a report is one JSON
+    object ``shape``, sent as ``application/json``, of at most ``max_bytes``."""
+    length = request.content_length
+    if length is not None and length > max_bytes:
+        return _error(413, f"body of {length} bytes is over {max_bytes} bytes")
+    if request.mimetype != "application/json":
+        return _error(415, "a report must be sent as Content-Type: application/json")
+    raw = request.stream.read(max_bytes + 1)  # a chunked body has no length
+    if len(raw) > max_bytes:
+        return _error(413, f"body is over {max_bytes} bytes")
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as err:
+        return _error(400, f"body is not JSON: {err}")
+    if not isinstance(body, dict):
+        return _error(400, f"body must be a JSON object {shape}")
+    try:
+        return model.model_validate(body)
+    except ValidationError as err:
+        return _error(400, _first_problem(err, shape))
+
+
 def create_app(monitor: Monitor) -> Flask:
     app = Flask("dragonet-monitor")
     settings = monitor.settings
@@ -92,24 +118,9 @@ def create_app(monitor: Monitor) -> Flask:
 
     @app.post("/monitor")
     def report() -> Response:
-        length = request.content_length
-        if length is not None and length > settings.max_body_bytes:
-            return _error(413, f"body of {length} bytes is over {settings.max_body_bytes} bytes")
-        if request.mimetype != "application/json":
-            return _error(415, "a report must be sent as Content-Type: application/json")
-        raw = request.stream.read(settings.max_body_bytes + 1)  # a chunked body has no length
-        if len(raw) > settings.max_body_bytes:
-            return _error(413, f"body is over {settings.max_body_bytes} bytes")
-        try:
-            body = orjson.loads(raw)
-        except orjson.JSONDecodeError as err:
-            return _error(400, f"body is not JSON: {err}")
-        if not isinstance(body, dict):
-            return _error(400, 'body must be a JSON object {"pod": <name>, "value": <number>}')
-        try:
-            given = Report.model_validate(body)
-        except ValidationError as err:
-            return _error(400, _first_problem(err))
+        given = _given(Report, _SHAPES["/monitor"], settings.max_body_bytes)
+        if isinstance(given, Response):
+            return given
         if not math.isfinite(given.value):
             return _error(400, "value: must be a finite number")
         try:
@@ -120,24 +131,9 @@ def create_app(monitor: Monitor) -> Flask:
 
     @app.post("/throughput")
     def throughput() -> Response:
-        length = request.content_length
-        if length is not None and length > settings.max_body_bytes:
-            return _error(413, f"body of {length} bytes is over {settings.max_body_bytes} bytes")
-        if request.mimetype != "application/json":
-            return _error(415, "a report must be sent as Content-Type: application/json")
-        raw = request.stream.read(settings.max_body_bytes + 1)
-        if len(raw) > settings.max_body_bytes:
-            return _error(413, f"body is over {settings.max_body_bytes} bytes")
-        try:
-            body = orjson.loads(raw)
-        except orjson.JSONDecodeError as err:
-            return _error(400, f"body is not JSON: {err}")
-        if not isinstance(body, dict):
-            return _error(400, f"body must be a JSON object {_SHAPES['/throughput']}")
-        try:
-            given = SpeedReport.model_validate(body)
-        except ValidationError as err:
-            return _error(400, _first_problem(err, _SHAPES["/throughput"]))
+        given = _given(SpeedReport, _SHAPES["/throughput"], settings.max_body_bytes)
+        if isinstance(given, Response):
+            return given
         speed = float(given.stepsPerSecond)
         if not (math.isfinite(speed) and 0 < speed <= MAX_STEPS_PER_S):
             return _error(

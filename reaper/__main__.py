@@ -7,46 +7,26 @@ exit status 2, never a traceback.
 
 from __future__ import annotations
 
-import logging.config
-import signal
 import sys
-import threading
-
-from pydantic import ValidationError
 
 from reaper.config import ReaperSettings
 from reaper.loop import run
-from webhooks.kubeapi import settings_problem
+from webhooks import process
+
+NAME = "dragonet-reaper"
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if args and args[0] in ("-h", "--help"):
-        print(__doc__.strip())
-        return 0
-    if args:
-        print(f"dragonet-reaper: takes no arguments (got {args[0]!r}); see --help", file=sys.stderr)
-        return 2
     try:
-        settings = ReaperSettings()
-    except ValidationError as err:
-        print(f"dragonet-reaper: {settings_problem(err)}", file=sys.stderr)
-        return 2
-    from reaper.kube import KubeJobs
-    from webhooks import logs
+        settings = process.settings(NAME, __doc__, argv, ReaperSettings)
+        from reaper.kube import KubeJobs
 
-    try:
-        jobs = KubeJobs(settings.api_timeout_seconds, settings.page_size)
-    except Exception as err:
-        print(f"dragonet-reaper: no Kubernetes API configuration: {err}", file=sys.stderr)
-        return 2
-    logging.config.dictConfig(logs.config(settings.log_level))
-    # One line per failed pass says what failed; not three more for urllib3's retries.
-    logging.getLogger("urllib3").setLevel(logging.ERROR)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    run(jobs, settings.interval_seconds, stop)
+        jobs = process.connect(
+            NAME, lambda: KubeJobs(settings.api_timeout_seconds, settings.page_size)
+        )
+    except process.Exit as done:
+        return done.status
+    run(jobs, settings.interval_seconds, process.until_signalled(settings.log_level))
     return 0
 
 

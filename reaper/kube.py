@@ -33,22 +33,9 @@ class KubeJobs:
 
     def list(self, kind: JobKind) -> Iterator[Mapping[str, Any]]:
         group, version = kind.api_version.split("/")
-        token: str | None = None
-        while True:
-            page = self._api.call(
-                self._api.custom.list_cluster_custom_object,
-                group,
-                version,
-                plural(kind),
-                limit=self._page,
-                **({"_continue": token} if token else {}),
-            )
-            for obj in page.get("items") or []:
-                # Items of a list carry no kind; the rule reads it.
-                yield {"apiVersion": kind.api_version, "kind": kind.kind, **obj}
-            token = (page.get("metadata") or {}).get("continue")
-            if not token:
-                return
+        for obj in self._api.list_all(group, version, plural(kind), self._page):
+            # Items of a list carry no kind; the rule reads it.
+            yield {"apiVersion": kind.api_version, "kind": kind.kind, **obj}
 
     def delete(self, kind: JobKind, namespace: str, name: str, uid: str) -> bool:
         group, version = kind.api_version.split("/")

@@ -8,50 +8,27 @@ exit status 2, never a traceback.
 
 from __future__ import annotations
 
-import logging.config
-import signal
 import sys
-import threading
 from datetime import timedelta
 
-from pydantic import ValidationError
-
 from recorder.config import RecorderSettings
-from webhooks.kubeapi import settings_problem
+from webhooks import process
+
+NAME = "dragonet-recorder"
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if args and args[0] in ("-h", "--help"):
-        print(__doc__.strip())
-        return 0
-    if args:
-        print(
-            f"dragonet-recorder: takes no arguments (got {args[0]!r}); see --help",
-            file=sys.stderr,
-        )
-        return 2
     try:
-        settings = RecorderSettings()
-    except ValidationError as err:
-        print(f"dragonet-recorder: {settings_problem(err)}", file=sys.stderr)
-        return 2
-    from recorder.kube import KubeEvents, KubeObjects
-    from recorder.loop import run
-    from recorder.write import TokenBucket, Written
-    from webhooks import logs
-    from webhooks.kubeapi import Api
+        settings = process.settings(NAME, __doc__, argv, RecorderSettings)
+        from recorder.kube import KubeEvents, KubeObjects
+        from recorder.loop import run
+        from recorder.write import TokenBucket, Written
+        from webhooks.kubeapi import Api
 
-    try:
-        api = Api(settings.api_timeout_seconds)
-    except Exception as err:
-        print(f"dragonet-recorder: no Kubernetes API configuration: {err}", file=sys.stderr)
-        return 2
-    logging.config.dictConfig(logs.config(settings.log_level))
-    logging.getLogger("urllib3").setLevel(logging.ERROR)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+        api = process.connect(NAME, lambda: Api(settings.api_timeout_seconds))
+    except process.Exit as done:
+        return done.status
+    stop = process.until_signalled(settings.log_level)
     run(
         KubeObjects(api, settings.page_size),
         KubeEvents(api, settings.page_size),

@@ -46,22 +46,9 @@ class KubeObjects:
 
     def list(self, resource: Resource) -> Iterator[Mapping[str, Any]]:
         group, version = resource.api_version.split("/")
-        token: str | None = None
-        while True:
-            page = self._api.call(
-                self._api.custom.list_cluster_custom_object,
-                group,
-                version,
-                resource.plural,
-                limit=self._page,
-                **({"_continue": token} if token else {}),
-            )
-            for obj in page.get("items") or []:
-                # Items of a list carry no kind; the story reads it.
-                yield {"apiVersion": resource.api_version, "kind": resource.kind, **obj}
-            token = (page.get("metadata") or {}).get("continue")
-            if not token:
-                return
+        for obj in self._api.list_all(group, version, resource.plural, self._page):
+            # Items of a list carry no kind; the story reads it.
+            yield {"apiVersion": resource.api_version, "kind": resource.kind, **obj}
 
 
 class KubeEvents:
@@ -76,21 +63,9 @@ class KubeEvents:
         self._api, self._page = api, page_size
 
     def list_ours(self) -> Iterator[Mapping[str, Any]]:
-        token: str | None = None
-        while True:
-            page = self._api.call(
-                self._api.custom.list_cluster_custom_object,
-                self.GROUP,
-                self.VERSION,
-                self.PLURAL,
-                label_selector=SELECTOR,
-                limit=self._page,
-                **({"_continue": token} if token else {}),
-            )
-            yield from page.get("items") or []
-            token = (page.get("metadata") or {}).get("continue")
-            if not token:
-                return
+        return self._api.list_all(
+            self.GROUP, self.VERSION, self.PLURAL, self._page, label_selector=SELECTOR
+        )
 
     def read(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         try:

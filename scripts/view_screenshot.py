@@ -13,17 +13,8 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 from cli.main import main as dragonet
+from sim.view.chromium import ARGS, CHROMIUM
 
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 OUT = Path("docs/pictures/view.png")
 PINNED = "team-a/resnet-elastic"  # the story shown: grown, shrunk for bert, grown again
 
@@ -35,7 +26,7 @@ def main() -> int:
         if dragonet([*argv, "--html", str(page_file)]) != 0:
             return 1
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
+            browser = p.chromium.launch(executable_path=str(CHROMIUM), args=list(ARGS))
             page = browser.new_page(viewport={"width": 1400, "height": 900})
             page.goto(page_file.as_uri())
             page.wait_for_selector("#timeline .ytick text")

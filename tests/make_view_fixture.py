@@ -1,6 +1,7 @@
 """Writes tests/fixtures/view/*.json: a cluster's objects as a Kubernetes ``List``, exactly
 as ``kubectl get nodes,pods,trainingpools,tfjobs,mxjobs,admissions -A -o json`` returns
-them, taken from a simulated run's API server (the web view's live-pool input).
+them, taken from a simulated run's API server by ``ApiServer.dump`` (what ``dragonet
+simulate --dump`` writes; the web view's live-pool input).
 
 Run ``python -m tests.make_view_fixture`` after changing the scenario; the JSON is committed
 so a reader sees the exact input ``dragonet view`` renders.
@@ -17,21 +18,6 @@ from sim.scenario import load_scenario
 
 OUT = Path(__file__).parent / "fixtures" / "view"
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-# The kinds kubectl lists, in its order, by the simulated API server's type keys.
-KINDS = (
-    "Node.v1",
-    "Pod.v1",
-    "TrainingPool.dragonet.io/v1alpha1",
-    "TFJob.kubeflow.org/v1",
-    "MXJob.kubeflow.org/v1",
-    "Admission.dragonet.io/v1alpha1",
-)
-
-
-def dump(sim: Simulation) -> dict[str, Any]:
-    """The simulated API server's objects of ``KINDS`` as one ``List``."""
-    items = [obj for kind in KINDS for obj in sim.api.list(kind)]
-    return {"apiVersion": "v1", "kind": "List", "items": items, "metadata": {"resourceVersion": ""}}
 
 
 def elastic_at(seconds: float) -> dict[str, Any]:
@@ -41,7 +27,7 @@ def elastic_at(seconds: float) -> dict[str, Any]:
     config = SimConfig(policy="dragonet", max_time_s=seconds, object_sizes="minimal")
     sim = Simulation(load_scenario(EXAMPLES / "elastic.yaml"), config)
     sim.run()
-    return dump(sim)
+    return sim.api.dump()
 
 
 def main() -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -21,12 +20,11 @@ from policy.model.jobs import MXJOB, TFJOB
 from reaper.config import ReaperSettings
 from reaper.kube import KubeJobs
 from reaper.loop import reap_once
+from tests.controller_cli import assert_exits_2_with_one_line, run_module
 from tests.kubefake import answer, granted, route, use_kubeconfig
 from tests.test_chart import _render, _validate_all, restricted_violations
 from tests.test_ttl import T0, finished
 from webhooks.kubeapi import ApiError
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 class FakeApiServer:
@@ -209,14 +207,7 @@ def test_the_reaper_can_be_turned_off(helm: str) -> None:
 
 
 def _run(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    base = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "reaper", *args],
-        env={**base, **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_module("reaper", tmp_path, *args, **env)
 
 
 def test_help_says_what_it_does(tmp_path: Path) -> None:
@@ -226,18 +217,14 @@ def test_help_says_what_it_does(tmp_path: Path) -> None:
 
 def test_a_bad_setting_exits_2_with_one_line(tmp_path: Path) -> None:
     proc = _run(tmp_path, DRAGONET_REAPER_INTERVAL_SECONDS="0")
-    assert proc.returncode == 2
-    assert proc.stderr.startswith("dragonet-reaper: setting interval_seconds: Input should be")
-    assert len(proc.stderr.splitlines()) == 1
+    assert_exits_2_with_one_line(proc, "dragonet-reaper: setting interval_seconds: Input should be")
 
 
 def test_without_any_api_configuration_it_exits_2_with_one_line(tmp_path: Path) -> None:
     proc = _run(tmp_path, KUBECONFIG=str(tmp_path / "missing"))
-    assert proc.returncode == 2
-    assert proc.stderr.startswith("dragonet-reaper: no Kubernetes API configuration:")
-    assert len(proc.stderr.splitlines()) == 1
+    assert_exits_2_with_one_line(proc, "dragonet-reaper: no Kubernetes API configuration:")
 
 
 def test_an_argument_it_does_not_take_exits_2_with_one_line(tmp_path: Path) -> None:
     proc = _run(tmp_path, "--interval", "5")
-    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1
+    assert_exits_2_with_one_line(proc, "dragonet-reaper: takes no arguments (got '--interval')")

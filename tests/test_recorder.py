@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,6 +23,7 @@ from sim.apiserver import EPOCH
 from sim.engine import SimConfig, Simulation
 from sim.recorder import EVENTS, attach
 from sim.scenario import load_scenario
+from tests.controller_cli import assert_exits_2_with_one_line, run_module
 from tests.kubefake import FakeApi, granted, route, use_kubeconfig
 from tests.simkit import gpu_nodes, job, scenario
 from webhooks.kubeapi import Api
@@ -553,14 +553,7 @@ def test_the_charts_cluster_role_grants_exactly_what_the_recorder_calls(kube, he
 
 
 def _run(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    base = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
-    return subprocess.run(
-        [sys.executable, "-m", "recorder", *args],
-        env={**base, **env},
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_module("recorder", tmp_path, *args, **env)
 
 
 def test_help_says_what_it_does(tmp_path: Path) -> None:
@@ -570,16 +563,17 @@ def test_help_says_what_it_does(tmp_path: Path) -> None:
 
 def test_a_bad_setting_exits_2_with_one_line(tmp_path: Path) -> None:
     proc = _run(tmp_path, DRAGONET_RECORDER_QPS="-1")
-    assert proc.returncode == 2
-    assert proc.stderr.startswith("dragonet-recorder: setting qps: Input should be")
-    assert len(proc.stderr.splitlines()) == 1
+    assert_exits_2_with_one_line(proc, "dragonet-recorder: setting qps: Input should be")
 
 
 def test_without_any_api_configuration_it_exits_2_with_one_line(tmp_path: Path) -> None:
     proc = _run(tmp_path, KUBECONFIG=str(tmp_path / "missing"))
-    assert proc.returncode == 2
-    assert proc.stderr.startswith("dragonet-recorder: no Kubernetes API configuration:")
-    assert len(proc.stderr.splitlines()) == 1
+    assert_exits_2_with_one_line(proc, "dragonet-recorder: no Kubernetes API configuration:")
+
+
+def test_an_argument_it_does_not_take_exits_2_with_one_line(tmp_path: Path) -> None:
+    proc = _run(tmp_path, "--qps", "5")
+    assert_exits_2_with_one_line(proc, "dragonet-recorder: takes no arguments (got '--qps')")
 
 
 @pytest.fixture(scope="module")

@@ -19,18 +19,8 @@ import pytest
 from cli.main import main
 from sim.results import JobRecord, Sample, Segment, SimResult
 from sim.view import run as run_view
+from sim.view.chromium import ARGS, CHROMIUM
 
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 ROOT = Path(__file__).resolve().parent.parent
 DUMP = ROOT / "tests" / "fixtures" / "view" / "elastic-pool.json"
 
@@ -46,7 +36,7 @@ sync_api = pytest.importorskip("playwright.sync_api")
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     with sync_api.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        b = p.chromium.launch(executable_path=str(CHROMIUM), args=list(ARGS))
         yield b
         b.close()
 

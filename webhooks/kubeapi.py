@@ -6,6 +6,7 @@ what happened; and the one line their processes print for a setting they cannot 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 
@@ -48,6 +49,28 @@ class Api:
             raise kind(f"{err.status} {err.reason}", err.status) from err
         except Exception as err:  # connection refused, timeout, TLS: the API is not there
             raise ApiError(f"{type(err).__name__}: {err}") from err
+
+    def list_all(
+        self, group: str, version: str, plural: str, page_size: int, **query: Any
+    ) -> Iterator[Mapping[str, Any]]:
+        """Every object of a custom resource in every namespace, ``page_size`` at a time
+        (limit/continue), so a big cluster's list never arrives as one huge answer. The
+        items carry no kind, as in any list."""
+        token: str | None = None
+        while True:
+            page = self.call(
+                self.custom.list_cluster_custom_object,
+                group,
+                version,
+                plural,
+                limit=page_size,
+                **query,
+                **({"_continue": token} if token else {}),
+            )
+            yield from page.get("items") or []
+            token = (page.get("metadata") or {}).get("continue")
+            if not token:
+                return
 
     def delete_options(self, uid: str) -> Any:
         """Delete that object only while it is the one with ``uid`` (not one made since

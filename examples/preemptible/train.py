@@ -61,11 +61,14 @@ def should_report(local_step: int, global_step: int, interval: int, last: int, m
     return local_step % interval == 0 and last - global_step > margin
 
 
-def report(url: str, pod: str, value: float, timeout: float = 2.0) -> int | None:
-    """POST the metric to the node's monitor; the HTTP status, or None if it did not answer."""
-    body = json.dumps({"pod": pod, "value": float(value)}).encode()
+def post(url: str, body: dict[str, object], timeout: float) -> int | None:
+    """POST ``body`` as JSON to the node's monitor; the HTTP status, or None if it did not
+    answer (training goes on either way)."""
     request = urllib.request.Request(
-        url, data=body, headers={"Content-Type": "application/json"}, method="POST"
+        url,
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+        method="POST",
     )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as answer:
@@ -74,6 +77,11 @@ def report(url: str, pod: str, value: float, timeout: float = 2.0) -> int | None
         return err.code
     except OSError:
         return None
+
+
+def report(url: str, pod: str, value: float, timeout: float = 2.0) -> int | None:
+    """POST the metric to the node's monitor; the HTTP status, or None if it did not answer."""
+    return post(url, {"pod": pod, "value": float(value)}, timeout)
 
 
 def steps_per_second(before: tuple[float, int], now: tuple[float, int]) -> float | None:
@@ -87,17 +95,7 @@ def steps_per_second(before: tuple[float, int], now: tuple[float, int]) -> float
 
 def report_speed(url: str, pod: str, speed: float, batch: int, timeout: float = 2.0) -> int | None:
     """POST the job's speed to the node's monitor; the HTTP status, or None."""
-    body = json.dumps({"pod": pod, "stepsPerSecond": speed, "batch": batch}).encode()
-    request = urllib.request.Request(
-        url, data=body, headers={"Content-Type": "application/json"}, method="POST"
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as answer:
-            return answer.status
-    except urllib.error.HTTPError as err:
-        return err.code
-    except OSError:
-        return None
+    return post(url, {"pod": pod, "stepsPerSecond": speed, "batch": batch}, timeout)
 
 
 def main(role: str) -> None:
