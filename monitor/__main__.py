@@ -35,8 +35,7 @@ def refresh_forever(monitor: Monitor, stop: threading.Event) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        # Arguments are ignored, as they always were (the chart passes none).
-        settings = process.settings(NAME, __doc__, argv, MonitorSettings, refuse_arguments=False)
+        settings = process.settings(NAME, __doc__, argv, MonitorSettings)
         from monitor.kube import KubeCluster
 
         cluster = process.connect(NAME, lambda: KubeCluster(settings.api_timeout_seconds))

@@ -120,3 +120,19 @@ def test_without_any_api_configuration_it_exits_2_with_one_line(tmp_path: Path) 
     assert proc.returncode == 2
     assert proc.stderr.startswith("dragonet-monitor: no Kubernetes API configuration:")
     assert len(proc.stderr.splitlines()) == 1
+
+
+def test_an_argument_it_does_not_take_exits_2_with_one_line(tmp_path: Path) -> None:
+    """Its settings come from the environment: an argument would be ignored, so it is
+    refused (as the reaper and the recorder refuse theirs)."""
+    env = _env(tmp_path, NODE_NAME="n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "monitor", "--port", "9000"],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "dragonet-monitor: takes no arguments (got '--port'); see --help"
+    ]

@@ -35,16 +35,15 @@ def settings(
     doc: str | None,
     argv: list[str] | None,
     load: Callable[[], S],
-    *,
-    refuse_arguments: bool = True,
 ) -> S:
     """The settings ``load`` reads from the environment, once ``argv`` (``sys.argv``'s by
-    default) asked for no ``--help`` and, with ``refuse_arguments``, holds nothing else."""
+    default) asked for no ``--help`` and holds nothing else (settings come from the
+    environment: an argument would be silently ignored)."""
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] in ("-h", "--help"):
         print((doc or "").strip())
         raise Exit(0)
-    if args and refuse_arguments:
+    if args:
         print(f"{name}: takes no arguments (got {args[0]!r}); see --help", file=sys.stderr)
         raise Exit(2)
     try:
