@@ -160,7 +160,7 @@ class PoolBuilder:
         assessed = assess_jobs(
             snap.jobs, by_job, snap.admissions, service, now, snap.priorities, memo
         )
-        ledger = open_ledger(snap.cluster, rules, now, memo, assessed.leaving)
+        ledger = open_ledger(snap.cluster, rules, now, memo, assessed.leaving, snap.jobs)
         return CycleView(snap, rules, assessed, ledger, now)
 
 

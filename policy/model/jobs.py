@@ -34,6 +34,7 @@ from policy.model.bounds import (
 )
 from policy.model.gpushare import GPU, BadShare, GpuShare, share_of
 from policy.model.hashed import HashedTuple
+from policy.model.hostports import host_ports
 from policy.model.pool import DEFAULT_POOL, pool_of
 from policy.model.resources import PODS, Resources, to_milli
 from policy.model.templates import PodTemplate
@@ -545,6 +546,8 @@ def _replica(kind: JobKind, rtype: str, spec: ReplicaSpecModel) -> Replica:
             port = p["containerPort"]
     try:
         request = pod_request(pod_spec)
+        if ports := host_ports(pod_spec):
+            request = request + ports
     except (TypeError, ValueError, ArithmeticError, AttributeError) as err:
         at = _unreadable_quantity(pod_spec)
         raise InvalidJob(f"{where}{at} has an unreadable resource quantity: {err}") from err
