@@ -21,8 +21,10 @@ from policy.model.resources import HOST_PORT, Resources
 ONE = 1000  # one use, in milli-units
 
 
-def host_ports(pod_spec: Mapping[str, Any]) -> Resources:
-    """The host ports the pod's containers take, one unit each (empty for most pods)."""
+def host_ports(pod_spec: Mapping[str, Any], added: Iterable[int] = ()) -> Resources:
+    """The host ports the pod's containers take, one unit each (empty for most pods).
+    ``added``: TCP container ports the operator adds to the pod it renders (a TF task's
+    port when its template lists none), host ports too on the host network."""
     on_host = pod_spec.get("hostNetwork") is True
     taken: dict[str, int] = {}
     for c in pod_spec.get("containers") or []:
@@ -30,6 +32,8 @@ def host_ports(pod_spec: Mapping[str, Any]) -> Resources:
             port = p.get("hostPort") or (p.get("containerPort") if on_host else None)
             if isinstance(port, int) and port > 0:
                 taken[f"{HOST_PORT}{p.get('protocol') or 'TCP'}/{port}"] = ONE
+    if on_host:
+        taken.update({f"{HOST_PORT}TCP/{port}": ONE for port in added})
     return Resources(taken)
 
 
