@@ -19,6 +19,7 @@ from typing import Any
 from policy.model.resources import HOST_PORT, Resources
 
 ONE = 1000  # one use, in milli-units
+_NONE = Resources()  # what most pods take (immutable, so shared)
 
 
 def host_ports(pod_spec: Mapping[str, Any], added: Iterable[int] = ()) -> Resources:
@@ -27,14 +28,14 @@ def host_ports(pod_spec: Mapping[str, Any], added: Iterable[int] = ()) -> Resour
     port when its template lists none), host ports too on the host network."""
     on_host = pod_spec.get("hostNetwork") is True
     taken: dict[str, int] = {}
-    for c in pod_spec.get("containers") or []:
-        for p in c.get("ports") or []:
-            port = p.get("hostPort") or (p.get("containerPort") if on_host else None)
-            if isinstance(port, int) and port > 0:
+    for c in pod_spec.get("containers") or ():
+        for p in c.get("ports") or ():
+            port = p.get("hostPort") or (on_host and p.get("containerPort"))
+            if port and isinstance(port, int) and port > 0:
                 taken[f"{HOST_PORT}{p.get('protocol') or 'TCP'}/{port}"] = ONE
     if on_host:
         taken.update({f"{HOST_PORT}TCP/{port}": ONE for port in added})
-    return Resources(taken)
+    return Resources(taken) if taken else _NONE
 
 
 def capacity(keys: Iterable[str]) -> Resources:
