@@ -42,6 +42,7 @@ def _manifest(
     gpu: int,
     priority_class: str | None,
     annotations: dict[str, str] | None,
+    host_network: bool = False,
 ) -> dict[str, Any]:
     def replica(n: int) -> dict[str, Any]:
         limits: dict[str, str] = {"cpu": cpu, "memory": "1Gi"}
@@ -51,6 +52,8 @@ def _manifest(
         spec: dict[str, Any] = {"containers": [container]}
         if priority_class:
             spec["priorityClassName"] = priority_class
+        if host_network:  # each task's port 2222 is then a host port
+            spec["hostNetwork"] = True
         return {"replicas": n, "template": {"spec": spec}}
 
     spec: dict[str, Any] = {"tfReplicaSpecs": {"Worker": replica(workers)}}
@@ -96,9 +99,12 @@ class PoolBuilder:
         gpu: int = 0,
         created: str | None = None,
         priority_class: str | None = None,
+        host_network: bool = False,
     ) -> PoolBuilder:
         """A job with no pods and no Admission yet (enqueued at ``created``)."""
-        manifest = _manifest(name, ps, workers, low, high, cpu, gpu, priority_class, None)
+        manifest = _manifest(
+            name, ps, workers, low, high, cpu, gpu, priority_class, None, host_network
+        )
         when = created or f"2026-11-21T09:59:{len(self.jobs):02d}Z"
         self.jobs.append(mc.tfjob(manifest, created=when))
         return self
@@ -118,6 +124,7 @@ class PoolBuilder:
         phases: dict[str, str] | None = None,
         annotations: dict[str, str] | None = None,
         target: int | None = None,
+        host_network: bool = False,
     ) -> PoolBuilder:
         """An admitted job with a Running pod at each ``where`` ("Worker-1@n2"), and the
         Admission that placed them; ``workers``: Worker.replicas (default: as placed).
@@ -126,7 +133,9 @@ class PoolBuilder:
         placed = [_where(w) for w in where]
         count = sum(1 for t, _, _ in placed if t == "Worker")
         n = workers if workers is not None else count
-        manifest = _manifest(name, ps, n, low, high, cpu, gpu, priority_class, annotations)
+        manifest = _manifest(
+            name, ps, n, low, high, cpu, gpu, priority_class, annotations, host_network
+        )
         status = {"startTime": started}
         job = mc.tfjob(manifest, created=started, status=status)
         self.jobs.append(job)
@@ -160,7 +169,7 @@ class PoolBuilder:
         assessed = assess_jobs(
             snap.jobs, by_job, snap.admissions, service, now, snap.priorities, memo
         )
-        ledger = open_ledger(snap.cluster, rules, now, memo, assessed.leaving)
+        ledger = open_ledger(snap.cluster, rules, now, memo, assessed.leaving, snap.jobs)
         return CycleView(snap, rules, assessed, ledger, now)
 
 

@@ -26,6 +26,8 @@ class Row:
     placed: dict[str, str | None] = field(default_factory=dict)  # expected, if admitted
     workers: int = 0
     waits: str = ""  # expected reason code, if it waits
+    running_on_host: bool = False  # the running jobs' pods on the host network (port 2222)
+    says: str = ""  # a phrase the waiting job's message holds
 
 
 ROWS = [
@@ -110,6 +112,54 @@ ROWS = [
         placed={"PS-0": None, "Worker-0": None, "Worker-1": None, "Worker-2": None},
         workers=3,
     ),
+    # Host ports (kube-scheduler's NodePorts): a node has each port once.
+    Row(
+        "on the host network each pod takes port 2222: one pod per node, though one holds all",
+        (("a", 16), ("b", 16), ("c", 16)),
+        {"ps": 1, "workers": 2, "host_network": True},
+        placed={"PS-0": "a", "Worker-0": "b", "Worker-1": "c"},
+        workers=2,
+    ),
+    Row(
+        "... an elastic one gets as many workers as nodes with the port free",
+        (("a", 16), ("b", 16), ("c", 16)),
+        {"ps": 1, "workers": 4, "low": 1, "host_network": True},
+        placed={"PS-0": "a", "Worker-0": "b", "Worker-1": "c"},
+        workers=2,
+    ),
+    Row(
+        "... a node whose running pod holds the port takes none: the gang waits for it",
+        (("a", 16), ("b", 16), ("c", 16)),
+        {"ps": 1, "workers": 2, "host_network": True},
+        running=(("r", ("Worker-0@a",)),),
+        running_on_host=True,
+        waits=WAITING_FOR_CAPACITY,
+        says="3 x host port TCP/2222",
+    ),
+    Row(
+        "... the same running pod off the host network leaves the port free",
+        (("a", 16), ("b", 16), ("c", 16)),
+        {"ps": 1, "workers": 2, "host_network": True},
+        running=(("r", ("Worker-0@a",)),),
+        placed={"PS-0": "a", "Worker-0": "b", "Worker-1": "c"},
+        workers=2,
+    ),
+    Row(
+        "... more such pods than nodes: too large, and the message says why",
+        (("a", 16), ("b", 16)),
+        {"ps": 1, "workers": 2, "host_network": True},
+        waits=TOO_LARGE,
+        says="one such pod per node",
+    ),
+    Row(
+        "... a job off the host network beside a host-network one shares its node",
+        (("a", 16),),
+        {"ps": 1, "workers": 2},
+        running=(("r", ("Worker-0@a",)),),
+        running_on_host=True,
+        placed={"PS-0": "a", "Worker-0": "a", "Worker-1": "a"},
+        workers=2,
+    ),
 ]
 
 
@@ -119,13 +169,14 @@ def test_admit(row: Row) -> None:
     for name, cpus in row.nodes:
         b.node(name, cpus)
     for name, where in row.running:
-        b.running(name, where)
+        b.running(name, where, host_network=row.running_on_host)
     b.queued("q", **row.job)
     view = b.view()
     decided = admit(view.ledger, view.job("q"))
     if row.waits:
         assert isinstance(decided, Waits), decided
         assert decided.reason == row.waits
+        assert row.says in decided.explain()
         assert "q" not in view.ledger.claimed_by
     else:
         assert isinstance(decided, Admitted), decided

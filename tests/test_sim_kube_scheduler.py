@@ -1119,13 +1119,6 @@ def _on_host_network(spec: JobSpec) -> JobSpec:
     return spec
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Dragonet's placement (policy/pool) does not count host ports: it packs a "
-    "hostNetwork job's PS and workers onto one node, where only the first pod can take port "
-    "2222; the others stay Pending (affinity) or are refused by the kubelet (nodeName) and "
-    "the job never trains. Placement must put at most one such pod per node, or refuse the job.",
-)
 @pytest.mark.parametrize("binding", ["affinity", "nodeName"])
 def test_a_host_network_job_gets_one_node_per_pod_and_finishes(binding: str) -> None:
     """One PS and two workers on the host network, three free 4-GPU nodes: the job fits only

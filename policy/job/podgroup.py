@@ -18,7 +18,7 @@ from typing import Any
 from policy.model.admission import Admission, Gang
 from policy.model.cluster import L_JOB, L_OPERATOR, OPERATOR_NAME
 from policy.model.jobs import Job
-from policy.model.resources import PODS, Resources, format_quantity
+from policy.model.resources import HOST_PORT, PODS, Resources, format_quantity
 
 API_VERSIONS: Mapping[str, str] = {
     "kube-batch": "scheduling.incubator.k8s.io/v1alpha1",
@@ -90,7 +90,12 @@ def min_resources(job: Job, admission: Admission, count: int) -> dict[str, str]:
         return {k: str(v) for k, v in sorted(given.items())}
     slots = members(job, admission)[:count]
     total = Resources.total(job.replicas[t].request for t, _ in slots)
-    return {k: format_quantity(k, total[k]) for k in sorted(total) if k != PODS and total[k]}
+    # Host ports are our bookkeeping (policy.model.hostports), not resources a node reports.
+    return {
+        k: format_quantity(k, total[k])
+        for k in sorted(total)
+        if k != PODS and total[k] and not k.startswith(HOST_PORT)
+    }
 
 
 def reported(children: Mapping[str, Any], job: Job, gang: Gang) -> str:

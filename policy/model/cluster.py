@@ -32,6 +32,7 @@ from policy.model.gpushare import (
     SHAREPOD_KIND as SHAREPOD,
 )
 from policy.model.hashed import HashedTuple
+from policy.model.hostports import host_ports
 from policy.model.jobs import pod_limits, pod_request
 from policy.model.resources import Resources
 
@@ -217,6 +218,9 @@ class Pod:
                     finished = term.get("finishedAt")
         for cs in status.get("initContainerStatuses") or []:
             restarts += int(cs.get("restartCount") or 0)
+        request = pod_request(spec)
+        if ports := host_ports(spec):  # held on its node like any resource
+            request = request + ports
         return cls(
             namespace=_name(meta.get("namespace", "default"), "Pod metadata.namespace"),
             name=_name(meta.get("name"), "Pod metadata.name"),
@@ -224,7 +228,7 @@ class Pod:
             node=node,
             phase=status.get("phase") or "Pending",
             terminating=meta.get("deletionTimestamp") is not None,
-            request=_with_share(pod_request(spec), meta) if shares else pod_request(spec),
+            request=_with_share(request, meta) if shares else request,
             exit_code=exit_code,
             restarts=restarts,
             bound=bool(spec.get("nodeName")),

@@ -34,6 +34,7 @@ from policy.model.bounds import (
 )
 from policy.model.gpushare import GPU, BadShare, GpuShare, share_of
 from policy.model.hashed import HashedTuple
+from policy.model.hostports import host_ports
 from policy.model.pool import DEFAULT_POOL, pool_of
 from policy.model.resources import PODS, Resources, to_milli
 from policy.model.templates import PodTemplate
@@ -540,11 +541,15 @@ def _replica(kind: JobKind, rtype: str, spec: ReplicaSpecModel) -> Replica:
     _refuse_kubeshare(spec.template, f"spec.{kind.replica_specs_field}.{rtype}.template")
     share = _gpu_share(spec.template, f"spec.{kind.replica_specs_field}.{rtype}.template.")
     port = kind.default_port
+    added = (port,)  # the pod Dragonet renders lists the task's port (policy.job.render)
     for p in main[0].get("ports") or []:
         if p.get("name") == kind.port_name:
             port = p["containerPort"]
+            added = ()
     try:
         request = pod_request(pod_spec)
+        if ports := host_ports(pod_spec, added):
+            request = request + ports
     except (TypeError, ValueError, ArithmeticError, AttributeError) as err:
         at = _unreadable_quantity(pod_spec)
         raise InvalidJob(f"{where}{at} has an unreadable resource quantity: {err}") from err

@@ -14,6 +14,8 @@ from typing import Any
 
 # Every scheduled pod consumes one unit of a node's ``pods`` allocatable.
 PODS = "pods"
+# A host port (protocol/port) a pod takes: a node has one of each (policy.model.hostports).
+HOST_PORT = "dragonet.io/host-port."
 # Bookkeeping keys of fractional GPUs (policy.model.gpushare) that people need not read.
 _UNSAID = (
     "dragonet.io/gpu-shared-pods",
@@ -126,10 +128,15 @@ class Resources(Mapping[str, int]):
     def describe(self) -> str:
         """Human form, e.g. ``4 cpu, 8Gi memory, 1 nvidia.com/gpu``."""
         return ", ".join(
-            f"{format_quantity(k, v)} {k}"
-            for k, v in sorted(self._v.items())
-            if not k.startswith(_UNSAID)
+            amount(k, v) for k, v in sorted(self._v.items()) if not k.startswith(_UNSAID)
         )
+
+
+def amount(name: str, milli: int) -> str:
+    """One resource's amount in words: ``4 nvidia.com/gpu``, ``3 x host port TCP/2222``."""
+    if name.startswith(HOST_PORT):
+        return f"{format_quantity(name, milli)} x host port {name[len(HOST_PORT) :]}"
+    return f"{format_quantity(name, milli)} {name}"
 
 
 def format_quantity(name: str, milli: int) -> str:

@@ -58,6 +58,7 @@ from policy.model.admission import (
     Preemption,
 )
 from policy.model.cluster import Cluster, Pod
+from policy.model.hostports import wanted
 from policy.model.jobs import WORKER, Job, child_name
 from policy.model.lifecycle import Assessment
 from policy.model.migration import MigrationAnswer, MigrationRequest, Moves
@@ -214,7 +215,7 @@ def plan(
     assessed = assess_jobs(jobs, by_job, admissions, service, now, priorities, memo)
     running = assessed.running
     # 3. Open the ledger: observed free capacity, with what is on its way out releasing.
-    ledger = open_ledger(cluster, rules, now, memo, assessed.leaving)
+    ledger = open_ledger(cluster, rules, now, memo, assessed.leaving, jobs)
     # 4. Repair admitted jobs, and take back a gang that over-commits the nodes.
     repairs = _repair(ledger, running, memo)
     # 5. Admit queued jobs in order, making room for the first one that waits.
@@ -325,8 +326,11 @@ def open_ledger(
     now: datetime,
     memo: Memo,
     leaving: Sequence[tuple[str, Pod]],
+    jobs: Sequence[Job] = (),
 ) -> Ledger:
-    ledger = Ledger.open(cluster, rules, now, memo)
+    """The ledger over ``cluster``, with the host ports ``jobs`` want counted on each node."""
+    ports = wanted(r.request for j in jobs for r in j.replicas.values())
+    ledger = Ledger.open(cluster, rules, now, memo, ports)
     for key, p in leaving:
         ledger.release(key, p)
     return ledger

@@ -18,7 +18,7 @@ from policy.model.admission import (
 from policy.model.cluster import Cluster, Pod
 from policy.model.jobs import WORKER, Job, child_name
 from policy.model.priority import Priorities
-from policy.model.resources import PODS, Resources, format_quantity
+from policy.model.resources import HOST_PORT, PODS, Resources, amount
 from policy.pool.filters import rejection
 from policy.pool.placement import Eligible, PodRequest, required_slots, slots
 
@@ -54,7 +54,7 @@ def describe_gang(slots: Sequence[PodRequest]) -> str:
 
 
 def _amounts(have: Resources, names: Sequence[str]) -> str:
-    return ", ".join(f"{format_quantity(k, have[k])} {k}" for k in names) or "nothing"
+    return ", ".join(amount(k, have[k]) for k in names) or "nothing"
 
 
 def _largest(allocatable: Mapping[str, Resources], need: Resources, nodes: Sequence[str]) -> str:
@@ -95,6 +95,8 @@ def wait_message(
     extra = " (min-instances)" if job.worker and job.min_workers and job.kind.elastic else ""
     wants = f"needs {need.without(PODS).describe() or 'a pod slot'} for its "
     wants += f"{describe_gang(gang)}{extra} at once"
+    if any(k.startswith(HOST_PORT) for k in need):
+        wants += " (a node has each host port once: one such pod per node)"
     if fits_when_empty:
         return f"{wants}, more than is free now; it starts when running jobs give room back"
     names = [k for k in need if k != PODS] or [PODS]

@@ -15,13 +15,15 @@ the pool's memo across syncs). Emptying the cache changes no decision.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any
 
 from policy.memo import NO_MEMO, Memo
 from policy.model.admission import LastScale
 from policy.model.cluster import Cluster, Pod
+from policy.model.hostports import capacity
 from policy.model.jobs import Job, constraints_key
 from policy.model.resources import Resources
 from policy.pool.filters import rejection
@@ -59,6 +61,20 @@ class CycleCache:
     shapes: dict[tuple, int] = field(default_factory=dict)
 
 
+def _with_host_ports(cluster: Cluster, keys: frozenset[str]) -> Cluster:
+    """Each node's one use of each host port, in its allocatable and free room (a KubeShare
+    node's device accounting is left as it is: a host port pod does not fit there)."""
+    ports = capacity(keys)
+    nodes = tuple(replace(n, allocatable=n.allocatable + ports) for n in cluster.nodes)
+    free = {k: (f + ports if f.plain else f) for k, f in cluster.free.items()}
+    return replace(
+        cluster,
+        nodes=nodes,
+        free=MappingProxyType(free),
+        by_name=MappingProxyType({n.name: n for n in nodes}),
+    )
+
+
 @dataclass
 class Ledger:
     """The cycle's decisions so far, over the view it plans (``cluster``, ``rules``,
@@ -83,7 +99,18 @@ class Ledger:
     cache: CycleCache = field(default_factory=CycleCache)
 
     @classmethod
-    def open(cls, cluster: Cluster, rules: Rules, now: datetime, memo: Memo = NO_MEMO) -> Ledger:
+    def open(
+        cls,
+        cluster: Cluster,
+        rules: Rules,
+        now: datetime,
+        memo: Memo = NO_MEMO,
+        host_ports: frozenset[str] = frozenset(),
+    ) -> Ledger:
+        """``host_ports``: the ones the jobs want; each node has one of each, less what its
+        pods hold (``policy.model.hostports``)."""
+        if host_ports:
+            cluster = _with_host_ports(cluster, host_ports)
         ledger = cls(
             cluster=cluster,
             rules=rules,
