@@ -5,6 +5,7 @@ claim (a job that never reports, one measured at one worker count, outliers, mem
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 
@@ -12,7 +13,6 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from scipy.optimize import nnls as scipy_nnls
 
 from monitor.throughput import JobWindow, WriterRules, config_of
 from policy.model.bounds import OutOfBounds
@@ -76,7 +76,23 @@ MEASURED = [Config(w, 2, r, n) for w in (2, 4, 6) for r, n in ((0, 1), (w // 2, 
 ENTRY = st.one_of(st.just(0.0), st.floats(1e-6, 50), st.floats(-50, -1e-6))
 
 
-@settings(max_examples=300, deadline=None)
+def _least_residual(a: np.ndarray, b: np.ndarray) -> float:
+    """The exact non-negative least-squares residual, by brute force: an optimum is the
+    least-squares solution on some set of columns with no negative coefficient, so the
+    least residual over those sets is the optimum (5 columns: 32 sets). A reference that
+    can neither hang nor stop early, as scipy's ``nnls`` has done on some inputs."""
+    best = float(np.linalg.norm(b))  # x = 0
+    for k in range(1, a.shape[1] + 1):
+        for cols in itertools.combinations(range(a.shape[1]), k):
+            sub = a[:, cols]
+            z = np.linalg.lstsq(sub, b, rcond=None)[0]
+            if (z >= 0).all():
+                best = min(best, float(np.linalg.norm(sub @ z - b)))
+    return best
+
+
+# derandomize: the examples are the same in every run, so what passed here passes in CI.
+@settings(max_examples=300, deadline=None, derandomize=True)
 @given(
     st.integers(1, 12).flatmap(
         lambda m: st.tuples(
@@ -89,13 +105,13 @@ ENTRY = st.one_of(st.just(0.0), st.floats(1e-6, 50), st.floats(-50, -1e-6))
         )
     )
 )
-def test_nnls_finds_as_small_a_residual_as_scipys(problem) -> None:
+def test_nnls_finds_the_least_residual(problem) -> None:
     a, b = problem
     x = nnls(a, b)
     assert all(v >= 0 for v in x)
     ours = float(np.linalg.norm(np.array(a) @ np.array(x) - np.array(b)))
-    _, theirs = scipy_nnls(np.array(a), np.array(b))
-    assert ours <= theirs + 1e-6 * (1 + float(np.linalg.norm(b)))
+    best = _least_residual(np.array(a), np.array(b))
+    assert ours <= best + 1e-6 * (1 + float(np.linalg.norm(b)))
 
 
 def test_nnls_recovers_an_exact_non_negative_solution() -> None:
