@@ -78,6 +78,16 @@ ROWS = [
         policy="tiresias",
         running=(("r", ("Worker-0@a", "Worker-1@a")),),
         waits=WAITING_FOR_CAPACITY,
+        # its message names the gang the policy admits (all 4 workers), not min-instances
+        says="1 parameter server plus 4 workers at once",
+    ),
+    Row(
+        "a static-size policy (gang-fifo): every worker larger than the empty pool is too large",
+        (("a", 4),),
+        {"ps": 1, "workers": 4, "low": 1},
+        policy="gang-fifo",
+        waits=TOO_LARGE,
+        says="1 parameter server plus 4 workers at once, more than the pool's nodes hold",
     ),
     Row(
         "... where an elastic policy admits the same job with the workers that fit",

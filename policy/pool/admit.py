@@ -132,5 +132,6 @@ def _waits(
             ledger.claimed_by,
             ledger.cache.fits_observed[key],
             ledger.cache.fits_empty[key],
+            ledger.rules.static,
         ),
     )

@@ -75,11 +75,15 @@ def wait_message(
     ahead: Sequence[str],
     fits_without_claims: bool,
     fits_when_empty: bool,
+    static: bool = False,
 ) -> str:
     """Why a queued job waits, in words that change only when the reason does: the job's
     status is rewritten on every change, so a message quoting free capacity would change
-    with every pod that comes or goes (capacity per node is the pool's status)."""
-    gang = [*required_slots(job), *slots(job.worker, job.min_workers)]
+    with every pod that comes or goes (capacity per node is the pool's status).
+    ``static``: the policy admits every worker of Worker.replicas at once, so that is the
+    gang the words name (not min-instances)."""
+    at_once = (job.worker.replicas if job.worker else 0) if static else job.min_workers
+    gang = [*required_slots(job), *slots(job.worker, at_once)]
     if not cluster.nodes:
         return "the training pool has no nodes"
     for rtype in dict.fromkeys(s.type for s in gang):
@@ -92,7 +96,7 @@ def wait_message(
         return f"jobs ahead in the queue ({shown}) claim the free capacity it needs"
     need = Resources.total(s.request for s in gang)
     # A kind that is not elastic (MXJob) has no min-instances: its gang is all its workers.
-    extra = " (min-instances)" if job.worker and job.min_workers and job.kind.elastic else ""
+    extra = " (min-instances)" if job.worker and at_once and job.kind.elastic and not static else ""
     wants = f"needs {need.without(PODS).describe() or 'a pod slot'} for its "
     wants += f"{describe_gang(gang)}{extra} at once"
     if any(k.startswith(HOST_PORT) for k in need):

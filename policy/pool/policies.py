@@ -80,5 +80,5 @@ def _rules_for(spec: PoolSpec) -> Rules:
     if spec.policy == "dragonet":
         return dragonet
     if spec.policy == "gang-fifo":
-        return replace(dragon, place_gang=place_each_binpacked, elastic=False)
+        return replace(dragon, place_gang=place_each_binpacked, elastic=False, static=True)
     return replace(dragon, elastic=False, kube_scheduler_places=True)  # kube-default
