@@ -132,12 +132,19 @@ def _job_bodies(job_request: dict[str, Any], count: int) -> list[bytes]:
     return out
 
 
-def start(env: dict[str, str], log: Path) -> tuple[subprocess.Popen, str]:
+def start(
+    env: dict[str, str],
+    log: Path,
+    command: tuple[str, ...] = ("-m", "cli.main", "serve"),
+    name: str = "dragonet serve",
+) -> tuple[subprocess.Popen, str]:
+    """The server ``command`` on a free local port, once it answers /healthz with every
+    worker (``DRAGONET_WORKERS``) up."""
     port = _free_port()
     env = {**os.environ, "DRAGONET_HOST": "127.0.0.1", "DRAGONET_PORT": str(port), **env}
     with log.open("wb") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cli.main", "serve"],
+            [sys.executable, *command],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=err,
@@ -146,17 +153,17 @@ def start(env: dict[str, str], log: Path) -> tuple[subprocess.Popen, str]:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise SystemExit(f"dragonet serve exited:\n{log.read_text()[-2000:]}")
+            raise SystemExit(f"{name} exited:\n{log.read_text()[-2000:]}")
         try:
             if requests.get(f"{url}/healthz", timeout=1).ok and len(_children(proc.pid)) >= int(
                 env["DRAGONET_WORKERS"]
             ):
                 return proc, url
-        except requests.ConnectionError:
+        except requests.RequestException:
             pass
         time.sleep(0.1)
     proc.kill()
-    raise SystemExit("dragonet serve did not answer /healthz within 30 s")
+    raise SystemExit(f"{name} did not answer /healthz within 30 s")
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:

@@ -46,12 +46,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import selectors
 import socket
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -62,7 +60,8 @@ from typing import Any
 import orjson
 import requests
 
-from benchmarks.load import _children, _free_port
+from benchmarks import load
+from benchmarks.load import _children
 from benchmarks.sync_latency import scenario
 
 SERVERS = ("front", "gthread", "gevent")
@@ -114,37 +113,15 @@ def serve_as(kind: str) -> None:
 
 
 def start(kind: str, limit: float, cap: int, log: Path) -> tuple[subprocess.Popen, str]:
-    port = _free_port()
     env = {
-        **os.environ,
-        "DRAGONET_HOST": "127.0.0.1",
-        "DRAGONET_PORT": str(port),
         "DRAGONET_WORKERS": "2",
         "DRAGONET_THREADS": "4",
         "DRAGONET_REQUEST_TIMEOUT_SECONDS": str(limit),
         "DRAGONET_MAX_REQUEST_BYTES": str(cap),
         "DRAGONET_LOG_LEVEL": "warning",
     }
-    with log.open("wb") as err:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "benchmarks.slow_clients", "--serve-as", kind],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"server {kind} exited:\n{log.read_text()[-2000:]}")
-        try:
-            if requests.get(f"{url}/healthz", timeout=1).ok and len(_children(proc.pid)) >= 2:
-                return proc, url
-        except requests.RequestException:
-            pass
-        time.sleep(0.2)
-    proc.kill()
-    raise SystemExit(f"server {kind} did not answer within 30 s")
+    command = ("-m", "benchmarks.slow_clients", "--serve-as", kind)
+    return load.start(env, log, command, name=f"server {kind}")
 
 
 class Misbehaving:
