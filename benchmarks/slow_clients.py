@@ -397,7 +397,7 @@ def main(argv: list[str] | None = None) -> list[Row]:
         overhead(args.overhead, args)
         return []
     if args.quick:
-        args.servers, args.seconds, args.limit, args.nodes = "front", 3.0, 1.5, 100
+        args.servers, args.seconds, args.limit, args.nodes = "front", 4.0, 2.5, 100
         args.clients, args.idle, args.cap = 8, 50, 4 << 20
     servers = [s for s in args.servers.split(",") if s]
     scenarios = [s for s in args.scenarios.split(",") if s]
