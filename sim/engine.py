@@ -287,7 +287,13 @@ class Simulation:
         )
         self.reporters = (
             Reporters(
-                self.api, self.schedule, self.programs, client, config.throughput, config.seed
+                self.api,
+                self.schedule,
+                self.programs,
+                client,
+                config.throughput,
+                config.seed,
+                self._all_done,
             )
             if config.throughput is not None
             else None

@@ -50,6 +50,8 @@ class Reporters:
     client: Client
     config: ThroughputConfig = field(default_factory=ThroughputConfig)
     seed: int = 0
+    # Whether every job of the run has finished (then the reports stop).
+    all_done: Callable[[], bool] = lambda: False
     windows: dict[str, JobWindow] = field(default_factory=dict)
     reports: int = 0  # reports the jobs sent
     writes: int = 0  # annotation patches sent
@@ -81,9 +83,7 @@ class Reporters:
         for key in [k for k in self.windows if self.programs.jobs[k].finished_s is not None]:
             del self.windows[key]
             self._pending.pop(key, None)  # its process is gone, and so is the monitor's record
-        if any(t.finished_s is None for t in self.programs.jobs.values()) or not (
-            self.programs.jobs
-        ):
+        if not self.all_done():  # (jobs yet to arrive count: a lull is not the end)
             self.schedule(self.config.report_every_s, self._tick)
 
     def _measured(self, rate: float) -> float:

@@ -4,6 +4,7 @@ sends it, learns each job's throughput (docs/speedup.md)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -108,3 +109,19 @@ def test_without_reports_no_job_ever_carries_a_throughput_annotation() -> None:
     sim.api.watchers.append(watch)
     sim.run()
     assert sim.reporters is None and seen == []
+
+
+def test_jobs_that_arrive_after_a_lull_still_report() -> None:
+    """Every job that had started once finished before the next one arrived: the reports
+    went on (they once stopped for good at the first such lull, so a trace with a quiet
+    spell was planned without any report after it)."""
+    early, late = load_pollux(WORKLOAD, jobs=2)
+    first = replace(early, arrival_s=0.0)  # a cifar10 job of 15 min
+    later = replace(late, arrival_s=3 * 3600.0)  # a deepspeech2 job, hours later
+    assert first.trace_duration_s is not None and first.trace_duration_s < 3600
+    sim = Simulation(
+        scenario(gpu_nodes(2), [first, later]), SimConfig(throughput=ThroughputConfig())
+    )
+    view = PlannerView(sim)
+    sim.run()
+    assert later.key in view.estimates
