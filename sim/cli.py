@@ -235,7 +235,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="training jobs report their speed to the monitor's writer, which writes each "
         "job's dragonet.io/throughput annotation (docs/speedup.md); the JSON summary counts "
-        "reports and writes. No scheduling decision uses it yet",
+        "reports and writes; the allocation rule of the dragonet policies uses it",
     )
     s.add_argument(
         "--json",

@@ -101,7 +101,7 @@ class Scenario:
 @dataclass(frozen=True)
 class SimConfig:
     # The TrainingPool "default" the run creates (unless the scenario brings its own).
-    policy: PolicyName = "dragonet"
+    policy: PolicyName = "dragonet-las"
     binding: Literal["affinity", "nodeName"] = "affinity"
     seed: int = 0
     # Metacontroller, with its own defaults (v4.17.2; sim/metacontroller.py ``Costs``):

@@ -149,7 +149,8 @@ class PoolBuilder:
         self.admissions.append(admission)
         return self
 
-    def view(self, now: datetime = NOW) -> CycleView:
+    def request(self) -> dict[str, Any]:
+        """The pool's sync request, as Metacontroller sends it."""
         pool = mc.pool(policy=self.policy, **self.pool_spec)
         first = (
             self.jobs[0] if self.jobs else mc.tfjob(_manifest("x", 0, 1, 1, 1, "1", 0, None, None))
@@ -157,7 +158,10 @@ class PoolBuilder:
         w = mc.world(
             first, self.nodes, jobs=self.jobs, pods=self.pods, priority_classes=self.classes
         )
-        request = mc.pool_request(w, self.admissions, parent=pool)
+        return mc.pool_request(w, self.admissions, parent=pool)
+
+    def view(self, now: datetime = NOW) -> CycleView:
+        request = self.request()
         snap = observe(request["parent"], request["children"], request["related"], Memo(limit=0))
         rules = rules_for(snap.spec)
         memo = Memo(limit=0)
@@ -169,7 +173,9 @@ class PoolBuilder:
         assessed = assess_jobs(
             snap.jobs, by_job, snap.admissions, service, now, snap.priorities, memo
         )
-        ledger = open_ledger(snap.cluster, rules, now, memo, assessed.leaving, snap.jobs)
+        ledger = open_ledger(
+            snap.cluster, rules, now, memo, assessed.leaving, snap.jobs, snap.speedups
+        )
         return CycleView(snap, rules, assessed, ledger, now)
 
 

@@ -194,3 +194,18 @@ def test_migration_benchmark_runs_under_the_setting_it_is_given() -> None:
     free = migration.run_speed("c", "dragon", "cost-free")["avg_jct_s"]
     charged = migration.run_speed("c", "dragon", "defaults")["avg_jct_s"]
     assert charged > free
+
+
+def test_pollux_compete_runs_each_policy_and_reports_ratios_to_the_published() -> None:
+    """A smoke run on the first 8 jobs of workload-1: every policy runs with its reports, and
+    each average is put beside Pollux's published figures of that workload and load."""
+    from benchmarks import pollux_compete as pc
+
+    fixture = Path(__file__).parent / "fixtures" / "traces" / "workload-1.csv"
+    results = [pc.run(pc.Cell(p, 1, 1.0, fixture, jobs=8)) for p in ("default", "tiresias")]
+    assert [r["finished"] for r in results] == [8, 8]
+    assert {"cifar10", "ncf"} <= set(results[0]["apps"])
+    text = pc.report(results, markdown=True)
+    default = next(line for line in text.splitlines() if "| default |" in line)
+    assert "2,089 s" in default and f"{results[0]['avg'] / 2088.77:.3f}" in default
+    assert pc.pool_spec("default") == {} and pc.pool_spec("tiresias")["policy"] == "tiresias"

@@ -60,6 +60,9 @@ CUSTOM_VALUES: dict[str, Any] = {
         "watchAllPods": True,
         "lasThresholdsGPUHours": [0.5, 4, 16],
         "maxPreemptions": 0,
+        "allocationIntervalSeconds": 0,
+        "restartSeconds": 30,
+        "minGainPerWorker": 0.05,
         "preemptionGraceSeconds": 90,
     },
     "server": {
@@ -308,13 +311,16 @@ def test_default_values_make_the_default_pool(default_docs: list[dict[str, Any]]
     assert pool["metadata"]["name"] == "default"
     assert pool["metadata"]["labels"]["dragonet.io/pool"] == "default"
     assert pool["spec"] == {
-        "policy": "dragonet",
+        "policy": "dragonet-las",
         "binding": "affinity",
         "starvationSeconds": 30,
         "idleSeconds": 60,
         "watchAllPods": False,
-        "lasThresholdsGPUHours": [1, 10],
-        "maxPreemptions": 3,
+        "lasThresholdsGPUHours": [16],
+        "maxPreemptions": 1000000,
+        "allocationIntervalSeconds": 0,
+        "restartSeconds": 30,
+        "minGainPerWorker": 0.05,
     }
 
 
@@ -335,6 +341,9 @@ def test_custom_scheduling_values_reach_the_default_pool(
         "watchAllPods": True,
         "lasThresholdsGPUHours": [0.5, 4, 16],
         "maxPreemptions": 0,
+        "allocationIntervalSeconds": 0,
+        "restartSeconds": 30,
+        "minGainPerWorker": 0.05,
         "preemptionGraceSeconds": 90,
     }
     spec = PoolSpec.model_validate(pool["spec"])

@@ -70,6 +70,7 @@ def test_the_crds_defaults_are_the_webhooks_defaults() -> None:
     model = PoolSpec().model_dump(mode="json")
     assert defaults == {k: model[k] for k in defaults}
     assert sorted(defaults) == [
+        "allocationIntervalSeconds",
         "binding",
         "gangScheduler",
         "idleSeconds",
@@ -78,7 +79,9 @@ def test_the_crds_defaults_are_the_webhooks_defaults() -> None:
         "lasPromotion",
         "lasThresholdsGPUHours",
         "maxPreemptions",
+        "minGainPerWorker",
         "policy",
+        "restartSeconds",
         "starvationSeconds",
         "watchAllPods",
     ]

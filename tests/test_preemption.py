@@ -278,17 +278,16 @@ def test_a_checkpointing_victim_loses_only_what_it_did_since_its_last_checkpoint
     assert with_checkpoints["avg_jct_s"] < without["avg_jct_s"]
 
 
-def test_dragonet_las_preempts_only_jobs_two_queues_later() -> None:
-    """With one limit (two queues) the long job is only one queue later than the short
-    ones: dragonet-las lets it run (preempting the next queue lost more than it gained on
-    the Pollux workloads), while tiresias preempts it."""
+def test_dragonet_las_preempts_the_next_queue_as_tiresias_does() -> None:
+    """With one limit (two queues) the long job is one queue later than the short ones:
+    both LAS policies preempt it. (dragonet-las once waited for two queues later: measured
+    with Pollux's jobs sized right, that let a long job hold the cluster for hours:
+    benchmarks/README.md.)"""
     one_limit = {"lasThresholdsGPUHours": [0.05]}
-    las = pool_object("default", policy="dragonet-las", **one_limit)
-    _, watch = _run(_world(_las_jobs(), las, gpus_nodes=1))
-    assert watch.services("long") == []
-    tiresias = pool_object("default", policy="tiresias", **one_limit)
-    _, watch = _run(_world(_las_jobs(), tiresias, gpus_nodes=1))
-    assert watch.services("long")[0]["lastPreemption"]["by"] == "default/s1"
+    for policy in ("dragonet-las", "tiresias"):
+        pool = pool_object("default", policy=policy, **one_limit)
+        _, watch = _run(_world(_las_jobs(), pool, gpus_nodes=1))
+        assert watch.services("long")[0]["lastPreemption"]["by"] == "default/s1", policy
 
 
 def _arrival_order_jobs():
@@ -313,7 +312,7 @@ def test_pollux_tiresias_preempts_a_later_arrival_of_the_same_queue() -> None:
     assert big_start < max(watch.created["later-ps-0"])  # big ran, then later came back
     assert watch.services("first") == [] and watch.services("big") == []
 
-    plain = pool_object("default", **same_queue)
+    plain = pool_object("default", **same_queue, lasPreemptLaterInQueue=False)
     _, watch = _run(_world(_arrival_order_jobs(), plain, gpus_nodes=1))
     assert watch.services("later") == []
     assert min(watch.created["big-ps-0"]) > max(watch.created["later-ps-0"]) + 1000.0

@@ -27,7 +27,8 @@ def _queue(hook: Hook, jobs: list[dict], pool: dict | None = None, **kw: Any) ->
 def test_a_higher_priority_comes_first_then_the_longest_waiting(hook: Hook) -> None:
     urgent = {"runPolicy": {"schedulingPolicy": {"priorityClass": "urgent"}}}
     jobs = [_job("a", 0), _job("b", 1), _job("late", 2, **urgent), _job("later", 3, **urgent)]
-    status = _queue(hook, jobs, priority_classes=[mc.priority_class("urgent", 100)])
+    arrival_order = mc.pool(policy="dragonet")  # no least-attained-service queue to list
+    status = _queue(hook, jobs, arrival_order, priority_classes=[mc.priority_class("urgent", 100)])
     # late is admitted first (it holds the node); later waits ahead of the older a and b.
     assert [(e["position"], e["job"], e["priority"]) for e in status["queue"]] == [
         (1, "default/later", 100),

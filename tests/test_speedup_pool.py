@@ -1,6 +1,8 @@
 """The pool sees each reporting job's speed-up estimate in its snapshot
 (``PoolSnapshot.speedups``), from the job's ``dragonet.io/throughput`` annotation as
-Metacontroller sends the job, and decides nothing differently because of it (yet)."""
+Metacontroller sends the job. Admission does not read it (a queued job's reports, if any,
+are of a size it no longer has); who grows, who gives a worker back and who shrinks first
+do (tests/test_goodput.py)."""
 
 from __future__ import annotations
 
@@ -54,7 +56,7 @@ def test_an_annotation_that_cannot_be_believed_gives_no_estimate_and_says_why() 
     assert "stepsPerSecond" in problem
 
 
-def test_the_pools_decisions_are_the_same_with_or_without_reports() -> None:
+def test_admission_is_the_same_with_or_without_reports() -> None:
     first = mc.tfjob(JOB, name="first", created="2026-11-21T09:00:00Z")
     second = mc.tfjob(JOB, name="second", created="2026-11-21T09:30:00Z")
     plain = Hook().pool_sync(mc.pool_request(mc.world(first, NODES, jobs=[first, second])))

@@ -179,6 +179,7 @@ def test_a_pools_status_counts_nodes_jobs_and_usage(hook: Hook) -> None:
                 "kind": "TFJob",
                 "priority": 0,
                 "enqueued": "2026-11-21T09:00:01Z",
+                "lasQueue": 0,  # (the default policy orders by least attained service)
                 "reason": "WaitingForCapacity",
             }
         ],

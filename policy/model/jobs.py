@@ -42,6 +42,7 @@ from policy.model.tensorboard import ANNOTATION as TENSORBOARD_ANNOTATION
 from policy.model.tensorboard import LABEL as TENSORBOARD_LABEL
 from policy.model.tensorboard import TensorBoard
 from policy.model.tensorboard import parse as parse_tensorboard
+from policy.model.throughput import ANNOTATION as THROUGHPUT
 from policy.model.timeutil import format_time, parse_time
 
 
@@ -314,6 +315,7 @@ class Job:
             self.created,
             self.deleting,
             self.checkpoint_interval,
+            self.annotations.get(THROUGHPUT),  # the allocation rule reads it
         )
         return HashedTuple((identity, self.spec_content, conds, memory, self.tensorboard))
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from policy.model.bounds import Events, Gain, GpuHours, Seconds, WholeSeconds
+from policy.model.bounds import MAX_EVENTS, Events, Gain, GpuHours, Seconds, WholeSeconds
 
 GROUP = "dragonet.io"
 VERSION = f"{GROUP}/v1alpha1"
@@ -20,8 +20,9 @@ POOL_KIND = "TrainingPool"
 ADMISSION_KIND = "Admission"
 DEFAULT_POOL = "default"  # the pool of a job that names none (Kubeflow's queue default)
 
-# Named scheduling policies. ``dragonet`` is the product; the others are the baselines the
-# simulator compares it with, run through the same webhook:
+# Named scheduling policies. ``dragonet-las`` (the default) and ``dragonet`` are the
+# product; the others are the baselines the simulator compares them with, run through the
+# same webhook:
 #   dragon        DRAGON's rules as its README describes them, without its bugs: FIFO gangs
 #                 with backfill, shrink running jobs for a queue head that waited
 #                 ``starvationSeconds``, grow them after ``idleSeconds`` without action;
@@ -130,7 +131,7 @@ class PoolSpec(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True)
 
     nodeSelector: LabelSelector = Field(default_factory=LabelSelector)
-    policy: PolicyName = "dragonet"
+    policy: PolicyName = "dragonet-las"
     # How a planned node reaches the pod: required node affinity on kubernetes.io/hostname
     # (kube-scheduler stays the final arbiter) or spec.nodeName binding, as DRAGON does.
     binding: Binding = "affinity"
@@ -142,18 +143,28 @@ class PoolSpec(BaseModel):
     watchAllPods: bool = False
     # Least attained service (dragonet-las, tiresias): the queues' upper limits in GPU-hours
     # a job has received (Tiresias' discretised LAS); a job that attained more than the
-    # last one is in the last queue.
-    lasThresholdsGPUHours: tuple[GpuHours, ...] = Field(default=(1.0, 10.0), max_length=8)
+    # last one is in the last queue. The defaults of this and the next three fields are
+    # Pollux's Tiresias (sim/pollux_model.py TIRESIAS_POOL), which Dragonet's simulator
+    # agrees with, and what measured best for dragonet-las on Pollux's workloads
+    # (benchmarks/README.md).
+    lasThresholdsGPUHours: tuple[GpuHours, ...] = Field(default=(16.0,), max_length=8)
     # The starvation guard: a job is preempted for least attained service at most this
     # many times (priority preemption is not limited).
-    maxPreemptions: Events = 3
+    maxPreemptions: Events = MAX_EVENTS
     # Least attained service: a waiting job may also preempt jobs of its own queue that were
     # enqueued after it, so each cycle re-applies the queue order (Tiresias' and Pollux's
-    # simulators do; examples/pollux-tiresias-pool.yaml).
-    lasPreemptLaterInQueue: bool = False
+    # simulators do).
+    lasPreemptLaterInQueue: bool = True
     # Tiresias' promotion: a preempted job that has waited as long as it ran goes back to
     # queue 0 (false: never, as Pollux's Tiresias, whose _solve_starvation is 0).
-    lasPromotion: bool = True
+    lasPromotion: bool = False
+    # The allocation rule (docs/speedup.md): a job's reported throughput decides who grows.
+    # Growth is decided again at most this often (0: at every event), a new worker is
+    # charged this long before it trains, and a job whose reports promise less than this
+    # relative speed-up per worker (after the charge) does not grow.
+    allocationIntervalSeconds: Seconds = 0.0
+    restartSeconds: Seconds = 30.0
+    minGainPerWorker: float = Field(default=0.05, ge=0.0, le=1.0)
     # terminationGracePeriodSeconds of the pods the pool admits (a pod template's own value
     # wins): how long training code has to checkpoint when preempted. None: Kubernetes' 30 s.
     preemptionGraceSeconds: WholeSeconds | None = None

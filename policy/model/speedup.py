@@ -14,10 +14,11 @@ reading weighted by the minutes behind it. Non-negative terms keep every fit phy
 ``f(w)/w`` never grows with ``w`` (no super-linear speed-up), and spreading never helps.
 
 **Only what the readings can tell.** A term enters the fit only if the configurations seen
-can tell it from the terms before it, in the order above: readings at one worker count fit
-``θ_compute`` alone (linear speed-up through the one point measured), a second worker count
-adds the fixed overhead (Amdahl's law), a third the growing fan-in, a spread placement the
-placement term. Predictions away from what was seen carry a confidence to match.
+can tell it from the terms before it, in ``FIT_ORDER``: readings at one worker count fit
+``θ_compute`` alone (linear speed-up through the one point measured); a spread placement
+adds the placement terms (what the monitor sees change comes first); a second worker count
+the fixed overhead (Amdahl's law), a third the growing fan-in. Predictions away from what
+was seen carry a confidence to match.
 
 **Outliers.** Each reading is already a median of a minute of reports. With more readings
 than terms plus one, each reading is compared with what the others predict for it; the one
@@ -42,6 +43,10 @@ from policy.model.nnls import nnls
 from policy.model.throughput import ANNOTATION, Config, History, Reading, parse
 
 TERMS: tuple[str, ...] = ("compute", "overhead", "fanin", "spread", "remote", "psload", "ps")
+# The order in which terms enter a fit: what the monitor sees change (where the workers
+# are) before what can only be inferred (how the job scales). Two readings, two workers
+# packed and three spread, say that spreading costs, not that the third worker adds nothing.
+FIT_ORDER: tuple[int, ...] = (0, 3, 4, 1, 2, 5, 6)
 Cached = Callable[[Hashable, Callable[[], "Speedup"]], "Speedup"]
 OUTLIER = 0.3  # a reading this far off (relative), and 4x the median residual, is dropped
 # Confidence: minutes of reports for about 63 % of full weight; residual that halves it.
@@ -162,11 +167,11 @@ def _held_out_error(readings: Sequence[Reading], i: int) -> float:
 
 
 def _identifiable(configs: Sequence[Config]) -> list[int]:
-    """The terms, in TERMS order, that the distinct configurations can tell apart."""
+    """The terms, in FIT_ORDER, that the distinct configurations can tell apart."""
     rows = [features(c) for c in sorted(set(configs))]
     basis: list[list[float]] = []
     chosen: list[int] = []
-    for j in range(len(TERMS)):
+    for j in FIT_ORDER:
         v = [row[j] for row in rows]
         norm0 = math.sqrt(sum(x * x for x in v))
         if norm0 == 0.0:

@@ -22,7 +22,9 @@ is these steps, one call each; every phase lives in a module of its own:
 6. *Top up* admitted jobs below their worker target (lost workers), then place the
    *TensorBoards* of admitted jobs into what is left (``policy.pool.tensorboard``).
 7. *Grow* running jobs into capacity nobody waiting can use (elastic policies, when the
-   idle rule allows: ``grow.py``).
+   idle rule allows: ``grow.py``), and under the allocation rule give back workers a
+   job's own reports say add nothing (``goodput.py``); a job's size is decided again
+   only ``Rules.interval`` after its last change.
 8. *Migrate*: answer Migration requests, and move workers where it pays (``migrate.py``).
 9. *Write* each job's plan, once, from what the steps decided.
 
@@ -63,6 +65,7 @@ from policy.model.jobs import WORKER, Job, child_name
 from policy.model.lifecycle import Assessment
 from policy.model.migration import MigrationAnswer, MigrationRequest, Moves
 from policy.model.priority import Priorities
+from policy.model.speedup import Speedup
 from policy.model.tensorboard import SLOT as TENSORBOARD
 from policy.model.timeutil import format_time, parse_time
 from policy.pool.admit import Admitted, admit
@@ -73,6 +76,7 @@ from policy.pool.explain import (
     unhelped_message,
     unknown_class_message,
 )
+from policy.pool.goodput import give_back
 from policy.pool.grow import grow
 from policy.pool.ledger import Ledger, Scale
 from policy.pool.migrate import JobMoves, migrate
@@ -202,8 +206,10 @@ def plan(
     admissions: Mapping[str, Admission] | None = None,
     requests: Mapping[str, Sequence[MigrationRequest]] | None = None,
     memo: Memo = NO_MEMO,
+    speedups: Mapping[str, Speedup] | None = None,
 ) -> Plan:
-    """``memo`` (a pool's, across its syncs) only saves work: the plan is the same without."""
+    """``memo`` (a pool's, across its syncs) only saves work: the plan is the same without.
+    ``speedups``: the reporting jobs' throughput models (the allocation rule's signal)."""
     admissions = admissions or {}
     by_job: dict[str, list[Pod]] = {}
     for p in cluster.pods:
@@ -215,7 +221,7 @@ def plan(
     assessed = assess_jobs(jobs, by_job, admissions, service, now, priorities, memo)
     running = assessed.running
     # 3. Open the ledger: observed free capacity, with what is on its way out releasing.
-    ledger = open_ledger(cluster, rules, now, memo, assessed.leaving, jobs)
+    ledger = open_ledger(cluster, rules, now, memo, assessed.leaving, jobs, speedups)
     # 4. Repair admitted jobs, and take back a gang that over-commits the nodes.
     repairs = _repair(ledger, running, memo)
     # 5. Admit queued jobs in order, making room for the first one that waits.
@@ -327,10 +333,11 @@ def open_ledger(
     memo: Memo,
     leaving: Sequence[tuple[str, Pod]],
     jobs: Sequence[Job] = (),
+    speedups: Mapping[str, Speedup] | None = None,
 ) -> Ledger:
     """The ledger over ``cluster``, with the host ports ``jobs`` want counted on each node."""
     ports = wanted(r.request for j in jobs for r in j.replicas.values())
-    ledger = Ledger.open(cluster, rules, now, memo, ports)
+    ledger = Ledger.open(cluster, rules, now, memo, ports, speedups)
     for key, p in leaving:
         ledger.release(key, p)
     return ledger
@@ -358,7 +365,12 @@ def _top_up(
 
 def _grow(ledger: Ledger, rules: Rules, running: Sequence[Running], now: datetime) -> Growth:
     allowed, wake = _growth_allowed(rules, ledger, running, now)
-    return Growth(grow(ledger, running) if allowed else {}, wake)
+    if not allowed:
+        return Growth({}, wake)
+    ready, wake = _held(rules, running, now)
+    grown = grow(ledger, ready)
+    give_back(ledger, [r for r in ready if r.job.key not in grown])
+    return Growth(grown, wake)
 
 
 def _first_waiting(queue: Sequence[QueueOutcome]) -> Job | None:
@@ -643,6 +655,24 @@ def _growth_allowed(
     return False, since + rules.idle
 
 
+def _held(
+    rules: Rules, running: Sequence[Running], now: datetime
+) -> tuple[list[Running], datetime | None]:
+    """The jobs whose size may be decided again (``rules.interval`` since their last
+    scale, from their Admission), and when the next of the others may."""
+    if not rules.interval:
+        return list(running), None
+    ready, wakes = [], []
+    for r in running:
+        scaled = last_scale(r.job, r.admission)
+        when = parse_time(scaled.time) if scaled is not None else None
+        if when is None or now - when >= rules.interval:
+            ready.append(r)
+        elif r.count < r.job.max_workers:
+            wakes.append(when + rules.interval)
+    return ready, min(wakes, default=None)
+
+
 def _untouched(
     r: Running,
     ledger: Ledger,
@@ -708,7 +738,8 @@ def _running_plan(
     ):
         scaled = last_scale(job, r.admission)
         when = parse_time(scaled.time) if scaled is not None else None
-        own = when + ledger.rules.idle if when is not None else wake
+        hold = ledger.rules.interval or ledger.rules.idle
+        own = when + hold if when is not None else wake
         wake_at = max(wake, own)
     wake_at = wake_at if wake_at is not None and wake_at > now else None
     if moves is not None and moves.wake_at is not None and moves.wake_at > now:

@@ -76,7 +76,7 @@ def grow_by_gain(ledger: Ledger, candidates: Sequence[tuple[int, Running]]) -> d
 
     def gain(t: tuple[int, Running]) -> tuple:
         order, r = t
-        local = _room_next_to_ps(ledger, r)
+        local = room_next_to_ps(ledger, r)
         per_ps = counts[r.job.key] / max(len(r.ps_nodes), 1)
         speedup = -(1.0 if local else REMOTE) / max(speed[r.job.key], REMOTE)
         return (r.queue, speedup, per_ps, order)  # least attained service first (queue 0 if none)
@@ -100,7 +100,7 @@ def grow_by_gain(ledger: Ledger, candidates: Sequence[tuple[int, Running]]) -> d
     return out
 
 
-def _room_next_to_ps(ledger: Ledger, r: Running) -> bool:
+def room_next_to_ps(ledger: Ledger, r: Running) -> bool:
     worker = r.job.worker
     if worker is None:
         return False

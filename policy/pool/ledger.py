@@ -26,6 +26,7 @@ from policy.model.cluster import Cluster, Pod
 from policy.model.hostports import capacity
 from policy.model.jobs import Job, constraints_key
 from policy.model.resources import Resources
+from policy.model.speedup import Speedup
 from policy.pool.filters import rejection
 from policy.pool.placement import Eligible
 from policy.pool.rules import Rules
@@ -97,6 +98,8 @@ class Ledger:
     acted: bool = False  # admitted or shrank something in this cycle
     head_waits: bool = False  # a starving queue head still waits (DRAGON: no growth)
     cache: CycleCache = field(default_factory=CycleCache)
+    # Reporting jobs' throughput models, by job key (PoolSnapshot.speedups).
+    speedups: Mapping[str, Speedup] = field(default_factory=dict)
 
     @classmethod
     def open(
@@ -106,6 +109,7 @@ class Ledger:
         now: datetime,
         memo: Memo = NO_MEMO,
         host_ports: frozenset[str] = frozenset(),
+        speedups: Mapping[str, Speedup] | None = None,
     ) -> Ledger:
         """``host_ports``: the ones the jobs want; each node has one of each, less what its
         pods hold (``policy.model.hostports``)."""
@@ -118,6 +122,7 @@ class Ledger:
             free=dict(cluster.free),
             allocatable={n.name: n.allocatable for n in cluster.nodes},
             cache=CycleCache(memo=memo),
+            speedups=speedups or {},
         )
         for p in cluster.pods:
             if p.terminating:

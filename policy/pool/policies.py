@@ -7,11 +7,12 @@ from dataclasses import replace
 from datetime import timedelta
 
 from policy.model.pool import MigrationSettings, PoolSpec
-from policy.pool.grow import grow_by_gain, grow_oldest_first
+from policy.pool.goodput import grow_by_goodput
+from policy.pool.grow import grow_oldest_first
 from policy.pool.move_score import TARGETS
 from policy.pool.placement import place_each_binpacked, place_gang, place_static_gang
 from policy.pool.rules import MigrationRules, Rules
-from policy.pool.shrink import victims_borrowed_first, victims_oldest_first
+from policy.pool.shrink import victims_least_loss, victims_oldest_first
 
 
 def migration_rules(spec: PoolSpec) -> MigrationRules | None:
@@ -42,14 +43,17 @@ def _rules_for(spec: PoolSpec) -> Rules:
     guard = spec.maxPreemptions
     dragonet = Rules(
         place_gang,
-        grow_by_gain,
-        victims_borrowed_first,
+        grow_by_goodput,
+        victims_least_loss,
         True,
         starvation,
         idle,
         reclaim_borrowed=True,
         grow_when_idle_only=False,
         preempt_priority=True,
+        restart=timedelta(seconds=spec.restartSeconds),
+        interval=timedelta(seconds=spec.allocationIntervalSeconds),
+        min_gain=spec.minGainPerWorker,
     )
     if spec.policy == "dragonet-las":  # dragonet, in LAS order, preempting for it
         return replace(
@@ -57,7 +61,6 @@ def _rules_for(spec: PoolSpec) -> Rules:
             las=las,
             preempt_las=True,
             max_preemptions=guard,
-            las_gap=2,  # measured: preempting the next queue loses more than it gains
             las_later_in_queue=spec.lasPreemptLaterInQueue,
             las_promotion=spec.lasPromotion,
         )

@@ -4,9 +4,8 @@ Kueue's preemption, made checkpoint-aware. A running job may be preempted for a 
 
 * of higher priority (``preempt_priority``), whether it declares a checkpoint interval or
   not; or
-* of the same priority in an earlier least-attained-service queue (``preempt_las``; at
-  least ``las_gap`` queues earlier: two under dragonet-las, one under tiresias; or of the
-  same queue and enqueued earlier, with ``las_later_in_queue``), only
+* of the same priority in an earlier least-attained-service queue (``preempt_las``; or of
+  the same queue and enqueued earlier, with ``las_later_in_queue``), only
   if it declares a checkpoint interval (``dragonet.io/checkpoint-interval-seconds``), has
   run at least one interval in this run (so it saved its progress at least once), and was
   preempted for LAS fewer than ``max_preemptions`` times (the starvation guard).
@@ -185,7 +184,7 @@ def _allowed(
         and service.queue == queue
         and enqueue_time(r.job, now) > enqueue_time(waiting, now)
     )
-    if interval is None or (service.queue < queue + rules.las_gap and not enqueued_after):
+    if interval is None or (service.queue <= queue and not enqueued_after):
         return None
     if service.past.las_preemptions >= rules.max_preemptions:
         return None  # the starvation guard: it runs to the end now

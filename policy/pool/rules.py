@@ -10,6 +10,7 @@ from typing import Any
 
 from policy.model.cluster import Pod
 from policy.model.pool import MigrationScore
+from policy.model.speedup import Speedup
 from policy.pool.move_score import TargetChooser
 from policy.pool.placement import GangPlacer
 from policy.pool.running import Running
@@ -19,8 +20,9 @@ from policy.pool.running import Running
 Growth = Callable[..., Mapping[str, Any]]
 # The order in which a shrink takes workers (``policy.pool.shrink``): a sort key of a
 # worker of a running job, from the job's order among running jobs, the worker's rank in
-# ``shrinkable``'s order, and the workers the job keeps before it is taken.
-VictimOrder = Callable[[Running, Pod, int, int, int], tuple]
+# ``shrinkable``'s order, the workers the job keeps before it is taken, and the job's
+# throughput model (None: it reports nothing).
+VictimOrder = Callable[[Running, Pod, int, int, int, Speedup | None], tuple]
 
 
 @dataclass(frozen=True)
@@ -54,13 +56,18 @@ class Rules:
     # interval, ran at least one interval, and were preempted fewer than max_preemptions).
     preempt_las: bool = False
     max_preemptions: int = 3
-    # How many LAS queues later a victim must be than the waiting job.
-    las_gap: int = 1
     # A victim may also be in the waiting job's own queue, enqueued after it.
     las_later_in_queue: bool = False
     # A preempted job that waited as long as it ran goes back to queue 0.
     las_promotion: bool = True
     migration: MigrationRules | None = None  # None: Migration requests are refused
+    # The allocation rule (policy.pool.goodput): how long a new worker takes to train
+    # (start and restore), how often growth is decided again (0: at every event), and the
+    # least relative speed-up per worker, charged its restart, that a job's reports must
+    # promise before it grows.
+    restart: timedelta = timedelta(seconds=30)
+    interval: timedelta = timedelta(0)
+    min_gain: float = 0.0
 
 
 # The policies whose queue order reads attained service (from pods' start times).

@@ -21,6 +21,8 @@ from policy.model.cluster import Pod
 from policy.model.gpushare import DeviceFree
 from policy.model.jobs import Job
 from policy.model.resources import Resources
+from policy.model.speedup import PRIOR, Speedup
+from policy.model.throughput import Config
 from policy.pool.explain import awaited_message
 from policy.pool.ledger import Ledger, Scale
 from policy.pool.placement import (
@@ -141,10 +143,14 @@ def _candidates(
             continue  # nothing to give up (checked before sorting its workers)
         leaving = {p.name for p in (*r.surplus, *ledger.victims.get(r.job.key, ()))}
         candidates = [p for p in shrinkable(r.job, r.workers, r.ps_nodes) if p.name not in leaving]
+        # A silent job among reporting ones counts as scaling linearly (PRIOR); in a pool
+        # where nobody reports, the order is the policy's own (model None).
+        model = ledger.speedups.get(r.job.key, PRIOR) if ledger.speedups else None
         for rank, pod in enumerate(candidates[: max(0, keep - floor)]):
             if pod.node is None or not pod.occupies or pod.node not in ledger.free:
                 continue
-            pool.append((ledger.rules.victim_order(r, pod, order, rank, keep), r, pod))
+            key = ledger.rules.victim_order(r, pod, order, rank, keep, model)
+            pool.append((key, r, pod))
     pool.sort(key=lambda t: t[0])
     return [(r, p) for _, r, p in pool]
 
@@ -189,13 +195,17 @@ def _record(
         )
 
 
-def victims_oldest_first(r: Running, pod: Pod, order: int, rank: int, keep: int) -> tuple:
+def victims_oldest_first(
+    r: Running, pod: Pod, order: int, rank: int, keep: int, model: Speedup | None = None
+) -> tuple:
     """DRAGON: job by job, the lowest priority first, then the job that started first;
     within a job, its workers in ``shrinkable``'s order (``rank``)."""
     return (r.priority, order, rank)
 
 
-def victims_borrowed_first(r: Running, pod: Pod, order: int, rank: int, keep: int) -> tuple:
+def victims_borrowed_first(
+    r: Running, pod: Pod, order: int, rank: int, keep: int, model: Speedup | None = None
+) -> tuple:
     """Dragonet: the lowest priority first, then (least attained service) the most attained
     service; borrowed workers first, then those off the parameter servers' node, then from
     the jobs with the most workers per parameter server. ``keep``: the workers the job
@@ -212,3 +222,30 @@ def victims_borrowed_first(r: Running, pod: Pod, order: int, rank: int, keep: in
         order,
         rank,
     )
+
+
+def victims_least_loss(
+    r: Running, pod: Pod, order: int, rank: int, keep: int, model: Speedup | None = None
+) -> tuple:
+    """The allocation rule's order (``policy.pool.goodput``): the lowest priority first,
+    then the most attained service, borrowed workers first, then the worker whose job
+    slows least, relatively, without it, as the job's reports say (a silent job as if it
+    scaled linearly: one of many workers loses least by one). In a pool where no job
+    reports (``model`` None), Dragonet's ``victims_borrowed_first``."""
+    if model is None:
+        return victims_borrowed_first(r, pod, order, rank, keep)
+    assert r.job.worker is not None  # (only jobs with workers give any up)
+    left = keep - rank  # the workers the job has before this one goes
+    borrowed = left > r.job.worker.replicas
+    return (r.priority, -r.queue, not borrowed, loss(model, left, len(r.ps_nodes)), order, rank)
+
+
+def loss(model: Speedup, workers: int, ps: int) -> float:
+    """How much slower a job of ``workers`` packed workers is with one fewer (0.25: its
+    remaining time grows by a quarter)."""
+    if workers <= 1:
+        return float("inf")
+    if not model.informed:
+        return 1.0 / (workers - 1)
+    now, fewer = model.throughput(Config(workers, ps)), model.throughput(Config(workers - 1, ps))
+    return now / fewer - 1.0 if fewer > 0 else float("inf")

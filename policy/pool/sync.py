@@ -137,7 +137,15 @@ def sync(
         return PoolDecision(last.children, last.status, _resync(last.wake, now), scaled)
     rules = memo.derive("rules", (snap.spec,), partial(rules_for, snap.spec))
     result = plan(
-        snap.jobs, snap.cluster, now, rules, snap.priorities, snap.admissions, snap.requests, memo
+        snap.jobs,
+        snap.cluster,
+        now,
+        rules,
+        snap.priorities,
+        snap.admissions,
+        snap.requests,
+        memo,
+        snap.speedups,
     )
     stamp = format_time(now)
     hostnames = {n.name: n.hostname for n in snap.cluster.nodes if n.hostname != n.name}
