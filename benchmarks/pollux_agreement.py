@@ -25,6 +25,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from benchmarks.pollux_published import TIRESIAS
 from policy.model.pool import pool_object
 from sim.engine import SimConfig, Simulation
 from sim.pollux_model import TIRESIAS_POOL
@@ -40,14 +41,8 @@ SHARED = next(
     Path("shared") / "traces" / "pollux_workloads",
 )
 
-# Pollux's published Tiresias average JCT (s), results-jobload/tiresias-<load>/summary.json
-# ("avgs"), petuum/adaptdl osdi21-artifact @ c793c70.
-PUBLISHED: dict[float, dict[int, float]] = {
-    0.5: {1: 1450.94, 2: 2333.28, 3: 1869.90, 4: 1946.76},
-    1.0: {1: 2473.65, 2: 5144.96, 3: 3876.26, 4: 3280.26},
-    1.5: {1: 5520.29, 2: 6333.77, 3: 6561.98, 4: 5577.32},
-    2.0: {1: 10138.17, 2: 8655.99, 3: 10727.82, 4: 9664.73},
-}
+# Pollux's published Tiresias average JCT (s), by load and workload.
+PUBLISHED = TIRESIAS
 
 
 def workload_file(workload: int, load: float, artifact: Path | None) -> Path:
