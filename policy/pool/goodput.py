@@ -14,10 +14,10 @@ parameter-server jobs whose global batch is fixed.
   restart) / interval``.
 * **The user's size first, borrowing on evidence.** Up to ``Worker.replicas`` (the size
   the user tuned) a job grows as room allows, ranked by its gain. Beyond it, a worker is
-  borrowed only while the job's own reports promise at least ``Rules.min_gain``, one step
-  per interval, so that each step is measured before the next (the job's monitor needs
-  about two minutes of a steady configuration); and a borrowed worker that the reports say
-  adds less than half of that goes back (``give_back``).
+  borrowed only while the job's own reports promise at least ``Rules.min_gain`` (with an
+  interval set, one step per interval, so that each step is measured before the next: the
+  job's monitor needs about two minutes of a steady configuration); and a borrowed worker
+  that the reports say adds less than half of that goes back (``give_back``).
 * **A pool where nobody reports, with no interval set**, grows exactly as before
   (``grow_by_gain``): a job that reports nothing is scheduled as today.
 
