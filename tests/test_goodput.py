@@ -233,3 +233,16 @@ def test_a_shrink_takes_the_worker_whose_job_loses_least() -> None:
     assert _taken(_two_full_nodes(flat, steep)) == ["flat-worker-2"]
     assert _taken(_two_full_nodes(steep, flat)) == ["steep-worker-2"]
     assert _taken(_two_full_nodes(None, None)) == ["steep-worker-2"]  # today's order
+
+
+def test_a_worker_given_back_is_not_grown_again() -> None:
+    """No flapping: once ``big``'s fourth worker went back (it adds nothing), the room it
+    left does not tempt the rule to grow ``big`` again (a worker goes back below half of
+    ``minGainPerWorker``; one grows only at or above all of it, after the restart charge)."""
+    b = PoolBuilder(policy="dragonet", pool_spec={"allocationIntervalSeconds": 60})
+    b.node("a", 5)
+    b.running("big", ("PS-0@a", "Worker-0@a", "Worker-1@a", "Worker-2@a"), ps=1, workers=2,
+              low=1, high=4, annotations=SATURATED)  # fmt: skip
+    view = b.view()
+    assert view.ledger.free["a"]["cpu"] == 1000  # one CPU (millicores): the room it gave back
+    assert grow(view.ledger, view.running) == {}
