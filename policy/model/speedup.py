@@ -98,6 +98,12 @@ class Speedup:
         one = self.throughput(Config(1, c.ps))
         return self.throughput(c) / one if one > 0 else 0.0
 
+    def relative_gain(self, before: Config, after: Config) -> float | None:
+        """How much faster ``after`` is than ``before``, relatively (0.25: a quarter
+        faster; negative: slower); None when ``before`` has no speed to compare with."""
+        here = self.throughput(before)
+        return self.throughput(after) / here - 1.0 if here > 0 else None
+
     def marginal_gain(self, c: Config, remote: bool = False) -> float:
         """What one more worker adds, in single workers (perfect scaling: 1.0; a job its
         parameter servers hold back: near 0, or below)."""

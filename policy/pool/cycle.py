@@ -86,7 +86,7 @@ from policy.pool.preempt import Preempted, Stopped, preempt
 from policy.pool.queue import NEVER, enqueue_time, priority, queue_key
 from policy.pool.repair import Repair, place_for, repair
 from policy.pool.rules import Rules
-from policy.pool.running import Running, idle_since, last_scale
+from policy.pool.running import Running, idle_since, scaled_at
 from policy.pool.shrink import Reserved, make_room
 from policy.pool.tensorboard import near_nodes, placed_at
 from policy.pool.view import job_view, running_of
@@ -664,8 +664,7 @@ def _held(
         return list(running), None
     ready, wakes = [], []
     for r in running:
-        scaled = last_scale(r.job, r.admission)
-        when = parse_time(scaled.time) if scaled is not None else None
+        when = scaled_at(r.job, r.admission)
         if when is None or now - when >= rules.interval:
             ready.append(r)
         elif r.count < r.job.max_workers:
@@ -736,8 +735,7 @@ def _running_plan(
         and job.worker is not None
         and r.count < job.max_workers
     ):
-        scaled = last_scale(job, r.admission)
-        when = parse_time(scaled.time) if scaled is not None else None
+        when = scaled_at(job, r.admission)
         hold = ledger.rules.interval or ledger.rules.idle
         own = when + hold if when is not None else wake
         wake_at = max(wake, own)

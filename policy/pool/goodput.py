@@ -63,11 +63,10 @@ def config_of(r: Running, extra: Sequence[str | None] = (), without: Pod | None 
 def worth(model: Speedup, c: Config, local: bool, restart_s: float, interval_s: float) -> Worth:
     """One more worker for a job in configuration ``c`` (next to a parameter server if
     ``local``), charged its restart over one decision interval."""
-    after = grown(c, remote=not local)
     prior = (1.0 if local else REMOTE) / max(c.workers - c.remote * (1 - REMOTE), REMOTE)
-    here = model.throughput(c)
-    informed = model.informed and here > 0
-    gain = model.throughput(after) / here - 1.0 if informed else prior
+    learned = model.relative_gain(c, grown(c, remote=not local)) if model.informed else None
+    informed = learned is not None
+    gain = learned if learned is not None else prior
     charged = max(interval_s - restart_s, 0.0) / interval_s if interval_s > 0 else 1.0
     return Worth(gain * charged, informed)
 
@@ -145,11 +144,8 @@ def give_back(ledger: Ledger, running: Sequence[Running]) -> None:
         if not pods:
             continue
         pod = pods[0]
-        kept, fewer = model.throughput(config_of(r)), model.throughput(config_of(r, without=pod))
-        if kept <= 0 or fewer <= 0:
-            continue
-        adds = kept / fewer - 1.0
-        if adds >= rules.min_gain / 2:
+        adds = model.relative_gain(config_of(r, without=pod), config_of(r))
+        if adds is None or adds >= rules.min_gain / 2:
             continue
         ledger.victims[r.job.key] = [pod]
         ledger.release(r.job.key, pod)

@@ -42,6 +42,12 @@ def last_scale(job: Job, admission: Admission | None) -> LastScale | None:
     return LastScale.from_json((job.status.get("scheduling") or {}).get(LAST_SCALE))
 
 
+def scaled_at(job: Job, admission: Admission | None) -> datetime | None:
+    """When the pool last changed the job's worker target (None: never, or unreadable)."""
+    scale = last_scale(job, admission)
+    return parse_time(scale.time) if scale is not None else None
+
+
 def idle_since(jobs: Iterable[tuple[Job, Admission | None]]) -> datetime | None:
     """The last admission or shrink anywhere: DRAGON's growth waits ``idle`` after it."""
     times = []

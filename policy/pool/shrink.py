@@ -247,5 +247,5 @@ def loss(model: Speedup, workers: int, ps: int) -> float:
         return float("inf")
     if not model.informed:
         return 1.0 / (workers - 1)
-    now, fewer = model.throughput(Config(workers, ps)), model.throughput(Config(workers - 1, ps))
-    return now / fewer - 1.0 if fewer > 0 else float("inf")
+    got = model.relative_gain(Config(workers - 1, ps), Config(workers, ps))
+    return got if got is not None else float("inf")
