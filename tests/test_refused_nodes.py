@@ -12,7 +12,7 @@ from itertools import pairwise
 from typing import Any
 
 from sim.apiserver import Obj, object_key
-from sim.engine import SimConfig, Simulation
+from sim.engine import Scenario, SimConfig, Simulation
 from sim.kube import node_object
 from sim.spec import JobSpec, TrainingProfile, tfjob_manifest
 from tests.kube_schema import validate_custom, validate_job_status
@@ -143,3 +143,28 @@ def test_with_no_other_node_free_the_job_waits_saying_why_and_retries_with_backo
         if adm["metadata"]["name"] == "tfjob-a"
     ]
     assert (3,) in refusals, refusals  # refused three times in a row while b ran
+
+
+def test_with_watch_all_pods_the_pool_sees_the_other_pod_and_nothing_is_refused() -> None:
+    """The real fix where nodes are shared: the pool counts the other tenant's pod, places
+    the job on cpu-2 at once, and records no refusal."""
+    pool = {
+        "apiVersion": "dragonet.io/v1alpha1",
+        "kind": "TrainingPool",
+        "metadata": {"name": "default"},
+        "spec": {"policy": "dragonet-las", "watchAllPods": True},
+    }
+    base = scenario(nodes("16", "16"), [job("a")])
+    sim = Simulation(
+        Scenario(base.name, base.nodes, base.jobs, (pool,)),
+        SimConfig(delete_finished_after_s=None, max_time_s=3600.0),
+    )
+    creates = Creates(sim)
+    sim.schedule(0.0, lambda: sim.api.create(foreign("cpu-1", "15")))
+    result = sim.run()
+    assert result.summary["jobs_finished"] == 1, result.summary
+    ours = {k: n for k, n in creates.counts().items() if k.startswith("default/a-")}
+    assert ours == {"default/a-ps-0": 1, "default/a-worker-0": 1, "default/a-worker-1": 1}
+    written = [adm["spec"] for adm in creates.admissions if adm["metadata"]["name"] == "tfjob-a"]
+    assert written and not any(spec.get("refused") for spec in written)
+    assert {p.get("node") for p in written[-1]["pods"]} == {"cpu-2"}
