@@ -18,6 +18,7 @@ from policy.model.admission import ADMITTED, QUEUED, WAITING_FOR_POOL, AttainedS
 from policy.model.jobs import CHECKPOINT_ANNOTATION, Job, JobKind
 from policy.model.lifecycle import REASON_INVALID, running_types
 from policy.model.migration import Moves
+from policy.model.refusal import refused_note
 from policy.model.timeutil import format_time, parse_time
 
 LAST_SCALE = "lastScale"
@@ -182,6 +183,8 @@ def scheduling(v: JobSyncView, nodes: list[str]) -> dict[str, Any]:
         section["moves"] = moves
     if v.admission is not None and v.admission.migrations:  # answers to live requests
         section["migrations"] = [d.to_json() for d in v.admission.migrations]
+    if v.admission is not None and v.admission.refused:  # nodes the kube-scheduler refused
+        section["refused"] = [r.to_json() for r in v.admission.refused]
     service = v.admission.service if v.admission is not None else None
     if service is None:
         service = AttainedService.from_json((job.status.get("scheduling") or {}).get(SERVICE))
@@ -253,7 +256,7 @@ def message(v: JobSyncView) -> str:
     if v.phase == QUEUED:
         text = v.admission.message or "waiting for admission"
     else:
-        text = v.admission.message or _foreign_scheduler(v)
+        text = v.admission.message or _foreign_scheduler(v) or refused_note(v.admission.refused)
     return "; ".join(t for t in (text, v.admission.gang_note) if t)
 
 

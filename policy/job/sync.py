@@ -370,7 +370,10 @@ def _desired(v: JobSyncView) -> Desired:
         return {}
     if v.phase == FINISHED:
         return {p.name: _at(s, p.name, p.node, p.node) for s, p in _finished_kept(v).items()}
-    omitted = {p.name for p in v.assessment.restarts} | {p.name for p in v.pods if p.stuck}
+    held = _held_stuck(v)
+    omitted = {p.name for p in v.assessment.restarts} | {
+        p.name for p in v.pods if p.stuck and p.name not in held
+    }
     existing = {
         p.name: (slot, p)
         for p in v.pods
@@ -400,6 +403,30 @@ def _desired(v: JobSyncView) -> Desired:
             if s == slot and n != name:
                 out[n] = _at(slot, n, old.node, old.node)  # runs until its replacement does
     return out
+
+
+def _held_stuck(v: JobSyncView) -> frozenset[str]:
+    """Stuck pods (the kube-scheduler refused them where they are pinned) that the job's
+    Admission still places where they are: kept until the pool has seen the refusal and
+    placed the slot elsewhere, or nowhere (``policy.model.refusal``). Deleted at once, the
+    pod would take the refusal with it, and the pool would pin it there again. Any other
+    stuck pod goes at once, so its slot can be placed anew."""
+    admission = v.admission
+    if v.phase != ADMITTED or admission is None or v.stale:
+        return frozenset()
+    held = set()
+    for p in v.pods:
+        if not p.stuck or (slot := _slot_of(v.job, p)) is None:
+            continue
+        placement = admission.slots.get(slot)
+        if (
+            placement is not None
+            and placement.source is None
+            and placement.node == p.node
+            and (placement.pod or child_name(v.job, *slot)) == p.name
+        ):
+            held.add(p.name)
+    return frozenset(held)
 
 
 def _host(admission: Admission | None, slot: tuple[str, int], node: str | None) -> str | None:

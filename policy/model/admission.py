@@ -214,6 +214,32 @@ class _AnswerEntry(_Model):
     move: Events = 0
 
 
+class Refusal(_Model):
+    """A node that refused the job's pods: the kube-scheduler left a pod pinned there
+    Unschedulable although the pool saw room for it (pods the pool does not see fill the
+    node: ``policy.model.refusal``). ``count`` refusals in a row, the last one counted at
+    ``time``: the pool places none of the job's pods there before ``until``. ``seen``: when
+    the pool first saw ``seen_pod`` stuck there with room; it counts as a refusal once it
+    has stayed so for ``policy.model.refusal.GRACE`` (the kube-scheduler tries again when
+    room frees, so a pod that waits that long is refused by something the pool cannot see)."""
+
+    node: str
+    pod: str | None = None  # the pod refused last
+    count: Events = 0  # refusals in a row
+    time: str | None = None  # when the last one was counted
+    until: str | None = None  # the job's pods avoid the node until then
+    seen: str | None = None
+    seen_pod: str | None = Field(default=None, alias="seenPod")
+
+    @property
+    def counted(self) -> bool:
+        """Refused at least once (not only seen)."""
+        return self.count > 0 and self.until is not None
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+
 _MOVES = TypeAdapter(tuple[_MovesEntry, ...])
 _ANSWERS = TypeAdapter(tuple[_AnswerEntry, ...])
 
@@ -243,7 +269,7 @@ AnswersField = Annotated[
 ]
 # Written only when not empty (as the first writer did); every other field is written
 # unless it is None.
-_OMITTED_WHEN_EMPTY = ("gang_note", "moves", "migrations", "kubeshare")
+_OMITTED_WHEN_EMPTY = ("gang_note", "moves", "migrations", "kubeshare", "refused")
 
 
 class Admission(_Model):
@@ -278,6 +304,8 @@ class Admission(_Model):
     service: AttainedService | None = None  # attained in earlier runs, preemptions
     # The pool's terminationGracePeriodSeconds for its pods.
     grace_seconds: WholeSeconds | None = Field(default=None, alias="gracePeriodSeconds")
+    # Nodes the kube-scheduler refused its pods on, each avoided until its backoff ends.
+    refused: tuple[Refusal, ...] = ()
     namespace: str = Field(default="", exclude=True)
     generation: int = Field(default=0, exclude=True)  # 0 for one not written yet
 

@@ -9,7 +9,9 @@ is these steps, one call each; every phase lives in a module of its own:
    LAS queue, then enqueue time, then namespace/name): finished, suspended, running, or
    queued (``policy.pool.view``, ``policy.pool.queue``).
 3. *Open the ledger*: the observed free capacity; what is on its way out (terminating
-   pods, workers a job gives up, pods it may not have) is releasing.
+   pods, workers a job gives up, pods it may not have) is releasing; nodes the
+   kube-scheduler refused a job's pods on, though the pool saw room, are left out of that
+   job's eligible nodes until their backoff ends (``policy.pool.refusals``).
 4. *Repair* admitted jobs first: their missing required pods, restarting pods and workers
    below ``min-instances`` claim capacity before any queued job; admitted gangs that
    over-commit the nodes give one back (``repair.py``, ``overcommit.py``).
@@ -58,6 +60,7 @@ from policy.model.admission import (
     JobPhase,
     Placement,
     Preemption,
+    Refusal,
 )
 from policy.model.cluster import Cluster, Pod
 from policy.model.hostports import wanted
@@ -84,6 +87,7 @@ from policy.pool.overcommit import take_back
 from policy.pool.placement import Placed
 from policy.pool.preempt import Preempted, Stopped, preempt
 from policy.pool.queue import NEVER, enqueue_time, priority, queue_key
+from policy.pool.refusals import avoided, next_end, refusals, unexplained
 from policy.pool.repair import Repair, place_for, repair
 from policy.pool.rules import Rules
 from policy.pool.running import Running, idle_since, scaled_at
@@ -120,6 +124,8 @@ class JobPlan:
     moves: tuple[Moves, ...] = ()
     migrations: tuple[MigrationAnswer, ...] = ()
     service: AttainedService | None = None  # a preemption decided now: the record it writes
+    # Nodes the kube-scheduler refused its pods on (policy.pool.refusals): the record it writes.
+    refused: tuple[Refusal, ...] = ()
 
     @property
     def message(self) -> str:
@@ -212,16 +218,22 @@ def plan(
     ``speedups``: the reporting jobs' throughput models (the allocation rule's signal)."""
     admissions = admissions or {}
     by_job: dict[str, list[Pod]] = {}
+    stuck: set[str] = set()
     for p in cluster.pods:
         if p.job:
             by_job.setdefault(p.job, []).append(p)
+            if p.stuck:
+                stuck.add(p.job)
     # 1. Attained service: each job's, and when one may change (least attained service).
     service, wakes = _attained_service(jobs, by_job, admissions, now, rules)
     # 2. Assess every job, in queue order.
     assessed = assess_jobs(jobs, by_job, admissions, service, now, priorities, memo)
     running = assessed.running
-    # 3. Open the ledger: observed free capacity, with what is on its way out releasing.
-    ledger = open_ledger(cluster, rules, now, memo, assessed.leaving, jobs, speedups)
+    # 3. Open the ledger: observed free capacity, with what is on its way out releasing,
+    # and the nodes each job avoids (the kube-scheduler refused its pods there).
+    refused = _refusals(by_job, stuck, admissions, cluster, now)
+    avoid = {k: nodes for k, r in refused.items() if (nodes := avoided(r, now))}
+    ledger = open_ledger(cluster, rules, now, memo, assessed.leaving, jobs, speedups, avoid)
     # 4. Repair admitted jobs, and take back a gang that over-commits the nodes.
     repairs = _repair(ledger, running, memo)
     # 5. Admit queued jobs in order, making room for the first one that waits.
@@ -235,7 +247,30 @@ def plan(
     # 8. Migrate (never the workers of a job preempted in this cycle: all its pods go).
     moved = migrate(ledger, staying, requests or {}, rules.migration, now, _first_waiting(queue))
     # 9. Write each job's plan.
-    return _plans(assessed, queue, repairs, topped, growth, boarded, moved, ledger, wakes, memo)
+    return _plans(
+        assessed, queue, repairs, topped, growth, boarded, moved, ledger, wakes, memo, refused
+    )
+
+
+def _refusals(
+    by_job: Mapping[str, Sequence[Pod]],
+    stuck: set[str],
+    admissions: Mapping[str, Admission],
+    cluster: Cluster,
+    now: datetime,
+) -> dict[str, tuple[Refusal, ...]]:
+    """Each job's refusals (``policy.pool.refusals``), for the jobs that have a stuck pod or
+    a refusal on record; the others have none."""
+    keys = stuck | {k for k, a in admissions.items() if a.refused}
+    if not keys:
+        return {}
+    nodes = unexplained(cluster.pods, cluster.free) if stuck else frozenset()
+    out = {}
+    for key in sorted(keys):
+        got = refusals(by_job.get(key, ()), admissions.get(key), nodes, now)
+        if got:
+            out[key] = got
+    return out
 
 
 def _attained_service(
@@ -334,10 +369,12 @@ def open_ledger(
     leaving: Sequence[tuple[str, Pod]],
     jobs: Sequence[Job] = (),
     speedups: Mapping[str, Speedup] | None = None,
+    avoid: Mapping[str, frozenset[str]] | None = None,
 ) -> Ledger:
-    """The ledger over ``cluster``, with the host ports ``jobs`` want counted on each node."""
+    """The ledger over ``cluster``, with the host ports ``jobs`` want counted on each node,
+    and the nodes each job avoids."""
     ports = wanted(r.request for j in jobs for r in j.replicas.values())
-    ledger = Ledger.open(cluster, rules, now, memo, ports, speedups)
+    ledger = Ledger.open(cluster, rules, now, memo, ports, speedups, avoid)
     for key, p in leaving:
         ledger.release(key, p)
     return ledger
@@ -393,9 +430,11 @@ def _plans(
     ledger: Ledger,
     wakes: Sequence[datetime],
     memo: Memo,
+    refused: Mapping[str, tuple[Refusal, ...]] | None = None,
 ) -> Plan:
     """Each job's plan, built once from what the steps decided (in the order the pool's
     sync answers them: settled jobs, the queue, then running jobs)."""
+    refused = refused or {}
     now = ledger.now
     result: dict[str, JobPlan] = {}
     for st in assessed.settled:
@@ -409,17 +448,22 @@ def _plans(
         wake = o.wake_at
         if i == 0 and soonest is not None and (wake is None or soonest < wake):
             wake = soonest
-        result[o.queued.job.key] = _queued_plan(o, boarded, moved.get(o.queued.job.key), wake)
+        key = o.queued.job.key
+        own = refused.get(key, ())
+        if own and (end := next_end(own, now)) is not None and (wake is None or end < wake):
+            wake = end
+        result[key] = _queued_plan(o, boarded, moved.get(key), wake, own)
     for r in assessed.running:
         key = r.job.key
         stopped = ledger.preempted.get(key)
+        own = refused.get(key, ())
         if stopped is not None:
-            result[key] = _preempted_plan(r, stopped, now)
+            result[key] = replace(_preempted_plan(r, stopped, now), refused=own)
             continue
         repaired, top, grew = repairs[key], topped.get(key, {}), growth.grown.get(key, {})
         m = moved.get(key)
         board = _board(boarded, key)
-        if m is None and _untouched(r, ledger, repaired, top, grew, growth.wake):
+        if m is None and not own and _untouched(r, ledger, repaired, top, grew, growth.wake):
             result[key] = memo.derive(
                 "untouched",
                 (r,),
@@ -427,7 +471,9 @@ def _plans(
                 board,
             )
         else:
-            result[key] = _running_plan(r, repaired, now, ledger, top, grew, growth.wake, m, board)
+            result[key] = _running_plan(
+                r, repaired, now, ledger, top, grew, growth.wake, m, board, own
+            )
     return Plan(jobs=MappingProxyType(result))
 
 
@@ -443,6 +489,7 @@ def _queued_plan(
     boarded: Mapping[str, str | None],
     m: JobMoves | None,
     wake: datetime | None,
+    refused: tuple[Refusal, ...] = (),
 ) -> JobPlan:
     q = o.queued
     placements = dict(o.placed)
@@ -460,6 +507,7 @@ def _queued_plan(
         wake_at=wake,
         reason=o.reason,
         migrations=m.decisions if m is not None else (),
+        refused=refused,
     )
 
 
@@ -703,9 +751,12 @@ def _running_plan(
     wake: datetime | None = None,
     moves: JobMoves | None = None,
     board: Placement | None = None,
+    refused: tuple[Refusal, ...] = (),
 ) -> JobPlan:
     """An admitted job's plan: the pods it keeps, what the cycle placed for it (repairs,
-    top-ups, growth, migrations, its TensorBoard), who leaves and its worker target."""
+    top-ups, growth, migrations, its TensorBoard), who leaves and its worker target. A
+    stuck pod (refused where it is pinned) is not kept: its slot is placed again, or
+    waits; the nodes that refused the job wake it when their backoff ends."""
     job = r.job
     victims = ledger.victims.get(job.key, []) if ledger is not None else []
     removed = frozenset(p.name for p in (*r.surplus, *victims))
@@ -742,9 +793,12 @@ def _running_plan(
     wake_at = wake_at if wake_at is not None and wake_at > now else None
     if moves is not None and moves.wake_at is not None and moves.wake_at > now:
         wake_at = moves.wake_at if wake_at is None else min(wake_at, moves.wake_at)
+    if refused and (end := next_end(refused, now)) is not None:
+        wake_at = end if wake_at is None else min(wake_at, end)
     explain, reason = _nothing, ""
     if repaired.unplaced:
-        explain = partial(repair_message, job, repaired.unplaced)
+        active = tuple(r for r in refused if r.node in avoided(refused, now))
+        explain = partial(repair_message, job, repaired.unplaced, active)
         reason = PODS_WAITING_FOR_ROOM
     return JobPlan(
         job,
@@ -760,6 +814,7 @@ def _running_plan(
         reason,
         moves.moves if moves is not None else (),
         moves.decisions if moves is not None else (),
+        refused=refused,
     )
 
 

@@ -14,10 +14,12 @@ from policy.model.admission import (
     NO_NODES,
     TOO_LARGE,
     WAITING_FOR_CAPACITY,
+    Refusal,
 )
 from policy.model.cluster import Cluster, Pod
 from policy.model.jobs import WORKER, Job, child_name
 from policy.model.priority import Priorities
+from policy.model.refusal import refused_note
 from policy.model.resources import HOST_PORT, PODS, Resources, amount
 from policy.pool.filters import rejection
 from policy.pool.placement import Eligible, PodRequest, required_slots, slots
@@ -112,16 +114,20 @@ def wait_message(
     )
 
 
-def repair_message(job: Job, unplaced: Sequence[PodRequest]) -> str:
+def repair_message(
+    job: Job, unplaced: Sequence[PodRequest], refused: Sequence[Refusal] = ()
+) -> str:
     """An admitted job's pods that found no room (a lost node, a restart): what they need,
-    not how much is free this second (that changes with every pod)."""
+    not how much is free this second (that changes with every pod); and the nodes it may
+    not use now because the kube-scheduler refused its pods there."""
     names = ", ".join(child_name(job, s.type, s.index) for s in unplaced[:3])
     more = f" and {len(unplaced) - 3} more" if len(unplaced) > 3 else ""
     need = unplaced[0].request
-    return (
+    words = (
         f"{_count(len(unplaced), 'pod')} waiting for room ({names}{more}): each needs "
         f"{need.without(PODS).describe() or 'a pod slot'}, more than a node it may use has free"
     )
+    return f"{words}; {refused_note(refused)}" if refused else words
 
 
 def awaited_message(awaited: Sequence[tuple[str, Pod]], own: str) -> str:

@@ -100,6 +100,9 @@ class Ledger:
     cache: CycleCache = field(default_factory=CycleCache)
     # Reporting jobs' throughput models, by job key (PoolSnapshot.speedups).
     speedups: Mapping[str, Speedup] = field(default_factory=dict)
+    # Nodes the kube-scheduler refused a job's pods on, avoided by that job's pods until
+    # the backoff ends (policy.pool.refusals): job key -> node names.
+    avoid: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     @classmethod
     def open(
@@ -110,9 +113,11 @@ class Ledger:
         memo: Memo = NO_MEMO,
         host_ports: frozenset[str] = frozenset(),
         speedups: Mapping[str, Speedup] | None = None,
+        avoid: Mapping[str, frozenset[str]] | None = None,
     ) -> Ledger:
         """``host_ports``: the ones the jobs want; each node has one of each, less what its
-        pods hold (``policy.model.hostports``)."""
+        pods hold (``policy.model.hostports``). ``avoid``: nodes each job's pods may not
+        use now (refused)."""
         if host_ports:
             cluster = _with_host_ports(cluster, host_ports)
         ledger = cls(
@@ -123,6 +128,7 @@ class Ledger:
             allocatable={n.name: n.allocatable for n in cluster.nodes},
             cache=CycleCache(memo=memo),
             speedups=speedups or {},
+            avoid=avoid or {},
         )
         for p in cluster.pods:
             if p.terminating:
@@ -139,7 +145,8 @@ class Ledger:
         self.claimed_by = (*self.claimed_by, job_key)
 
     def eligible(self, job: Job) -> Eligible:
-        """Nodes that may take each replica type; jobs with equal constraints share the work."""
+        """Nodes that may take each replica type (less the nodes that refused the job's
+        pods); jobs with equal constraints share the work."""
         cache = self.cache
         known = cache.eligible_by_job.get(job.key)
         if known is not None:
@@ -151,6 +158,9 @@ class Ledger:
                 spec = job.replicas[t].template.get("spec") or {}
                 nodes = cache.eligible[key] = self._filter(spec)
             out[t] = nodes
+        refused = self.avoid.get(job.key)
+        if refused:
+            out = {t: nodes - refused for t, nodes in out.items()}
         cache.eligible_by_job[job.key] = out
         return out
 
@@ -160,7 +170,9 @@ class Ledger:
         so one that failed is not tried again. A number that stands for the shape in this
         cycle: its keys are hashed for every queued job."""
         shapes = self.cache.shapes
-        return shapes.setdefault(job.placement_shape, len(shapes))
+        refused = self.avoid.get(job.key)
+        shape = (job.placement_shape, refused) if refused else job.placement_shape
+        return shapes.setdefault(shape, len(shapes))
 
     def eligible_for(self, spec: Mapping) -> frozenset[str]:
         """Nodes that may take a pod of this spec (pods of equal constraints share the work)."""

@@ -101,6 +101,8 @@ def _values(parent: Mapping[str, Any], snap: PoolSnapshot, cluster: Cluster) -> 
             ("priorities", tuple(sorted(snap.priorities.classes.items())), snap.priorities.default),
             *(n.plan_key for n in cluster.nodes),
             *(p.plan_key for p in cluster.pods),
+            # A stuck pod's refusal counts once: the plan reads when it was created.
+            *(("stuck", p.namespace, p.name, p.created) for p in cluster.pods if p.stuck),
             *(j.plan_key for j in snap.jobs),
             *(
                 ("started", j.key, j.status.get("startTime"))
@@ -284,6 +286,7 @@ def _still_waiting(jp: JobPlan, previous: Admission) -> bool:
         and jp.service is None
         and jp.scale is None
         and jp.workers_target == 0
+        and jp.refused == previous.refused
     )
 
 
@@ -307,6 +310,7 @@ def _admission(
         and previous.reason == jp.reason
         and previous.phase == jp.phase
         and previous.message
+        and previous.refused == jp.refused  # a new refusal has words of its own
     ):
         message = previous.message  # the reason is the same: so are the words (explain.py)
     else:
@@ -338,6 +342,7 @@ def _admission(
         migrations=jp.migrations,
         service=service,
         grace_seconds=snap.spec.preemptionGraceSeconds,
+        refused=jp.refused,
         kubeshare=snap.spec.kubeshare
         if job.wants_kubeshare and snap.spec.kubeshare != "none"
         else "",
