@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -459,9 +459,10 @@ def check_jobs(
 
 def never_running(
     scenario: Scenario, pool: PoolSpec, where_of: Mapping[str, str], fallback: str
-) -> list[str]:
-    """One line per valid job the pool says can never run on the scenario's nodes (too
-    large for every node, no node it may use), from one pool sync before the run."""
+) -> dict[str, str]:
+    """One line (by ``kind/namespace/name``) per valid job the pool says can never run on
+    the scenario's nodes (too large for every node, no node it may use), from one pool sync
+    before the run."""
     from policy.model.pool import pool_object
     from webhooks.plan import never_runs
 
@@ -474,11 +475,35 @@ def never_running(
         jobs.append({**spec.manifest, "metadata": meta})
     own = pool_object(**pool.model_dump(mode="json", exclude_defaults=True))
     own["metadata"] = {"uid": "uid-pool", "generation": 1, **own.get("metadata", {})}
-    lines = []
+    lines = {}
     for key, why in never_runs(own, list(scenario.nodes), jobs).items():
         kind, _, name = key.partition("/")
         origin = where_of.get(name, fallback)
-        lines.append(f"{origin}: {kind} {name} can never run here: {why}")
+        lines[key] = f"{origin}: {kind} {name} can never run here: {why}"
+    return lines
+
+
+def never_under(
+    scenario: Scenario,
+    pool: PoolSpec,
+    policies: Sequence[str],
+    where_of: Mapping[str, str],
+    fallback: str,
+) -> list[str]:
+    """``never_running`` under each policy compared: a gang that fits at its
+    ``min-instances`` but not whole runs under an elastic policy and never under a static
+    one. A job that never runs under only some of them gets one line naming those."""
+    found: dict[str, list[tuple[str, str]]] = {}
+    for policy in policies:
+        own = pool.model_copy(update={"policy": policy})
+        for key, line in never_running(scenario, own, where_of, fallback).items():
+            found.setdefault(key, []).append((policy, line))
+    lines = []
+    for said in found.values():
+        if len(said) == len(policies):
+            lines.append(said[0][1])  # under every policy: the first one's words
+        else:
+            lines.append(f"{said[0][1]} (under {', '.join(p for p, _ in said)})")
     return lines
 
 
@@ -542,7 +567,7 @@ def run(args: argparse.Namespace) -> int:
     where_of = origins(args)
     problems, warnings, never = check_jobs(scenario, where_of, fallback, pool, kubeshare)
     if not problems and not never:
-        never = never_running(scenario, pool, where_of, fallback)
+        never = never_under(scenario, pool, policies, where_of, fallback)
     for line in [*warnings, *problems, *never]:
         print(f"dragonet simulate: {line}", file=sys.stderr)
     if problems:

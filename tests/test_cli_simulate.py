@@ -425,3 +425,21 @@ def test_a_scenario_file_error_is_in_our_words(
     assert code == 2 and out == ""
     (line,) = err.strip().splitlines()
     assert line.startswith(f"dragonet simulate: {path}: {said}")
+
+
+def test_a_job_that_fits_only_at_its_minimum_never_runs_under_a_static_policy_alone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """cifar-elastic (2 workers of one GPU, min-instances 1) on a node with one GPU: it
+    runs under dragonet at one worker, never under tiresias (static sizes). Compared side
+    by side, the line names the policy it holds for, whichever policy comes first."""
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text("nodes:\n  - {name: gpu-1, cpu: 16, memory: 64Gi, gpu: 1}\n")
+    cifar = str(EXAMPLES / "tfjobs" / "cifar-elastic.yaml")
+    for order in ("dragonet,tiresias", "tiresias,dragonet"):
+        code, out, err = _simulate(capsys, cifar, "--nodes", str(nodes), "--policy", order)
+        assert code == 4 and out == ""
+        (line,) = err.strip().splitlines()
+        assert "can never run here" in line and line.endswith("(under tiresias)"), line
+    code, _, err = _simulate(capsys, cifar, "--nodes", str(nodes), "--policy", "dragonet")
+    assert code == 0 and "can never run" not in err
