@@ -209,3 +209,25 @@ def test_pollux_compete_runs_each_policy_and_reports_ratios_to_the_published() -
     default = next(line for line in text.splitlines() if "| default |" in line)
     assert "2,089 s" in default and f"{results[0]['avg'] / 2088.77:.3f}" in default
     assert pc.pool_spec("default") == {} and pc.pool_spec("tiresias")["policy"] == "tiresias"
+
+
+def test_scale_trace_counts_a_late_first_size_apart_from_the_pools_decisions() -> None:
+    """Issue 25: on Metacontroller's defaults ``dragonet`` made more scale actions than
+    cost-free with the very same decisions. One job (8 workers, min 4, max 16) alone on 16
+    GPUs: the pool admits it and grows it to 16 before any pod exists, under both settings.
+    Cost-free its 16 workers exist before it trains; at 5 writes a second it trains on its
+    first ones while the rest are still being created, and the simulator counts those as
+    scale actions: the trace says they are the size the pool decided before it trained."""
+    from benchmarks import scale_trace
+    from sim.engine import SimConfig
+    from tests.simkit import gpu_nodes, job, scenario
+
+    one = scenario(gpu_nodes(4), [job("big", 8, min_workers=4, max_workers=16, steps=200)])
+    free = scale_trace.trace(one, SimConfig(policy="dragonet").cost_free())
+    charged = scale_trace.trace(one, SimConfig(policy="dragonet"))
+    for run in (free, charged):
+        assert (run["decisions"], run["grew"], run["shrunk"], run["reversals"]) == (1, 1, 0, 0)
+        assert run["pod_restarts"] == 0
+        assert run["scale_actions"] == run["first size"] + run["decided adds"] + run["removals"]
+    assert free["scale_actions"] == free["first size"] == 0
+    assert charged["scale_actions"] == charged["first size"] > 0
