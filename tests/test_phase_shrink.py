@@ -30,6 +30,7 @@ class Row:
     queued_at: str
     taken: tuple[str, ...]  # expected victims' pod names, in the order taken
     target: int | None = None  # the running job's new worker target
+    why: str = ""  # what the running job's status says of the waiting job
 
 
 ROWS = [
@@ -42,6 +43,7 @@ ROWS = [
         STARVING,
         ("r-worker-2", "r-worker-1"),
         1,
+        "to make room for default/q, which waited 120 s",
     ),
     Row(
         "lonely workers (off the parameter server's node) go first",
@@ -80,6 +82,8 @@ ROWS = [
         FRESH,
         ("r-worker-2", "r-worker-1"),
         1,
+        # not "higher priority": both jobs have priority 0
+        "which needs the workers borrowed beyond Worker.replicas (1)",
     ),
 ]
 
@@ -102,6 +106,7 @@ def test_make_room(row: Row) -> None:
     assert isinstance(room, Reserved), room
     assert taken == row.taken
     assert view.ledger.scales["default/r"].after == row.target
+    assert row.why in view.ledger.scales["default/r"].reason
     assert "default/r" in room.explain()  # says whose workers it waits for
 
 

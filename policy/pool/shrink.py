@@ -109,7 +109,7 @@ def make_room(
         tight = place_gang(required, gang, len(gang), future, ledger.allocatable, eligible)
         if tight is not None:
             chosen, fit = pruned, tight
-        _record(ledger, job, chosen, starving, since)
+        _record(ledger, job, chosen, _Claim(prio, queue, starving, since))
     ledger.cache.candidates.clear()  # victims and free capacity changed
     # Keep the room from younger jobs: they get only what this job will not need.
     used = used_per_node(fit)
@@ -172,9 +172,31 @@ def _prune(
     return kept
 
 
-def _record(
-    ledger: Ledger, waiting: Job, chosen: list[Victim], starving: bool, since: datetime
-) -> None:
+@dataclass(frozen=True)
+class _Claim:
+    """What entitles the waiting job to take workers (``_candidates``' rules)."""
+
+    priority: int
+    queue: int
+    starving: bool
+    since: datetime
+
+    def over(self, r: Running, now: datetime) -> str:
+        """Why it may take ``r``'s workers, in the words of the victim's status."""
+        if r.priority < self.priority:
+            return f"has higher priority ({self.priority} > {r.priority})"
+        if self.starving:
+            return f"waited {waited(self.since, now)}"
+        if r.queue > self.queue:
+            return (
+                f"has attained less service (least-attained-service queue {self.queue}, "
+                f"this job's {r.queue})"
+            )
+        assert r.job.worker is not None
+        return f"needs the workers borrowed beyond Worker.replicas ({r.job.worker.replicas})"
+
+
+def _record(ledger: Ledger, waiting: Job, chosen: list[Victim], claim: _Claim) -> None:
     """The victims' jobs' new targets, and why (for their statuses)."""
     by_job: dict[str, list[Pod]] = {}
     runs: dict[str, Running] = {}
@@ -182,12 +204,12 @@ def _record(
         by_job.setdefault(r.job.key, []).append(pod)
         runs[r.job.key] = r
         ledger.release(r.job.key, pod)
-    why = f"waited {waited(since, ledger.now)}" if starving else "has higher priority"
     for key, pods in by_job.items():
         r = runs[key]
         ledger.victims.setdefault(key, []).extend(pods)
         before = r.target
         after = r.count - len(ledger.victims[key])
+        why = claim.over(r, ledger.now)
         ledger.scales[key] = Scale(
             before,
             after,
