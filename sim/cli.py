@@ -489,22 +489,31 @@ def never_under(
     policies: Sequence[str],
     where_of: Mapping[str, str],
     fallback: str,
-) -> list[str]:
-    """``never_running`` under each policy compared: a gang that fits at its
-    ``min-instances`` but not whole runs under an elastic policy and never under a static
-    one. A job that never runs under only some of them gets one line naming those."""
+) -> tuple[list[str], list[str]]:
+    """``never_running`` under each policy compared: (jobs no policy can run, jobs only some
+    cannot, each line naming those). A gang that fits at its ``min-instances`` but not
+    whole runs under an elastic policy and never under a static one: the comparison still
+    runs, and shows it."""
+    from policy.pool.policies import rules_for
+
     found: dict[str, list[tuple[str, str]]] = {}
+    # kube-default leaves placement to the kube-scheduler: its pool never judges a job.
+    judging = 0
     for policy in policies:
         own = pool.model_copy(update={"policy": policy})
+        if rules_for(own).kube_scheduler_places:
+            continue
+        judging += 1
         for key, line in never_running(scenario, own, where_of, fallback).items():
             found.setdefault(key, []).append((policy, line))
-    lines = []
+    never, some = [], []
     for said in found.values():
-        if len(said) == len(policies):
-            lines.append(said[0][1])  # under every policy: the first one's words
+        if len(said) == judging:
+            never.append(said[0][1])  # under every policy: the first one's words
         else:
-            lines.append(f"{said[0][1]} (under {', '.join(p for p, _ in said)})")
-    return lines
+            under = ", ".join(p for p, _ in said)
+            some.append(f"warning: {said[0][1]} (under {under}; it runs under the others)")
+    return never, some
 
 
 def run(args: argparse.Namespace) -> int:
@@ -567,7 +576,8 @@ def run(args: argparse.Namespace) -> int:
     where_of = origins(args)
     problems, warnings, never = check_jobs(scenario, where_of, fallback, pool, kubeshare)
     if not problems and not never:
-        never = never_under(scenario, pool, policies, where_of, fallback)
+        never, some = never_under(scenario, pool, policies, where_of, fallback)
+        warnings += some
     for line in [*warnings, *problems, *never]:
         print(f"dragonet simulate: {line}", file=sys.stderr)
     if problems:
