@@ -84,6 +84,9 @@ def test_added_removed_and_reordered_objects_and_a_new_parent_state_are_seen() -
         _body(pods={"default/p1": {"v": 1}}, status={"phase": "Ready"}),
         _body(pods={"default/p1": {"v": 1}}, status={"phase": "Ready"}, finalizing=True),
         _body(pods={"default/p1": {"s": 'a "}" in a string, and ,"default/p2":{'}}),
+        # the next key inside a changed object (its end is not where that key is)
+        _body(pods={"default/p1": {"x": 1, "default/p2": {"v": 2}}, "default/p2": {"v": 2}}),
+        _body(pods={"default/p1": {"x": 2, "default/p2": {"v": 2}}, "default/p2": {"v": 2}}),
     ]
     for body in bodies:
         _read(reader, body)
@@ -99,6 +102,8 @@ def test_what_the_reader_cannot_read_as_before_it_reads_as_usual() -> None:
         base.replace(b'"v":2', b'"v":[1,'),
         base.replace(b',"finalizing":false', b',"finalizing":"yes"'),
         base.replace(b'"Node.v1":{', b'"Node.v1": {'),  # whitespace: read as usual
+        base.replace(b'"v":2}}', b'"v":2}} '),
+        base.replace(b'"v":1}}', b'"v":0}} '),  # (a changed object followed by a space)
         base.replace(b'"default/p2":', b'"default/p1":'),  # a key twice
         base.replace(b'"n1":{"kind"', b'"n1":[{"kind"').replace(b'"n1"}}}', b'"n1"}}]}'),
         base[:-1],

@@ -15,6 +15,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import msgspec
@@ -333,7 +334,7 @@ def _walk(
     cannot be."""
     if body[:1] != b"{" or not candidates:
         raise _Miss
-    budget = [max(len(body) // 8, 64 * 1024)]
+    budget = [max(len(body) // 8, 16 * 1024)]
     last = candidates[0] if candidates else _Split({}, {})
     top: dict[bytes, bytes] = {}
     groups: dict[bytes, Group] = {}
@@ -361,7 +362,9 @@ def _walk(
             if key == "parent":
                 parent = Encoded(raw)
                 own = slot(_parent_name(parent) or "")
-                last = own if own is not None else _Split({}, {})
+                if own is None:  # read against another parent's, all of it would be new
+                    raise _Miss
+                last = own
         else:
             p, maps[kb], groups[kb] = _group(body, p, last.groups.get(kb, {}), budget)
         c = body[p : p + 1]
@@ -398,35 +401,50 @@ def _key(
         raise _Miss from None
 
 
-def _value(body: bytes, p: int, olds: list[bytes], budget: list[int]) -> bytes:
+def _value(
+    body: bytes, p: int, olds: list[bytes], budget: list[int], follow: bytes | None = None
+) -> bytes:
     """The JSON object at ``p``: one of ``olds`` if it is there, byte for byte (an object
-    ends where its bytes do), else its bytes, checked by msgspec. ``budget``: how many
-    bytes may still be parsed here; past it, reading the whole request is cheaper."""
+    ends where its bytes do), else its bytes, checked by msgspec. ``follow``: what likely
+    comes right after it (the next key as last time), to find its end without a parser.
+    ``budget``: how many bytes may still be parsed here; past it, reading the whole request
+    is cheaper."""
     if body[p : p + 1] != b"{":
         raise _Miss
     for old in olds:
         if body.startswith(old, p):
             return old
-    size = max(2 * max(map(len, olds), default=0), 16 * 1024)
-    while True:  # where it ends (latin-1: one character per byte, so the same offsets)
-        try:
-            end = p + _SCAN.raw_decode(body[p : p + size].decode("latin-1"))[1]
-            break
-        except RecursionError:  # nested deeper than parsers go: read as usual (400 or not)
-            raise _Miss from None
-        except ValueError:
-            if p + size >= len(body):
+    end = body.find(follow, p) if follow is not None else -1
+    if end < 0 or not _one_value(body[p:end]):  # (an object is followed by nothing else)
+        size = max(2 * max(map(len, olds), default=0), 16 * 1024)
+        while True:  # where it ends (latin-1: one character per byte, so the same offsets)
+            try:
+                end = p + _SCAN.raw_decode(body[p : p + size].decode("latin-1"))[1]
+                break
+            except RecursionError:  # nested deeper than parsers go: read as usual
                 raise _Miss from None
-            size *= 4
-    raw = body[p:end]
-    budget[0] -= len(raw)
+            except ValueError:
+                if p + size >= len(body):
+                    raise _Miss from None
+                size *= 4
+        if not _one_value(body[p:end]):
+            raise _Miss
+    budget[0] -= end - p
     if budget[0] < 0:
         raise _Miss
+    return body[p:end]
+
+
+def _one_value(raw: bytes) -> bool:
+    """Whether ``raw`` is exactly one JSON object, as msgspec reads JSON, and nothing
+    around it (not even whitespace)."""
+    if raw[-1:] != b"}":
+        return False
     try:
         _VALUE.decode(raw)
     except (msgspec.DecodeError, RecursionError):
-        raise _Miss from None
-    return raw
+        return False
+    return True
 
 
 def _group(body: bytes, p: int, last: Group, budget: list[int]) -> tuple[int, ObjectMap, Group]:
@@ -468,6 +486,7 @@ def _objects(
     """One type's map from just after its ``{``: key -> object, and their split."""
     bucket: dict[str, Any] = {}
     split: dict[bytes, tuple[str, bytes]] = {}
+    after: dict[bytes, bytes] | None = None  # last time's keys: each one's next
     if body[p : p + 1] == b"}":
         return p + 1, bucket, split
     while True:
@@ -485,7 +504,14 @@ def _objects(
         else:
             kb, key, p = _key(body, p, old)
             hit = old.get(kb)
-            raw = _value(body, p, [hit[1]] if hit is not None else [], budget)
+            follow = None
+            if hit is not None:  # changed: the next key is most likely last time's
+                if after is None:
+                    keys = list(old)
+                    after = dict(pairwise(keys))
+                following = after.get(kb)
+                follow = b',"' + following + b'":{' if following is not None else None
+            raw = _value(body, p, [hit[1]] if hit is not None else [], budget, follow)
         if key in bucket:
             raise _Miss
         bucket[key] = Encoded(raw)
