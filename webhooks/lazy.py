@@ -244,6 +244,9 @@ class _Split:
 
     top: dict[bytes, bytes]  # controller, parent
     groups: dict[bytes, Group]  # b"children", b"related"
+    # The parent as read (decoded once: the same bytes again are the same parent; like
+    # the memos' objects, nothing that reads it changes it).
+    parent: Encoded | None = None
 
 
 class IncrementalReader:
@@ -323,7 +326,7 @@ def _split_of(body: bytes, req: SyncRequest) -> _Split | None:
                     bucket[key.encode()] = (key, obj.raw)  # (as the key is written)
             group[tname.encode()] = (tname, bucket, None)
         groups[gname] = group
-    return _Split({b"parent": req.parent.raw}, groups)
+    return _Split({b"parent": req.parent.raw}, groups, req.parent)
 
 
 def _walk(
@@ -360,7 +363,8 @@ def _walk(
             top[kb] = raw
             p += len(raw)
             if key == "parent":
-                parent = Encoded(raw)
+                same = (c.parent for c in candidates if c.top.get(kb) is raw)
+                parent = next(same, None) or Encoded(raw)
                 own = slot(_parent_name(parent) or "")
                 if own is None:  # read against another parent's, all of it would be new
                     raise _Miss
@@ -377,7 +381,7 @@ def _walk(
         raise _Miss
     top.pop(b"finalizing", None)
     req = SyncRequest(parent, maps.get(b"children", {}), maps.get(b"related", {}), finalizing)
-    return req, _Split(top, groups)
+    return req, _Split(top, groups, parent)
 
 
 def _key(
