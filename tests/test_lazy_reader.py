@@ -87,6 +87,8 @@ def test_added_removed_and_reordered_objects_and_a_new_parent_state_are_seen() -
         # the next key inside a changed object (its end is not where that key is)
         _body(pods={"default/p1": {"x": 1, "default/p2": {"v": 2}}, "default/p2": {"v": 2}}),
         _body(pods={"default/p1": {"x": 2, "default/p2": {"v": 2}}, "default/p2": {"v": 2}}),
+        _body(status={"x": 1, "children": {}}),  # and what follows the parent inside it
+        _body(status={"x": 2, "children": {}}),
     ]
     for body in bodies:
         _read(reader, body)

@@ -229,6 +229,8 @@ _STR = msgspec.json.Decoder(str)
 _VALUE = msgspec.json.Decoder(msgspec.Raw)  # one complete JSON value, checked
 _SCAN = json.JSONDecoder()
 _TOP = frozenset({"controller", "parent", "children", "related", "finalizing"})
+# What follows a changed parent or controller in the order Metacontroller writes them.
+_NEXT = {"controller": b',"parent":{', "parent": b',"children":{'}
 # type key -> (its name, object key -> (its name, its bytes), the type's whole map's bytes)
 Group = dict[bytes, tuple[str, dict[bytes, tuple[str, bytes]], memoryview | None]]
 
@@ -282,7 +284,7 @@ class IncrementalReader:
         try:
             req, split = _walk(body, candidates, lambda name: self._slot(path, name))
             self.hits += 1
-        except _Miss:
+        except (_Miss, IndexError):  # (IndexError: the body ends where a value cannot)
             req = read_sync_request(body)
             split = _split_of(body, req)
         name = _parent_name(req.parent)
@@ -359,7 +361,7 @@ def _walk(
             top[kb] = b""
         elif key in ("controller", "parent"):
             olds = [s.top[kb] for s in candidates if kb in s.top]
-            raw = _value(body, p, olds, budget)
+            raw = _value(body, p, olds, budget, _NEXT[key])
             top[kb] = raw
             p += len(raw)
             if key == "parent":
@@ -495,15 +497,15 @@ def _objects(
         return p + 1, bucket, split
     while True:
         q = body.find(b'"', p + 1)
-        hit = old.get(body[p + 1 : q])
+        kb = body[p + 1 : q]
+        hit = old.get(kb)
         if (
             hit is not None
-            and body[p : p + 1] == b'"'
-            and body[q + 1 : q + 2] == b":"
+            and body[p] == 0x22  # "
+            and body[q + 1] == 0x3A  # :
             and body.startswith(hit[1], q + 2)
         ):  # the same object as last time: its bytes end where they did
             key, raw = hit
-            kb = body[p + 1 : q]
             p = q + 2
         else:
             kb, key, p = _key(body, p, old)
@@ -516,13 +518,13 @@ def _objects(
                 following = after.get(kb)
                 follow = b',"' + following + b'":{' if following is not None else None
             raw = _value(body, p, [hit[1]] if hit is not None else [], budget, follow)
+            hit = (key, raw)
         if key in bucket:
             raise _Miss
         bucket[key] = Encoded(raw)
-        split[kb] = (key, raw)
-        p += len(raw)
-        c = body[p : p + 1]
-        p += 1
+        split[kb] = hit
+        p += len(raw) + 1
+        c = body[p - 1 : p]
         if c == b"}":
             return p, bucket, split
         if c != b",":
