@@ -139,7 +139,9 @@ def test_the_reader_holds_at_most_its_slots_and_ignores_small_requests() -> None
     reader = IncrementalReader(slots=2, least=0)
     for pool in ("pool-a", "pool-b", "pool-c", "pool-d"):
         _read(reader, _body(parent=pool))
-    assert [name for _, name in reader._last] == ["/pool-c", "/pool-d"]
+    assert list(reader._last[PATH]) == ["/pool-c", "/pool-d"]
+    reader.read("/tfjobs/sync", _body(parent="job-a"))  # another hook's: kept apart
+    assert list(reader._last[PATH]) == ["/pool-c", "/pool-d"]
     small = IncrementalReader(least=10**6)
     _read(small, _body())
     _read(small, _body())

@@ -265,14 +265,16 @@ class IncrementalReader:
     ends where an identical earlier one did is the same JSON value). The same bytes
     objects as before are handed on, so the memos' byte comparisons are identity checks.
 
-    Holds the last request and its split of at most ``slots`` parents (about twice each
-    request's size, the objects' bytes shared with the memos' keys), for requests of
-    ``least`` bytes or more (small ones are cheap to read anyway)."""
+    Holds the last request and its split of at most ``slots`` parents per hook path
+    (about twice each request's size, the objects' bytes shared with the memos' keys;
+    the jobs' requests never push a pool's out), for requests of ``least`` bytes or more
+    (small ones are cheap to read anyway)."""
 
     def __init__(self, slots: int = 8, least: int = 64 * 1024) -> None:
         self.slots = slots
         self.least = least
-        self._last: OrderedDict[tuple[str, str], _Split] = OrderedDict()
+        # hook path (one of the app's routes) -> parent -> its last split, least recent first
+        self._last: dict[str, OrderedDict[str, _Split]] = {}
         self._lock = threading.Lock()
         self.hits = 0  # requests read against a last split
 
@@ -280,9 +282,10 @@ class IncrementalReader:
         if len(body) < self.least or self.slots <= 0:
             return read_sync_request(body)
         with self._lock:
-            candidates = [s for (p, _), s in reversed(self._last.items()) if p == path]
+            last = self._last.setdefault(path, OrderedDict())
+            candidates = list(reversed(last.values()))
         try:
-            req, split = _walk(body, candidates, lambda name: self._slot(path, name))
+            req, split = _walk(body, candidates, lambda name: self._slot(last, name))
             self.hits += 1
         except (_Miss, IndexError):  # (IndexError: the body ends where a value cannot)
             req = read_sync_request(body)
@@ -290,15 +293,15 @@ class IncrementalReader:
         name = _parent_name(req.parent)
         if split is not None and name is not None:
             with self._lock:
-                self._last.pop((path, name), None)
-                self._last[(path, name)] = split
-                while len(self._last) > self.slots:
-                    self._last.popitem(last=False)
+                last.pop(name, None)
+                last[name] = split
+                while len(last) > self.slots:
+                    last.popitem(last=False)
         return req
 
-    def _slot(self, path: str, name: str) -> _Split | None:
+    def _slot(self, last: OrderedDict[str, _Split], name: str) -> _Split | None:
         with self._lock:
-            return self._last.get((path, name))
+            return last.get(name)
 
 
 def _parent_name(parent: Encoded) -> str | None:
