@@ -35,7 +35,7 @@ from policy.model.request import MalformedRequest
 from policy.pool.sync import sync as pool_sync
 from webhooks.config import Settings
 from webhooks.hooks import CustomizeRequest, pool_related_resources
-from webhooks.lazy import SyncRequest, Unreadable, read_sync_request
+from webhooks.lazy import IncrementalReader, SyncRequest, Unreadable
 from webhooks.metrics import queue_waits
 from webhooks.shell import install, note_parent, note_pool_answer
 
@@ -83,9 +83,9 @@ def _body() -> bytes:
     return request.environ["wsgi.input"].read(length)
 
 
-def _read() -> SyncRequest:
+def _read(reader: IncrementalReader) -> SyncRequest:
     try:
-        req = read_sync_request(_body())
+        req = reader.read(request.path, _body())
     except Unreadable as err:
         raise BadRequest(str(err)) from err
     note_parent(req.parent)
@@ -113,6 +113,8 @@ def create_app(
     memos = Memos(settings.memo_max_entries)
     app.config["DRAGONET_MEMOS"] = memos
     app.config["DRAGONET_MEMO"] = memo = memos.jobs
+    # A large request is read against the last one of its parent (webhooks/lazy.py).
+    app.config["DRAGONET_READER"] = reader = IncrementalReader()
 
     def now() -> datetime:
         # Kubernetes timestamps have whole seconds; so does the policy's ``now``.
@@ -136,7 +138,7 @@ def create_app(
     app.config["DRAGONET_POOL_MEMOS"] = memos.pools
 
     def pool_sync_hook() -> Response:
-        req = _read()
+        req = _read(reader)
         started = time.perf_counter()
         meta = req.parent.get("metadata")
         name = meta.get("name") if isinstance(meta, dict) else None
@@ -160,7 +162,7 @@ def create_app(
     app.add_url_rule("/pools/sync", "pool_sync", pool_sync_hook, methods=["POST"])
 
     for kind in kinds:
-        _job_routes(app, kind, job_config, now, memo)
+        _job_routes(app, kind, job_config, now, memo, reader)
 
     @app.post("/migrations/customize")
     def migration_customize() -> Response:
@@ -169,7 +171,7 @@ def create_app(
 
     @app.post("/migrations/sync")
     def migration_sync_hook() -> Response:
-        req = _read()
+        req = _read(reader)
         return _answer([], migration_sync(req.parent, req.related), None)
 
     @app.errorhandler(BadRequest)
@@ -198,6 +200,7 @@ def _job_routes(
     config: JobConfig,
     now: Clock,
     memo: Memo,
+    reader: IncrementalReader,
 ) -> None:
     prefix = "/" + kind.kind.lower() + "s"
 
@@ -210,14 +213,14 @@ def _job_routes(
         return _json({"status": decision.status, "children": [], "finalized": done})
 
     def sync() -> Response:
-        req = _read()
+        req = _read(reader)
         if req.finalizing:
             return finalize_answer(req)
         decision = job_sync(req.parent, req.children, req.related, now(), config, kind, memo)
         return _answer(decision.children, decision.status, decision.resync_after)
 
     def finalize_hook() -> Response:
-        return finalize_answer(_read())
+        return finalize_answer(_read(reader))
 
     name = kind.kind.lower()
     app.add_url_rule(f"{prefix}/customize", f"{name}_customize", customize, methods=["POST"])

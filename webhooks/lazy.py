@@ -9,14 +9,19 @@ into its objects without building them (``msgspec.Raw``); each becomes a
 
 from __future__ import annotations
 
+import json
 import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import msgspec
 import orjson
 
-from policy.memo import Encoded
+from policy.memo import Encoded, Undecodable
 
 ObjectMap = dict[str, dict[str, Any]]
 _FLAT = msgspec.json.Decoder(dict[str, msgspec.Raw])
@@ -216,3 +221,314 @@ def _typed(group: dict[bytes, dict[str, Any]]) -> ObjectMap:
         for key, raw in objs.items():
             out[name][key] = _encoded(msgspec.Raw(raw))
     return out
+
+
+# --- reading a pool's next request from its last one -------------------------------------
+
+_STR = msgspec.json.Decoder(str)
+_VALUE = msgspec.json.Decoder(msgspec.Raw)  # one complete JSON value, checked
+_SCAN = json.JSONDecoder()
+_TOP = frozenset({"controller", "parent", "children", "related", "finalizing"})
+# What follows a changed parent or controller in the order Metacontroller writes them.
+_NEXT = {"controller": b',"parent":{', "parent": b',"children":{'}
+# type key -> (its name, object key -> (its name, its bytes), the type's whole map's bytes)
+Group = dict[bytes, tuple[str, dict[bytes, tuple[str, bytes]], memoryview | None]]
+
+
+class _Miss(Exception):
+    """Not readable from the last split: the whole request is read as usual."""
+
+
+@dataclass(frozen=True)
+class _Split:
+    """What a request was split into: each top-level value's bytes, and each object's (by
+    its group, its type's and its own key as they appear in the body, with their names)."""
+
+    top: dict[bytes, bytes]  # controller, parent
+    groups: dict[bytes, Group]  # b"children", b"related"
+    # The parent as read (decoded once: the same bytes again are the same parent; like
+    # the memos' objects, nothing that reads it changes it).
+    parent: Encoded | None = None
+
+
+class IncrementalReader:
+    """``read_sync_request`` for large requests, reading each one against the last request
+    of the same parent on the same path: an object whose bytes are the same, at the same
+    key, is recognised by comparing bytes (``memcmp``), and only the objects that changed or
+    are new are parsed. Between two syncs of a pool of hundreds of objects a few change,
+    and the whole split (msgspec scanning every byte) was the largest part of its read.
+
+    Anything not laid out as Metacontroller sends it (no whitespace between the values of
+    the maps, no escapes in keys, every object a JSON object), or any doubt, and the
+    request is read by ``read_sync_request``: so the result is always exactly that
+    function's (each new value is checked by msgspec on its own bytes, and a value that
+    ends where an identical earlier one did is the same JSON value). The same bytes
+    objects as before are handed on, so the memos' byte comparisons are identity checks.
+
+    Holds the last request and its split of at most ``slots`` parents per hook path
+    (about twice each request's size, the objects' bytes shared with the memos' keys;
+    the jobs' requests never push a pool's out), for requests of ``least`` bytes or more
+    (small ones are cheap to read anyway)."""
+
+    def __init__(self, slots: int = 8, least: int = 64 * 1024) -> None:
+        self.slots = slots
+        self.least = least
+        # hook path (one of the app's routes) -> parent -> its last split, least recent first
+        self._last: dict[str, OrderedDict[str, _Split]] = {}
+        self._lock = threading.Lock()
+        self.hits = 0  # requests read against a last split
+
+    def read(self, path: str, body: bytes) -> SyncRequest:
+        if len(body) < self.least or self.slots <= 0:
+            return read_sync_request(body)
+        with self._lock:
+            last = self._last.setdefault(path, OrderedDict())
+            candidates = list(reversed(last.values()))
+        try:
+            req, split = _walk(body, candidates, lambda name: self._slot(last, name))
+            self.hits += 1
+        except (_Miss, IndexError):  # (IndexError: the body ends where a value cannot)
+            req = read_sync_request(body)
+            split = _split_of(body, req)
+        name = _parent_name(req.parent)
+        if split is not None and name is not None:
+            with self._lock:
+                last.pop(name, None)
+                last[name] = split
+                while len(last) > self.slots:
+                    last.popitem(last=False)
+        return req
+
+    def _slot(self, last: OrderedDict[str, _Split], name: str) -> _Split | None:
+        with self._lock:
+            return last.get(name)
+
+
+def _parent_name(parent: Encoded) -> str | None:
+    try:
+        meta = parent.get("metadata")
+    except Undecodable:
+        return None
+    if not isinstance(meta, dict):
+        return None
+    ns, name = meta.get("namespace"), meta.get("name")
+    if not isinstance(name, str) or not isinstance(ns, str | None):
+        return None
+    return f"{ns or ''}/{name}"
+
+
+def _split_of(body: bytes, req: SyncRequest) -> _Split | None:
+    """The split of a request read as usual, if it was laid out as ``_walk`` reads it."""
+    groups: dict[bytes, Group] = {}
+    for gname, maps in ((b"children", req.children), (b"related", req.related)):
+        group: Group = {}
+        for tname, objs in maps.items():
+            bucket: dict[bytes, tuple[str, bytes]] = {}
+            for key, obj in objs.items():
+                if type(obj) is not Encoded:
+                    return None
+                if key.isprintable() and '"' not in key and "\\" not in key:
+                    bucket[key.encode()] = (key, obj.raw)  # (as the key is written)
+            group[tname.encode()] = (tname, bucket, None)
+        groups[gname] = group
+    return _Split({b"parent": req.parent.raw}, groups, req.parent)
+
+
+def _walk(
+    body: bytes, candidates: list[_Split], slot: Callable[[str], _Split | None]
+) -> tuple[SyncRequest, _Split]:
+    """The request read against a last split: ``candidates`` (this path's, the most recent
+    first) until the parent is read, then the parent's own (``slot``). ``_Miss`` if it
+    cannot be."""
+    if body[:1] != b"{" or not candidates:
+        raise _Miss
+    budget = [max(len(body) // 8, 16 * 1024)]
+    last = candidates[0] if candidates else _Split({}, {})
+    top: dict[bytes, bytes] = {}
+    groups: dict[bytes, Group] = {}
+    maps: dict[bytes, ObjectMap] = {}
+    finalizing = False
+    parent: Encoded | None = None
+    p = 1
+    while True:
+        kb, key, p = _key(body, p, None)
+        if key not in _TOP or kb in top or kb in groups:
+            raise _Miss
+        if key == "finalizing":
+            if body.startswith(b"true", p):
+                finalizing, p = True, p + 4
+            elif body.startswith(b"false", p):
+                p += 5
+            else:
+                raise _Miss
+            top[kb] = b""
+        elif key in ("controller", "parent"):
+            olds = [s.top[kb] for s in candidates if kb in s.top]
+            raw = _value(body, p, olds, budget, _NEXT[key])
+            top[kb] = raw
+            p += len(raw)
+            if key == "parent":
+                same = (c.parent for c in candidates if c.top.get(kb) is raw)
+                parent = next(same, None) or Encoded(raw)
+                own = slot(_parent_name(parent) or "")
+                if own is None:  # read against another parent's, all of it would be new
+                    raise _Miss
+                last = own
+        else:
+            p, maps[kb], groups[kb] = _group(body, p, last.groups.get(kb, {}), budget)
+        c = body[p : p + 1]
+        p += 1
+        if c == b"}":
+            break
+        if c != b",":
+            raise _Miss
+    if p != len(body) or parent is None:
+        raise _Miss
+    top.pop(b"finalizing", None)
+    req = SyncRequest(parent, maps.get(b"children", {}), maps.get(b"related", {}), finalizing)
+    return req, _Split(top, groups, parent)
+
+
+def _key(
+    body: bytes, p: int, known: Mapping[bytes, tuple[str, Any]] | None
+) -> tuple[bytes, str, int]:
+    """The key at ``p`` (its bytes and its string) and where its value starts."""
+    if body[p : p + 1] != b'"':
+        raise _Miss
+    q = body.find(b'"', p + 1)
+    if q < 0 or body[q + 1 : q + 2] != b":":
+        raise _Miss
+    kb = body[p + 1 : q]
+    hit = known.get(kb) if known is not None else None
+    if hit is not None:
+        return kb, hit[0], q + 2
+    if b"\\" in kb:
+        raise _Miss
+    try:
+        return kb, _STR.decode(body[p : q + 1]), q + 2
+    except msgspec.DecodeError:
+        raise _Miss from None
+
+
+def _value(
+    body: bytes, p: int, olds: list[bytes], budget: list[int], follow: bytes | None = None
+) -> bytes:
+    """The JSON object at ``p``: one of ``olds`` if it is there, byte for byte (an object
+    ends where its bytes do), else its bytes, checked by msgspec. ``follow``: what likely
+    comes right after it (the next key as last time), to find its end without a parser.
+    ``budget``: how many bytes may still be parsed here; past it, reading the whole request
+    is cheaper."""
+    if body[p : p + 1] != b"{":
+        raise _Miss
+    for old in olds:
+        if body.startswith(old, p):
+            return old
+    end = body.find(follow, p) if follow is not None else -1
+    if end < 0 or not _one_value(body[p:end]):  # (an object is followed by nothing else)
+        size = max(2 * max(map(len, olds), default=0), 16 * 1024)
+        while True:  # where it ends (latin-1: one character per byte, so the same offsets)
+            try:
+                end = p + _SCAN.raw_decode(body[p : p + size].decode("latin-1"))[1]
+                break
+            except RecursionError:  # nested deeper than parsers go: read as usual
+                raise _Miss from None
+            except ValueError:
+                if p + size >= len(body):
+                    raise _Miss from None
+                size *= 4
+        if not _one_value(body[p:end]):
+            raise _Miss
+    budget[0] -= end - p
+    if budget[0] < 0:
+        raise _Miss
+    return body[p:end]
+
+
+def _one_value(raw: bytes) -> bool:
+    """Whether ``raw`` is exactly one JSON object, as msgspec reads JSON, and nothing
+    around it (not even whitespace)."""
+    if raw[-1:] != b"}":
+        return False
+    try:
+        _VALUE.decode(raw)
+    except (msgspec.DecodeError, RecursionError):
+        return False
+    return True
+
+
+def _group(body: bytes, p: int, last: Group, budget: list[int]) -> tuple[int, ObjectMap, Group]:
+    """``children`` or ``related`` at ``p``: type -> key -> object. A type's map whose bytes
+    are all the same as last time is taken whole."""
+    if body.startswith(b"null", p):
+        return p + 4, {}, {}
+    if body[p : p + 1] != b"{":
+        raise _Miss
+    out: ObjectMap = {}
+    group: Group = {}
+    p += 1
+    if body[p : p + 1] == b"}":
+        return p + 1, out, group
+    while True:
+        tb, tname, p = _key(body, p, last)
+        if tname in out or body[p : p + 1] != b"{":
+            raise _Miss
+        _, old, span = last.get(tb, ("", {}, None))
+        start = p
+        if span is not None and body.startswith(span, p):
+            out[tname] = {key: Encoded(raw) for key, raw in old.values()}
+            group[tb] = (tname, old, memoryview(body)[p : p + len(span)])
+            p += len(span)
+        else:
+            p, out[tname], split = _objects(body, p + 1, old, budget)
+            group[tb] = (tname, split, memoryview(body)[start:p])
+        c = body[p : p + 1]
+        p += 1
+        if c == b"}":
+            return p, out, group
+        if c != b",":
+            raise _Miss
+
+
+def _objects(
+    body: bytes, p: int, old: dict[bytes, tuple[str, bytes]], budget: list[int]
+) -> tuple[int, dict[str, Any], dict[bytes, tuple[str, bytes]]]:
+    """One type's map from just after its ``{``: key -> object, and their split."""
+    bucket: dict[str, Any] = {}
+    split: dict[bytes, tuple[str, bytes]] = {}
+    after: dict[bytes, bytes] | None = None  # last time's keys: each one's next
+    if body[p : p + 1] == b"}":
+        return p + 1, bucket, split
+    while True:
+        q = body.find(b'"', p + 1)
+        kb = body[p + 1 : q]
+        hit = old.get(kb)
+        if (
+            hit is not None
+            and body[p] == 0x22  # "
+            and body[q + 1] == 0x3A  # :
+            and body.startswith(hit[1], q + 2)
+        ):  # the same object as last time: its bytes end where they did
+            key, raw = hit
+            p = q + 2
+        else:
+            kb, key, p = _key(body, p, old)
+            hit = old.get(kb)
+            follow = None
+            if hit is not None:  # changed: the next key is most likely last time's
+                if after is None:
+                    keys = list(old)
+                    after = dict(pairwise(keys))
+                following = after.get(kb)
+                follow = b',"' + following + b'":{' if following is not None else None
+            raw = _value(body, p, [hit[1]] if hit is not None else [], budget, follow)
+            hit = (key, raw)
+        if key in bucket:
+            raise _Miss
+        bucket[key] = Encoded(raw)
+        split[kb] = hit
+        p += len(raw) + 1
+        c = body[p - 1 : p]
+        if c == b"}":
+            return p, bucket, split
+        if c != b",":
+            raise _Miss
