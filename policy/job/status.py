@@ -43,7 +43,7 @@ def replica_statuses(v: JobSyncView, succeeded: bool) -> dict[str, dict[str, int
     return out
 
 
-def conditions(v: JobSyncView, stamp: str, resumed: bool) -> list[dict[str, Any]]:
+def conditions(v: JobSyncView, stamp: str) -> list[dict[str, Any]]:
     job, kind, outcome = v.job, v.job.kind.kind, v.assessment.outcome
 
     def mark(conds: list, ctype: str, status: str, reason: str, message: str) -> list:
@@ -65,7 +65,7 @@ def conditions(v: JobSyncView, stamp: str, resumed: bool) -> list[dict[str, Any]
         if cond.is_true(conds, cond.RUNNING):
             conds = mark(conds, cond.RUNNING, "False", "Suspended", suspended)
         return mark(conds, cond.SUSPENDED, "True", "Suspended", suspended)
-    if resumed:
+    if v.resumed:
         conds = mark(conds, cond.SUSPENDED, "False", "Resumed", f"{kind} {job.name} is resumed.")
     restarts = v.assessment.restarts
     if restarts:
@@ -126,7 +126,7 @@ def _earliest(stamps: list[str]) -> str | None:
     return format_time(min(parsed)) if parsed else None
 
 
-def times(v: JobSyncView, stamp: str, resumed: bool) -> dict[str, str]:
+def times(v: JobSyncView, stamp: str) -> dict[str, str]:
     """Written once, when the event happens; then carried over unchanged.
 
     As in Kubeflow, ``startTime`` stays while the job is suspended, and starts anew when
@@ -134,9 +134,10 @@ def times(v: JobSyncView, stamp: str, resumed: bool) -> dict[str, str]:
     suspended (or queued again). DRAGON's ``enqueueTime`` and ``startRunTime`` go with the
     suspension: a resumed job joins the queue at the back, and the pool reads a start-run
     time as "admitted before". A job that finished is never resumed (its status may still
-    say Suspended, if it finished while suspended): its times stay as they were."""
+    say Suspended, if it finished while suspended): its times stay as they were
+    (``JobSyncView.resumed``)."""
     prev, out = v.job.status, {}
-    resumed = resumed and v.phase != FINISHED
+    resumed = v.resumed
     if v.phase == SUSPENDED:
         if prev.get("startTime"):
             out["startTime"] = prev["startTime"]

@@ -228,15 +228,12 @@ def sync(
     ]
     groups = _pod_group(view)
 
-    resumed = cond.is_true(job.status.get("conditions") or [], cond.SUSPENDED) and (
-        phase != SUSPENDED
-    )
     outcome = verdict.outcome
     succeeded = outcome is not None and outcome.type == cond.SUCCEEDED
     nodes = sorted({p.node for p in placed.values() if p.node})
     new_status: dict[str, Any] = {
-        **times(view, stamp, resumed),
-        "conditions": conditions(view, stamp, resumed),
+        **times(view, stamp),
+        "conditions": conditions(view, stamp),
         "replicaStatuses": replica_statuses(view, succeeded),
         "scheduling": scheduling(view, nodes),
     }

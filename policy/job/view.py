@@ -28,3 +28,12 @@ class JobSyncView:
     stale: bool = False
     # What the pool's gang scheduler says of the job's PodGroup ("" if nothing).
     pod_group: str = ""
+
+    @property
+    def resumed(self) -> bool:
+        """Resumed just now, as the job's status says it: ``Job.resumed`` (its spec no
+        longer asks for suspension, its status still says Suspended), but never a finished
+        job. The two differ only there: ``Job.resumed`` (which the pool and the job's
+        assessment read) holds for a finished job too, while the job's status keeps a
+        finished job's times and conditions as they were (``policy.job.status``)."""
+        return self.job.resumed and self.phase != FINISHED

@@ -341,7 +341,9 @@ class Job:
     @cached_property
     def resumed(self) -> bool:
         """Just resumed from suspension: Suspended is still true in its status, though its
-        spec no longer asks for it (it joins the queue again now)."""
+        spec no longer asks for it (it joins the queue again now). True of a finished job
+        too; the job's own status never resumes a finished one
+        (``policy.job.view.JobSyncView.resumed``)."""
         return not self.suspend and cond.is_true(
             self.status.get("conditions") or [], cond.SUSPENDED
         )

@@ -133,7 +133,3 @@ def gang_units(job: Job) -> float:
     if job.worker is not None:
         total += units(job.worker.request, on_gpus) * max(job.min_workers, 1)
     return total
-
-
-def queue_of(total: float, las: Sequence[float]) -> int:
-    return bisect_right(las, total) if las else 0

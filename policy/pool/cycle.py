@@ -458,7 +458,7 @@ def _plans(
         stopped = ledger.preempted.get(key)
         own = refused.get(key, ())
         if stopped is not None:
-            result[key] = replace(_preempted_plan(r, stopped, now), refused=own)
+            result[key] = _preempted_plan(r, stopped, now, own)
             continue
         repaired, top, grew = repairs[key], topped.get(key, {}), growth.grown.get(key, {})
         m = moved.get(key)
@@ -653,8 +653,11 @@ def _still_stopping() -> str:
     return "preempted: waiting for its pods to terminate before it queues again as a whole"
 
 
-def _preempted_plan(r: Running, stopped: Stopped, now: datetime) -> JobPlan:
-    """A running job preempted now: Queued without pods, with what it attained so far."""
+def _preempted_plan(
+    r: Running, stopped: Stopped, now: datetime, refused: tuple[Refusal, ...] = ()
+) -> JobPlan:
+    """A running job preempted now: Queued without pods, with what it attained so far and
+    ``refused``, the kube-scheduler's refusals on the job's record (written as they are)."""
     past = r.attained.past if r.attained is not None else recorded(r.job, r.admission)
     total = _attained_now(r, now)
     record = AttainedService(
@@ -677,6 +680,7 @@ def _preempted_plan(r: Running, stopped: Stopped, now: datetime) -> JobPlan:
         explain=partial(str, words),
         reason=PREEMPTED,
         service=record,
+        refused=refused,
     )
 
 

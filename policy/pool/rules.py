@@ -69,9 +69,11 @@ class Rules:
     interval: timedelta = timedelta(0)
     min_gain: float = 0.0
 
-
-# The policies whose queue order reads attained service (from pods' start times).
-LAS_POLICIES = ("dragonet-las", "tiresias")
+    @property
+    def reads_service(self) -> bool:
+        """Whether the plan reads attained service, and so when each pod started (least
+        attained service's queues, or its preemption): the LAS policies' rules."""
+        return bool(self.las) or self.preempt_las
 
 
 @dataclass(frozen=True)

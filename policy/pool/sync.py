@@ -42,7 +42,7 @@ from policy.pool.gang_backends import gang_of, note
 from policy.pool.observe import PoolSnapshot, items, observe
 from policy.pool.policies import rules_for
 from policy.pool.queue_status import queue_status
-from policy.pool.rules import LAS_POLICIES
+from policy.pool.rules import Rules
 from policy.pool.running import last_scale
 
 _NO_MEMO = NO_MEMO
@@ -73,7 +73,7 @@ class _Answered:
     timeless: bool  # the same later too (``_timeless``); else only at ``at`` itself
 
 
-def _fingerprint(parent: Mapping[str, Any], snap: PoolSnapshot) -> frozenset | None:
+def _fingerprint(parent: Mapping[str, Any], snap: PoolSnapshot, rules: Rules) -> frozenset | None:
     """What a plan reads, by value: two snapshots with equal fingerprints plan alike (up to
     the time rules). A job's status changes often (replica counts, its message); the plan
     reads only a few of its fields, so most of those changes leave this unchanged. None
@@ -82,18 +82,16 @@ def _fingerprint(parent: Mapping[str, Any], snap: PoolSnapshot) -> frozenset | N
     if snap.spec_content is None:
         return None
     try:
-        return _values(parent, snap, cluster)
+        return _values(parent, snap, cluster, rules)
     except TypeError:
         return None
 
 
-def _values(parent: Mapping[str, Any], snap: PoolSnapshot, cluster: Cluster) -> frozenset:
+def _values(
+    parent: Mapping[str, Any], snap: PoolSnapshot, cluster: Cluster, rules: Rules
+) -> frozenset:
     # Least attained service reads when each pod started (its service grows from then).
-    started = (
-        [("service", p.name, p.started) for p in cluster.pods]
-        if snap.spec.policy in LAS_POLICIES
-        else []
-    )
+    started = [("service", p.name, p.started) for p in cluster.pods] if rules.reads_service else []
     return frozenset(
         (
             ("spec", snap.spec_content),
@@ -132,12 +130,12 @@ def sync(
         first = err.errors()[0]
         where = ".".join(str(p) for p in ("spec", *first["loc"]))
         return _unchanged(children, f"the pool's {where} is invalid: {first['msg']}")
-    key = _fingerprint(parent, snap) if memo.limit > 0 else None
+    rules = memo.derive("rules", (snap.spec,), partial(rules_for, snap.spec))
+    key = _fingerprint(parent, snap, rules) if memo.limit > 0 else None
     last = memo.last if key is not None else None
     if isinstance(last, _Answered) and last.key == key and _still_valid(last, now):
         scaled = _scaled(snap, last.children)
         return PoolDecision(last.children, last.status, _resync(last.wake, now), scaled)
-    rules = memo.derive("rules", (snap.spec,), partial(rules_for, snap.spec))
     result = plan(
         snap.jobs,
         snap.cluster,
