@@ -462,8 +462,8 @@ def main(argv: list[str] | None = None) -> int:
         add_parser = run = None  # type: ignore[assignment]
     else:
         add_parser(sub)
-        from sim.view.command import add_parser as add_view
-        from sim.view.command import run as run_view
+        from cli.view import add_parser as add_view
+        from cli.view import run as run_view
 
         add_view(sub)
     args = parser.parse_args(argv)

@@ -31,7 +31,9 @@ def test_a_runs_page_is_one_file_with_plotly_inside_and_every_jobs_story(
     nodes.write_text("nodes:\n  - {name: only-1, cpu: 8, memory: 20Gi}\n")
     out = tmp_path / "run.html"
     argv = [str(ROOT / "examples" / "job1.yaml"), str(second), "--nodes", str(nodes)]
-    argv += ["--steps", "1e6", "--horizon", "0.01", "--policy", "dragonet,gang-fifo"]
+    # Two elastic policies: under a static one (gang-fifo) neither job could ever run on
+    # this node, and simulate refuses the run (exit status 4) before it starts.
+    argv += ["--steps", "1e6", "--horizon", "0.01", "--policy", "dragonet,dragonet-las"]
     assert main(["simulate", *argv, "--html", str(out)]) == 0
     assert f"wrote {out}" in capsys.readouterr().err
     page = out.read_text()
@@ -42,7 +44,7 @@ def test_a_runs_page_is_one_file_with_plotly_inside_and_every_jobs_story(
     stories = _stories(page)
     assert set(stories) == {
         f"{policy}|default/{job}"
-        for policy in ("dragonet", "gang-fifo")
+        for policy in ("dragonet", "dragonet-las")
         for job in ("job1", "job2")
     }
     waiting = stories["dragonet|default/job2"]

@@ -194,10 +194,15 @@ def _synthetic(n: int) -> SimResult:
     return SimResult("dragonet", "synthetic", {"cpu": 64.0}, tuple(jobs), samples, summary)
 
 
-def test_a_thousand_jobs_scroll_in_rows_that_stay_readable(browser: Any, tmp_path: Path) -> None:
-    out = tmp_path / "big.html"
+@pytest.fixture(scope="module")
+def big_page(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("view") / "big.html"
     run_view.write_html([_synthetic(1000)], out)
-    page = Page(browser, out)
+    return out
+
+
+def test_a_thousand_jobs_scroll_in_rows_that_stay_readable(browser: Any, big_page: Path) -> None:
+    page = Page(browser, big_page)
     try:
         assert page.errors == []
         ticks = page.ticks()
@@ -212,5 +217,82 @@ def test_a_thousand_jobs_scroll_in_rows_that_stay_readable(browser: Any, tmp_pat
             "#timeline", "e => [e.closest('.scroll') !== null, e.closest('.scroll')?.clientHeight]"
         )
         assert box[0] and box[1] < 1000  # the timeline scrolls in its own box
+    finally:
+        page.close()
+
+
+# The time axis's tick labels that can be seen in the timeline's scrolling box: inside the
+# box's viewport, and the topmost element there (not covered by the rows).
+SEEN_TICKS = """() => {
+  const box = document.getElementById('timeline').closest('.scroll').getBoundingClientRect();
+  return [...document.querySelectorAll('#timeline-axis .xtick text')].filter(t => {
+    const r = t.getBoundingClientRect();
+    if (r.height === 0 || r.top < box.top || r.bottom > box.bottom) return false;
+    const hit = document.elementFromPoint(r.left + r.width / 2, r.top + r.height / 2);
+    return hit !== null && hit.closest('#timeline-axis') !== null;
+  }).map(t => t.textContent);
+}"""
+
+
+def _ranges(page: Page, figure: str) -> list[list[float]]:
+    return page.page.evaluate(
+        f"() => {{ const f = document.getElementById('{figure}')._fullLayout;"
+        " return Object.keys(f).filter(k => /^xaxis[0-9]*$/.test(k)).sort()"
+        ".map(k => f[k].range); }"
+    )
+
+
+def test_a_long_timelines_time_axis_stays_in_sight_and_follows_a_zoom(
+    browser: Any, big_page: Path
+) -> None:
+    page = Page(browser, big_page)
+    try:
+        page.page.wait_for_selector("#timeline-axis .xtick text")
+        page.page.evaluate(
+            "() => { const box = document.getElementById('timeline').closest('.scroll');"
+            " box.scrollIntoView(); box.scrollTop = (box.scrollHeight - box.clientHeight) / 2; }"
+        )
+        page.page.wait_for_timeout(300)
+        middle = page.page.evaluate(
+            "() => document.getElementById('timeline').closest('.scroll').scrollTop"
+        )
+        assert middle > 5000  # halfway through 1,000 rows of 16 px
+        seen = page.page.evaluate(SEEN_TICKS)
+        assert len(seen) >= 3 and "0" in seen  # the run's clock, in hours, from 0
+        assert _ranges(page, "timeline-axis") == _ranges(page, "timeline")
+        # The same hour sits over the same pixel: the axis lines up with the rows.
+        zeros = page.page.evaluate(
+            "() => ['timeline', 'timeline-axis'].map(id => { const r = [...document"
+            ".querySelectorAll(`#${id} .xtick text`)].find(t => t.textContent === '0')"
+            ".getBoundingClientRect(); return r.left + r.width / 2; })"
+        )
+        assert abs(zeros[0] - zeros[1]) < 1
+
+        # A zoom of the timeline (a drag, or relayout) moves the axis in sight with it.
+        page.page.evaluate("() => Plotly.relayout('timeline', {'xaxis.range': [8, 9]})")
+        page.page.wait_for_function(
+            "() => document.getElementById('timeline-axis')._fullLayout.xaxis.range[0] === 8",
+            timeout=10_000,
+        )
+        assert _ranges(page, "timeline-axis") == [[8, 9]]
+        zoomed = page.page.evaluate(SEEN_TICKS)
+        assert zoomed[0] == "8" and "8.4" in zoomed and "2" not in zoomed
+
+        # Its buttons switch the timeline to each job's own time, and back.
+        types = "() => ['timeline', 'timeline-axis'].map(id => document.getElementById(id)"
+        types += "._fullLayout.xaxis.type).join()"
+        page.page.locator("#timeline-axis .updatemenu-button", has_text="since arrival").click()
+        page.page.wait_for_function(f"({types})() === 'log,log'", timeout=10_000)
+        assert "seconds since arrival (log)" in page.texts("#timeline-axis .g-xtitle text")
+        page.page.locator("#timeline-axis .updatemenu-button", has_text="run clock").click()
+        page.page.wait_for_function(f"({types})() === 'linear,linear'", timeout=10_000)
+
+        # Its legend hides and shows the timeline's traces.
+        training = page.page.locator("#timeline-axis g.traces", has_text="training")
+        training.locator(".legendtoggle").click()
+        hidden = "() => document.getElementById('timeline').data.filter(t => "
+        hidden += "t.visible === 'legendonly').map(t => t.legendgroup).join()"
+        page.page.wait_for_function(f"({hidden})() === 'training'", timeout=10_000)
+        assert page.errors == []
     finally:
         page.close()

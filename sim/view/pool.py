@@ -1,11 +1,14 @@
-"""The page of a live pool, from a dump of the cluster's objects: the Kubernetes ``List``
-that ``kubectl get nodes,pods,trainingpools,tfjobs,mxjobs,admissions -A -o json`` returns.
+"""The page of a live pool, from the cluster's objects: a dump (the Kubernetes ``List``
+that ``kubectl get nodes,pods,trainingpools,tfjobs,mxjobs,admissions -A -o json`` returns,
+:func:`load`) or the objects read from the cluster itself (:func:`from_objects`, which
+``dragonet view --live`` calls with what ``live/`` lists).
 
-A dump has no clock: "now" is its latest timestamp. Each job's stretch of waiting runs from
-its creation to its Admission's ``admittedTime`` (or now), its training from then on with
-the workers it runs now; a finished job stops at its Succeeded or Failed condition. Its story
-is its Admission's words (phase, reason, message, last scaling, preemptions, moves), its
-pods and their nodes, and its status conditions. Other kinds in the dump are left out.
+A dump has no clock: "now" is its latest timestamp (a live read passes its own). Each
+job's stretch of waiting runs from its creation to its Admission's ``admittedTime`` (or
+now), its training from then on with the workers it runs now; a finished job stops at its
+Succeeded or Failed condition. Its story is its Admission's words (phase, reason, message,
+last scaling, preemptions, moves), its pods and their nodes, and its status conditions.
+Other kinds are left out.
 """
 
 from __future__ import annotations
@@ -65,6 +68,7 @@ class Dump:
     pools: tuple[Obj, ...]
     jobs: tuple[JobState, ...]
     now: datetime | None
+    until: str = "the dump's latest timestamp"  # what "now" is
 
 
 def load(path: str | Path) -> Dump:
@@ -95,10 +99,13 @@ def load(path: str | Path) -> Dump:
     items = doc.get("items")
     if not isinstance(items, list):
         raise DumpError(f"{where}: items: expected a list of objects")
-    return _dump(where, items)
+    return from_objects(items, where)
 
 
-def _dump(where: str, items: list[Any]) -> Dump:
+def from_objects(items: Sequence[Any], where: str, now: datetime | None = None) -> Dump:
+    """The pool as ``items`` show it (each with its ``kind``; other kinds are left out);
+    ``now`` the moment they were read (default: their latest timestamp). :class:`DumpError`
+    names ``where`` and the item that is wrong."""
     by_kind: dict[str, list[Obj]] = {k: [] for k in SHOWN}
     for i, item in enumerate(items):
         if not isinstance(item, dict) or not isinstance(item.get("kind"), str):
@@ -129,13 +136,18 @@ def _dump(where: str, items: list[Any]) -> Dump:
     if not jobs and not by_kind["Node"]:
         raise DumpError(f"{where}: items: no Nodes and no TFJobs or MXJobs to show")
     ordered = sorted(jobs.values(), key=lambda j: (_created(j.obj) or "", j.key))
-    stamps = [t for o in items if isinstance(o, dict) for t in _times(o)]
+    until = "the moment they were read"
+    if now is None:
+        stamps = [t for o in items if isinstance(o, dict) for t in _times(o)]
+        now = max((t for t in map(_parse, stamps) if t is not None), default=None)
+        until = "the dump's latest timestamp"
     return Dump(
         tuple(by_kind["Node"]),
         tuple(by_kind["Pod"]),
         tuple(by_kind["TrainingPool"]),
         tuple(ordered),
-        max((t for t in map(_parse, stamps) if t is not None), default=None),
+        now,
+        until,
     )
 
 
@@ -305,8 +317,8 @@ def build(dump: Dump) -> tuple[list[page.Section], dict[str, str]]:
                     max(horizon, 1.0),
                 ),
                 id="timeline",
-                note=f"Time from the first job's creation ({origin:%Y-%m-%d %H:%M:%S}) to the "
-                "dump's latest timestamp. Grey: waiting; green: admitted, shaded by the "
+                note=f"Time from the first job's creation ({origin:%Y-%m-%d %H:%M:%S}) to "
+                f"{dump.until}. Grey: waiting; green: admitted, shaded by the "
                 "workers running now. Hover or click a bar for the job's story.",
                 scroll=len(rows) > page.SCROLL_ROWS,
             )
@@ -316,7 +328,7 @@ def build(dump: Dump) -> tuple[list[page.Section], dict[str, str]]:
 
 def pools_table(dump: Dump) -> str:
     rows = []
-    for pool in dump.pools or ({"metadata": {"name": "(no TrainingPool in the dump)"}},):
+    for pool in dump.pools or ({"metadata": {"name": "(no TrainingPool)"}},):
         name = pool["metadata"]["name"]
         mine = [j for j in dump.jobs if ((j.admission or {}).get("spec") or {}).get("pool") == name]
         admitted = sum(
@@ -331,7 +343,7 @@ def pools_table(dump: Dump) -> str:
                 str(len(mine) - admitted),
             ]
         )
-    return page.table(["Pool", "Policy", "Nodes in the dump", "Admitted", "Queued"], rows)
+    return page.table(["Pool", "Policy", "Nodes", "Admitted", "Queued"], rows)
 
 
 def _policy(pool: Obj) -> str:
@@ -447,4 +459,4 @@ def write_html(dump: Dump, path: str | Path, source: str) -> int:
     return page.write(path, page.render("Dragonet pool", subtitle, sections, stories))
 
 
-__all__: Sequence[str] = ["Dump", "DumpError", "build", "load", "write_html"]
+__all__: Sequence[str] = ["Dump", "DumpError", "build", "from_objects", "load", "write_html"]

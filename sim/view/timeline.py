@@ -247,6 +247,7 @@ def _training(rows: Sequence[Row], unit: float, top: int, legend: bool) -> go.Ba
             "colorbar": {
                 "title": {"text": "workers"},
                 "thickness": 10,
+                "dtick": max(1, math.ceil(top / 4)),  # whole workers
                 "lenmode": "pixels",
                 "len": 140,
                 "y": 1.0,

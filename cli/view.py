@@ -1,0 +1,139 @@
+"""``dragonet view``: the web page of a live pool, from a dump of the cluster's objects or
+read from the cluster itself (``--live``, as ``kubectl dragonet`` reads it).
+
+It lives in ``cli/``, the one tier that may use both the simulator's web view (``sim/``)
+and the live cluster's client (``live/``), which never import each other. The parser
+imports nothing heavy: plotly, the renderer and the kubernetes client load when the command
+runs, so ``--help`` and a refused argument answer at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sim.view.pool import Dump
+
+DUMP = "kubectl get nodes,pods,trainingpools,tfjobs,mxjobs,admissions -A -o json"
+LIVE_ONLY = ("context", "kubeconfig", "namespace", "all_namespaces")
+
+EXAMPLES = f"""\
+examples:
+  dragonet view --live --html pool.html
+  dragonet view --live --context prod -n team-a --html team-a.html
+  {DUMP} > state.json
+  dragonet view state.json --html pool.html
+
+The same page as `dragonet simulate --html` draws for a run: every job's timeline (waiting,
+admitted with its workers, preempted, moved) and story (its Admission's phase, reason and
+message, its pods and their nodes, its conditions), and each node's allocation per resource.
+--live reads the cluster of the current kubeconfig context (or --context), read-only, as
+`kubectl dragonet` does: every Node and TrainingPool, and the Pods, TFJobs, MXJobs and
+Admissions of every namespace (of one with -n); "now" is the moment of the read. A dump has
+no clock: "now" is its latest timestamp.
+
+exit status: 0 when the page was written; 1 when the cluster cannot be read (no cluster, no
+permission: one line); 2 for a file that is not a readable List of objects, an output that
+cannot be written, or flags that do not go together (one line naming the file and field);
+3 for an internal error.
+"""
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    v = sub.add_parser(
+        "view",
+        help="write a web page of a live pool, read from the cluster or from a dump",
+        description="Render a cluster's objects (Nodes, Pods, TrainingPools, TFJobs, MXJobs,\n"
+        "Admissions) as one static HTML page: read live (--live) or from a dump (a List).",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    v.add_argument("dump", nargs="?", help=f"the cluster's objects as a List ({DUMP})")
+    v.add_argument("--html", required=True, metavar="HTML", help="the page to write")
+    live = v.add_argument_group("a live cluster (instead of a dump)")
+    live.add_argument(
+        "--live",
+        action="store_true",
+        help="read the cluster of the kubeconfig's current context (read-only)",
+    )
+    live.add_argument("--context", help="the kubeconfig context to use")
+    live.add_argument("--kubeconfig", help="the kubeconfig file (default: $KUBECONFIG)")
+    live.add_argument("-n", "--namespace", help="jobs and pods of this namespace only")
+    live.add_argument(
+        "-A", "--all-namespaces", action="store_true", help="jobs of every namespace (the default)"
+    )
+    live.add_argument(
+        "--request-timeout",
+        type=float,
+        default=10.0,
+        metavar="SECONDS",
+        help="give up on a request after this long (10)",
+    )
+
+
+def _refused(args: argparse.Namespace) -> str | None:
+    """Flags that do not go together, in one line (None: they do)."""
+    if args.live and args.dump:
+        return f"give a dump ({args.dump}) or --live, not both"
+    if not args.live and not args.dump:
+        return f"give a dump ({DUMP}) or --live"
+    if not args.live:
+        given = [f"--{k.replace('_', '-')}" for k in LIVE_ONLY if getattr(args, k)]
+        if given:
+            return f"{', '.join(given)}: only with --live (a dump holds what it holds)"
+    if args.namespace and args.all_namespaces:
+        return "-n and -A: give one"
+    if args.request_timeout <= 0:
+        return f"--request-timeout {args.request_timeout:g}: must be more than 0"
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    from sim.cli import output_problem
+
+    if problem := _refused(args) or output_problem("--html", args.html, ".html"):
+        print(f"dragonet view: {problem}", file=sys.stderr)
+        return 2
+    from sim.view.pool import DumpError, load, write_html
+
+    if args.live:
+        from live.kube import LiveError
+
+        try:
+            dump, source = _read_live(args)
+        except LiveError as err:
+            print(f"dragonet view: {err}", file=sys.stderr)
+            return 1
+        except DumpError as err:
+            print(f"dragonet view: {err}", file=sys.stderr)
+            return 2
+    else:
+        try:
+            dump = load(args.dump)
+        except DumpError as err:
+            print(f"dragonet view: {err}", file=sys.stderr)
+            return 2
+        source = Path(args.dump).name
+    size = write_html(dump, args.html, source)
+    print(
+        f"wrote {args.html} ({size / 2**20:.1f} MiB): {len(dump.jobs)} jobs on "
+        f"{len(dump.nodes)} nodes",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _read_live(args: argparse.Namespace) -> tuple[Dump, str]:
+    """The pool as the cluster shows it now, and where it was read."""
+    from live.kube import Kube, objects
+    from live.views import utc_now
+    from sim.view.pool import from_objects
+
+    kube = Kube(args.kubeconfig, args.context, args.request_timeout)
+    namespace = None if args.all_namespaces else args.namespace
+    where = f"{kube.host}" + (f", namespace {namespace}" if namespace else "")
+    items = objects(kube, namespace)
+    return from_objects(items, where, now=utc_now()), where
