@@ -24,6 +24,9 @@ def serve(settings: Settings) -> None:
     import shutil
     import tempfile
 
+    # The quantity parser (the Kubernetes client) is loaded here, in the arbiter, so that
+    # every forked worker has it: create_app would otherwise import it in each worker.
+    import kubernetes.utils.quantity  # noqa: F401
     from gunicorn.app.base import BaseApplication
     from prometheus_client import values
 
