@@ -38,10 +38,12 @@ test: $(STAMP) .tools/bin/helm $(CHROMIUM)
 
 # The pictures in docs/pictures/ (README, docs/simulator.md), every policy each:
 # examples/elastic.yaml; the first 40 and the first 160 jobs of Pollux's workload-1; 200 jobs
-# of Philly's busy part (the benchmarks' slice; PHILLY is the workspace's trace). About an
-# hour on one busy core, most of it the 160 Pollux jobs.
+# of Philly's busy part (the benchmarks' slice; PHILLY is the workspace's trace); and the web
+# view of examples/elastic.yaml (view.png, a screenshot in headless Chromium). About an hour
+# on one busy core, most of it the 160 Pollux jobs.
 PHILLY ?= ../shared/traces/philly_pollux/philly.csv
-pictures: $(STAMP)
+pictures: $(STAMP) $(CHROMIUM)
+	$(BIN)/python scripts/view_screenshot.py
 	$(BIN)/dragonet simulate examples/elastic.yaml --plot docs/pictures/elastic.png
 	$(BIN)/dragonet simulate --trace tests/fixtures/traces/workload-1.csv --jobs 40 \
 	  --plot docs/pictures/pollux-40.png

@@ -24,6 +24,9 @@ def serve(settings: Settings) -> None:
     import shutil
     import tempfile
 
+    # The quantity parser (the Kubernetes client) is loaded here, in the arbiter, so that
+    # every forked worker has it: create_app would otherwise import it in each worker.
+    import kubernetes.utils.quantity  # noqa: F401
     from gunicorn.app.base import BaseApplication
     from prometheus_client import values
 
@@ -73,25 +76,27 @@ def _prepare_jobs(paths: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
     located = [(f"{p}:{line}", doc) for p in paths for line, doc in load_jobs(p, skipped)]
     for said in skipped:
         print(f"dragonet render: {said}", file=sys.stderr)
-    from webhooks.app import utc_now  # flask: only once the files are read
-
-    start = utc_now() - timedelta(seconds=len(located))
-    for i, (where, job) in enumerate(located):
+    first: dict[str, str] = {}
+    for where, job in located:
         meta = job.setdefault("metadata", {})
         if not isinstance(meta, dict):
             raise ManifestError(f"{where}: metadata: must be a mapping")
         meta.setdefault("namespace", "default")
+        key = f"{job['kind']} {meta['namespace']}/{meta.get('name')}"
+        if key in first:
+            raise ManifestError(f"{where}: {key} is given twice (first at {first[key]})")
+        first[key] = where
+    # Only once the files are read: webhooks.app loads flask and the Kubernetes client.
+    from webhooks.app import utc_now
+
+    start = utc_now() - timedelta(seconds=len(located))
+    for i, (_, job) in enumerate(located):
+        meta = job["metadata"]
         meta.setdefault("uid", f"uid-{meta['namespace']}-{meta.get('name')}")
         meta.setdefault("generation", 1)
         meta.setdefault(
             "creationTimestamp", (start + timedelta(seconds=i)).strftime("%Y-%m-%dT%H:%M:%SZ")
         )
-    first: dict[str, str] = {}
-    for where, job in located:
-        key = f"{job['kind']} {job['metadata']['namespace']}/{job['metadata'].get('name')}"
-        if key in first:
-            raise ManifestError(f"{where}: {key} is given twice (first at {first[key]})")
-        first[key] = where
     return [doc for _, doc in located], [where for where, _ in located]
 
 

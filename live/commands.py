@@ -63,7 +63,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
             "-A",
             "--all-namespaces",
             action="store_true",
-            help="jobs of every namespace (queue lists every namespace unless -n is given)",
+            help="jobs of every namespace (queue lists every namespace unless -n is given; "
+            "explain finds the job in whichever namespace holds it)",
         )
         p.add_argument("--context", help="the kubeconfig context to use")
         p.add_argument("--kubeconfig", help="the kubeconfig file (default: $KUBECONFIG)")
@@ -184,6 +185,30 @@ def _messages(kube: Kube, namespace: str | None) -> dict[str, str]:
     return out
 
 
+def _namespace_of(kube: Kube, kinds: list[str], name: str) -> str:
+    """``explain -A NAME``: the one namespace that holds a job ``name`` of these kinds (one
+    list per kind, selected by name); none or several is a one-line error."""
+    from live.kube import LiveError, NotFound
+
+    found: set[str] = set()
+    for kind in kinds:
+        path = f"/apis/kubeflow.org/v1/{kind.lower()}s"
+        try:
+            for job in kube.list(path, fieldSelector=f"metadata.name={name}"):
+                found.add(str((job.get("metadata") or {}).get("namespace")))
+        except NotFound:  # that kind's CRD is not installed
+            continue
+    said = " or ".join(kinds)
+    if not found:
+        raise NotFound(f"no {said} {name!r} in any namespace")
+    if len(found) > 1:
+        raise LiveError(
+            f"a {said} {name!r} is in several namespaces ({', '.join(sorted(found))}): "
+            "give one with -n"
+        )
+    return found.pop()
+
+
 def explain(kube: Kube, args: argparse.Namespace) -> int:
     from live.explain import KINDS, explain, render
     from live.kube import POOLS, LiveError, NotFound, admission_path, events_path, job_path
@@ -197,6 +222,8 @@ def explain(kube: Kube, args: argparse.Namespace) -> int:
     if kind_word and kind_word not in KINDS:
         raise LiveError(f"{args.job}: not a TFJob or MXJob (give NAME, tfjob/NAME or mxjob/NAME)")
     kinds = [KINDS[kind_word]] if kind_word else list(KINDS.values())
+    if args.all_namespaces:
+        namespace = _namespace_of(kube, [k.kind for k in kinds], name)
     job = None
     for kind in kinds:
         try:

@@ -348,7 +348,7 @@ def _pool_spec(path: str) -> dict[str, object]:
 
 
 def _policies(raw: str) -> list[str]:
-    from sim.scenario import ScenarioError
+    from sim.spec import ScenarioError
 
     names = list(POLICIES) if raw == "all" else [p.strip() for p in raw.split(",") if p.strip()]
     unknown = [p for p in names if p not in POLICIES]
@@ -358,9 +358,12 @@ def _policies(raw: str) -> list[str]:
 
 
 def _scenario(args: argparse.Namespace) -> Scenario:
-    from sim.scenario import ScenarioError, from_manifests, from_trace, load_scenario
+    # sim.scenario loads the simulator (a second): a file refused here must not wait for it.
+    from sim.spec import ScenarioError
 
     if args.trace:
+        from sim.scenario import from_trace
+
         return from_trace(
             args.trace,
             jobs=args.jobs,
@@ -378,9 +381,13 @@ def _scenario(args: argparse.Namespace) -> Scenario:
                 f"{inputs[0]}: job manifests need --nodes (a cluster file, e.g. "
                 "examples/nodes.yaml); a scenario file (examples/scenario.yaml) needs none"
             )
+        from sim.scenario import load_scenario
+
         return load_scenario(inputs[0])
     if not args.nodes:
         raise ScenarioError("TFJob manifests need --nodes (a cluster file)")
+    from sim.scenario import from_manifests
+
     skipped: list[str] = []
     scenario = from_manifests(inputs, args.nodes, steps=args.steps, skipped=skipped)
     for said in skipped:
@@ -520,6 +527,18 @@ def run(args: argparse.Namespace) -> int:
     if problem := flag_problem(args):
         print(f"dragonet simulate: {problem}", file=sys.stderr)
         return 2
+    try:  # the files first: one refused here is said before the simulator is imported
+        pool_spec = _pool_spec(args.pool) if getattr(args, "pool", None) else None
+        default = str((pool_spec or {}).get("policy", "dragonet")) if pool_spec else "all"
+        policies = _policies(args.policy or default)
+        scenario = _scenario(args)
+    except OSError as e:
+        where = f"{e.filename}: {e.strerror}" if e.filename else str(e)
+        print(f"dragonet simulate: {where}", file=sys.stderr)
+        return 2
+    except ValueError as e:
+        print(f"dragonet simulate: {' '.join(str(e).split())}", file=sys.stderr)
+        return 2
     from dataclasses import replace
 
     import orjson
@@ -533,18 +552,6 @@ def run(args: argparse.Namespace) -> int:
     from sim.throughput import ThroughputConfig
 
     err = Console(stderr=True)
-    try:
-        pool_spec = _pool_spec(args.pool) if getattr(args, "pool", None) else None
-        default = str((pool_spec or {}).get("policy", "dragonet")) if pool_spec else "all"
-        policies = _policies(args.policy or default)
-        scenario = _scenario(args)
-    except OSError as e:
-        where = f"{e.filename}: {e.strerror}" if e.filename else str(e)
-        print(f"dragonet simulate: {where}", file=sys.stderr)
-        return 2
-    except ValueError as e:
-        print(f"dragonet simulate: {' '.join(str(e).split())}", file=sys.stderr)
-        return 2
     if not scenario.jobs:
         print(f"dragonet simulate: {scenario.name}: no jobs to run", file=sys.stderr)
         return 2

@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from sim.engine import Scenario
 from sim.kube import node_object
 from sim.profiles import MANIFEST_PROFILE, profile
-from sim.spec import JobSpec, as_mxjob
+from sim.spec import JobSpec, ScenarioError, as_mxjob
 from sim.traces import load_philly, load_pollux
 from webhooks.manifests import (
     ManifestError,
@@ -41,10 +41,6 @@ from webhooks.manifests import (
 )
 
 DEFAULT_STEPS = 1000.0
-
-
-class ScenarioError(ValueError):
-    pass
 
 
 class _JobEntry(BaseModel):

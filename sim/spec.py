@@ -16,6 +16,11 @@ IMAGE = "tensorflow/tensorflow:1.15.5"
 MX_IMAGE = "mxjob/mxnet:gpu"
 
 
+class ScenarioError(ValueError):
+    """A scenario, manifest or trace the simulator cannot use. Here, not in ``sim.scenario``
+    (which loads the simulator), so that ``dragonet simulate`` refuses a file at once."""
+
+
 @dataclass(frozen=True)
 class TrainingProfile:
     """Throughput of an asynchronous parameter-server job (constants: docs/simulator.md).

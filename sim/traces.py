@@ -35,7 +35,6 @@ from datetime import datetime
 from types import MappingProxyType
 
 from policy.model.jobs import CHECKPOINT_ANNOTATION
-from sim.pollux_model import MAX_EPOCHS, application, pollux_profile
 from sim.profiles import profile
 from sim.spec import JobSpec, TrainingProfile, tfjob_manifest
 
@@ -183,6 +182,9 @@ def load_pollux(
     the job trains as Pollux's model says (``sim.pollux_model``), so its duration alone and
     packed is what Pollux's simulator gives that row.
     """
+    # Pollux's model needs scipy (half a second to import): only a Pollux workload loads it.
+    from sim.pollux_model import MAX_EPOCHS, pollux_profile
+
     _check_window(jobs if jobs is not None else 0, start, load, None)
     parsed: list[tuple[float, int, str, str, int, int]] = []
     names: dict[str, int] = {}
@@ -220,6 +222,8 @@ def load_pollux(
 
 def pollux_job(name: str, app: str, *, replicas: int, batch_size: int, arrival_s: float) -> JobSpec:
     """A Pollux workload row as a PS TFJob that trains as Pollux's model says."""
+    from sim.pollux_model import application, pollux_profile
+
     prof = pollux_profile(app, batch_size)
     steps = application(app).steps(batch_size, replicas)
     job = trace_job(

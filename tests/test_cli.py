@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -488,7 +489,40 @@ def test_render_refuses_another_kind(tmp_path: Path, capsys: pytest.CaptureFixtu
     )
 
 
-HEAVY = ("kubernetes", "flask", "werkzeug", "gunicorn", "rich", "matplotlib", "sim.engine")
+HEAVY = (
+    "kubernetes",
+    "flask",
+    "werkzeug",
+    "gunicorn",
+    "rich",
+    "matplotlib",
+    "scipy",
+    "sim.engine",
+    "sim.scenario",
+)
+
+
+def _probe(argv: list[str]) -> tuple[int, str, list[str]]:
+    """Run ``dragonet ARGV`` in a fresh interpreter: its exit status, its stderr and the
+    heavy modules it imported."""
+    import subprocess
+
+    probe = (
+        "import json, sys\n"
+        "from cli.main import main\n"
+        "try:\n"
+        f"    code = main({argv!r})\n"
+        "except SystemExit as done:\n"
+        "    code = done.code\n"
+        f"heavy = {HEAVY!r}\n"
+        "loaded = {m for m in sys.modules for h in heavy if m == h or m.startswith(h + '.')}\n"
+        "print(json.dumps([code, sorted(loaded)]))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    code, loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    return code, done.stderr, loaded
 
 
 @pytest.mark.parametrize(
@@ -505,23 +539,44 @@ HEAVY = ("kubernetes", "flask", "werkzeug", "gunicorn", "rich", "matplotlib", "s
 def test_help_and_errors_import_no_heavy_module(argv: list[str]) -> None:
     """`dragonet --help`, a command's help and a usage error answer without importing the
     web server, the Kubernetes client, the simulator or the plotting and terminal libraries."""
+    assert _probe(argv)[2] == []
+
+
+def test_file_errors_import_no_heavy_module() -> None:
+    """A job file without --nodes in `simulate` and a job given twice in `render` are
+    refused from the files alone: the same one line and exit status, without scipy, the
+    simulator or the Kubernetes client (each half a second or more to import)."""
+    job = "examples/job1.yaml"
+    code, err, loaded = _probe(["simulate", job])
+    assert (code, loaded) == (2, [])
+    assert _one_line(err) == (
+        f"dragonet simulate: {job}: job manifests need --nodes (a cluster file, e.g. "
+        "examples/nodes.yaml); a scenario file (examples/scenario.yaml) needs none"
+    )
+    code, err, loaded = _probe(["render", job, job, "--nodes", "examples/nodes.yaml"])
+    assert (code, loaded) == (2, [])
+    assert _one_line(err) == (
+        f"dragonet render: {job}:3: TFJob default/job1 is given twice (first at {job}:3)"
+    )
+
+
+def test_the_app_loads_the_quantity_parser_when_made() -> None:
+    """`serve`: a worker's app loads the Kubernetes client's quantity parser when it is
+    made, never in its first request's time limit, while importing webhooks.app (as
+    `render` does before it refuses a file) does not."""
     import subprocess
 
     probe = (
         "import sys\n"
-        "from cli.main import main\n"
-        "try:\n"
-        f"    main({argv!r})\n"
-        "except SystemExit:\n"
-        "    pass\n"
-        f"heavy = {HEAVY!r}\n"
-        "loaded = {m for m in sys.modules for h in heavy if m == h or m.startswith(h + '.')}\n"
-        "print(sorted(loaded))\n"
+        "from webhooks.app import create_app\n"
+        "before = 'kubernetes.utils.quantity' in sys.modules\n"
+        "create_app()\n"
+        "print(before, 'kubernetes.utils.quantity' in sys.modules)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, check=True
     )
-    assert done.stdout.strip().splitlines()[-1] == "[]"
+    assert done.stdout.split() == ["False", "True"]
 
 
 def test_render_refuses_a_job_given_twice(capsys: pytest.CaptureFixture[str]) -> None:

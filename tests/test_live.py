@@ -184,6 +184,46 @@ def test_queue_with_a_namespace_keeps_the_pools_positions(server, capsys) -> Non
     assert [r["POSITION"] for r in _table(out)] == ["1", "2"]
 
 
+def _moved(state: dict[str, Any], name: str, namespace: str) -> list[dict[str, Any]]:
+    """The dump's items with TFJob ``name`` (its Admission, its Events and its place in its
+    pool's queue) in ``namespace`` instead of default."""
+    import copy
+
+    items = copy.deepcopy(state["items"])
+    for o in items:
+        meta = o["metadata"]
+        if (o["kind"], meta["name"]) in (("TFJob", name), ("Admission", f"tfjob-{name}")):
+            meta["namespace"] = namespace
+        if o["kind"] == "Event" and (o.get("regarding") or {}).get("name") == name:
+            meta["namespace"] = o["regarding"]["namespace"] = namespace
+        if o["kind"] == "TrainingPool":
+            for entry in (o.get("status") or {}).get("queue") or []:
+                if entry["job"] == f"default/{name}":
+                    entry["job"] = f"{namespace}/{name}"
+    return items
+
+
+def test_queue_all_namespaces_lists_every_namespace_in_the_pools_order(
+    server, capsys, state
+) -> None:
+    """`queue -A`: every namespace's jobs, positions as the pool gives them; -A wins over -n
+    (as in kubectl), and -o wide reads the jobs' messages from every namespace."""
+    server.items = _moved(state, "big", "team-a")
+    code, out, err = run(capsys, "queue", "-n", "default")
+    assert code == 0 and err == ""
+    assert [(r["POSITION"], r["JOB"]) for r in _table(out)] == [("2", "default/low")]
+    expected = [("1", "team-a/big"), ("2", "default/low")]
+    for argv in (["-A"], ["--all-namespaces"], ["-A", "-n", "default"]):
+        code, out, err = run(capsys, "queue", *argv)
+        assert code == 0 and err == ""
+        assert [(r["POSITION"], r["JOB"]) for r in _table(out)] == expected, argv
+    server.calls.clear()
+    code, out, _ = run(capsys, "queue", "-A", "-o", "wide")
+    big = _table(out)[0]
+    assert big["JOB"] == "team-a/big" and big["MESSAGE"].startswith("waiting: needs 18 cpu")
+    assert "/apis/kubeflow.org/v1/tfjobs" in server.calls  # one list of every namespace
+
+
 # --- explain -----------------------------------------------------------------------------------
 
 
@@ -318,6 +358,39 @@ def _one_line_error(code: int, out: str, err: str, prefix: str) -> str:
     assert "Traceback" not in err and err.count("\n") == 1, err
     assert err.startswith(prefix), err
     return err.strip()
+
+
+def test_explain_all_namespaces_finds_the_job_wherever_it_is(server, capsys, state) -> None:
+    """`explain -A NAME`: the job in whichever namespace holds it; in none, or in several,
+    one line (the second names the namespaces and asks for -n)."""
+    server.items = _moved(state, "big", "team-a")
+    code, out, err = run(capsys, "explain", "big")
+    said = _one_line_error(code, out, err, "dragonet explain: ")
+    assert said.endswith("no TFJob or MXJob 'big' in namespace default")
+    for argv in (["-A"], ["--all-namespaces"], ["-A", "-n", "default"]):
+        code, out, err = run(capsys, "explain", "big", *argv)
+        assert code == 0 and err == "", argv
+        assert out.splitlines()[0] == (
+            "TFJob team-a/big in TrainingPool default: Queued (WaitingForCapacity), position 1 "
+            "of 2 in the queue, waited 50s"
+        )
+        assert "Admission:  tfjob-big: Queued, 0 workers" in out
+    code, out, err = run(capsys, "explain", "tfjob/low", "-A", "-o", "json")
+    assert code == 0 and json.loads(out)["position"] == 2
+    code, out, err = run(capsys, "explain", "nope", "-A")
+    said = _one_line_error(code, out, err, "dragonet explain: ")
+    assert said.endswith("no TFJob or MXJob 'nope' in any namespace")
+    [other] = [
+        o
+        for o in _moved(state, "big", "team-b")
+        if (o["kind"], o["metadata"]["name"]) == ("TFJob", "big")
+    ]
+    server.items.append(other)  # a second TFJob big, in team-b
+    code, out, err = run(capsys, "explain", "big", "-A")
+    said = _one_line_error(code, out, err, "dragonet explain: ")
+    assert said.endswith(
+        "a TFJob or MXJob 'big' is in several namespaces (team-a, team-b): give one with -n"
+    )
 
 
 def test_no_such_job_is_one_line(server, capsys) -> None:

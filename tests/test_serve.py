@@ -83,7 +83,7 @@ def start_server(tmp: Path, scheme: str = "http", **env: str) -> Iterator[Server
             try:
                 if requests.get(f"{url}/healthz", timeout=1, verify=verify).status_code == 200:
                     break
-            except requests.ConnectionError:
+            except (requests.ConnectionError, requests.Timeout):  # a worker still booting
                 time.sleep(0.2)
         else:
             pytest.fail("dragonet serve did not answer /healthz within 30 s")

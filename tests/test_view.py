@@ -31,9 +31,8 @@ def test_a_runs_page_is_one_file_with_plotly_inside_and_every_jobs_story(
     nodes.write_text("nodes:\n  - {name: only-1, cpu: 8, memory: 20Gi}\n")
     out = tmp_path / "run.html"
     argv = [str(ROOT / "examples" / "job1.yaml"), str(second), "--nodes", str(nodes)]
-    # Two elastic policies: under a static one (gang-fifo) neither job could ever run on
-    # this node, and simulate refuses the run (exit status 4) before it starts.
-    argv += ["--steps", "1e6", "--horizon", "0.01", "--policy", "dragonet,dragonet-las"]
+    # gang-fifo can never run job1 whole on this node: a warning, and the run goes on.
+    argv += ["--steps", "1e6", "--horizon", "0.01", "--policy", "dragonet,gang-fifo"]
     assert main(["simulate", *argv, "--html", str(out)]) == 0
     assert f"wrote {out}" in capsys.readouterr().err
     page = out.read_text()
@@ -44,7 +43,7 @@ def test_a_runs_page_is_one_file_with_plotly_inside_and_every_jobs_story(
     stories = _stories(page)
     assert set(stories) == {
         f"{policy}|default/{job}"
-        for policy in ("dragonet", "dragonet-las")
+        for policy in ("dragonet", "gang-fifo")
         for job in ("job1", "job2")
     }
     waiting = stories["dragonet|default/job2"]
@@ -119,3 +118,16 @@ def test_simulate_refuses_an_html_it_cannot_write_before_running(
     argv = ["simulate", str(ROOT / "examples" / "elastic.yaml"), "--html", str(tmp_path / html)]
     err = _refused(capsys, argv)
     assert "--html" in err and said in err
+
+
+def test_a_few_jobs_waiting_and_training_are_counted_in_whole_ticks() -> None:
+    """Two jobs on one node: the counts' axes tick 0, 1, 2, never "0.2 jobs"."""
+    from sim.engine import SimConfig, Simulation
+    from sim.view.run import jobs_over_time
+    from tests.simkit import gpu_nodes, job, scenario
+
+    jobs = [job("a", 4, steps=2000), job("b", 4, arrival=10, steps=2000)]
+    result = Simulation(scenario(gpu_nodes(1), jobs), SimConfig(policy="gang-fifo")).run()
+    fig = jobs_over_time([result])
+    assert max(max(t.y) for t in fig.data) >= 1
+    assert (fig.layout.yaxis.dtick, fig.layout.yaxis2.dtick) == (1, 1)

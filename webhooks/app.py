@@ -16,10 +16,6 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-# The hooks parse quantities with the client's parser, which policy/model/resources.py
-# imports only when first used (a CLI printing its help must not pay for it): the server
-# loads it with the app, never inside a request's time limit.
-import kubernetes.utils.quantity  # noqa: F401
 import orjson
 from flask import Flask, Response, request
 from pydantic import BaseModel, ValidationError
@@ -103,6 +99,12 @@ def create_app(
     settings: Settings | None = None, clock: Clock = utc_now, kinds: Iterable[JobKind] = KINDS
 ) -> Flask:
     """``clock`` is injectable so a simulator can run the real webhook on simulated time."""
+    # The hooks parse quantities with the client's parser, which policy/model/resources.py
+    # imports only when first used (a CLI printing its help or refusing a file must not pay
+    # for it): the app loads it when it is made, so a worker never imports it inside a
+    # request's time limit.
+    import kubernetes.utils.quantity  # noqa: F401
+
     settings = settings or Settings()
     job_config = JobConfig(cluster_domain=settings.cluster_domain)
     app = Flask("dragonet")

@@ -29,7 +29,6 @@ from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from kubernetes.utils.quantity import parse_quantity
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.mmap_dict import MmapedDict
 from prometheus_client.multiprocess import MultiProcessCollector
@@ -229,6 +228,10 @@ class Metrics:
     def _resources(self, gauge: Any, pool: str, quantities: Any) -> None:
         if not isinstance(quantities, Mapping):
             return
+        # Loaded by create_app already (webhooks/app.py): importing this module, as `render`
+        # does, must not load the Kubernetes client.
+        from kubernetes.utils.quantity import parse_quantity
+
         for resource, quantity in quantities.items():
             try:
                 value = float(parse_quantity(quantity))

@@ -239,6 +239,7 @@ def _steps(events: Iterable[tuple[float, int]]) -> tuple[list[float], list[int]]
 def jobs_over_time(results: Sequence[SimResult]) -> go.Figure:
     unit, name = _unit(results)
     fig = make_subplots(rows=1, cols=2, subplot_titles=["jobs waiting", "jobs training"])
+    most = {1: 0, 2: 0}  # the largest count in each panel
     for i, r in enumerate(results):
         color, dash = policy_style(r.policy, i)
         end = end_of(r)
@@ -250,6 +251,7 @@ def jobs_over_time(results: Sequence[SimResult]) -> go.Figure:
                 for t, d in ((s[0], 1), (s[1], -1))
             ]
             xs, ys = _steps(events)
+            most[col] = max(most[col], *ys, 0)
             fig.add_trace(
                 go.Scatter(
                     x=[x / unit for x in xs],
@@ -266,6 +268,9 @@ def jobs_over_time(results: Sequence[SimResult]) -> go.Figure:
             )
     fig.update_xaxes(title_text=name, gridcolor="#eee", matches="x")  # one time axis
     fig.update_yaxes(rangemode="tozero", gridcolor="#eee")
+    for col, top in most.items():  # a few jobs: whole ticks, never "0.2 jobs"
+        if top <= 10:
+            fig.update_yaxes(tick0=0, dtick=1, row=1, col=col)
     fig.update_layout(**_layout(320))
     return fig
 
