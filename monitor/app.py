@@ -8,7 +8,8 @@
   404 for a pod not on this node, 429 when ``max_pods`` are tracked, 503 when the API
   cannot say which pod it is. Never a 500 for anything a client sends.
 * ``POST /throughput`` ``{"pod": <name>, "stepsPerSecond": <number>}`` (optionally
-  ``"batch"``, the global batch, and ``"namespace"``): a job's speed (docs/speedup.md),
+  ``"batch"``, the global batch, ``"step"`` and ``"totalSteps"``, how far the job is,
+  both or neither, and ``"namespace"``): a job's speed (docs/speedup.md),
   answered 200 with what became of it (``taken``, ``written``, ``unchanged``, ``gone``,
   ``error``), or the same errors as ``/monitor``; 400 also for a pod of no TFJob or MXJob.
 * ``GET /healthz`` (alive), ``GET /readyz`` (the pool's loads are read and fresh),
@@ -29,7 +30,7 @@ from werkzeug.exceptions import HTTPException
 
 from monitor.metrics import CONTENT_TYPE
 from monitor.service import Monitor, ReportError
-from policy.model.throughput import MAX_BATCH, MAX_STEPS_PER_S
+from policy.model.throughput import MAX_BATCH, MAX_STEPS, MAX_STEPS_PER_S, Progress
 
 access = logging.getLogger("dragonet.monitor.access")
 
@@ -52,7 +53,14 @@ class SpeedReport(BaseModel):
     pod: Annotated[str, Field(min_length=1, max_length=253, pattern=_SUBDOMAIN)]
     stepsPerSecond: StrictInt | StrictFloat
     batch: Annotated[int, Field(ge=1, le=MAX_BATCH, strict=True)] | None = None
+    step: Annotated[int, Field(ge=0, le=MAX_STEPS, strict=True)] | None = None
+    totalSteps: Annotated[int, Field(ge=1, le=MAX_STEPS, strict=True)] | None = None
     namespace: Annotated[str, Field(min_length=1, max_length=63, pattern=_LABEL)] | None = None
+
+    def progress(self) -> Progress | None:
+        if self.step is None or self.totalSteps is None:
+            return None
+        return Progress(min(self.step, self.totalSteps), self.totalSteps)
 
 
 def _json(body: Any, status: int, headers: dict[str, str] | None = None) -> Response:
@@ -66,7 +74,8 @@ def _error(status: int, message: str, retry_after: int | None = None) -> Respons
 
 _SHAPES = {
     "/monitor": '{"pod": <name>, "value": <number>}',
-    "/throughput": '{"pod": <name>, "stepsPerSecond": <number>, "batch": <integer>}',
+    "/throughput": '{"pod": <name>, "stepsPerSecond": <number>, "batch": <integer>, '
+    '"step": <integer>, "totalSteps": <integer>}',
 }
 
 
@@ -139,8 +148,12 @@ def create_app(monitor: Monitor) -> Flask:
             return _error(
                 400, f"stepsPerSecond: must be a number above 0, at most {MAX_STEPS_PER_S:g}"
             )
+        if (given.step is None) != (given.totalSteps is None):
+            return _error(400, "step and totalSteps: give both (how far the job is) or neither")
         try:
-            outcome = monitor.speed(given.pod, given.namespace, speed, given.batch)
+            outcome = monitor.speed(
+                given.pod, given.namespace, speed, given.batch, given.progress()
+            )
         except ReportError as err:
             return _error(err.status, str(err), err.retry_after)
         return _json(outcome.body(), 200)

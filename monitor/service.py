@@ -28,7 +28,7 @@ from monitor.kube import JOB_PLURALS, AlreadyExists, ApiError, Cluster, PodInfo,
 from monitor.metrics import MonitorMetrics
 from monitor.throughput import JobWindow, WriterRules, config_of
 from policy.model.bounds import OutOfBounds
-from policy.model.throughput import ANNOTATION, History, history_of
+from policy.model.throughput import ANNOTATION, History, Progress, history_of
 
 log = logging.getLogger("dragonet.monitor")
 
@@ -244,7 +244,12 @@ class Monitor:
     # ----- speed reports (docs/speedup.md) -----
 
     def speed(
-        self, name: str, namespace: str | None, steps_per_s: float, batch: int | None
+        self,
+        name: str,
+        namespace: str | None,
+        steps_per_s: float,
+        batch: int | None,
+        progress: Progress | None = None,
     ) -> SpeedOutcome:
         """Take one report of a job's global steps per second; once a window is due, read
         the job's pods and write its history if it says something new."""
@@ -267,7 +272,7 @@ class Monitor:
                 entry = _Speeds(kind, JobWindow(self._writer), now)
             self._speeds[key] = entry
             entry.last_seen = now
-            entry.window.report(now, steps_per_s, batch)
+            entry.window.report(now, steps_per_s, batch, progress)
             due = entry.window.due(now) and not entry.closing
             entry.closing = entry.closing or due
         result = "taken"

@@ -19,6 +19,10 @@ the simulator's stand-in, with this same code) keeps, per job, a :class:`JobWind
   it (the planner's confidence grows with them). A job that runs steadily is written at
   most four times per configuration (after 1, 2, 4 and 8 minutes of readings).
 
+A report may also say how far the job is (``step`` of ``totalSteps``); that progress rides
+on the history's writes, and is itself news once the steps left have fallen by a fifth
+(``progress_change``) since the last write: about 10 more writes over a job's life.
+
 So a job costs at most one write a minute, and about one per scaling action; its history
 holds at most ``MAX_READINGS`` readings. Nothing here reads a clock or the network: the
 caller passes the time and the pods.
@@ -39,6 +43,7 @@ from policy.model.throughput import (
     MAX_WEIGHT,
     Config,
     History,
+    Progress,
     Reading,
 )
 
@@ -52,6 +57,10 @@ class WriterRules:
     min_reports: int = 3  # reports a window needs to say anything
     change: float = 0.10  # a relative change of a configuration's speed worth a write
     max_reports: int = 64  # reports kept per window (a job reporting faster is sampled)
+    # Progress is written again once the steps left have fallen by this share since the
+    # last write (with a reading's write, at most once a window): a job's rank by the
+    # training it has left is then never more than this far off.
+    progress_change: float = 0.2
 
 
 def config_of(pods: Iterable[Mapping[str, Any]]) -> Config | None:
@@ -93,13 +102,22 @@ class JobWindow:
     # window nor the window that happened to differ biases it.
     recent: dict[Config, deque[float]] = field(default_factory=dict)
     batch: int | None = None
+    progress: Progress | None = None  # the latest report's
 
-    def report(self, now: float, steps_per_s: float, batch: int | None = None) -> None:
+    def report(
+        self,
+        now: float,
+        steps_per_s: float,
+        batch: int | None = None,
+        progress: Progress | None = None,
+    ) -> None:
         """One report of the job's global steps per second (the caller checked the body)."""
         if self.opened_s is None:
             self.opened_s = now
         if batch is not None:
             self.batch = batch
+        if progress is not None:
+            self.progress = progress
         if math.isfinite(steps_per_s) and 0 < steps_per_s <= MAX_STEPS_PER_S:
             self.speeds.append(steps_per_s)
             while len(self.speeds) > self.rules.max_reports:
@@ -132,9 +150,19 @@ class JobWindow:
             abs(mean.steps_per_s - known.steps_per_s) <= self.rules.change * known.steps_per_s
         )
         firmer = known is not None and mean.reports >= 2 * known.reports
-        if close_to and not new_batch and not firmer:
+        if close_to and not new_batch and not firmer and not self._progressed():
             return None
-        return self.written.put(mean).with_batch(self.batch)
+        return self.written.put(mean).with_batch(self.batch).with_progress(self.progress)
+
+    def _progressed(self) -> bool:
+        """The steps left fell by ``progress_change`` since the written progress (or the
+        job said how far it is for the first time)."""
+        now, then = self.progress, self.written.progress
+        if now is None:
+            return False
+        if then is None or now.total != then.total:
+            return True
+        return then.left > 0 and now.left <= (1 - self.rules.progress_change) * then.left
 
     def wrote(self, history: History) -> None:
         """The history is now in the API (or was read from it)."""

@@ -3,15 +3,16 @@
 Every ``report_every_s`` each job that trains reports its global steps per second: the
 simulator's true rate (``sim.training``, from ``sim.pollux_model`` or the profiles) times a
 log-normal measurement noise (``noise``, sigma of the log), plus, with probability
-``outlier_share``, a wild value (``outlier_factor`` off: a garbage-collection pause, a
-slow step). The reports go to the same writer the Container Monitor runs
-(``monitor.throughput.JobWindow``); a window closes every minute with the job's pods read
-from the API server (the monitor's list call, not charged: it is served from the watch
-cache by the monitor's own client), and a history worth writing is patched into the job's
-annotation ``dragonet.io/throughput`` through Metacontroller's client (``sim.metacontroller
-.Client``): the write takes a token of the one 5 QPS budget every writer shares, and the
-annotation change re-syncs the job and the pool as a real one does. The planner sees the
-reports only there; it never sees the true rate.
+``outlier_share``, a wild value (``outlier_factor`` off: a garbage-collection pause, a slow
+step); with ``progress``, a report also says how far the job is (its global step of the
+steps it trains, exact: a training loop counts its steps). The reports go to the same
+writer the Container Monitor runs (``monitor.throughput.JobWindow``); a window closes every
+minute with the job's pods read from the API server (the monitor's list call, not charged:
+it is served from the watch cache by the monitor's own client), and a history worth writing
+is patched into the job's annotation ``dragonet.io/throughput`` through Metacontroller's
+client (``sim.metacontroller.Client``): the write takes a token of the one 5 QPS budget
+every writer shares, and the annotation change re-syncs the job and the pool as a real one
+does. The planner sees the reports only there; it never sees the true rate.
 
 Jobs in ``silent`` (keys ``namespace/name``) report nothing, as a job whose training code
 does not.
@@ -19,12 +20,13 @@ does not.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from monitor.throughput import JobWindow, WriterRules, config_of
-from policy.model.throughput import ANNOTATION, Config
+from policy.model.throughput import ANNOTATION, Config, Progress
 from sim.apiserver import ApiServer
 from sim.metacontroller import Client
 from sim.training import PODS, Programs
@@ -39,6 +41,9 @@ class ThroughputConfig:
     outlier_share: float = 0.0  # share of reports that are wild
     outlier_factor: float = 5.0  # how wild (x or / this)
     silent: frozenset[str] = frozenset()  # jobs that report nothing
+    # Reports also say how far the job is (its global step of the steps it trains), as a
+    # training loop with a step limit (TensorFlow's max_steps) knows.
+    progress: bool = True
     rules: WriterRules = field(default_factory=WriterRules)
 
 
@@ -75,7 +80,12 @@ class Reporters:
                 continue
             window = self.windows.setdefault(key, JobWindow(self.config.rules))
             batch = getattr(t.spec.profile, "batch_size", None)
-            window.report(now, self._measured(t.rate), batch)
+            progress = None
+            if self.config.progress:
+                total = math.ceil(t.spec.steps)
+                step = min(int(self.programs.progress_now(key, now)), total)
+                progress = Progress(step, total)
+            window.report(now, self._measured(t.rate), batch, progress)
             self._pending.setdefault(key, []).append(t.rate)
             self.reports += 1
             if window.due(now):

@@ -59,6 +59,7 @@ CUSTOM_VALUES: dict[str, Any] = {
         "clusterDomain": "cluster.local",
         "watchAllPods": True,
         "lasThresholdsGPUHours": [0.5, 4, 16],
+        "lasByRemaining": False,
         "maxPreemptions": 0,
         "allocationIntervalSeconds": 0,
         "restartSeconds": 30,
@@ -317,6 +318,7 @@ def test_default_values_make_the_default_pool(default_docs: list[dict[str, Any]]
         "idleSeconds": 60,
         "watchAllPods": False,
         "lasThresholdsGPUHours": [16],
+        "lasByRemaining": True,
         "maxPreemptions": 1000000,
         "allocationIntervalSeconds": 0,
         "restartSeconds": 30,
@@ -340,6 +342,7 @@ def test_custom_scheduling_values_reach_the_default_pool(
         "idleSeconds": 120.5,
         "watchAllPods": True,
         "lasThresholdsGPUHours": [0.5, 4, 16],
+        "lasByRemaining": False,
         "maxPreemptions": 0,
         "allocationIntervalSeconds": 0,
         "restartSeconds": 30,
@@ -350,6 +353,7 @@ def test_custom_scheduling_values_reach_the_default_pool(
     assert spec.nodeSelector.as_dict() == CUSTOM_VALUES["scheduling"]["poolSelector"]
     assert (spec.policy, spec.binding) == ("tiresias", "nodeName")
     assert (spec.lasThresholdsGPUHours, spec.maxPreemptions) == ((0.5, 4, 16), 0)
+    assert spec.lasByRemaining is False
     assert spec.preemptionGraceSeconds == 90
     assert (spec.starvationSeconds, spec.idleSeconds, spec.watchAllPods) == (45, 120.5, True)
 

@@ -66,6 +66,24 @@ def test_a_steady_job_is_written_once_its_configuration_settled_and_then_rarely(
     assert calls.count("list_pods") == 1  # the reporting pod, looked up once
 
 
+def test_how_far_a_job_is_reaches_its_history_with_its_speed() -> None:
+    """A report with ``step`` of ``totalSteps``: the history says how far the job is, and so
+    how much training it has left at its measured speed (what shortest remaining first
+    ranks it by)."""
+    client, cluster, ticks = _setup("node-1", "node-1")
+    step = 0
+    for _ in range(30):  # 5 minutes at 2 steps per second
+        ticks.advance(10)
+        step += 20
+        body = {"pod": "job1-worker-0", "stepsPerSecond": 2.0, "step": step, "totalSteps": 10_000}
+        assert post(client, body).status_code == 200
+    history = parse(cluster.jobs[JOB]["metadata"]["annotations"][ANNOTATION])
+    assert history.progress is not None and history.progress.total == 10_000
+    assert 0 < history.progress.step <= step
+    left = (10_000 - history.progress.step) / 2.0 * 2  # worker-seconds on its 2 workers
+    assert history.left_worker_s() == pytest.approx(left)
+
+
 def test_a_new_configuration_is_added_to_what_the_job_already_holds() -> None:
     client, cluster, ticks = _setup("node-1")
     cluster.jobs[JOB]["metadata"]["annotations"] = {
@@ -94,6 +112,10 @@ def test_an_unbelievable_history_is_replaced_by_what_is_measured() -> None:
         ({"pod": "job1-worker-0", "stepsPerSecond": 1, "batch": 0}, "batch"),
         ({"pod": "job1-worker-0", "stepsPerSecond": 1, "gpu": 1}, "gpu: unknown field"),
         ({"pod": "Job1", "stepsPerSecond": 1}, "pod"),
+        ({"pod": "job1-worker-0", "stepsPerSecond": 1, "step": 5}, "give both"),
+        ({"pod": "job1-worker-0", "stepsPerSecond": 1, "totalSteps": 5}, "give both"),
+        ({"pod": "job1-worker-0", "stepsPerSecond": 1, "step": -1, "totalSteps": 5}, "step"),
+        ({"pod": "job1-worker-0", "stepsPerSecond": 1, "step": 1, "totalSteps": 0}, "totalSteps"),
     ],
 )
 def test_a_report_that_cannot_be_believed_is_refused_naming_the_field(body, says) -> None:

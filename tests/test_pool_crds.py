@@ -75,6 +75,7 @@ def test_the_crds_defaults_are_the_webhooks_defaults() -> None:
         "gangScheduler",
         "idleSeconds",
         "kubeshare",
+        "lasByRemaining",
         "lasPreemptLaterInQueue",
         "lasPromotion",
         "lasThresholdsGPUHours",

@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Any
 
+from policy.pool.attained_service import REMAINING_LADDER_S, UNMEASURED_LEFT_S
 from tests import metacontroller as mc
 from tests.conftest import Hook
 
@@ -54,9 +56,18 @@ def test_the_list_is_bounded_and_the_count_is_not(hook: Hook) -> None:
 
 
 def test_least_attained_service_lists_each_jobs_queue(hook: Hook) -> None:
-    pool = mc.pool(policy="dragonet-las")
+    pool = mc.pool(policy="dragonet-las", lasByRemaining=False)
     status = _queue(hook, [_job("a", 0), _job("b", 1)], pool)
     assert [(e["job"], e["lasQueue"]) for e in status["queue"]] == [("default/b", 0)]
+
+
+def test_shortest_remaining_first_lists_the_rung_a_new_job_is_assumed_on(hook: Hook) -> None:
+    """Under the default (``lasByRemaining``) a job that has not said how far it is stands
+    on the rung of the remaining-GPU-time ladder where a new job is assumed to be."""
+    status = _queue(hook, [_job("a", 0), _job("b", 1)], mc.pool(policy="dragonet-las"))
+    rung = bisect_right(REMAINING_LADDER_S, UNMEASURED_LEFT_S)
+    assert rung > 0
+    assert [(e["job"], e["lasQueue"]) for e in status["queue"]] == [("default/b", rung)]
 
 
 def test_a_job_naming_a_missing_pool_waits_at_the_end_and_says_why(hook: Hook) -> None:

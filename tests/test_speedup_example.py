@@ -59,6 +59,9 @@ def speed_url() -> Iterator[str]:
 def test_the_chief_speaks_the_monitors_speed_protocol(speed_url: str) -> None:
     assert train.report_speed(speed_url, "preemptible-ps-0", 2.5, train.BATCH) == 200
     assert train.report_speed(speed_url, "someone-else", 2.5, train.BATCH) == 404
+    # how far it is: the global step of the steps it runs (a step past the limit is the limit)
+    assert train.report_speed(speed_url, "preemptible-ps-0", 2.5, train.BATCH, (10, 1000)) == 200
+    assert train.report_speed(speed_url, "preemptible-ps-0", 2.5, train.BATCH, (1001, 1000)) == 200
 
 
 def test_a_monitor_that_does_not_answer_never_stops_the_chief() -> None:

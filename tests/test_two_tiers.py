@@ -4,6 +4,9 @@ does without one. Each job sync here reads an Admission written out by the test
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
+from policy.pool.attained_service import REMAINING_LADDER_S, UNMEASURED_LEFT_S
 from tests import metacontroller as mc
 from tests.conftest import Hook, node_of, pods_of, services_of
 
@@ -179,7 +182,9 @@ def test_a_pools_status_counts_nodes_jobs_and_usage(hook: Hook) -> None:
                 "kind": "TFJob",
                 "priority": 0,
                 "enqueued": "2026-11-21T09:00:01Z",
-                "lasQueue": 0,  # (the default policy orders by least attained service)
+                # (the default policy orders by the GPU-time left; a job that has not
+                # said how far it is stands where a new job is assumed to)
+                "lasQueue": bisect_right(REMAINING_LADDER_S, UNMEASURED_LEFT_S),
                 "reason": "WaitingForCapacity",
             }
         ],

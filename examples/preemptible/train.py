@@ -20,8 +20,9 @@ happens then. A monitor that does not answer never stops training.
 The chief also reports the job's **speed** (docs/speedup.md): every ``speed_interval``
 seconds (10) it reads the global step on the PS and posts the global steps per second
 since its last reading, with the global batch (one worker's batch: asynchronous
-training adds the workers' steps), to ``POST $SPEED_URL {"pod", "stepsPerSecond",
-"batch"}`` (the monitor on the PS pod's node, ``/throughput``). The monitor writes it to
+training adds the workers' steps) and how far it is (the global step of ``global_steps``),
+to ``POST $SPEED_URL {"pod", "stepsPerSecond", "batch", "step", "totalSteps"}`` (the
+monitor on the PS pod's node, ``/throughput``). The monitor writes it to
 the TFJob; the pool learns from it where another worker pays. It never stops training
 either.
 
@@ -93,9 +94,21 @@ def steps_per_second(before: tuple[float, int], now: tuple[float, int]) -> float
     return (s1 - s0) / (t1 - t0)
 
 
-def report_speed(url: str, pod: str, speed: float, batch: int, timeout: float = 2.0) -> int | None:
-    """POST the job's speed to the node's monitor; the HTTP status, or None."""
-    return post(url, {"pod": pod, "stepsPerSecond": speed, "batch": batch}, timeout)
+def report_speed(
+    url: str,
+    pod: str,
+    speed: float,
+    batch: int,
+    progress: tuple[int, int] | None = None,
+    timeout: float = 2.0,
+) -> int | None:
+    """POST the job's speed (and how far it is: global step, total steps) to the node's
+    monitor; the HTTP status, or None."""
+    body: dict[str, object] = {"pod": pod, "stepsPerSecond": speed, "batch": batch}
+    if progress is not None:
+        step, total = progress
+        body.update(step=min(step, total), totalSteps=total)
+    return post(url, body, timeout)
 
 
 def main(role: str) -> None:
@@ -149,7 +162,7 @@ def main(role: str) -> None:
                 before = now_at
                 answer = None
                 if speed_url and pod and speed:  # nothing to say while no step is made
-                    answer = report_speed(speed_url, pod, speed, BATCH)
+                    answer = report_speed(speed_url, pod, speed, BATCH, (now_at[1], last))
                 print("STEP", now_at[1], speed, answer, flush=True)
             return
         local = 0

@@ -158,6 +158,9 @@ class PoolSpec(BaseModel):
     # Tiresias' promotion: a preempted job that has waited as long as it ran goes back to
     # queue 0 (false: never, as Pollux's Tiresias, whose _solve_starvation is 0).
     lasPromotion: bool = False
+    # dragonet-las: a job whose reports say how far it is (step of totalSteps) queues by
+    # the GPU-time it has left, shortest first; one that does not, by attained service.
+    lasByRemaining: bool = True
     # The allocation rule (docs/speedup.md): a job's reported throughput decides who grows.
     # Growth is decided again at most this often (0: at every event), a new worker is
     # charged this long before it trains, and a job whose reports promise less than this

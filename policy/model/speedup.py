@@ -83,6 +83,9 @@ class Speedup:
     dropped: tuple[Config, ...] = ()  # readings left out as outliers
     batch: int | None = None
     informed: bool = field(default=True)
+    # Worker-seconds of training left, by the job's last progress report (None: it never
+    # said how far it is): what orders jobs shortest-remaining first.
+    left_worker_s: float | None = None
 
     def throughput(self, c: Config) -> float:
         """Predicted global steps per second (relative units for the prior)."""
@@ -161,6 +164,7 @@ def estimate(history: History | None) -> Speedup:
         error=error,
         dropped=tuple(dropped),
         batch=history.batch,
+        left_worker_s=history.left_worker_s(),
     )
 
 

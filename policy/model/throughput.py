@@ -4,7 +4,10 @@ per configuration the job ran in, kept in the job's annotation ``dragonet.io/thr
 A reading says: with ``workers`` workers and ``ps`` parameter servers, ``remote`` of the
 workers on a node without a parameter server, the workers on ``nodes`` nodes, the job made
 ``stepsPerSecond`` global steps per second (the median of a minute of its own reports),
-over ``reports`` such minutes. The job's writer (the Container Monitor, or the simulator's
+over ``reports`` such minutes. A job that says how far it is (its global ``step`` of
+``totalSteps``, as a training loop with a step limit knows) also gets ``progress``: with
+the speed of its latest configuration, how much training it has left (``left_worker_s``).
+The job's writer (the Container Monitor, or the simulator's
 stand-in: ``monitor/throughput.py``) adds a reading to it, at most once a minute and only
 when it says something new; the pool reads it as one of the job's facts (its planner sees
 the job objects already: no other object, no other watch).
@@ -19,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import orjson
@@ -32,6 +35,7 @@ MAX_READINGS = 16  # configurations remembered per job (the oldest updated goes 
 MAX_TEXT = 4096  # characters of the annotation (16 readings take about 1.5 KiB)
 MAX_STEPS_PER_S = 1e6  # a global step every microsecond: no real job is near it
 MAX_BATCH = 10**7
+MAX_STEPS = 10**12  # a step count no training loop reaches
 # A configuration's speed is the mean of its last ``MAX_WEIGHT`` minutes at most: a job
 # whose speed drifts (a noisy neighbour left) is believed again within that many minutes.
 MAX_WEIGHT = 8
@@ -72,11 +76,32 @@ class Reading:
 
 
 @dataclass(frozen=True)
+class Progress:
+    """How far a job is: ``step`` of the ``total`` global steps its training loop runs."""
+
+    step: int
+    total: int
+
+    @property
+    def left(self) -> int:
+        return max(self.total - self.step, 0)
+
+
+@dataclass(frozen=True)
 class History:
     """A job's readings, the least recently updated first."""
 
     readings: tuple[Reading, ...] = ()
     batch: int | None = None  # the job's global batch, if it said (examples = steps x batch)
+    progress: Progress | None = None  # how far it was when the history was last written
+
+    def left_worker_s(self) -> float | None:
+        """Worker-seconds of training left at the speed of the latest configuration (its
+        last reading), None without progress or readings."""
+        if self.progress is None or not self.readings:
+            return None
+        last = self.readings[-1]
+        return self.progress.left / last.steps_per_s * last.config.workers
 
     def get(self, config: Config) -> Reading | None:
         for r in self.readings:
@@ -96,15 +121,18 @@ class History:
             mean = (old.steps_per_s * weight + steps_per_s) / (weight + 1)
             new = Reading(config, mean, weight + 1)
         rest = tuple(r for r in self.readings if r.config != config)
-        return History((*rest, new)[-MAX_READINGS:], self.batch)
+        return replace(self, readings=(*rest, new)[-MAX_READINGS:])
 
     def put(self, reading: Reading) -> History:
         """With ``reading`` replacing its configuration's (the most recent now)."""
         rest = tuple(r for r in self.readings if r.config != reading.config)
-        return History((*rest, reading)[-MAX_READINGS:], self.batch)
+        return replace(self, readings=(*rest, reading)[-MAX_READINGS:])
 
     def with_batch(self, batch: int | None) -> History:
-        return History(self.readings, batch if batch is not None else self.batch)
+        return replace(self, batch=batch if batch is not None else self.batch)
+
+    def with_progress(self, progress: Progress | None) -> History:
+        return replace(self, progress=progress if progress is not None else self.progress)
 
     def text(self) -> str:
         """The annotation's value (compact JSON, stable key order)."""
@@ -122,6 +150,8 @@ class History:
             }
             for r in self.readings
         ]
+        if self.progress is not None:
+            body["progress"] = {"step": self.progress.step, "totalSteps": self.progress.total}
         return orjson.dumps(body).decode()
 
 
@@ -146,7 +176,7 @@ def parse(raw: Any) -> History:
         raise OutOfBounds(f"{where} must be a JSON object")
     if body.get("version") != VERSION:
         raise OutOfBounds(f"{where}.version is {body.get('version')!r}; this reads {VERSION}")
-    unknown = set(body) - {"version", "batch", "readings"}
+    unknown = set(body) - {"version", "batch", "readings", "progress"}
     if unknown:
         raise OutOfBounds(f"{where}: unknown field {sorted(unknown)[0]!r}")
     batch = None
@@ -188,4 +218,23 @@ def parse(raw: Any) -> History:
         if reports < 1 or not math.isfinite(speed):
             raise OutOfBounds(f"{at}.reports is {reports}; give 1 to {MAX_WEIGHT}")
         readings.append(Reading(config, speed, reports))
-    return History(tuple(readings), batch)
+    return History(tuple(readings), batch, _progress(body.get("progress"), f"{where}.progress"))
+
+
+def _progress(raw: Any, where: str) -> Progress | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise OutOfBounds(f"{where} must be an object with step and totalSteps")
+    extra = set(raw) - {"step", "totalSteps"}
+    if extra:
+        raise OutOfBounds(f"{where}: unknown field {sorted(extra)[0]!r}")
+    if "step" not in raw or "totalSteps" not in raw:
+        raise OutOfBounds(f"{where}: step and totalSteps are required")
+    total = whole(raw["totalSteps"], f"{where}.totalSteps", MAX_STEPS)
+    step = whole(raw["step"], f"{where}.step", MAX_STEPS)
+    if total < 1 or step > total:
+        raise OutOfBounds(
+            f"{where}: step {step} of totalSteps {total}; give 1 <= totalSteps, step <= it"
+        )
+    return Progress(step, total)

@@ -72,7 +72,7 @@ from policy.model.speedup import Speedup
 from policy.model.tensorboard import SLOT as TENSORBOARD
 from policy.model.timeutil import format_time, parse_time
 from policy.pool.admit import Admitted, admit
-from policy.pool.attained_service import Attained, attained, gang_units, recorded
+from policy.pool.attained_service import Attained, attained, recorded, service_of
 from policy.pool.explain import (
     blocked_message,
     repair_message,
@@ -225,7 +225,7 @@ def plan(
             if p.stuck:
                 stuck.add(p.job)
     # 1. Attained service: each job's, and when one may change (least attained service).
-    service, wakes = _attained_service(jobs, by_job, admissions, now, rules)
+    service, wakes = _attained_service(jobs, by_job, admissions, now, rules, speedups or {})
     # 2. Assess every job, in queue order.
     assessed = assess_jobs(jobs, by_job, admissions, service, now, priorities, memo)
     running = assessed.running
@@ -279,6 +279,7 @@ def _attained_service(
     admissions: Mapping[str, Admission],
     now: datetime,
     rules: Rules,
+    speedups: Mapping[str, Speedup],
 ) -> tuple[dict[str, Attained], list[datetime]]:
     """Every job's attained service and LAS queue, and when one may change (empty without
     least attained service)."""
@@ -287,15 +288,16 @@ def _attained_service(
     if not rules.las:
         return service, wakes
     for job in jobs:
-        pods = by_job.get(job.key, ())
-        got, wake = attained(
+        model = speedups.get(job.key)
+        got, wake = service_of(
             job,
-            pods,
+            by_job.get(job.key, ()),
             admissions.get(job.key),
             now,
             rules.las,
-            gang_units(job),
             promotion=rules.las_promotion,
+            remaining=rules.las_remaining,
+            left_worker_s=model.left_worker_s if model is not None else None,
         )
         service[job.key] = got
         if wake is not None:

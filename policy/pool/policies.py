@@ -63,6 +63,7 @@ def _rules_for(spec: PoolSpec) -> Rules:
             max_preemptions=guard,
             las_later_in_queue=spec.lasPreemptLaterInQueue,
             las_promotion=spec.lasPromotion,
+            las_remaining=spec.lasByRemaining,
         )
     dragon = Rules(place_gang, grow_oldest_first, victims_oldest_first, True, starvation, idle)
     if spec.policy == "tiresias":

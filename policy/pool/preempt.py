@@ -64,16 +64,22 @@ def _service(r: Running, now: datetime) -> Attained:
 
 
 def _las_reason(r: Running, waiting: Job, queue: int, service: Attained) -> str:
-    hours = service.total / 3600
     where = (
         f"{waiting.key} is in queue {queue}"
         if service.queue != queue
         else f"{waiting.key} was enqueued before it"
     )
-    return (
-        f"least attained service: it attained {hours:.1f} GPU-h (queue {service.queue}), "
-        f"{where}; it checkpoints every {r.job.checkpoint_interval:g} s"
-    )
+    if service.left is not None:
+        rank = (
+            f"shortest remaining first: its reports leave it about "
+            f"{service.left / 3600:.1f} GPU-h to train (queue {service.queue})"
+        )
+    else:
+        rank = (
+            f"least attained service: it attained {service.total / 3600:.1f} GPU-h "
+            f"(queue {service.queue})"
+        )
+    return f"{rank}, {where}; it checkpoints every {r.job.checkpoint_interval:g} s"
 
 
 def _holding(r: Running) -> list[Pod]:

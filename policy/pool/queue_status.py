@@ -18,8 +18,9 @@ from policy.model.admission import QUEUED
 from policy.model.cluster import Pod
 from policy.model.jobs import Job
 from policy.model.priority import Priorities
+from policy.model.speedup import Speedup
 from policy.model.timeutil import format_time
-from policy.pool.attained_service import attained, gang_units
+from policy.pool.attained_service import service_of
 from policy.pool.queue import queue_key
 from policy.pool.rules import Rules
 
@@ -48,6 +49,7 @@ def queue_status(
     pods: Iterable[Pod],
     waiting_elsewhere: Iterable[tuple[Job, str]] = (),
     limit: int = MAX_LISTED,
+    speedups: Mapping[str, Speedup] | None = None,
 ) -> list[dict[str, Any]]:
     """The first ``limit`` queued jobs in admission order, one entry each: ``position``
     (1 is next), ``job`` (namespace/name), ``kind``, ``priority``, ``lasQueue`` (least
@@ -58,7 +60,7 @@ def queue_status(
     no KubeShare), with their reason code: listed after the planned queue, by name, since
     nothing the pool does admits them."""
     queued = [jp for jp in plans if jp.phase == QUEUED]
-    queues = _las_queues([jp.job for jp in queued], now, rules, admissions, pods)
+    queues = _las_queues([jp.job for jp in queued], now, rules, admissions, pods, speedups or {})
 
     def order(jp: PlannedJob) -> tuple:
         key = queue_key(jp.job, now, priorities)
@@ -90,6 +92,7 @@ def _las_queues(
     rules: Rules,
     admissions: Mapping[str, Any],
     pods: Iterable[Pod],
+    speedups: Mapping[str, Speedup],
 ) -> dict[str, int]:
     """Each queued job's least-attained-service queue, as the cycle computes it."""
     if not rules.las or not jobs:
@@ -101,14 +104,16 @@ def _las_queues(
             by_job.setdefault(p.job, []).append(p)
     out = {}
     for job in jobs:
-        got, _ = attained(
+        model = speedups.get(job.key)
+        got, _ = service_of(
             job,
             by_job.get(job.key, ()),
             admissions.get(job.key),
             now,
             rules.las,
-            gang_units(job),
             promotion=rules.las_promotion,
+            remaining=rules.las_remaining,
+            left_worker_s=model.left_worker_s if model is not None else None,
         )
         out[job.key] = got.queue
     return out

@@ -60,6 +60,10 @@ class Rules:
     las_later_in_queue: bool = False
     # A preempted job that waited as long as it ran goes back to queue 0.
     las_promotion: bool = True
+    # Jobs that report how far they are queue by the GPU-time they have left, shortest
+    # first (policy.pool.attained_service.by_remaining); the others as least attained
+    # service places them.
+    las_remaining: bool = False
     migration: MigrationRules | None = None  # None: Migration requests are refused
     # The allocation rule (policy.pool.goodput): how long a new worker takes to train
     # (start and restore), how often growth is decided again (0: at every event), and the

@@ -180,6 +180,7 @@ def sync(
         snap.admissions,
         snap.cluster.pods,
         waiting_elsewhere=elsewhere,
+        speedups=snap.speedups,
     )
     if queue:
         status["queue"] = queue
