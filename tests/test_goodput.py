@@ -246,3 +246,49 @@ def test_a_worker_given_back_is_not_grown_again() -> None:
     view = b.view()
     assert view.ledger.free["a"]["cpu"] == 1000  # one CPU (millicores): the room it gave back
     assert grow(view.ledger, view.running) == {}
+
+
+def _one_job_next_to_a_free_node(annotation: dict[str, str]) -> PoolBuilder:
+    """Node ``a`` is full with the job's PS and 2 of its 4 workers (``Worker.replicas``);
+    node ``b`` is free: its next worker would be its first off the PS's node."""
+    b = PoolBuilder(policy="dragonet", pool_spec={"restartSeconds": 30})
+    b.node("a", 3)
+    b.node("b", 4)
+    b.running(
+        "job",
+        ("PS-0@a", "Worker-0@a", "Worker-1@a"),
+        ps=1,
+        workers=4,
+        low=1,
+        high=4,
+        annotations=annotation,
+    )
+    return b
+
+
+def test_a_job_never_gets_a_worker_its_reports_say_slows_it() -> None:
+    """Below ``Worker.replicas`` a job grows as room allows, whatever a fit predicts, but
+    not where its own readings say the worker makes it slower: it measured 3 workers with
+    one on another node at 1.6 steps/s against 2.0 for 2 packed (Pollux's yolov3 at a
+    batch of 64 is 1.76x slower on 2+2 GPUs than on 4 of one node). The same job measured
+    only packed grows onto ``b``."""
+    slower_spread = {
+        ANNOTATION: orjson.dumps(
+            {
+                "version": 1,
+                "readings": [
+                    {"workers": 2, "ps": 1, "stepsPerSecond": 2.0, "reports": 8},
+                    {
+                        "workers": 3,
+                        "ps": 1,
+                        "remote": 1,
+                        "nodes": 2,
+                        "stepsPerSecond": 1.6,
+                        "reports": 8,
+                    },
+                ],
+            }
+        ).decode()
+    }
+    assert _grown(_one_job_next_to_a_free_node(slower_spread)) == {}
+    assert _grown(_one_job_next_to_a_free_node(LINEAR)) == {"job": 2}  # up to its replicas
