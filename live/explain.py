@@ -41,7 +41,8 @@ _HINTS = {
     ),
     codes.PREEMPTED: (
         "its pods terminate first; then it is queued again as a whole gang and admitted "
-        "when the gang fits (a higher priority, or less attained service, puts it earlier)"
+        "when the gang fits (a higher priority, less attained service or, if it reports how "
+        "far it is, less training left puts it earlier)"
     ),
     codes.NO_SHRINK_HELPS: (
         "running jobs finishing: it has waited past the starvation time and no shrink of "
