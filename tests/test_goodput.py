@@ -163,7 +163,7 @@ def test_a_worker_worth_its_room_or_unmeasured_stays(annotation: dict[str, str] 
     assert view.ledger.victims == {} and view.ledger.scales == {}
 
 
-def test_give_back_never_goes_below_worker_replicas() -> None:
+def test_give_back_never_takes_a_worker_that_adds_nothing_below_worker_replicas() -> None:
     b = PoolBuilder(policy="dragonet", pool_spec={"allocationIntervalSeconds": 60})
     b.node("a", 5)
     b.running("tuned", ("PS-0@a", "Worker-0@a", "Worker-1@a", "Worker-2@a"), ps=1, high=4,
@@ -272,23 +272,51 @@ def test_a_job_never_gets_a_worker_its_reports_say_slows_it() -> None:
     one on another node at 1.6 steps/s against 2.0 for 2 packed (Pollux's yolov3 at a
     batch of 64 is 1.76x slower on 2+2 GPUs than on 4 of one node). The same job measured
     only packed grows onto ``b``."""
-    slower_spread = {
-        ANNOTATION: orjson.dumps(
-            {
-                "version": 1,
-                "readings": [
-                    {"workers": 2, "ps": 1, "stepsPerSecond": 2.0, "reports": 8},
-                    {
-                        "workers": 3,
-                        "ps": 1,
-                        "remote": 1,
-                        "nodes": 2,
-                        "stepsPerSecond": 1.6,
-                        "reports": 8,
-                    },
-                ],
-            }
-        ).decode()
-    }
-    assert _grown(_one_job_next_to_a_free_node(slower_spread)) == {}
+    assert _grown(_one_job_next_to_a_free_node(SPREAD_SLOWER)) == {}
     assert _grown(_one_job_next_to_a_free_node(LINEAR)) == {"job": 2}  # up to its replicas
+
+
+SPREAD_SLOWER = {
+    ANNOTATION: orjson.dumps(
+        {
+            "version": 1,
+            "readings": [
+                {"workers": 2, "ps": 1, "stepsPerSecond": 2.0, "reports": 8},
+                {
+                    "workers": 3,
+                    "ps": 1,
+                    "remote": 1,
+                    "nodes": 2,
+                    "stepsPerSecond": 1.6,
+                    "reports": 8,
+                },
+            ],
+        }
+    ).decode()
+}
+
+
+def test_a_worker_that_slows_its_job_goes_back_even_at_the_users_size() -> None:
+    """``job`` (Worker.replicas 3) runs 2 workers next to its PS and a third on ``b``; it
+    measured that third worker making it 20 % slower (the Pollux yolov3 case): the lonely
+    worker goes back, and the job keeps its 2 packed. Never below ``min-instances``."""
+    b = PoolBuilder(policy="dragonet", pool_spec={"restartSeconds": 30})
+    b.node("a", 3)
+    b.node("b", 4)
+    b.running("job", ("PS-0@a", "Worker-0@a", "Worker-1@a", "Worker-2@b"), ps=1, workers=3,
+              low=1, high=4, annotations=SPREAD_SLOWER)  # fmt: skip
+    view = b.view()
+    (r,) = view.running
+    give_back(view.ledger, view.running)
+    assert [p.name for p in view.ledger.victims[r.job.key]] == ["job-worker-2"]
+    assert "slows it by 20.0%" in view.ledger.scales[r.job.key].reason
+    assert grow(view.ledger, view.running) == {}  # and it is not grown back onto b
+
+    at_min = PoolBuilder(policy="dragonet", pool_spec={"restartSeconds": 30})
+    at_min.node("a", 3)
+    at_min.node("b", 4)
+    at_min.running("job", ("PS-0@a", "Worker-0@a", "Worker-1@a", "Worker-2@b"), ps=1,
+                   workers=3, low=3, high=4, annotations=SPREAD_SLOWER)  # fmt: skip
+    view = at_min.view()
+    give_back(view.ledger, view.running)
+    assert view.ledger.victims == {}

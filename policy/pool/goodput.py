@@ -132,7 +132,10 @@ def give_back(ledger: Ledger, running: Sequence[Running]) -> None:
     """Workers beyond ``Worker.replicas`` that the job's own reports say add less than
     half of ``min_gain`` (uncharged: keeping a worker costs no restart) go back, one per
     decision: the room is worth more to anyone else, and the job loses next to nothing.
-    Half, so that a worker given back is not worth growing again (no flapping)."""
+    Half, so that a worker given back is not worth growing again (no flapping). At or
+    below ``Worker.replicas`` (never below ``min-instances``) only a worker that makes the
+    job slower by more than that half goes: one its reports say spreading costs more
+    than it adds."""
     rules = ledger.rules
     if not rules.min_gain:
         return
@@ -141,7 +144,7 @@ def give_back(ledger: Ledger, running: Sequence[Running]) -> None:
         worker = r.job.worker
         if model is None or worker is None or r.job.key in ledger.victims:
             continue
-        if r.count <= max(worker.replicas, r.job.min_workers) or r.verdict.restarts:
+        if r.count <= r.job.min_workers or r.verdict.restarts:
             continue
         leaving = {p.name for p in r.surplus}
         pods = [p for p in shrinkable(r.job, r.workers, r.ps_nodes) if p.name not in leaving]
@@ -149,14 +152,21 @@ def give_back(ledger: Ledger, running: Sequence[Running]) -> None:
             continue
         pod = pods[0]
         adds = model.relative_gain(config_of(r, without=pod), config_of(r))
-        if adds is None or adds >= rules.min_gain / 2:
+        # At or below the user's size, only a worker that slows the job goes (by more than
+        # half of minGainPerWorker: growth refuses one that adds nothing, so no flapping).
+        below = r.count <= worker.replicas
+        if adds is None or adds >= (-rules.min_gain / 2 if below else rules.min_gain / 2):
             continue
         ledger.victims[r.job.key] = [pod]
         ledger.release(r.job.key, pod)
         ledger.scales[r.job.key] = Scale(
             r.target,
             r.count - 1,
-            f"gave back a worker: its reported speed says worker {r.count} adds "
-            f"{max(adds, 0.0):.1%}, under half the pool's minGainPerWorker "
-            f"({rules.min_gain:.0%})",
+            f"gave back a worker: its reported speed says worker {r.count} "
+            + (
+                f"slows it by {-adds:.1%}"
+                if below
+                else f"adds {max(adds, 0.0):.1%}, under half the pool's minGainPerWorker "
+                f"({rules.min_gain:.0%})"
+            ),
         )
