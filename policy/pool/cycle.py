@@ -126,6 +126,7 @@ class JobPlan:
     service: AttainedService | None = None  # a preemption decided now: the record it writes
     # Nodes the kube-scheduler refused its pods on (policy.pool.refusals): the record it writes.
     refused: tuple[Refusal, ...] = ()
+    queue: int = 0  # its queue in the cycle's order (policy.pool.attained_service; 0 without)
 
     @property
     def message(self) -> str:
@@ -510,6 +511,7 @@ def _queued_plan(
         reason=o.reason,
         migrations=m.decisions if m is not None else (),
         refused=refused,
+        queue=q.queue,
     )
 
 
@@ -683,6 +685,7 @@ def _preempted_plan(
         reason=PREEMPTED,
         service=record,
         refused=refused,
+        queue=r.queue,
     )
 
 

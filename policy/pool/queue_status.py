@@ -1,26 +1,23 @@
 """The pool's queue in its status (``status.queue``): who waits, in the order the pool
 admits them, so a job's position is one read of its pool, not a write to every job.
 
-A pure function of what the pool's cycle already decided (which jobs stay queued and why)
-and of the keys the cycle sorts by (policy/pool/queue.py; under least attained service,
-the job's queue from policy/pool/attained_service.py). Every value is one that changes only when
+A pure function of what the pool's cycle already decided (which jobs stay queued and why,
+and each one's queue: policy/pool/attained_service.py) and of the keys the cycle sorts by
+(policy/pool/queue.py). Every value is one that changes only when
 the queue does (no "waited N seconds"): Metacontroller re-syncs the pool on every change
 of its status (DESIGN §2.7).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Protocol
 
 from policy.model.admission import QUEUED
-from policy.model.cluster import Pod
 from policy.model.jobs import Job
 from policy.model.priority import Priorities
-from policy.model.speedup import Speedup
 from policy.model.timeutil import format_time
-from policy.pool.attained_service import service_of
 from policy.pool.queue import queue_key
 from policy.pool.rules import Rules
 
@@ -38,6 +35,8 @@ class PlannedJob(Protocol):
     def phase(self) -> str: ...
     @property
     def reason(self) -> str: ...
+    @property
+    def queue(self) -> int: ...
 
 
 def queue_status(
@@ -45,11 +44,8 @@ def queue_status(
     now: datetime,
     rules: Rules,
     priorities: Priorities,
-    admissions: Mapping[str, Any],
-    pods: Iterable[Pod],
     waiting_elsewhere: Iterable[tuple[Job, str]] = (),
     limit: int = MAX_LISTED,
-    speedups: Mapping[str, Speedup] | None = None,
 ) -> list[dict[str, Any]]:
     """The first ``limit`` queued jobs in admission order, one entry each: ``position``
     (1 is next), ``job`` (namespace/name), ``kind``, ``priority``, ``lasQueue`` (least
@@ -60,11 +56,11 @@ def queue_status(
     no KubeShare), with their reason code: listed after the planned queue, by name, since
     nothing the pool does admits them."""
     queued = [jp for jp in plans if jp.phase == QUEUED]
-    queues = _las_queues([jp.job for jp in queued], now, rules, admissions, pods, speedups or {})
+    queues = {jp.job.key: jp.queue for jp in queued}
 
     def order(jp: PlannedJob) -> tuple:
         key = queue_key(jp.job, now, priorities)
-        return (key[0], queues.get(jp.job.key, 0), *key[1:])
+        return (key[0], jp.queue, *key[1:])
 
     ranked = [(jp.job, jp.reason) for jp in sorted(queued, key=order)]
     ranked += sorted(waiting_elsewhere, key=lambda jr: (jr[0].namespace, jr[0].name))
@@ -83,37 +79,4 @@ def queue_status(
         if reason:
             entry["reason"] = reason
         out.append(entry)
-    return out
-
-
-def _las_queues(
-    jobs: list[Job],
-    now: datetime,
-    rules: Rules,
-    admissions: Mapping[str, Any],
-    pods: Iterable[Pod],
-    speedups: Mapping[str, Speedup],
-) -> dict[str, int]:
-    """Each queued job's least-attained-service queue, as the cycle computes it."""
-    if not rules.las or not jobs:
-        return {}
-    keys = {j.key for j in jobs}
-    by_job: dict[str, list[Pod]] = {}
-    for p in pods:
-        if p.job in keys:
-            by_job.setdefault(p.job, []).append(p)
-    out = {}
-    for job in jobs:
-        model = speedups.get(job.key)
-        got, _ = service_of(
-            job,
-            by_job.get(job.key, ()),
-            admissions.get(job.key),
-            now,
-            rules.las,
-            promotion=rules.las_promotion,
-            remaining=rules.las_remaining,
-            left_worker_s=model.left_worker_s if model is not None else None,
-        )
-        out[job.key] = got.queue
     return out

@@ -177,10 +177,7 @@ def sync(
         now,
         rules,
         snap.priorities,
-        snap.admissions,
-        snap.cluster.pods,
         waiting_elsewhere=elsewhere,
-        speedups=snap.speedups,
     )
     if queue:
         status["queue"] = queue
