@@ -52,7 +52,8 @@ MAX_NODES = 16
 # queues split at 16 GPU-hours attained (``_queue_threshold = 3600 * 16`` GPU-seconds), the
 # jobs re-admitted in (queue, arrival) order every cycle, so a job preempts later arrivals
 # of its own queue too, and no starvation guard (``_solve_starvation = 0``): a job may be
-# preempted any number of times and is never promoted back to the first queue.
+# preempted any number of times and is never promoted back to the first queue. It decides
+# once a minute, as the simulator's ``Cluster.step(60)`` re-allocates (``decisionIntervalSeconds``).
 # examples/pollux-tiresias-pool.yaml is the same pool.
 TIRESIAS_POOL: Mapping[str, Any] = MappingProxyType(
     {
@@ -61,6 +62,7 @@ TIRESIAS_POOL: Mapping[str, Any] = MappingProxyType(
         "lasPreemptLaterInQueue": True,
         "lasPromotion": False,
         "maxPreemptions": 1_000_000,
+        "decisionIntervalSeconds": 60.0,
     }
 )
 

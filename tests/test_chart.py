@@ -62,6 +62,7 @@ CUSTOM_VALUES: dict[str, Any] = {
         "lasByRemaining": False,
         "maxPreemptions": 0,
         "allocationIntervalSeconds": 0,
+        "decisionIntervalSeconds": 60,
         "restartSeconds": 30,
         "minGainPerWorker": 0.05,
         "preemptionGraceSeconds": 90,
@@ -321,6 +322,7 @@ def test_default_values_make_the_default_pool(default_docs: list[dict[str, Any]]
         "lasByRemaining": True,
         "maxPreemptions": 1000000,
         "allocationIntervalSeconds": 0,
+        "decisionIntervalSeconds": 0,
         "restartSeconds": 30,
         "minGainPerWorker": 0.05,
     }
@@ -345,6 +347,7 @@ def test_custom_scheduling_values_reach_the_default_pool(
         "lasByRemaining": False,
         "maxPreemptions": 0,
         "allocationIntervalSeconds": 0,
+        "decisionIntervalSeconds": 60,
         "restartSeconds": 30,
         "minGainPerWorker": 0.05,
         "preemptionGraceSeconds": 90,
@@ -354,6 +357,7 @@ def test_custom_scheduling_values_reach_the_default_pool(
     assert (spec.policy, spec.binding) == ("tiresias", "nodeName")
     assert (spec.lasThresholdsGPUHours, spec.maxPreemptions) == ((0.5, 4, 16), 0)
     assert spec.lasByRemaining is False
+    assert spec.decisionIntervalSeconds == 60
     assert spec.preemptionGraceSeconds == 90
     assert (spec.starvationSeconds, spec.idleSeconds, spec.watchAllPods) == (45, 120.5, True)
 

@@ -72,6 +72,7 @@ def test_the_crds_defaults_are_the_webhooks_defaults() -> None:
     assert sorted(defaults) == [
         "allocationIntervalSeconds",
         "binding",
+        "decisionIntervalSeconds",
         "gangScheduler",
         "idleSeconds",
         "kubeshare",

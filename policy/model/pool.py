@@ -166,6 +166,10 @@ class PoolSpec(BaseModel):
     # charged this long before it trains, and a job whose reports promise less than this
     # relative speed-up per worker (after the charge) does not grow.
     allocationIntervalSeconds: Seconds = 0.0
+    # The pool decides at most once per this many seconds, at the interval's ticks (Pollux's
+    # simulator re-allocates every 60 s); an event between two ticks waits for the next one
+    # (policy/pool/cadence.py). 0: at every event.
+    decisionIntervalSeconds: Seconds = 0.0
     restartSeconds: Seconds = 30.0
     minGainPerWorker: float = Field(default=0.05, ge=0.0, le=1.0)
     # terminationGracePeriodSeconds of the pods the pool admits (a pod template's own value

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from functools import partial
 from typing import Any
 
@@ -36,6 +36,7 @@ from policy.model.jobs import Job
 from policy.model.pool import DEFAULT_POOL
 from policy.model.resources import PODS, Resources, format_quantity
 from policy.model.timeutil import format_time
+from policy.pool.cadence import DECIDED_AT, DEFERRED_SINCE, Cadence, due, next_tick
 from policy.pool.cycle import JobPlan, plan
 from policy.pool.devices import name_devices
 from policy.pool.gang_backends import gang_of, note
@@ -130,12 +131,17 @@ def sync(
         first = err.errors()[0]
         where = ".".join(str(p) for p in ("spec", *first["loc"]))
         return _unchanged(children, f"the pool's {where} is invalid: {first['msg']}")
+    interval = timedelta(seconds=snap.spec.decisionIntervalSeconds)
+    cadence = Cadence.of(parent)
+    if not due(cadence, now, interval):
+        return _held(parent, children, cadence, now, interval)
     rules = memo.derive("rules", (snap.spec,), partial(rules_for, snap.spec))
     key = _fingerprint(parent, snap, rules) if memo.limit > 0 else None
     last = memo.last if key is not None else None
     if isinstance(last, _Answered) and last.key == key and _still_valid(last, now):
         scaled = _scaled(snap, last.children)
-        return PoolDecision(last.children, last.status, _resync(last.wake, now), scaled)
+        status = _decided(last.status, now, interval)
+        return PoolDecision(last.children, status, _resync(last.wake, now, interval), scaled)
     result = plan(
         snap.jobs,
         snap.cluster,
@@ -184,7 +190,35 @@ def sync(
     if key is not None:
         timeless = _timeless(snap, admissions, stamp)
         memo.last = _Answered(key, admissions, status, wake, now, until, timeless)
-    return PoolDecision(admissions, status, _resync(wake, now), _scaled(snap, admissions))
+    status = _decided(status, now, interval)
+    scaled = _scaled(snap, admissions)
+    return PoolDecision(admissions, status, _resync(wake, now, interval), scaled)
+
+
+def _decided(status: dict[str, Any], now: datetime, interval: timedelta) -> dict[str, Any]:
+    """The status of a decision, which says when it was made under a decision interval."""
+    return {**status, DECIDED_AT: format_time(now)} if interval else status
+
+
+def _held(
+    parent: Mapping[str, Any],
+    children: Mapping[str, Any],
+    cadence: Cadence,
+    now: datetime,
+    interval: timedelta,
+) -> PoolDecision:
+    """Between two ticks of the decision interval: every Admission as observed, the status
+    as it is (with the first event that found no decision due), synced again at the tick."""
+    kept, problems = _echoed(children)
+    observed = parent.get("status")
+    status = dict(observed) if isinstance(observed, Mapping) else {}
+    deferred = cadence.deferred_since
+    decided = cadence.decided_at
+    if deferred is None or decided is None or deferred < decided or deferred > now:
+        status[DEFERRED_SINCE] = format_time(now)
+    if problems:
+        status["problems"] = problems[:_PROBLEMS_SHOWN]
+    return PoolDecision(kept, status, _resync(next_tick(now, interval), now))
 
 
 def _scaled(snap: PoolSnapshot, answered: list[dict[str, Any]]) -> tuple[str, ...]:
@@ -226,8 +260,16 @@ def _still_valid(last: _Answered, now: datetime) -> bool:
     return last.timeless and last.at < now and (last.valid_until is None or now < last.valid_until)
 
 
-def _resync(wake: datetime | None, now: datetime) -> float | None:
-    return max(1.0, math.ceil((wake - now).total_seconds())) if wake is not None else None
+def _resync(
+    wake: datetime | None, now: datetime, interval: timedelta = timedelta(0)
+) -> float | None:
+    """Seconds until ``wake``; under a decision interval, until the first tick from then
+    (a sync before it could not decide)."""
+    if wake is None:
+        return None
+    if interval and wake > now:
+        wake = next_tick(wake - timedelta(microseconds=1), interval)
+    return max(1.0, math.ceil((wake - now).total_seconds()))
 
 
 def _answer(
@@ -491,11 +533,21 @@ def _usage(capacity: Resources, allocated: Resources) -> str:
 
 
 def _unchanged(children: Mapping[str, Any], problem: str) -> PoolDecision:
-    """Keep every Admission as observed (leaving one out would delete it), and say why.
-    One that cannot be echoed (not JSON we can read, or nested deeper than any Admission
-    the API server stores) is left out and named: its job keeps its pods (they are facts,
-    policy.job.sync), and the pool writes its Admission anew once the spec is usable."""
-    kept, problems = [], []
+    """Keep every Admission as observed (leaving one out would delete it), and say why."""
+    kept, problems = _echoed(children)
+    status: dict[str, Any] = {"message": problem}
+    if problems:
+        status["problems"] = problems[:_PROBLEMS_SHOWN]
+    return PoolDecision(kept, status)
+
+
+def _echoed(children: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every Admission as observed, and what could not be. One that cannot be echoed (not
+    JSON we can read, or nested deeper than any Admission the API server stores) is left
+    out and named: its job keeps its pods (they are facts, policy.job.sync), and the pool
+    writes its Admission anew at its next decision."""
+    kept: list[dict[str, Any]] = []
+    problems: list[str] = []
     for key, obj in items(children, ADMISSIONS):
         try:
             meta = obj.get("metadata") or {}
@@ -516,7 +568,4 @@ def _unchanged(children: Mapping[str, Any], problem: str) -> PoolDecision:
             problems.append(f"Admission {key} is left out: nested deeper than {MAX_DEPTH} levels")
             continue
         kept.append(echo)
-    status: dict[str, Any] = {"message": problem}
-    if problems:
-        status["problems"] = problems[:_PROBLEMS_SHOWN]
-    return PoolDecision(kept, status)
+    return kept, problems
