@@ -204,6 +204,11 @@ def test_a_wait_is_counted_by_the_sync_that_admits_the_job_and_no_other() -> Non
     fresh = {"metadata": {"name": "new", "creationTimestamp": "2026-01-01T00:09:00Z"}}
     related[TFJOBS]["t/new"] = Encoded(orjson.dumps(fresh))
     assert queue_waits(answered, observed, related, now) == (60.0,)
+    # A request whose parts are broken (the pool plans without them) counts what it can,
+    # and never fails the sync (the webhook's fuzz test found an Admission sent as a list).
+    broken = {ADMISSIONS: {"t/tfjob-new": ["not", "an", "object"]}}
+    assert queue_waits(answered[:1], broken, related, now) == (60.0,)
+    assert queue_waits(answered[:1], {ADMISSIONS: []}, {TFJOBS: []}, now) == ()
 
 
 # --- under dragonet serve ---------------------------------------------------------------

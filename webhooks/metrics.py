@@ -253,7 +253,9 @@ def queue_waits(
     later sync (Metacontroller had not applied it yet) carries the earlier time and is not
     counted again. Only admitted answers are read, and only newly admitted jobs decoded."""
     stamp = format_time(now)
-    known = observed.get(ADMISSIONS) or {}
+    # The request is Metacontroller's, but any part of it may be broken (the plan leaves
+    # out what it cannot read): a counter reads only what is a map.
+    known = _map(observed.get(ADMISSIONS))
     waits: list[float] = []
     for child in answered:
         spec = child.get("spec") or {}
@@ -265,15 +267,19 @@ def queue_waits(
         raw = getattr(before, "raw", None)
         if raw is not None and f'"admittedTime":"{stamp}"'.encode() in raw:
             continue
-        if raw is None and ((before or {}).get("spec") or {}).get("admittedTime") == stamp:
+        if raw is None and _map(_map(before).get("spec")).get("admittedTime") == stamp:
             continue
         job = spec.get("job") or {}
         tkey = f"{job.get('kind')}.{job.get('apiVersion')}"
-        found = (related.get(tkey) or {}).get(f"{meta.get('namespace')}/{job.get('name')}")
+        found = _map(related.get(tkey)).get(f"{meta.get('namespace')}/{job.get('name')}")
         enqueued = _enqueue_time(found)
         if enqueued is not None and now >= enqueued:
             waits.append((now - enqueued).total_seconds())
     return tuple(waits)
+
+
+def _map(value: Any) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
 
 
 def _enqueue_time(job: Any) -> datetime | None:
