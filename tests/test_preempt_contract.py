@@ -90,7 +90,10 @@ def test_a_checkpoint_interval_that_is_not_a_positive_number_fails_the_job(hook:
     good = mc.tfjob(JOB)
     good["metadata"]["annotations"] = {CHECKPOINT_ANNOTATION: "600"}
     body = hook.job_sync(mc.job_request(mc.world(good, NODES), None))
-    assert body["status"]["scheduling"]["preemptible"].endswith("every 600 s")
+    preemptible = body["status"]["scheduling"]["preemptible"]
+    assert preemptible.endswith("every 600 s")
+    # Both queue orders of dragonet-las may preempt it (the job's tier knows neither).
+    assert "least attained service" in preemptible and "shortest remaining first" in preemptible
 
 
 def _urgent(status: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -216,7 +216,8 @@ def preemptible(job: Job) -> str:
             f"(annotation {CHECKPOINT_ANNOTATION})"
         )
     return (
-        f"by a job of higher priority, or for least attained service: it checkpoints every "
+        f"by a job of higher priority, or by one ahead of it in the pool's queue (least "
+        f"attained service, or shortest remaining first): it checkpoints every "
         f"{job.checkpoint_interval:g} s"
     )
 
