@@ -37,19 +37,21 @@ from matplotlib.patches import Patch
 from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 
+from policy.model.pool import PoolSpec
 from sim.results import JobRecord, SimResult, State
 from sim.timeaxis import BrokenTime, broken_time, duration_ticks, since_arrival, time_unit
 
 GPU = "nvidia.com/gpu"
 COLORS: dict[State, str] = {"queued": "#d0d0d0", "holding": "#e4572e", "training": "#2e9d4f"}
 # Okabe & Ito's palette (colour-blind safe), and a dash pattern of its own for each policy,
-# so two lines differ even in grey print. dragonet is drawn thickest, beneath the others.
+# so two lines differ even in grey print. The default policy (a pool with an empty spec) is
+# drawn solid and thickest, beneath the others.
 POLICY_STYLES: dict[str, tuple[str, Any]] = {
-    "dragonet": ("#009E73", "solid"),
+    "dragonet-las": ("#009E73", "solid"),
     "dragon": ("#0072B2", (0, (6, 2))),
     "gang-fifo": ("#E69F00", (0, (1, 1.2))),
     "kube-default": ("#000000", (0, (7, 2, 1.5, 2))),
-    "dragonet-las": ("#CC79A7", (0, (3, 1.2, 1, 1.2, 1, 1.2))),
+    "dragonet": ("#CC79A7", (0, (3, 1.2, 1, 1.2, 1, 1.2))),
     "tiresias": ("#D55E00", (0, (10, 2.5))),
 }
 SPARE_STYLES: tuple[tuple[str, Any], ...] = (
@@ -57,7 +59,7 @@ SPARE_STYLES: tuple[tuple[str, Any], ...] = (
     ("#999999", (0, (2, 3))),
     ("#56B4E9", (0, (9, 1.5, 1, 1.5))),
 )
-OURS = "dragonet"
+OURS: str = PoolSpec.model_fields["policy"].default  # the policy a user gets
 CUT_COLOR = "#c00000"
 WAITING_SHADE = "#f0f0f0"
 MAX_LABELED_JOBS = 40
@@ -316,8 +318,8 @@ def _plot_cdf(ax: Axes, results: Sequence[SimResult], scale: float, most_ticks: 
     for i, r in enumerate(results):
         color, dashes = policy_style(r.policy, i)
         ours = r.policy == OURS
-        # dragonet thick and beneath: a policy whose curve is the same shows on top of it,
-        # and dragonet's colour still shows around and between its dashes.
+        # The default thick and beneath: a policy whose curve is the same shows on top of
+        # it, and the default's colour still shows around and between its dashes.
         style = {"color": color, "ls": dashes, "lw": 3.2 if ours else 1.5}
         style["zorder"] = 2 if ours else 3
         jcts = sorted(j.jct_s for j in r.jobs if j.jct_s is not None)
