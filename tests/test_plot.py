@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 from matplotlib.legend import Legend
 from matplotlib.transforms import Bbox
 
-from policy.model.pool import POLICIES
+from policy.model.pool import POLICIES, PoolSpec
 from sim.plot import figure, job_colors
 from sim.results import JobRecord, Sample, Segment, SimResult
 
@@ -74,8 +74,9 @@ def _policy_lines(fig: Figure) -> dict[str, Any]:
 
 def test_every_policy_has_its_own_colour_and_line_style_and_ours_is_never_hidden() -> None:
     """Six policies, six colours and six dash patterns: no two lines alike even for a
-    colour-blind reader or in grey print. dragonet's line is the thickest and drawn beneath
-    the others, so where another policy's curve is the same, both still show."""
+    colour-blind reader or in grey print. The default policy's line (what a pool with an
+    empty spec runs) is the thickest and drawn beneath the others, so where another
+    policy's curve is the same, both still show."""
     fig = figure([_result(p, _gpu_jobs()) for p in POLICIES])
     lines = _policy_lines(fig)
     assert list(lines) == list(POLICIES)
@@ -85,7 +86,7 @@ def test_every_policy_has_its_own_colour_and_line_style_and_ours_is_never_hidden
         for line in lines.values()
     }
     assert len(colours) == len(dashes) == len(POLICIES)
-    ours = lines.pop("dragonet")
+    ours = lines.pop(PoolSpec().policy)
     assert all(ours.get_zorder() < line.get_zorder() for line in lines.values())
     assert all(ours.get_linewidth() > 1.5 * line.get_linewidth() for line in lines.values())
 
