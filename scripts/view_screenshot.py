@@ -1,5 +1,6 @@
-"""Writes docs/pictures/view.png: the web view of examples/elastic.yaml under dragonet and
-gang-fifo, in Debian's headless Chromium, with one job's story pinned in the side panel.
+"""Writes docs/pictures/view.png: the web view of examples/elastic.yaml under dragonet-las
+(the default) and gang-fifo, in Debian's headless Chromium, with one job's story pinned in
+the side panel.
 
 Run from the repository root: ``.venv/bin/python scripts/view_screenshot.py``.
 """
@@ -22,7 +23,7 @@ PINNED = "team-a/resnet-elastic"  # the story shown: grown, shrunk for bert, gro
 def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         page_file = Path(tmp) / "run.html"
-        argv = ["simulate", "examples/elastic.yaml", "--policy", "dragonet,gang-fifo"]
+        argv = ["simulate", "examples/elastic.yaml", "--policy", "dragonet-las,gang-fifo"]
         if dragonet([*argv, "--html", str(page_file)]) != 0:
             return 1
         with sync_playwright() as p:

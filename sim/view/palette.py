@@ -6,12 +6,13 @@ deficiencies) and a dash style each, so two policies never look alike even in gr
 
 from __future__ import annotations
 
+# The default policy (dragonet-las) solid, as in the PNG plots (sim/plot.py).
 POLICY_STYLES: dict[str, tuple[str, str]] = {  # policy -> (colour, dash)
-    "dragonet": ("#009E73", "solid"),
+    "dragonet-las": ("#009E73", "solid"),
     "dragon": ("#0072B2", "dash"),
     "gang-fifo": ("#E69F00", "dot"),
     "kube-default": ("#555555", "dashdot"),
-    "dragonet-las": ("#CC79A7", "longdash"),
+    "dragonet": ("#CC79A7", "longdash"),
     "tiresias": ("#D55E00", "longdashdot"),
 }
 _SPARE = ("#56B4E9", "#F0E442", "#000000")
