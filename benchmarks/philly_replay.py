@@ -1,6 +1,7 @@
 """Replay a slice of the Philly trace on a 64-GPU cluster through the real webhook.
 
     python -m benchmarks.philly_replay [--jobs 1000] [--start 72500] [--load 1.0]
+        [--policy dragonet] [--decision-interval SECONDS]
 
 Prints the simulation's summary plus what the run cost: wall time, sync calls per second,
 the webhook's latency and the size of its requests, and the run's CPU time in *reference
@@ -20,8 +21,10 @@ import argparse
 import json
 import statistics
 import time
+from dataclasses import replace
 from pathlib import Path
 
+from policy.model.pool import pool_object
 from sim.engine import SimConfig, Simulation
 from sim.scenario import from_trace
 
@@ -44,8 +47,17 @@ def main() -> None:
     p.add_argument("--start", type=int, default=72500)
     p.add_argument("--load", type=float, default=1.0)
     p.add_argument("--policy", default="dragonet")
+    p.add_argument(
+        "--decision-interval",
+        type=float,
+        default=0.0,
+        help="the pool's decisionIntervalSeconds (0: it decides at every event)",
+    )
     args = p.parse_args()
     scenario = from_trace(args.trace, jobs=args.jobs, start=args.start, load=args.load)
+    if args.decision_interval:
+        pool = pool_object(policy=args.policy, decisionIntervalSeconds=args.decision_interval)
+        scenario = replace(scenario, objects=(*scenario.objects, pool))
     sim = Simulation(scenario, SimConfig(policy=args.policy))
     sizes: list[int] = []
     post = sim.webhook.post
