@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from policy.model.pool import pool_object
-from policy.pool.cadence import Cadence, due, next_tick
+from policy.pool.cadence import Cadence, due, next_tick, tick_from
 from sim.engine import SimConfig, Simulation
 from tests import metacontroller as mc
 from tests.conftest import NOW, Clock, Hook
@@ -58,6 +58,8 @@ def test_the_next_tick_is_the_next_multiple_of_the_interval() -> None:
     assert next_tick(_at(0), MINUTE) == _at(60)
     assert next_tick(_at(59), MINUTE) == _at(60)
     assert next_tick(_at(61), timedelta(seconds=300)) == TICK + timedelta(seconds=240)
+    assert tick_from(_at(60), MINUTE) == _at(60)  # a wake at a tick is that tick
+    assert tick_from(_at(61), MINUTE) == _at(120)
 
 
 def _request(hook: Hook, w: mc.World, status: dict[str, Any]) -> dict[str, Any]:

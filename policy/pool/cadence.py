@@ -39,13 +39,32 @@ class Cadence:
             return cls()
         return cls(parse_time(status.get(DECIDED_AT)), parse_time(status.get(DEFERRED_SINCE)))
 
+    def deferral(self, now: datetime) -> datetime | None:
+        """The event that waits for a tick since the last decision (None: none does; one
+        before that decision was decided by it)."""
+        deferred, decided = self.deferred_since, self.decided_at
+        if deferred is None or decided is None or not decided <= deferred <= now:
+            return None
+        return deferred
+
 
 def tick_of(t: datetime, interval: timedelta) -> int:
     return math.floor((t - _EPOCH) / interval)
 
 
+def _start(tick: int, interval: timedelta) -> datetime:
+    return _EPOCH + interval * tick
+
+
 def next_tick(now: datetime, interval: timedelta) -> datetime:
-    return _EPOCH + interval * (tick_of(now, interval) + 1)
+    """The first tick after ``now``."""
+    return _start(tick_of(now, interval) + 1, interval)
+
+
+def tick_from(t: datetime, interval: timedelta) -> datetime:
+    """The first tick at or after ``t``."""
+    tick = tick_of(t, interval)
+    return t if _start(tick, interval) == t else _start(tick + 1, interval)
 
 
 def due(cadence: Cadence, now: datetime, interval: timedelta) -> bool:
@@ -58,7 +77,7 @@ def due(cadence: Cadence, now: datetime, interval: timedelta) -> bool:
     tick = tick_of(now, interval)
     if tick_of(decided, interval) >= tick:
         return False  # decided in this tick already
-    if now == _EPOCH + interval * tick:
+    if now == _start(tick, interval):
         return True  # at the tick itself
-    deferred = cadence.deferred_since
-    return deferred is not None and decided <= deferred and tick_of(deferred, interval) < tick
+    deferred = cadence.deferral(now)
+    return deferred is not None and tick_of(deferred, interval) < tick

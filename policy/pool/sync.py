@@ -36,7 +36,7 @@ from policy.model.jobs import Job
 from policy.model.pool import DEFAULT_POOL
 from policy.model.resources import PODS, Resources, format_quantity
 from policy.model.timeutil import format_time
-from policy.pool.cadence import DECIDED_AT, DEFERRED_SINCE, Cadence, due, next_tick
+from policy.pool.cadence import DECIDED_AT, DEFERRED_SINCE, Cadence, due, next_tick, tick_from
 from policy.pool.cycle import JobPlan, plan
 from policy.pool.devices import name_devices
 from policy.pool.gang_backends import gang_of, note
@@ -212,9 +212,7 @@ def _held(
     kept, problems = _echoed(children)
     observed = parent.get("status")
     status = dict(observed) if isinstance(observed, Mapping) else {}
-    deferred = cadence.deferred_since
-    decided = cadence.decided_at
-    if deferred is None or decided is None or deferred < decided or deferred > now:
+    if cadence.deferral(now) is None:
         status[DEFERRED_SINCE] = format_time(now)
     if problems:
         status["problems"] = problems[:_PROBLEMS_SHOWN]
@@ -268,7 +266,7 @@ def _resync(
     if wake is None:
         return None
     if interval and wake > now:
-        wake = next_tick(wake - timedelta(microseconds=1), interval)
+        wake = tick_from(wake, interval)
     return max(1.0, math.ceil((wake - now).total_seconds()))
 
 
