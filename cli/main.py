@@ -374,6 +374,16 @@ def _setting_error(err: ValueError, given: Sequence[str] = ()) -> str:
     return f"settings: {err}"
 
 
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml's), as pip reports it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dragonet")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def main(argv: list[str] | None = None) -> int:
     # kubectl dragonet's commands (live/): the same program, read-only against a cluster.
     from live.commands import COMMANDS as LIVE
@@ -387,6 +397,7 @@ def main(argv: list[str] | None = None) -> int:
         "live cluster (kubectl dragonet), show pools, queues, jobs and nodes.",
         epilog="run 'dragonet COMMAND --help' for a command's options and examples",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sv = sub.add_parser(
         "serve",

@@ -21,7 +21,9 @@ if TYPE_CHECKING:
     from sim.engine import Scenario
     from sim.monitor import MonitorConfig
 
-DEFAULT_SCENARIO = Path("examples/scenario.yaml")
+# examples/scenario.yaml, shipped with the package (sim/data/examples links to examples/), so
+# `dragonet simulate` runs it from any folder and from a wheel install.
+DEFAULT_SCENARIO = Path(__file__).resolve().parent / "data" / "examples" / "scenario.yaml"
 DEFAULT_HORIZON_DAYS = 60.0
 
 EXAMPLES = """\
@@ -80,7 +82,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument(
         "inputs",
         nargs="*",
-        help=f"a scenario file, or TFJob manifests (with --nodes); default: {DEFAULT_SCENARIO}",
+        help="a scenario file, or TFJob manifests (with --nodes); default: examples/scenario.yaml",
     )
     s.add_argument(
         "--nodes",
@@ -375,7 +377,7 @@ def _scenario(args: argparse.Namespace) -> Scenario:
     inputs = args.inputs or [str(DEFAULT_SCENARIO)]
     if len(inputs) == 1 and not args.nodes:
         if not Path(inputs[0]).exists():
-            raise ScenarioError(f"{inputs[0]}: no such file (run from the repository root?)")
+            raise ScenarioError(f"{inputs[0]}: no such file")
         if _holds_objects(inputs[0]):
             raise ScenarioError(
                 f"{inputs[0]}: job manifests need --nodes (a cluster file, e.g. "

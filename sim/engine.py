@@ -68,7 +68,8 @@ from sim.webhook import WebhookClient
 from webhooks.app import create_app
 from webhooks.config import Settings
 
-MANIFESTS = Path(__file__).resolve().parent.parent / "metacontroller"
+# metacontroller/*.yaml, shipped with the package (sim/data/manifests links to them).
+MANIFESTS = Path(__file__).resolve().parent / "data" / "manifests"
 # The CompositeControllers Metacontroller hosts, in the order its workers are served.
 CONTROLLERS = (
     MANIFESTS / "pool-controller.yaml",
