@@ -120,15 +120,9 @@ def gang_warning(where: str, admission: dict[str, Any] | None) -> str | None:
 def _pool(args: argparse.Namespace) -> dict[str, Any]:
     """The TrainingPool the jobs are planned in: a file's, or the default pool."""
     from policy.model.pool import pool_object
-    from webhooks.manifests import ManifestError, load_documents
+    from webhooks.manifests import load_pool
 
-    if args.pool:
-        pools = [d for d in load_documents(args.pool) if d.get("kind") == "TrainingPool"]
-        if len(pools) != 1:
-            raise ManifestError(f"{args.pool}: expected one TrainingPool, found {len(pools)}")
-        pool = pools[0]
-    else:
-        pool = pool_object()
+    pool = load_pool(args.pool) if args.pool else pool_object()
     spec = dict(pool.get("spec") or {})
     if args.policy:
         spec["policy"] = args.policy

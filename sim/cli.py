@@ -333,13 +333,10 @@ def _pool_spec(path: str) -> dict[str, object]:
     """The spec of the one TrainingPool in ``path``, checked as the CRD would."""
     from pydantic import ValidationError
 
-    from policy.model.pool import POOL_KIND, PoolSpec
-    from webhooks.manifests import ManifestError, load_documents
+    from policy.model.pool import PoolSpec
+    from webhooks.manifests import ManifestError, load_pool
 
-    pools = [d for d in load_documents(path) if d.get("kind") == POOL_KIND]
-    if len(pools) != 1:
-        raise ManifestError(f"{path}: expected one TrainingPool, found {len(pools)}")
-    spec = dict(pools[0].get("spec") or {})
+    spec = dict(load_pool(path).get("spec") or {})
     try:
         PoolSpec.model_validate(spec)
     except ValidationError as err:

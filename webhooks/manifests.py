@@ -6,6 +6,7 @@ short form ``nodes: [{name, cpu, memory, gpu, pods, labels, taints}]`` for examp
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -121,6 +122,38 @@ def skipped_line(path: str | Path, line: int | str, doc: Mapping[str, Any]) -> s
     return f"{path}:{line}: skipped {what}: not a TFJob or MXJob"
 
 
+def check_fields(path: str | Path, line: int | str, doc: Mapping[str, Any]) -> None:
+    """An object of one of our CRDs (a TFJob, an MXJob, a TrainingPool) with a field its CRD
+    does not declare or a value of the wrong type is refused as ``kubectl apply`` with strict
+    field validation would be: the file, the field's line and path, what is wrong."""
+    from policy.model.apischema import path_text
+    from policy.model.crdcheck import line_of, problem_of
+
+    problem = problem_of(doc)
+    if problem is None:
+        return
+    where, what = problem
+    at = line
+    if isinstance(line, int) and str(path) != "-":
+        with contextlib.suppress(OSError, UnicodeDecodeError, yaml.YAMLError):
+            at = line_of(Path(path).read_text(encoding="utf-8"), line, where)
+    meta = doc.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    what_obj = f"{doc.get('kind')} {name}" if isinstance(name, str) else str(doc.get("kind"))
+    field = f"{path_text(where)}: " if where else ""
+    raise ManifestError(f"{path}:{at}: {what_obj}: {field}{what}")
+
+
+def load_pool(path: str | Path) -> dict[str, Any]:
+    """The one TrainingPool of a file, checked against its CRD."""
+    located = [(line, d) for line, d in located_documents(path) if d.get("kind") == "TrainingPool"]
+    if len(located) != 1:
+        raise ManifestError(f"{path}: expected one TrainingPool, found {len(located)}")
+    line, pool = located[0]
+    check_fields(path, line, pool)
+    return pool
+
+
 def refuse_unsupported(path: str | Path, line: int | str, doc: Mapping[str, Any]) -> None:
     """A job manifest Dragonet cannot run yet is refused with what to do, not skipped."""
     kind, api = doc.get("kind"), str(doc.get("apiVersion", ""))
@@ -130,6 +163,7 @@ def refuse_unsupported(path: str | Path, line: int | str, doc: Mapping[str, Any]
             raise ManifestError(f"{path}:{line}: metadata.name: a {kind} needs a name")
         if not isinstance(meta.get("namespace", ""), str):
             raise ManifestError(f"{path}:{line}: metadata.namespace: must be a string")
+        check_fields(path, line, doc)
         return
     where = f"{path}:{line}: kind {kind!r} (apiVersion {api!r})"
     if kind == "TfJob" or (kind == "TFJob" and api.startswith(LEGACY_TFJOB)):
