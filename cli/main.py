@@ -70,10 +70,10 @@ def _prepare_jobs(paths: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
     (in file order, so the first job listed is the oldest). Also where each came from."""
     from datetime import timedelta
 
-    from webhooks.manifests import ManifestError, load_jobs
+    from webhooks.manifests import ManifestError, load_jobs, shown
 
     skipped: list[str] = []
-    located = [(f"{p}:{line}", doc) for p in paths for line, doc in load_jobs(p, skipped)]
+    located = [(f"{shown(p)}:{line}", doc) for p in paths for line, doc in load_jobs(p, skipped)]
     for said in skipped:
         print(f"dragonet render: {said}", file=sys.stderr)
     first: dict[str, str] = {}
@@ -196,8 +196,10 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
         sched = body["status"].get("scheduling", {})
         pods = sum(1 for c in body["children"] if c["kind"] in ("Pod", "SharePod"))
         line = f"# {key}: {sched.get('phase')}"
-        if pods:
-            line += f" - {pods} pods on {', '.join(sched.get('nodes') or [])}"
+        if pods and sched.get("nodes"):
+            line += f" - {pods} pods on {', '.join(sched['nodes'])}"
+        elif pods:  # kube-default, a gang scheduler: the pods go to a scheduler to place
+            line += f" - {pods} pods, to be placed by their scheduler"
         board = body["status"].get("tensorboard") or {}
         if board.get("node"):
             line += f" - TensorBoard on {board['node']}"
@@ -232,14 +234,14 @@ def convert_files(args: argparse.Namespace) -> int:
     over on stderr, one line per field. Nothing is printed on stdout unless every object
     converted."""
     from webhooks.convert import ConvertError, convert, dump
-    from webhooks.manifests import ManifestError, located_documents, located_in, skipped_line
+    from webhooks.manifests import ManifestError, located_documents, skipped_line
 
     documents: list[dict[str, Any]] = []
     notes: list[str] = []
     seen: dict[str, str] = {}  # where each kind namespace/name was first
     for path in args.files:
         name = "<stdin>" if path == "-" else path
-        located = located_in(sys.stdin, name) if path == "-" else located_documents(path)
+        located = located_documents(path)
         if not located:
             raise ManifestError(f"{name}: no objects in this file (empty?)")
         for line, doc in located:
@@ -415,7 +417,9 @@ def main(argv: list[str] | None = None) -> int:
         epilog=RENDER_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    r.add_argument("jobs", nargs="+", help="TFJob and MXJob manifests (YAML), oldest first")
+    r.add_argument(
+        "jobs", nargs="+", help="TFJob and MXJob manifests (YAML), oldest first; '-' reads stdin"
+    )
     r.add_argument(
         "--nodes",
         required=True,

@@ -349,10 +349,20 @@ def _pool_spec(path: str) -> dict[str, object]:
 def _policies(raw: str) -> list[str]:
     from sim.spec import ScenarioError
 
-    names = list(POLICIES) if raw == "all" else [p.strip() for p in raw.split(",") if p.strip()]
+    if raw == "all":
+        return list(POLICIES)
+    names = [p.strip() for p in raw.split(",")]
+    known = ", ".join(POLICIES)
+    if not any(names):
+        raise ScenarioError(f"--policy: names no policy (known: {known}, or 'all')")
+    if "" in names:
+        raise ScenarioError(f"--policy {raw!r}: an empty name in the list (known: {known})")
     unknown = [p for p in names if p not in POLICIES]
-    if unknown or not names:
-        raise ScenarioError(f"unknown policy {', '.join(unknown)}; known: {', '.join(POLICIES)}")
+    if unknown:
+        raise ScenarioError(f"unknown policy {', '.join(unknown)}; known: {known}")
+    twice = sorted({p for p in names if names.count(p) > 1})
+    if twice:
+        raise ScenarioError(f"--policy: {', '.join(twice)} given twice (each runs once)")
     return names
 
 
@@ -529,7 +539,7 @@ def run(args: argparse.Namespace) -> int:
     try:  # the files first: one refused here is said before the simulator is imported
         pool_spec = _pool_spec(args.pool) if getattr(args, "pool", None) else None
         default = str((pool_spec or {}).get("policy", "dragonet")) if pool_spec else "all"
-        policies = _policies(args.policy or default)
+        policies = _policies(default if args.policy is None else args.policy)
         scenario = _scenario(args)
     except OSError as e:
         where = f"{e.filename}: {e.strerror}" if e.filename else str(e)

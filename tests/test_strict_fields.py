@@ -128,3 +128,61 @@ def test_every_example_of_our_kinds_passes() -> None:
                 seen += 1
                 assert check_object(doc) is None, (path, check_object(doc))
     assert seen >= 10
+
+
+@pytest.mark.parametrize(
+    ("node", "said"),
+    [
+        (
+            "{name: a, cpu: 8, memory: 64GB, gpu: 2}",
+            "nodes[0]: memory: '64GB' is not a quantity the API server takes",
+        ),
+        ("{name: a, cpu: -4, gpu: 2}", "nodes[0]: cpu: '-4' is not a quantity"),
+        (
+            "{name: a, gpu: 2, taints: [{key: x, effect: NoSchdule}]}",
+            "nodes[0]: taints[0].effect: 'NoSchdule' is not a taint effect "
+            '(did you mean "NoSchedule"?',
+        ),
+    ],
+)
+@pytest.mark.parametrize("command", ["render", "simulate"])
+def test_a_node_the_api_server_would_refuse_is_refused_not_dropped(
+    command: str, node: str, said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text(f"nodes:\n  - {node}\n")
+    job = str(ROOT / "examples" / "job1.yaml")
+    code, out, err = _run(capsys, command, job, "--nodes", str(nodes))
+    assert code == 2 and out == ""
+    assert _one_line(err).startswith(f"dragonet {command}: {nodes}:2: {said}")
+
+
+def test_two_nodes_of_one_name_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text("nodes:\n  - {name: a, cpu: 8}\n  - {name: a, cpu: 16}\n")
+    job = str(ROOT / "examples" / "job1.yaml")
+    for command in ("render", "simulate"):
+        code, _, err = _run(capsys, command, job, "--nodes", str(nodes))
+        assert code == 2
+        assert _one_line(err) == (
+            f"dragonet {command}: {nodes}:3: nodes[1]: a second node named 'a' "
+            f"(the first: {nodes}:2: nodes[0])"
+        )
+
+
+def test_a_scenario_naming_an_unknown_profile_is_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = tmp_path / "scenario.yaml"
+    scenario.write_text(
+        "nodes: [{name: n1, cpu: 16, memory: 64Gi, gpu: 4}]\njobs:\n"
+        f"  - {{manifest: {ROOT / 'examples/tfjobs/resnet.yaml'}, profile: resnet50}}\n"
+    )
+    code, _, err = _run(capsys, "simulate", str(scenario))
+    assert code == 2
+    assert _one_line(err) == (
+        f"dragonet simulate: {scenario}: jobs.0.profile: unknown application 'resnet50' "
+        "(known: bert, cifar10, deepspeech2, imagenet, ncf, yolov3)"
+    )
