@@ -44,3 +44,17 @@ def test_a_cut_run_reports_utilisation_over_its_horizon(
     # ncf's one GPU the whole window, cifar's two for its first minute, of 4 GPUs.
     window = horizon_days * 86400
     assert 0.25 <= used <= (window + 2 * 120) / (4 * window)
+
+
+def test_a_job_that_never_fits_for_want_of_pod_slots_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A node with room for one pod: the reason names pods, not cpu the node has plenty of."""
+    nodes = tmp_path / "nodes.yaml"
+    nodes.write_text("nodes:\n  - {name: a, cpu: 64, memory: 256Gi, gpu: 8, pods: 1}\n")
+    job = str(ROOT / "examples" / "tfjobs" / "resnet.yaml")
+    code = main(["render", job, "--nodes", str(nodes)])
+    _, err = capsys.readouterr()
+    assert code == 4
+    assert "at once: 7 pods, more than the nodes it may use run in all (1 pod on 1 node)" in err
+    assert "the largest" not in err
