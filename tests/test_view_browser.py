@@ -48,7 +48,16 @@ class Page:
         self.errors: list[str] = []
         self.requests: list[str] = []
         self.page = browser.new_page(viewport={"width": 1500, "height": 1000})
-        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        # Errors and warnings alike (plotly.js warns, by console.trace, of what it cannot
+        # draw as given).
+        self.page.on(
+            "console",
+            lambda m: (
+                self.errors.append(f"{m.type}: {m.text}")
+                if m.type in ("error", "warning", "trace")
+                else None
+            ),
+        )
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
         self.page.route("**/*", self._only_the_file)
         self.page.goto(path.as_uri())

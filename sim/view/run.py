@@ -267,6 +267,7 @@ def jobs_over_time(results: Sequence[SimResult]) -> go.Figure:
                 col=col,
             )
     fig.update_xaxes(title_text=name, gridcolor="#eee", matches="x")  # one time axis
+    fig.layout.xaxis.matches = None  # the first axis is "x": not matched to itself
     fig.update_yaxes(rangemode="tozero", gridcolor="#eee")
     for col, top in most.items():  # a few jobs: whole ticks, never "0.2 jobs"
         if top <= 10:
