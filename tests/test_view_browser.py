@@ -130,6 +130,11 @@ def test_a_runs_page_loads_offline_without_errors_and_shows_every_job(
         axis = "() => document.getElementById('timeline').layout.xaxis2.type"
         page.page.locator("#timeline .updatemenu-button", has_text="since arrival").click()
         assert page.page.evaluate(axis) == "log"
+        page.page.wait_for_function(
+            "() => [...document.querySelectorAll('#timeline .g-xtitle text')]"
+            ".some(t => t.textContent === 'seconds since arrival (log)')",
+            timeout=10_000,
+        )
         assert "seconds since arrival (log)" in page.texts("#timeline .g-xtitle text")
         page.page.locator("#timeline .updatemenu-button", has_text="run clock").click()
         assert page.page.evaluate(axis) == "linear"

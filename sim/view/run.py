@@ -298,7 +298,10 @@ def allocation(results: Sequence[SimResult]) -> go.Figure:
             f"{r.policy} {format_percent((r.summary.get('utilization') or {}).get(x))}"
             for r in results
         )
-        titles.append(f"{resource_label(x)} allocated (time average: {avg})")
+        # More than a few policies' averages go on a line of their own (one line is
+        # clipped at a 1,400 px page with all six).
+        gap = "<br>" if len(results) > 3 else " "
+        titles.append(f"{resource_label(x)} allocated (time average:{gap}{avg})")
     fig = make_subplots(
         rows=len(resources), cols=1, shared_xaxes=True, subplot_titles=titles, vertical_spacing=0.08
     )

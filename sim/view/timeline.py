@@ -152,7 +152,7 @@ def _time_axes(
 ) -> dict[str, Any]:
     """Two buttons: the run's clock (every job on one time line), or each job's own time
     since its arrival on a log axis, where a 2-minute job is as readable as a 20-hour one."""
-    axes = [a for a in fig.layout if a.startswith("xaxis")]
+    axes = sorted((a for a in fig.layout if a.startswith("xaxis")), key=lambda a: int(a[5:] or 1))
     longest = max(
         (b + x for bases, xs in since if bases for b, x in zip(bases, xs, strict=True)),
         default=10.0,
@@ -167,11 +167,15 @@ def _time_axes(
     }
 
     def axes_as(kind: str, rng: list[float], title: str) -> dict[str, Any]:
+        """Every column's axis as ``kind``; a long title only under the first column (six
+        columns' "seconds since arrival" overlap), ticks of a log axis at powers of ten."""
         out: dict[str, Any] = {}
-        for a in axes:
+        short = len(title) <= 12
+        for i, a in enumerate(axes):
             out[f"{a}.type"] = kind
             out[f"{a}.range"] = rng
-            out[f"{a}.title.text"] = title
+            out[f"{a}.title.text"] = title if short or i == 0 else ""
+            out[f"{a}.dtick"] = 1 if kind == "log" else None
         return out
 
     plot = max(height - top - bottom, 1)
