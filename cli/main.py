@@ -70,10 +70,10 @@ def _prepare_jobs(paths: list[str]) -> tuple[list[dict[str, Any]], list[str]]:
     (in file order, so the first job listed is the oldest). Also where each came from."""
     from datetime import timedelta
 
-    from webhooks.manifests import ManifestError, load_jobs
+    from webhooks.manifests import ManifestError, load_jobs, shown
 
     skipped: list[str] = []
-    located = [(f"{p}:{line}", doc) for p in paths for line, doc in load_jobs(p, skipped)]
+    located = [(f"{shown(p)}:{line}", doc) for p in paths for line, doc in load_jobs(p, skipped)]
     for said in skipped:
         print(f"dragonet render: {said}", file=sys.stderr)
     first: dict[str, str] = {}
@@ -120,15 +120,9 @@ def gang_warning(where: str, admission: dict[str, Any] | None) -> str | None:
 def _pool(args: argparse.Namespace) -> dict[str, Any]:
     """The TrainingPool the jobs are planned in: a file's, or the default pool."""
     from policy.model.pool import pool_object
-    from webhooks.manifests import ManifestError, load_documents
+    from webhooks.manifests import load_pool
 
-    if args.pool:
-        pools = [d for d in load_documents(args.pool) if d.get("kind") == "TrainingPool"]
-        if len(pools) != 1:
-            raise ManifestError(f"{args.pool}: expected one TrainingPool, found {len(pools)}")
-        pool = pools[0]
-    else:
-        pool = pool_object()
+    pool = load_pool(args.pool) if args.pool else pool_object()
     spec = dict(pool.get("spec") or {})
     if args.policy:
         spec["policy"] = args.policy
@@ -202,8 +196,10 @@ def render(args: argparse.Namespace, settings: Settings) -> int:
         sched = body["status"].get("scheduling", {})
         pods = sum(1 for c in body["children"] if c["kind"] in ("Pod", "SharePod"))
         line = f"# {key}: {sched.get('phase')}"
-        if pods:
-            line += f" - {pods} pods on {', '.join(sched.get('nodes') or [])}"
+        if pods and sched.get("nodes"):
+            line += f" - {pods} pods on {', '.join(sched['nodes'])}"
+        elif pods:  # kube-default, a gang scheduler: the pods go to a scheduler to place
+            line += f" - {pods} pods, to be placed by their scheduler"
         board = body["status"].get("tensorboard") or {}
         if board.get("node"):
             line += f" - TensorBoard on {board['node']}"
@@ -238,14 +234,14 @@ def convert_files(args: argparse.Namespace) -> int:
     over on stderr, one line per field. Nothing is printed on stdout unless every object
     converted."""
     from webhooks.convert import ConvertError, convert, dump
-    from webhooks.manifests import ManifestError, located_documents, located_in, skipped_line
+    from webhooks.manifests import ManifestError, located_documents, skipped_line
 
     documents: list[dict[str, Any]] = []
     notes: list[str] = []
     seen: dict[str, str] = {}  # where each kind namespace/name was first
     for path in args.files:
         name = "<stdin>" if path == "-" else path
-        located = located_in(sys.stdin, name) if path == "-" else located_documents(path)
+        located = located_documents(path)
         if not located:
             raise ManifestError(f"{name}: no objects in this file (empty?)")
         for line, doc in located:
@@ -374,6 +370,16 @@ def _setting_error(err: ValueError, given: Sequence[str] = ()) -> str:
     return f"settings: {err}"
 
 
+def _version() -> str:
+    """The installed distribution's version (pyproject.toml's), as pip reports it."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("dragonet")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed)"
+
+
 def main(argv: list[str] | None = None) -> int:
     # kubectl dragonet's commands (live/): the same program, read-only against a cluster.
     from live.commands import COMMANDS as LIVE
@@ -387,6 +393,7 @@ def main(argv: list[str] | None = None) -> int:
         "live cluster (kubectl dragonet), show pools, queues, jobs and nodes.",
         epilog="run 'dragonet COMMAND --help' for a command's options and examples",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sv = sub.add_parser(
         "serve",
@@ -410,7 +417,9 @@ def main(argv: list[str] | None = None) -> int:
         epilog=RENDER_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    r.add_argument("jobs", nargs="+", help="TFJob and MXJob manifests (YAML), oldest first")
+    r.add_argument(
+        "jobs", nargs="+", help="TFJob and MXJob manifests (YAML), oldest first; '-' reads stdin"
+    )
     r.add_argument(
         "--nodes",
         required=True,

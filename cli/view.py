@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from live.commands import request_timeout
+
 if TYPE_CHECKING:
     from sim.view.pool import Dump
 
@@ -67,10 +69,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     live.add_argument(
         "--request-timeout",
-        type=float,
+        type=request_timeout,
         default=10.0,
-        metavar="SECONDS",
-        help="give up on a request after this long (10)",
+        metavar="DURATION",
+        help="give up on a request after this long, as kubectl takes it: 10 (seconds), "
+        "5s, 1m30s; 0 waits for ever (default 10s)",
     )
 
 
@@ -86,8 +89,6 @@ def _refused(args: argparse.Namespace) -> str | None:
             return f"{', '.join(given)}: only with --live (a dump holds what it holds)"
     if args.namespace and args.all_namespaces:
         return "-n and -A: give one"
-    if args.request_timeout <= 0:
-        return f"--request-timeout {args.request_timeout:g}: must be more than 0"
     return None
 
 

@@ -8,7 +8,9 @@ pool or job, Dragonet not installed. Nothing is written to the cluster.
 from __future__ import annotations
 
 import argparse
+import math
 import os
+import re
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -70,11 +72,43 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--kubeconfig", help="the kubeconfig file (default: $KUBECONFIG)")
         p.add_argument(
             "--request-timeout",
-            type=float,
+            type=request_timeout,
             default=10.0,
-            metavar="SECONDS",
-            help="give up on a request after this long (10)",
+            metavar="DURATION",
+            help="give up on a request after this long, as kubectl takes it: 10 (seconds), "
+            "5s, 1m30s, 250ms; 0 waits for ever (default 10s)",
         )
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
+_UNIT_SECONDS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "μs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+
+
+def request_timeout(text: str) -> float | None:
+    """kubectl's ``--request-timeout``: a whole number of seconds, or a Go duration
+    (``5s``, ``1m30s``, ``1.5h``); 0 is no timeout (None). Negative or other: refused with
+    kubectl's own words."""
+    value = text.strip()
+    seconds: float | None = None
+    if value.isdigit():
+        seconds = float(value)
+    elif value and _DURATION_PART.sub("", value) == "":
+        seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(value))
+    if seconds is None or not math.isfinite(seconds):
+        raise argparse.ArgumentTypeError(
+            f"invalid timeout value {text!r}: a single integer in seconds, or an integer "
+            "followed by a time unit (e.g. 1s | 2m | 3h)"
+        )
+    return seconds or None
 
 
 def run(args: argparse.Namespace) -> int:

@@ -171,6 +171,9 @@ def explain(
         out["lastScale"] = {"change": direction, **scale}
     if admission is not None:
         out["admission"] = _admission(admission)
+    for c in status.get("conditions") or ():
+        if c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True":
+            out["finished"] = {"condition": c["type"], "time": c.get("lastTransitionTime")}
     out["events"] = event_rows(events, meta.get("uid"), now)
     return out
 
@@ -283,6 +286,10 @@ def render(info: Mapping[str, Any]) -> list[str]:
     if adm:
         lines.append(f"Admission:  {adm['name']}: {adm['phase']}, {adm['workers']} workers")
         lines += [f"  {pod:<22} {node}" for pod, node in adm["pods"].items()]
+    elif info.get("finished"):
+        done = info["finished"]
+        lines.append(f"Finished:   {done['condition']} at {done.get('time')}")
+        lines.append("Admission:  none (an Admission goes when its job finishes)")
     else:
         lines.append("Admission:  none yet")
     lines.append("Events:" if info["events"] else "Events:     <none>")

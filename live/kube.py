@@ -41,26 +41,53 @@ def events_path(namespace: str) -> str:
     return f"/apis/events.k8s.io/v1/namespaces/{namespace}/events"
 
 
+def _check_kubeconfig(file: str) -> None:
+    """A file that is no kubeconfig, in our words (the client's are a TypeError)."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(file).expanduser().read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+        raise LiveError(f"no cluster: {file}: not a kubeconfig ({_one_line(err)})") from None
+    if not isinstance(data, dict) or not any(k in data for k in ("clusters", "contexts", "users")):
+        raise LiveError(
+            f"no cluster: {file}: not a kubeconfig (a YAML mapping with clusters, contexts "
+            "and users; kind: Config)"
+        )
+
+
 class Kube:
     """One API client for the chosen context; ``namespace`` is the context's (or default)."""
 
     def __init__(
-        self, kubeconfig: str | None = None, context: str | None = None, timeout: float = 10.0
+        self,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        timeout: float | None = 10.0,
     ) -> None:
         from kubernetes import client, config
 
         path = kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube/config")
         self.namespace = "default"
         configuration = client.Configuration()
-        first = path.split(os.pathsep)[0]
-        if kubeconfig is None and not Path(first).exists() and _in_cluster():
+        # $KUBECONFIG is a list, merged, its missing files skipped (kubectl's rule); the
+        # --kubeconfig flag names one file, which must exist.
+        files = [path] if kubeconfig else [p for p in path.split(os.pathsep) if p]
+        found = [f for f in files if Path(f).expanduser().exists()]
+        if kubeconfig is None and not found and _in_cluster():
             config.load_incluster_config(client_configuration=configuration)
             own = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
             if own.exists():
                 self.namespace = own.read_text().strip() or "default"
         else:
-            if not Path(first).exists():
-                raise LiveError(f"no cluster: no kubeconfig at {first} (set --kubeconfig)")
+            if not found:
+                raise LiveError(
+                    f"no cluster: no kubeconfig at {os.pathsep.join(files) or path} "
+                    "(set --kubeconfig)"
+                )
+            for file in found:
+                _check_kubeconfig(file)
+            path = os.pathsep.join(found)
             try:
                 config.load_kube_config(
                     config_file=path, context=context, client_configuration=configuration

@@ -21,7 +21,9 @@ if TYPE_CHECKING:
     from sim.engine import Scenario
     from sim.monitor import MonitorConfig
 
-DEFAULT_SCENARIO = Path("examples/scenario.yaml")
+# examples/scenario.yaml, shipped with the package (sim/data/examples links to examples/), so
+# `dragonet simulate` runs it from any folder and from a wheel install.
+DEFAULT_SCENARIO = Path(__file__).resolve().parent / "data" / "examples" / "scenario.yaml"
 DEFAULT_HORIZON_DAYS = 60.0
 
 EXAMPLES = """\
@@ -80,7 +82,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     s.add_argument(
         "inputs",
         nargs="*",
-        help=f"a scenario file, or TFJob manifests (with --nodes); default: {DEFAULT_SCENARIO}",
+        help="a scenario file, or TFJob manifests (with --nodes); default: examples/scenario.yaml",
     )
     s.add_argument(
         "--nodes",
@@ -331,13 +333,10 @@ def _pool_spec(path: str) -> dict[str, object]:
     """The spec of the one TrainingPool in ``path``, checked as the CRD would."""
     from pydantic import ValidationError
 
-    from policy.model.pool import POOL_KIND, PoolSpec
-    from webhooks.manifests import ManifestError, load_documents
+    from policy.model.pool import PoolSpec
+    from webhooks.manifests import ManifestError, load_pool
 
-    pools = [d for d in load_documents(path) if d.get("kind") == POOL_KIND]
-    if len(pools) != 1:
-        raise ManifestError(f"{path}: expected one TrainingPool, found {len(pools)}")
-    spec = dict(pools[0].get("spec") or {})
+    spec = dict(load_pool(path).get("spec") or {})
     try:
         PoolSpec.model_validate(spec)
     except ValidationError as err:
@@ -350,10 +349,20 @@ def _pool_spec(path: str) -> dict[str, object]:
 def _policies(raw: str) -> list[str]:
     from sim.spec import ScenarioError
 
-    names = list(POLICIES) if raw == "all" else [p.strip() for p in raw.split(",") if p.strip()]
+    if raw == "all":
+        return list(POLICIES)
+    names = [p.strip() for p in raw.split(",")]
+    known = ", ".join(POLICIES)
+    if not any(names):
+        raise ScenarioError(f"--policy: names no policy (known: {known}, or 'all')")
+    if "" in names:
+        raise ScenarioError(f"--policy {raw!r}: an empty name in the list (known: {known})")
     unknown = [p for p in names if p not in POLICIES]
-    if unknown or not names:
-        raise ScenarioError(f"unknown policy {', '.join(unknown)}; known: {', '.join(POLICIES)}")
+    if unknown:
+        raise ScenarioError(f"unknown policy {', '.join(unknown)}; known: {known}")
+    twice = sorted({p for p in names if names.count(p) > 1})
+    if twice:
+        raise ScenarioError(f"--policy: {', '.join(twice)} given twice (each runs once)")
     return names
 
 
@@ -375,7 +384,7 @@ def _scenario(args: argparse.Namespace) -> Scenario:
     inputs = args.inputs or [str(DEFAULT_SCENARIO)]
     if len(inputs) == 1 and not args.nodes:
         if not Path(inputs[0]).exists():
-            raise ScenarioError(f"{inputs[0]}: no such file (run from the repository root?)")
+            raise ScenarioError(f"{inputs[0]}: no such file")
         if _holds_objects(inputs[0]):
             raise ScenarioError(
                 f"{inputs[0]}: job manifests need --nodes (a cluster file, e.g. "
@@ -530,7 +539,7 @@ def run(args: argparse.Namespace) -> int:
     try:  # the files first: one refused here is said before the simulator is imported
         pool_spec = _pool_spec(args.pool) if getattr(args, "pool", None) else None
         default = str((pool_spec or {}).get("policy", "dragonet")) if pool_spec else "all"
-        policies = _policies(args.policy or default)
+        policies = _policies(default if args.policy is None else args.policy)
         scenario = _scenario(args)
     except OSError as e:
         where = f"{e.filename}: {e.strerror}" if e.filename else str(e)

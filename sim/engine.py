@@ -68,7 +68,8 @@ from sim.webhook import WebhookClient
 from webhooks.app import create_app
 from webhooks.config import Settings
 
-MANIFESTS = Path(__file__).resolve().parent.parent / "metacontroller"
+# metacontroller/*.yaml, shipped with the package (sim/data/manifests links to them).
+MANIFESTS = Path(__file__).resolve().parent / "data" / "manifests"
 # The CompositeControllers Metacontroller hosts, in the order its workers are served.
 CONTROLLERS = (
     MANIFESTS / "pool-controller.yaml",
@@ -548,7 +549,8 @@ class Simulation:
                 break  # only far-off resyncs left
             self._report()
             self._advance(self._heap[0][0])
-        self._advance(self.now)
+        # A cut run is measured up to its horizon: what ran kept running until then.
+        self._advance(self.config.max_time_s if self.stopped_at_horizon else self.now)
         return self._result(time.perf_counter() - started)
 
     def _report(self) -> None:
@@ -634,7 +636,10 @@ class Simulation:
         jcts = [r.jct_s for r in records if r.jct_s is not None]
         finishes = [r.finish_s for r in records if r.finish_s is not None]
         makespan = max(finishes) if finishes else None
-        span = makespan or self.now or 1.0
+        # What was allocated is integrated up to ``now`` (the horizon, for a cut run); after
+        # the last job finished it is nothing. A run with a job unfinished: up to ``now``.
+        all_finished = len(jcts) == len(records)
+        span = (makespan if all_finished and makespan else self.now) or 1.0
         cap = {k: v for k, v in _units(self.capacity).items() if k != "pods"}
         # The controllers that were called (a scenario without MXJobs reports no MXJob one).
         controllers = [c for c in self.mc.controllers.values() if c.sync_calls]

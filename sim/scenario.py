@@ -17,17 +17,18 @@ A job without a ``profile`` trains at the CPU its pods get (``sim.cpu``): bursta
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sim.engine import Scenario
 from sim.kube import node_object
-from sim.profiles import MANIFEST_PROFILE, profile
+from sim.profiles import APPLICATIONS, MANIFEST_PROFILE, profile
 from sim.spec import JobSpec, ScenarioError, as_mxjob
 from sim.traces import load_philly, load_pollux
 from webhooks.manifests import (
@@ -35,6 +36,7 @@ from webhooks.manifests import (
     load_documents,
     load_jobs,
     load_nodes,
+    read_text,
     refuse_unsupported,
     short_node_lines,
     short_nodes,
@@ -49,6 +51,17 @@ class _JobEntry(BaseModel):
     arrival: float = Field(default=0.0, ge=0)
     steps: float = Field(default=DEFAULT_STEPS, gt=0)
     profile: str | None = None
+
+    @field_validator("profile")
+    @classmethod
+    def _known(cls, app: str | None) -> str | None:
+        if app is not None and app not in APPLICATIONS:
+            close = difflib.get_close_matches(app, APPLICATIONS, n=1)
+            hint = f'did you mean "{close[0]}"? ' if close else ""
+            raise ValueError(
+                f"unknown application {app!r} ({hint}known: {', '.join(APPLICATIONS)})"
+            )
+        return app
 
 
 class _ScenarioFile(BaseModel):
@@ -71,7 +84,7 @@ def _in_our_words(err: ValidationError) -> str:
         return f"{where}: required (a scenario file has {known})"
     if first["type"] == "extra_forbidden":
         return f"{where}: unknown field (known: {known})"
-    return f"{where}: {first['msg']}"
+    return f"{where}: {first['msg'].removeprefix('Value error, ')}"
 
 
 def _tfjobs(path: Path, skipped: list[str] | None = None) -> list[dict[str, Any]]:
@@ -161,7 +174,7 @@ def from_trace(
     path = Path(path)
     nodes = tuple(load_nodes(nodes_path)) if nodes_path else gpu_cluster()
     gpus = sum(int(n["status"]["allocatable"].get("nvidia.com/gpu", 0)) for n in nodes)
-    header = path.read_text(encoding="utf-8").split("\n", 1)[0]
+    header = read_text(path).split("\n", 1)[0]
     if header.startswith("timestamp,"):
         specs = load_philly(path, jobs=jobs, start=start, load=load, max_gpus=gpus)
         name = f"{path.stem}[{start}:{start + jobs}]"

@@ -37,6 +37,7 @@ from types import MappingProxyType
 from policy.model.jobs import CHECKPOINT_ANNOTATION
 from sim.profiles import profile
 from sim.spec import JobSpec, TrainingProfile, tfjob_manifest
+from webhooks.manifests import not_utf8
 
 HOUR_S = 3600.0
 WORKER_RESOURCES: Mapping[str, str] = MappingProxyType(
@@ -281,16 +282,19 @@ def _rows(path: PathLike, required: Sequence[str]) -> Iterator[tuple[int, dict[s
     """(line, row) for each data row; ``ValueError`` names the file and line of a bad one."""
     with open(path, newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f)
-        missing = [c for c in required if c not in (reader.fieldnames or ())]
-        if missing:
-            raise ValueError(f"{os.fspath(path)}:1: missing column(s) {', '.join(missing)}")
-        for row in reader:
-            if None in row or any(row[c] is None for c in required):
-                raise ValueError(
-                    f"{os.fspath(path)}:{reader.line_num}: expected "
-                    f"{len(reader.fieldnames or ())} fields, got a different number"
-                )
-            yield reader.line_num, row
+        try:
+            missing = [c for c in required if c not in (reader.fieldnames or ())]
+            if missing:
+                raise ValueError(f"{os.fspath(path)}:1: missing column(s) {', '.join(missing)}")
+            for row in reader:
+                if None in row or any(row[c] is None for c in required):
+                    raise ValueError(
+                        f"{os.fspath(path)}:{reader.line_num}: expected "
+                        f"{len(reader.fieldnames or ())} fields, got a different number"
+                    )
+                yield reader.line_num, row
+        except UnicodeDecodeError as err:
+            raise ValueError(not_utf8(os.fspath(path), err)) from None
 
 
 def _number(row: Mapping[str, str], column: str, where: str) -> float:

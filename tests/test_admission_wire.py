@@ -148,3 +148,35 @@ def test_an_unreadable_entry_makes_the_whole_admission_unreadable() -> None:
     no_record = {**EVERY_FIELD, "spec": {**EVERY_FIELD["spec"], "service": {}}}
     with pytest.raises(ValueError, match="unreadable Admission spec"):
         Admission.from_object(no_record)  # a record always holds its GPU-seconds
+
+
+def test_an_admission_built_with_a_misspelt_field_is_refused_not_dropped() -> None:
+    """Issue 38: the planner's Admission is built by field names; a typo must fail loudly."""
+    from pydantic import ValidationError
+
+    from policy.model.admission import Admission, JobRef
+
+    ref = JobRef(api_version="kubeflow.org/v1", kind="TFJob", name="a", uid="u")
+    with pytest.raises(ValidationError, match="mesage"):
+        Admission(pool="default", namespace="ns", job=ref, phase="Queued", mesage="hi")
+
+
+def test_an_admission_read_back_leaves_out_what_a_newer_writer_added() -> None:
+    from policy.model.admission import Admission
+
+    obj = {
+        "metadata": {"namespace": "ns", "generation": 2},
+        "spec": {
+            "pool": "default",
+            "job": {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "name": "a", "uid": "u"},
+            "phase": "Admitted",
+            "admittedTime": "2026-01-01T00:00:00Z",
+            "fieldOfANewerVersion": {"x": 1},
+        },
+    }
+    adm = Admission.from_object(obj)
+    assert (adm.phase, adm.admitted_at, adm.generation) == (
+        "Admitted",
+        "2026-01-01T00:00:00Z",
+        2,
+    )

@@ -431,7 +431,8 @@ def test_render_names_the_field_of_a_bad_pool_file(
     )
     assert code == 2
     assert _one_line(err) == (
-        f"dragonet render: {pool}: spec.binding: Input should be 'affinity' or 'nodeName'"
+        f"dragonet render: {pool}:4: TrainingPool default: spec.binding: must be one of "
+        "'affinity', 'nodeName' (got 'wrong')"
     )
 
 

@@ -4,8 +4,10 @@ the webhook is the whole core `benchmarks/README.md` measured it needs, as its d
 
 from __future__ import annotations
 
+import json
 import re
 
+import pytest
 import yaml
 from kubernetes.utils.quantity import parse_quantity
 
@@ -47,3 +49,22 @@ def test_the_webhook_requests_a_whole_core_and_the_chart_docs_say_so() -> None:
         if line.startswith("| `resources.requests.cpu` |")
     )
     assert f'`"{cpu}"`' in row and "a whole core" in row
+
+
+def test_the_readmes_elastic_figures_are_what_the_simulator_gives(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`dragonet simulate examples/elastic.yaml`: the average JCTs the README quotes."""
+    from cli.main import main
+    from sim.report import format_duration
+
+    said = re.search(
+        r"average JCT (\S+ \S+) under\s+`dragonet`, (\S+ \S+) `dragon`, (\S+ \S+) `gang-fifo`",
+        (ROOT / "README.md").read_text(),
+    )
+    assert said is not None
+    example = str(ROOT / "examples" / "elastic.yaml")
+    for policy, quoted in zip(("dragonet", "dragon", "gang-fifo"), said.groups(), strict=True):
+        assert main(["simulate", example, "--policy", policy, "--json"]) == 0
+        summary = json.loads(capsys.readouterr().out)
+        assert format_duration(summary["avg_jct_s"]) == quoted, policy

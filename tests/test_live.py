@@ -601,3 +601,52 @@ def test_view_refuses_flags_that_do_not_go_together(
     code, out, err = run(capsys, "view", *argv, "--html", str(tmp_path / "p.html"))
     assert code == 2 and out == "" and err.count("\n") == 1
     assert err.startswith("dragonet view: ") and said in err
+
+
+@pytest.mark.parametrize(
+    ("given", "seconds"),
+    [("10", 10.0), ("5s", 5.0), ("1m30s", 90.0), ("250ms", 0.25), ("1.5h", 5400.0), ("0", None)],
+)
+def test_request_timeout_is_read_as_kubectl_reads_it(given: str, seconds: float | None) -> None:
+    from live.commands import request_timeout
+
+    assert request_timeout(given) == seconds
+
+
+@pytest.mark.parametrize("given", ["-1", "5x", "1.5", "s", ""])
+def test_a_request_timeout_kubectl_refuses_is_refused_before_any_request(
+    given: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        main(["status", "--request-timeout", given])
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"invalid timeout value {given!r}" in err and "no cluster" not in err
+
+
+def test_a_duration_timeout_reaches_the_cluster(server, capsys) -> None:
+    code, out, err = run(capsys, "status", "--request-timeout", "5s")
+    assert code == 0, err
+    assert "default" in out
+
+
+def test_kubeconfig_lists_skip_missing_files_as_kubectl_does(
+    server, capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+
+    real = os.environ["KUBECONFIG"]
+    monkeypatch.setenv("KUBECONFIG", os.pathsep.join([str(tmp_path / "missing"), real]))
+    code, out, err = run(capsys, "status")
+    assert code == 0, err
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))
+    code, out, err = run(capsys, "status")
+    assert "no kubeconfig at" in _one_line_error(code, out, err, "dragonet status: no cluster")
+
+
+def test_a_file_that_is_no_kubeconfig_is_said_in_our_words(server, capsys, tmp_path: Path) -> None:
+    not_config = tmp_path / "notes.yaml"
+    not_config.write_text("just a line of text\n")
+    code, out, err = run(capsys, "status", "--kubeconfig", str(not_config))
+    said = _one_line_error(code, out, err, "dragonet status: no cluster: ")
+    assert f"{not_config}: not a kubeconfig" in said

@@ -48,7 +48,16 @@ class Page:
         self.errors: list[str] = []
         self.requests: list[str] = []
         self.page = browser.new_page(viewport={"width": 1500, "height": 1000})
-        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
+        # Errors and warnings alike (plotly.js warns, by console.trace, of what it cannot
+        # draw as given).
+        self.page.on(
+            "console",
+            lambda m: (
+                self.errors.append(f"{m.type}: {m.text}")
+                if m.type in ("error", "warning", "trace")
+                else None
+            ),
+        )
         self.page.on("pageerror", lambda e: self.errors.append(str(e)))
         self.page.route("**/*", self._only_the_file)
         self.page.goto(path.as_uri())
@@ -121,6 +130,11 @@ def test_a_runs_page_loads_offline_without_errors_and_shows_every_job(
         axis = "() => document.getElementById('timeline').layout.xaxis2.type"
         page.page.locator("#timeline .updatemenu-button", has_text="since arrival").click()
         assert page.page.evaluate(axis) == "log"
+        page.page.wait_for_function(
+            "() => [...document.querySelectorAll('#timeline .g-xtitle text')]"
+            ".some(t => t.textContent === 'seconds since arrival (log)')",
+            timeout=10_000,
+        )
         assert "seconds since arrival (log)" in page.texts("#timeline .g-xtitle text")
         page.page.locator("#timeline .updatemenu-button", has_text="run clock").click()
         assert page.page.evaluate(axis) == "linear"

@@ -6,6 +6,10 @@ short form ``nodes: [{name, cpu, memory, gpu, pods, labels, taints}]`` for examp
 
 from __future__ import annotations
 
+import contextlib
+import difflib
+import io
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -58,12 +62,38 @@ class ManifestError(ValueError):
     """A file the CLI cannot use; the message names the file and the line."""
 
 
+def not_utf8(path: str | Path, err: UnicodeDecodeError) -> str:
+    """A file that is not UTF-8 text, named, with where its first bad byte is."""
+    return (
+        f"{path}: not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset {err.start}); "
+        "save it as UTF-8"
+    )
+
+
+STDIN = "-"
+
+
+def read_text(path: str | Path) -> str:
+    """A file's text (``-``: standard input's); one that is not UTF-8 is a
+    ``ManifestError`` naming it."""
+    try:
+        if str(path) == STDIN:
+            return sys.stdin.buffer.read().decode("utf-8")
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        raise ManifestError(not_utf8(shown(path), err)) from None
+
+
+def shown(path: str | Path) -> str | Path:
+    """A path as messages name it: standard input as ``<stdin>``."""
+    return "<stdin>" if str(path) == STDIN else path
+
+
 def located_documents(path: str | Path) -> list[tuple[int, dict[str, Any]]]:
     """Every object in a YAML file with the line it starts on, ``List`` items flattened.
 
     Malformed YAML raises ``ManifestError`` naming the file and line, never a traceback."""
-    with open(path, encoding="utf-8") as fh:
-        return located_in(fh, path)
+    return located_in(io.StringIO(read_text(path)), shown(path))
 
 
 def located_in(fh: Any, path: str | Path) -> list[tuple[int, dict[str, Any]]]:
@@ -121,6 +151,38 @@ def skipped_line(path: str | Path, line: int | str, doc: Mapping[str, Any]) -> s
     return f"{path}:{line}: skipped {what}: not a TFJob or MXJob"
 
 
+def check_fields(path: str | Path, line: int | str, doc: Mapping[str, Any]) -> None:
+    """An object of one of our CRDs (a TFJob, an MXJob, a TrainingPool) with a field its CRD
+    does not declare or a value of the wrong type is refused as ``kubectl apply`` with strict
+    field validation would be: the file, the field's line and path, what is wrong."""
+    from policy.model.apischema import path_text
+    from policy.model.crdcheck import line_of, problem_of
+
+    problem = problem_of(doc)
+    if problem is None:
+        return
+    where, what = problem
+    at = line
+    if isinstance(line, int) and str(path) != STDIN:
+        with contextlib.suppress(OSError, ManifestError, yaml.YAMLError):
+            at = line_of(read_text(path), line, where)
+    meta = doc.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    what_obj = f"{doc.get('kind')} {name}" if isinstance(name, str) else str(doc.get("kind"))
+    field = f"{path_text(where)}: " if where else ""
+    raise ManifestError(f"{path}:{at}: {what_obj}: {field}{what}")
+
+
+def load_pool(path: str | Path) -> dict[str, Any]:
+    """The one TrainingPool of a file, checked against its CRD."""
+    located = [(line, d) for line, d in located_documents(path) if d.get("kind") == "TrainingPool"]
+    if len(located) != 1:
+        raise ManifestError(f"{path}: expected one TrainingPool, found {len(located)}")
+    line, pool = located[0]
+    check_fields(path, line, pool)
+    return pool
+
+
 def refuse_unsupported(path: str | Path, line: int | str, doc: Mapping[str, Any]) -> None:
     """A job manifest Dragonet cannot run yet is refused with what to do, not skipped."""
     kind, api = doc.get("kind"), str(doc.get("apiVersion", ""))
@@ -130,8 +192,15 @@ def refuse_unsupported(path: str | Path, line: int | str, doc: Mapping[str, Any]
             raise ManifestError(f"{path}:{line}: metadata.name: a {kind} needs a name")
         if not isinstance(meta.get("namespace", ""), str):
             raise ManifestError(f"{path}:{line}: metadata.namespace: must be a string")
+        check_fields(path, line, doc)
         return
     where = f"{path}:{line}: kind {kind!r} (apiVersion {api!r})"
+    if api == "kubeflow.org/v1" and isinstance(kind, str) and kind.lower() in ("tfjob", "mxjob"):
+        right = "TFJob" if kind.lower() == "tfjob" else "MXJob"
+        raise ManifestError(
+            f'{where}: kubeflow.org/v1 has no kind {kind!r} (did you mean "{right}"? kinds '
+            "are case-sensitive)"
+        )
     if kind == "TfJob" or (kind == "TFJob" and api.startswith(LEGACY_TFJOB)):
         raise ManifestError(
             f"{where}: the legacy tf-operator TfJob is not supported as it is; convert it "
@@ -154,6 +223,7 @@ def load_jobs(
     Another kind is refused too, unless ``skipped`` is given: then it is left out and a
     line saying so is added there (a file with no job left is still refused)."""
     docs = located_documents(path)
+    path = shown(path)
     if not docs:
         raise ManifestError(f"{path}: no objects in this file (empty?)")
     if skipped is not None:
@@ -183,8 +253,7 @@ SHORT_NODE_FIELDS = {
 def short_node_lines(path: str | Path) -> dict[int, list[int]]:
     """For each document of a file holding a ``nodes:`` list, the line each item starts on,
     keyed by the document's first line (as ``located_documents`` numbers it)."""
-    with open(path, encoding="utf-8") as fh:
-        roots = list(yaml.compose_all(fh, Loader=yaml.SafeLoader))
+    roots = list(yaml.compose_all(read_text(path), Loader=yaml.SafeLoader))
     found: dict[int, list[int]] = {}
     for root in roots:
         if not isinstance(root, yaml.MappingNode):
@@ -226,15 +295,71 @@ def short_nodes(path: str | Path, line: int, items: Any, lines: list[int]) -> li
     the line its node starts on (``lines``: from ``short_node_lines``)."""
     if not isinstance(items, list):
         raise ManifestError(f"{path}:{line}: nodes: must be a list of nodes")
-    return [
-        short_node(f"{path}:{lines[i] if i < len(lines) else line}: nodes[{i}]", raw)
+    located = [
+        (where, short_node(where, raw))
         for i, raw in enumerate(items)
+        for where in [f"{path}:{lines[i] if i < len(lines) else line}: nodes[{i}]"]
     ]
+    return checked_nodes(located)
+
+
+TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+# A short-form node's problems named by its own fields, not the Node's it becomes.
+_SHORT_WORDS = {
+    "status.capacity['cpu']": "cpu",
+    "status.capacity['memory']": "memory",
+    "status.capacity['pods']": "pods",
+    "status.capacity['nvidia.com/gpu']": "gpu",
+    "spec.taints": "taints",
+}
+
+
+def node_problem(node: Mapping[str, Any]) -> str | None:
+    """What the API server would refuse in a Node, or what would make the pool drop it
+    in silence: a name, quantities that parse and are not negative, taints with a key and
+    one of the three effects (a misspelt effect would otherwise taint nothing)."""
+    from policy.model.resources import to_milli
+
+    meta = node.get("metadata")
+    if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str) or not meta["name"]:
+        return "metadata.name: a Node needs a name"
+    status = node.get("status") or {}
+    for part in ("capacity", "allocatable"):
+        amounts = status.get(part) if isinstance(status, Mapping) else None
+        if amounts is None:
+            continue
+        if not isinstance(amounts, Mapping):
+            return f"status.{part}: must be a map of resource name to quantity"
+        for name, value in amounts.items():
+            try:
+                to_milli(value)
+            except (ValueError, TypeError, ArithmeticError):
+                return (
+                    f"status.{part}[{name!r}]: {value!r} is not a quantity the API server "
+                    'takes (a non-negative number, or one with a suffix such as "500m", '
+                    '"64Gi", "64G")'
+                )
+    taints = (node.get("spec") or {}).get("taints") or []
+    if not isinstance(taints, list):
+        return "spec.taints: must be a list of {key, value, effect}"
+    for i, taint in enumerate(taints):
+        if not isinstance(taint, Mapping) or not taint.get("key"):
+            return f"spec.taints[{i}].key: required"
+        effect = taint.get("effect")
+        if effect not in TAINT_EFFECTS:
+            close = difflib.get_close_matches(str(effect), TAINT_EFFECTS, n=1)
+            hint = f'did you mean "{close[0]}"? ' if close else ""
+            return (
+                f"spec.taints[{i}].effect: {effect!r} is not a taint effect "
+                f"({hint}one of {', '.join(TAINT_EFFECTS)})"
+            )
+    return None
 
 
 def load_nodes(path: str | Path) -> list[dict[str, Any]]:
-    """The nodes of a cluster file; an empty or unreadable one is refused."""
-    nodes: list[dict[str, Any]] = []
+    """The nodes of a cluster file; an empty or unreadable one is refused, and so is a node
+    the API server would refuse or a name given twice (the second would replace the first)."""
+    nodes: list[tuple[str, dict[str, Any]]] = []
     docs = located_documents(path)
     if not docs:
         raise ManifestError(f"{path}: no nodes in this file (empty?)")
@@ -243,11 +368,31 @@ def load_nodes(path: str | Path) -> list[dict[str, Any]]:
         if "nodes" in doc and "kind" not in doc:
             if item_lines is None:
                 item_lines = short_node_lines(path)
-            nodes.extend(short_nodes(path, line, doc["nodes"] or [], item_lines.get(line, [])))
+            lines = item_lines.get(line, [])
+            for i, node in enumerate(short_nodes(path, line, doc["nodes"] or [], lines)):
+                nodes.append((f"{path}:{lines[i] if i < len(lines) else line}: nodes[{i}]", node))
         elif doc.get("kind") == "Node":
-            nodes.append(doc)
+            nodes.append((f"{path}:{line}: Node", doc))
         else:
             raise ManifestError(f"{path}:{line}: expected Node objects or a 'nodes:' list")
     if not nodes:
         raise ManifestError(f"{path}: no nodes in this file")
-    return nodes
+    return checked_nodes(nodes)
+
+
+def checked_nodes(nodes: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Nodes with where each was written: one the API server would refuse, or a name given
+    twice (the second would replace the first), is refused there."""
+    seen: dict[str, str] = {}
+    for where, node in nodes:
+        problem = node_problem(node)
+        if problem is not None:
+            if not where.endswith(": Node"):  # the short form: in the words of its fields
+                for long, short in _SHORT_WORDS.items():
+                    problem = problem.replace(long, short)
+            raise ManifestError(f"{where}: {problem}")
+        name = node["metadata"]["name"]
+        if name in seen:
+            raise ManifestError(f"{where}: a second node named {name!r} (the first: {seen[name]})")
+        seen[name] = where
+    return [node for _, node in nodes]

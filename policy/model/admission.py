@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
@@ -276,8 +276,10 @@ class Admission(_Model):
     """An Admission: its spec's fields, and the ``namespace`` and ``generation`` of its
     metadata (never written into the spec)."""
 
+    # Built in code with a misspelt field (``mesage=``), it is refused, never dropped; what
+    # an API object holds beyond the fields (a newer writer's) is left out by ``from_object``.
     model_config = ConfigDict(
-        extra="ignore",
+        extra="forbid",
         frozen=True,
         populate_by_name=True,
         arbitrary_types_allowed=True,
@@ -392,7 +394,7 @@ class Admission(_Model):
         if not isinstance(spec, Mapping):
             raise ValueError("unreadable Admission spec: not an object")
         generation = meta.get("generation")
-        known = {k: v for k, v in spec.items() if k not in ("namespace", "generation")}
+        known = {k: v for k, v in spec.items() if k in _spec_keys()}
         try:
             return cls.model_validate(
                 {
@@ -403,3 +405,16 @@ class Admission(_Model):
             )
         except ValidationError as err:
             raise ValueError(f"unreadable Admission spec: {err.errors()[0]['msg']}") from err
+
+
+@cache
+def _spec_keys() -> frozenset[str]:
+    """The spec keys an Admission is read from: each field's name and alias, but the two
+    of its metadata."""
+    return frozenset(
+        key
+        for name, field in Admission.model_fields.items()
+        if name not in ("namespace", "generation")
+        for key in (name, field.alias)
+        if key
+    )

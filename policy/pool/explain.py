@@ -107,6 +107,13 @@ def wait_message(
         return f"{wants}, more than is free now; it starts when running jobs give room back"
     names = [k for k in need if k != PODS] or [PODS]
     usable = sorted({n for s in gang for n in eligible[s.type]})
+    room = sum(allocatable[n][PODS] for n in usable)
+    if room < need[PODS]:  # a count of pods, not a size, is what no node set can take
+        return (
+            f"{wants}: {_count(len(gang), 'pod')}, more than the nodes it may use run in all "
+            f"({_count(room // 1000, 'pod')} on {_count(len(usable), 'node')}): it waits "
+            "for larger or more nodes"
+        )
     best = _largest(allocatable, need, usable)
     return (
         f"{wants}, more than the pool's nodes hold even when empty (the largest, {best}, "

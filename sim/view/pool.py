@@ -196,6 +196,17 @@ def _done(job: JobState) -> tuple[str, datetime] | None:
     return None
 
 
+def _declared_workers(job: JobState) -> int:
+    """A finished job's workers as its spec declares them (its Admission is gone)."""
+    spec = job.obj.get("spec") or {}
+    for replicas in (spec.get("tfReplicaSpecs"), spec.get("mxReplicaSpecs")):
+        for name, replica in (replicas or {}).items():
+            if str(name).lower() == "worker" and isinstance(replica, dict):
+                value = replica.get("replicas", 1)
+                return value if isinstance(value, int) else 0
+    return 0
+
+
 def _role(pod: Obj) -> str:
     return (pod["metadata"].get("labels") or {}).get(L_TYPE, "")
 
@@ -227,6 +238,8 @@ def row(job: JobState, origin: datetime, now: datetime) -> Row:
     spec = (job.admission or {}).get("spec") or {}
     admitted = _parse(spec.get("admittedTime")) if spec.get("phase") == "Admitted" else None
     done = _done(job)
+    if admitted is None and done is not None:  # its Admission went when it finished
+        admitted = _parse((job.obj.get("status") or {}).get("startTime"))
     end = done[1] if done else now
     spans = []
     if admitted is None or admitted > end:
@@ -235,6 +248,8 @@ def row(job: JobState, origin: datetime, now: datetime) -> Row:
         if admitted > created:
             spans.append(Span(at(created), at(admitted), "waiting"))
         workers = workers_now(job) if done is None else int(spec.get("workers") or 0)
+        if done is not None and not spec:
+            workers = _declared_workers(job)
         spans.append(Span(at(admitted), at(end), "training", workers))
     marks = []
     last = ((spec.get("service") or {}).get("lastPreemption")) or {}
@@ -275,6 +290,11 @@ def story(job: JobState, now: datetime) -> str:
                 f"moved     {m.get('time')} {str(m.get('type')).lower()}-{m.get('index')} "
                 f"{m.get('from')} -> {m.get('to')} ({m.get('reason', '')})"
             )
+    elif (done := _done(job)) is not None:
+        lines.append(
+            f"pool      finished: {done[0]} at {done[1].strftime('%Y-%m-%dT%H:%M:%SZ')} "
+            "(its Admission went with it)"
+        )
     else:
         lines.append("pool      no Admission yet")
     for p in sorted(job.pods, key=lambda p: p["metadata"]["name"]):

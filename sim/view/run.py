@@ -267,6 +267,7 @@ def jobs_over_time(results: Sequence[SimResult]) -> go.Figure:
                 col=col,
             )
     fig.update_xaxes(title_text=name, gridcolor="#eee", matches="x")  # one time axis
+    fig.layout.xaxis.matches = None  # the first axis is "x": not matched to itself
     fig.update_yaxes(rangemode="tozero", gridcolor="#eee")
     for col, top in most.items():  # a few jobs: whole ticks, never "0.2 jobs"
         if top <= 10:
@@ -297,7 +298,10 @@ def allocation(results: Sequence[SimResult]) -> go.Figure:
             f"{r.policy} {format_percent((r.summary.get('utilization') or {}).get(x))}"
             for r in results
         )
-        titles.append(f"{resource_label(x)} allocated (time average: {avg})")
+        # More than a few policies' averages go on a line of their own (one line is
+        # clipped at a 1,400 px page with all six).
+        gap = "<br>" if len(results) > 3 else " "
+        titles.append(f"{resource_label(x)} allocated (time average:{gap}{avg})")
     fig = make_subplots(
         rows=len(resources), cols=1, shared_xaxes=True, subplot_titles=titles, vertical_spacing=0.08
     )

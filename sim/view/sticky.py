@@ -44,10 +44,11 @@ def split(fig: go.Figure) -> tuple[go.Figure, go.Figure]:
     legend_traces = []
     colorbar = False
     for trace in tall.data:
-        if trace.showlegend is True:
-            legend_traces.append(_entry(trace))
         marker = getattr(trace, "marker", None)
-        if marker is not None and marker.showscale:
+        scale = marker is not None and bool(marker.showscale)
+        if trace.showlegend is True or scale:  # a legend entry, or a colour bar to keep
+            legend_traces.append(_entry(trace, legend=trace.showlegend is True))
+        if scale:
             colorbar = True
             marker.showscale = False
         trace.showlegend = False
@@ -120,7 +121,7 @@ def _x_head(axis: Any) -> dict[str, Any]:
     return out
 
 
-def _entry(trace: Any) -> Any:
+def _entry(trace: Any, legend: bool = True) -> Any:
     """A trace with no points that keeps ``trace``'s legend entry (and colour bar)."""
     own = trace.to_plotly_json()
     keep = ("type", "name", "legendgroup", "marker", "mode", "orientation", "xaxis", "yaxis")
@@ -129,7 +130,9 @@ def _entry(trace: Any) -> Any:
     if isinstance(marker, dict):
         marker = dict(marker)
         color = marker.get("color")
-        if isinstance(color, (list, tuple)):  # a colour scale: the legend shows its middle
+        if isinstance(color, (list, tuple)) and color and isinstance(color[0], str):
+            marker["color"] = color[len(color) // 2]  # colours: the legend shows a middle one
+        elif isinstance(color, (list, tuple)):  # a colour scale: the legend shows its middle
             marker["color"] = [(marker.get("cmin", 0) + marker.get("cmax", 1)) / 2]
         if marker.get("showscale") and isinstance(marker.get("colorbar"), dict):
             marker["colorbar"] = {
@@ -142,7 +145,7 @@ def _entry(trace: Any) -> Any:
                 "title": {**(marker["colorbar"].get("title") or {}), "side": "top"},
             }
         out["marker"] = marker
-    out.update(x=[None], y=[None], showlegend=True, hoverinfo="skip")
+    out.update(x=[None], y=[None], showlegend=legend, hoverinfo="skip")
     return go.Figure(data=[out]).data[0]
 
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
 from plotly.subplots import make_subplots
 
 from sim.view.palette import HOLDING, MOVED, PREEMPTED, WAITING, WORKER_SCALE
@@ -96,6 +97,9 @@ def figure(
             since.append(_bars_since(rows, (state,)))
         fig.add_trace(_training(rows, unit, max(top, 1), col == 1), row=1, col=col)
         since.append(_bars_since(rows, ("training",)))
+        if col == 1:
+            fig.add_trace(_worker_scale(max(top, 1)), row=1, col=col)
+            since.append((None, [None]))
         for kind, symbol, color in (("preempted", "x", PREEMPTED), ("moved", "diamond", MOVED)):
             marks = _marks(rows, kind, symbol, color, unit, kind not in in_legend)
             if marks is not None:
@@ -126,6 +130,7 @@ def figure(
     )
     absolute = {"range": [0, horizon_s / unit * 1.01], "type": "linear", "title": unit_name}
     fig.update_xaxes(title_text=unit_name, gridcolor="#eee", matches="x", range=absolute["range"])
+    fig.layout.xaxis.matches = None  # the first axis is "x": not matched to itself
     fig.update_layout(updatemenus=[_time_axes(fig, since, absolute, height, top, bottom)])
     return fig
 
@@ -147,7 +152,7 @@ def _time_axes(
 ) -> dict[str, Any]:
     """Two buttons: the run's clock (every job on one time line), or each job's own time
     since its arrival on a log axis, where a 2-minute job is as readable as a 20-hour one."""
-    axes = [a for a in fig.layout if a.startswith("xaxis")]
+    axes = sorted((a for a in fig.layout if a.startswith("xaxis")), key=lambda a: int(a[5:] or 1))
     longest = max(
         (b + x for bases, xs in since if bases for b, x in zip(bases, xs, strict=True)),
         default=10.0,
@@ -162,11 +167,15 @@ def _time_axes(
     }
 
     def axes_as(kind: str, rng: list[float], title: str) -> dict[str, Any]:
+        """Every column's axis as ``kind``; a long title only under the first column (six
+        columns' "seconds since arrival" overlap), ticks of a log axis at powers of ten."""
         out: dict[str, Any] = {}
-        for a in axes:
+        short = len(title) <= 12
+        for i, a in enumerate(axes):
             out[f"{a}.type"] = kind
             out[f"{a}.range"] = rng
-            out[f"{a}.title.text"] = title
+            out[f"{a}.title.text"] = title if short or i == 0 else ""
+            out[f"{a}.dtick"] = 1 if kind == "log" else None
         return out
 
     plot = max(height - top - bottom, 1)
@@ -228,6 +237,33 @@ def _bars(rows: Sequence[Row], state: str, color: str, unit: float, legend: bool
     )
 
 
+def _worker_scale(top: int) -> go.Scatter:
+    """The training bars' colour bar (workers), drawn by a trace with no points."""
+    return go.Scatter(
+        x=[None],
+        y=[None],
+        mode="markers",
+        showlegend=False,
+        hoverinfo="skip",
+        marker={
+            "color": [0],
+            "colorscale": WORKER_SCALE,
+            "cmin": 0,
+            "cmax": top,
+            "showscale": True,
+            "colorbar": {
+                "title": {"text": "workers"},
+                "thickness": 10,
+                "dtick": max(1, math.ceil(top / 4)),  # whole workers
+                "lenmode": "pixels",
+                "len": 140,
+                "y": 1.0,
+                "yanchor": "top",
+            },
+        },
+    )
+
+
 def _training(rows: Sequence[Row], unit: float, top: int, legend: bool) -> go.Bar:
     spans = [(r, s) for r in rows for s in r.spans if s.state == "training"]
     return go.Bar(
@@ -238,23 +274,10 @@ def _training(rows: Sequence[Row], unit: float, top: int, legend: bool) -> go.Ba
         y=[r.job for r, _ in spans],
         base=[s.start_s / unit for _, s in spans],
         x=[(s.end_s - s.start_s) / unit for _, s in spans],
+        # Colours, not numbers on a colour scale: plotly.js styles a bar's legend and
+        # selection from its colour, and a number there is ~200 console warnings a page.
         marker={
-            "color": [s.workers for _, s in spans],
-            "colorscale": WORKER_SCALE,
-            "cmin": 0,
-            "cmax": top,
-            "showscale": legend,
-            "colorbar": {
-                "title": {"text": "workers"},
-                "thickness": 10,
-                "dtick": max(1, math.ceil(top / 4)),  # whole workers
-                "lenmode": "pixels",
-                "len": 140,
-                "y": 1.0,
-                "yanchor": "top",
-            }
-            if legend
-            else None,
+            "color": sample_colorscale(WORKER_SCALE, [s.workers / top for _, s in spans]),
             "line": {"width": 0},
         },
         width=0.75,
