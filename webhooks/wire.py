@@ -70,6 +70,7 @@ HEADER_LIMIT = 16 * 1024  # a request's line and headers (431 past it)
 MAX_FIELDS, MAX_FIELD = 100, 8190  # header fields, and bytes of one (gunicorn's limits)
 LIVENESS = "/healthz"
 ALIVE = orjson.dumps({"status": "ok"})
+ABORT = "dragonet.abort"  # the scope's: drop the connection at once
 JSON = (b"content-type", b"application/json")
 ALIVE_HEADERS = [JSON, (b"content-length", str(len(ALIVE)).encode())]
 access = logging.getLogger("dragonet.access")
@@ -179,7 +180,8 @@ class _Lingering:
         transport.write_eof()
         with contextlib.suppress(RuntimeError, OSError):
             transport.resume_reading()
-        self._protocol.loop.call_later(LINGER_SECONDS, transport.close)
+        # Then gone, whatever is left to write (a client that reads nothing holds nothing).
+        self._protocol.loop.call_later(LINGER_SECONDS, transport.abort)
 
 
 class Wire(H11Protocol):
@@ -238,6 +240,7 @@ class Wire(H11Protocol):
             if self.first_byte is None:  # pipelined: it was here when the last one ended
                 self._start_clock()
             scope[FIRST_BYTE] = self.first_byte
+            scope[ABORT] = self.transport.abort
             if self.stopping:
                 self._close_after(self.cycle)
 
@@ -346,14 +349,23 @@ class _Reading:
 
     send: Send
     scope: Scope
+    deadline: float
     last_read: float = field(default_factory=time.monotonic)
-    held: int = 0
-    waiting: bool = False
+    held: int = 0  # bytes of the budget that are this body's (reserved or arrived)
+    length: int | None = None  # its Content-Length, if it has one
+    received: int = 0
+    reserved_at: float | None = None
+    need: int = 0  # bytes it waits for, if it waits
     refused: bool = False
 
 
 class Bodies:
-    """The bytes of bodies a process holds (arriving, or read and not yet answered)."""
+    """The bytes of bodies a process holds (arriving, or read and not yet answered). A
+    Content-Length body reserves its whole length once its first bytes have come, so a body
+    under way can always finish (half-read bodies never wait for each other); a chunked one
+    takes room as it comes. With no room, a body that has sent nothing for a second, or at
+    whose pace its rest cannot come before its deadline, gives its room up (408): a declared
+    length is a claim, and a claim that is not being kept does not hold room."""
 
     def __init__(self, most: int, front: Front) -> None:
         self.most = most
@@ -364,19 +376,28 @@ class Bodies:
 
     async def take(self, reader: _Reading, size: int) -> None:
         """Room for ``size`` more bytes of ``reader``'s body; waits for it (the caller's
-        deadline bounds the wait), making stalled bodies give theirs up."""
-        reader.waiting = True
+        deadline bounds the wait), the smallest waiting body first."""
+        reader.need = size
         try:
-            while self.held + size > self.most and self.held > 0:
-                self._evict_stalled(reader)
+            while not self._fits(reader, size):
+                self._evict(reader)
                 self.freed.clear()
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(STALLED_SECONDS / 4):
                         await self.freed.wait()
         finally:
-            reader.waiting = False
+            reader.need = 0
         self.held += size
         reader.held += size
+        if reader.reserved_at is None:
+            reader.reserved_at = time.monotonic()
+
+    def _fits(self, reader: _Reading, size: int) -> bool:
+        if self.held == 0:
+            return True  # one body at the cap always fits
+        if self.held + size > self.most:
+            return False
+        return not any(r.need and r.need < size and r is not reader for r in self.readers)
 
     def give(self, reader: _Reading) -> None:
         self.held -= reader.held
@@ -384,26 +405,36 @@ class Bodies:
         self.readers.pop(reader, None)
         self.freed.set()
 
-    def _evict_stalled(self, reader: _Reading) -> None:
+    def _evict(self, reader: _Reading) -> None:
         now = time.monotonic()
-        stalled = [
-            r for r in self.readers
-            if r is not reader and r.held and not r.waiting and not r.refused
-            and now - r.last_read >= STALLED_SECONDS
-        ]  # fmt: skip
+        stalled, slow = [], []
+        for r in self.readers:
+            if r is reader or not r.held or r.need or r.refused or r.reserved_at is None:
+                continue
+            if now - r.last_read >= STALLED_SECONDS:
+                stalled.append(r)
+            elif r.length is not None and now - r.reserved_at >= STALLED_SECONDS:
+                pace = r.received / max(now - r.reserved_at, 1e-3)  # bytes a second
+                if (r.length - r.received) > pace * (r.deadline - now):
+                    slow.append(r)
         if stalled:
             victim = min(stalled, key=lambda r: r.last_read)
-            victim.refused = True  # answered here; its reader then sees the disconnect
-            asyncio.get_running_loop().create_task(
-                self.front.refuse(
-                    victim.send,
-                    victim.scope,
-                    408,
-                    f"request body stalled for {STALLED_SECONDS:g} s while other requests "
-                    "waited for room; send it again",
-                    victim.held,
-                )
+            why = f"request body stalled for {STALLED_SECONDS:g} s"
+        elif slow:
+            victim = min(slow, key=lambda r: r.received / r.length)  # type: ignore[operator]
+            why = "request body arriving too slowly to finish before the deadline"
+        else:
+            return
+        victim.refused = True  # answered here; its reader then sees the disconnect
+        asyncio.get_running_loop().create_task(
+            self.front.refuse(
+                victim.send,
+                victim.scope,
+                408,
+                f"{why} while other requests waited for room; send it again",
+                victim.received,
             )
+        )
 
 
 class Front:
@@ -452,7 +483,9 @@ class Front:
             return
         if self.bodies is None:
             self.bodies = Bodies(self.limits.held_bodies, self)
-        reader = _Reading(send, scope)
+        first = scope.get(FIRST_BYTE) or time.monotonic()
+        reader = _Reading(send, scope, first + self.limits.deadline)
+        reader.length = int(lengths[0]) if lengths else None
         self.bodies.readers[reader] = None
         try:
             body = await self._read(scope, receive, reader)
@@ -473,7 +506,7 @@ class Front:
                 sent = True
                 return {"type": "http.request", "body": body, "more_body": False}
 
-            await self.wsgi(inner, replay, send)
+            await self.wsgi(inner, replay, self._bounded(send, scope))
         finally:
             self.bodies.give(reader)
 
@@ -482,9 +515,8 @@ class Front:
         assert self.bodies is not None
         chunks: list[bytes] = []
         size = 0
-        first = scope.get(FIRST_BYTE) or time.monotonic()
         try:
-            async with asyncio.timeout_at(first + self.limits.deadline):
+            async with asyncio.timeout_at(reader.deadline):
                 while True:
                     message = await receive()
                     if message["type"] != "http.request" or reader.refused:
@@ -492,11 +524,15 @@ class Front:
                     data = message.get("body", b"")
                     if data:
                         reader.last_read = time.monotonic()
-                        await self.bodies.take(reader, len(data))
+                        if reader.length is None:
+                            await self.bodies.take(reader, len(data))
+                        elif reader.reserved_at is None:  # its first bytes: all its room
+                            await self.bodies.take(reader, reader.length)
                         if reader.refused:
                             return None
                         chunks.append(data)
                         size += len(data)
+                        reader.received = size
                         if size > self.limits.max_body:
                             too_large = self._too_large(f"more than {size}")
                             await self.refuse(reader.send, scope, 413, too_large, size)
@@ -515,6 +551,25 @@ class Front:
                     size,
                 )
             return None
+
+    def _bounded(self, send: Send, scope: Scope) -> Send:
+        """``send``, given the deadline to go out: a client that does not read its answer
+        loses the connection rather than keep it (and the answer's bytes) for ever. The
+        thread is done by then: a2wsgi queues the answer for the loop."""
+
+        async def bounded(message: Message) -> None:
+            try:
+                async with asyncio.timeout(self.limits.deadline):
+                    await send(message)
+            except TimeoutError:
+                access.warning(
+                    "answer not read by the client within %g s: connection dropped",
+                    self.limits.deadline,
+                    extra={"hook": scope["path"], "remote": (scope.get("client") or ["-"])[0]},
+                )
+                scope[ABORT]()
+
+        return bounded
 
     def _too_large(self, size: str) -> str:
         return (
