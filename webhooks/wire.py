@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -71,6 +72,7 @@ MAX_FIELDS, MAX_FIELD = 100, 8190  # header fields, and bytes of one (gunicorn's
 LIVENESS = "/healthz"
 ALIVE = orjson.dumps({"status": "ok"})
 ABORT = "dragonet.abort"  # the scope's: drop the connection at once
+BODY = "dragonet.body"  # the scope's: the request's body, read in full
 JSON = (b"content-type", b"application/json")
 ALIVE_HEADERS = [JSON, (b"content-length", str(len(ALIVE)).encode())]
 access = logging.getLogger("dragonet.access")
@@ -449,7 +451,11 @@ class Front:
         Record.hooks = frozenset(r.rule for r in app.url_map.iter_rules() if "POST" in r.methods)
 
         def with_first_byte(environ: dict[str, Any], start_response: Any) -> Any:
-            environ[FIRST_BYTE] = environ["asgi.scope"].get(FIRST_BYTE)
+            scope = environ["asgi.scope"]
+            environ[FIRST_BYTE] = scope.get(FIRST_BYTE)
+            # The body as it was read, shared (a2wsgi's input would copy it twice, fetching
+            # each piece from the loop while the thread waits for the GIL).
+            environ["wsgi.input"] = io.BytesIO(scope.pop(BODY, b""))
             return app(environ, start_response)
 
         self.wsgi = WSGIMiddleware(with_first_byte, workers=threads)
@@ -497,6 +503,7 @@ class Front:
             ]  # fmt: skip
             headers.append((b"content-length", str(len(body)).encode()))
             inner = dict(scope, headers=headers)
+            inner[BODY] = body
             sent = False
 
             async def replay() -> Message:
