@@ -61,7 +61,8 @@ from tests import fuzz_requests
 from tests import kube_schema as schema
 
 ROOT = Path(__file__).resolve().parents[1]
-TRACES = ROOT.parent / "shared" / "traces"
+# The shared traces beside the main checkout (DRAGONET_TRACES from a worktree elsewhere).
+TRACES = Path(os.environ.get("DRAGONET_TRACES") or ROOT.parent / "shared" / "traces")
 PHILLY = TRACES / "philly_pollux" / "philly.csv"
 POLLUX = ROOT / "tests" / "fixtures" / "traces" / "workload-1.csv"
 
@@ -127,9 +128,13 @@ def scenarios() -> Iterator[tuple[Scenario, SimConfig]]:
     yield big, SimConfig(policy="dragonet-las")
 
 
-def capture(per_scenario: int, seed: int, say: Callable[[str], None]) -> list[tuple[str, bytes]]:
+def capture(
+    per_scenario: int, seed: int, say: Callable[[str], None], most: int | None = None
+) -> list[tuple[str, bytes]]:
     out: list[tuple[str, bytes]] = []
     for i, (scenario, config) in enumerate(scenarios()):
+        if most is not None and i >= most:
+            break
         sample = Reservoir(per_scenario, random.Random(seed + i))
         sim = Simulation(scenario, config)
         post = sim.webhook.post
@@ -337,6 +342,7 @@ def main() -> None:
     p.add_argument("--out", help="write the summary (and RSS samples) as JSON here")
     p.add_argument("--server-log", default="/tmp/dragonet-fuzz-server.log")
     p.add_argument("--cache", help="keep the captured requests in this file (reused if there)")
+    p.add_argument("--simulations", type=int, help="capture from the first N simulations only")
     p.add_argument("--tls", action="store_true", help="serve HTTPS (a self-signed certificate)")
     p.add_argument("--max-requests", type=int, help="recycle each worker after ~N requests")
     p.add_argument("--sigterm-every", type=float, help="SIGTERM a worker every S seconds")
@@ -352,7 +358,7 @@ def main() -> None:
         base = pickle.loads(cache.read_bytes())
         say(f"{len(base)} captured requests from {cache}")
     else:
-        base = capture(args.per_scenario, args.seed, say)
+        base = capture(args.per_scenario, args.seed, say, args.simulations)
         if cache:
             cache.write_bytes(pickle.dumps(base))
     kinds = {}

@@ -359,6 +359,7 @@ class _Reading:
     reserved_at: float | None = None
     need: int = 0  # bytes it waits for, if it waits
     refused: bool = False
+    complete: bool = False  # read in full: the app's now, never refused
 
 
 class Bodies:
@@ -411,7 +412,9 @@ class Bodies:
         now = time.monotonic()
         stalled, slow = [], []
         for r in self.readers:
-            if r is reader or not r.held or r.need or r.refused or r.reserved_at is None:
+            if r is reader or not r.held or r.need or r.refused or r.complete:
+                continue
+            if r.reserved_at is None:
                 continue
             if now - r.last_read >= STALLED_SECONDS:
                 stalled.append(r)
@@ -545,6 +548,7 @@ class Front:
                             await self.refuse(reader.send, scope, 413, too_large, size)
                             return None
                     if not message.get("more_body", False):
+                        reader.complete = True
                         return b"".join(chunks)
         except TimeoutError:
             if not reader.refused:
