@@ -20,10 +20,11 @@ is added by subclassing, not by re-framing:
   with the request (``FIRST_BYTE`` in its WSGI environ, read by ``webhooks.deadline``).
 * **the cap** (``DRAGONET_MAX_REQUEST_BYTES``): a Content-Length over it is answered
   **413** before a byte of the body is read; a chunked body as it passes the cap.
-* **memory**: a process holds at most twice the cap of bodies, counted as bytes arrive
-  (not as declared: a Content-Length is a claim, not a cost). With no room, a body whose
-  client has sent nothing for a second gives its room up (408); failing that, the reader
-  waits (its client waits in TCP; its deadline runs on).
+* **memory**: a process holds at most twice the cap of bodies (``Bodies``). A Content-Length
+  body reserves its length once its first bytes have come, not when it is declared (a length
+  is a claim, not a cost); with no room, a body stalled for a second, or too slow to finish
+  by its deadline, gives its room up (408); failing that, the body waits (its client in
+  TCP; its deadline runs on).
 * **framing**: a request with both Content-Length and Transfer-Encoding is answered
   **400** and its connection closed (RFC 9112 §6.1: a smuggling shape); h11 answers the
   rest of malformed framing (**400**), and a head over 16 KiB (**431**), here in JSON.
