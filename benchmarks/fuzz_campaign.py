@@ -434,6 +434,7 @@ def main() -> None:
                 resp = session.post(
                     url + path,
                     data=body,
+                    verify=verify,  # (per request: REQUESTS_CA_BUNDLE would win over the session's)
                     timeout=args.deadline + 30,
                     headers={"Content-Type": "application/json"},
                 )
