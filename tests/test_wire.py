@@ -382,3 +382,26 @@ def test_recycles_sigterm_and_sighup_under_keep_alive_load_lose_no_request(
     assert set(statuses) <= {200, 429}, statuses  # 429: every slot busy, retried by Metacontroller
     assert statuses[200] > 400, statuses  # several recycles' worth
     assert len(seen) >= 8, "workers were replaced"
+
+
+@pytest.fixture
+def crowded(tmp_path: pytest.TempPathFactory) -> Iterator[Server]:
+    """One worker holding 16 connections at most."""
+    yield from start_server(tmp_path, DRAGONET_WORKERS="1", DRAGONET_MAX_CONNECTIONS="16")
+
+
+def test_a_full_process_closes_its_oldest_idle_connection_so_a_probe_gets_in(
+    crowded: Server,
+) -> None:
+    """uvicorn alone accepts without bound (or answers 503 past ``limit_concurrency``)."""
+    idle = [_connect(crowded) for _ in range(40)]
+    time.sleep(0.3)
+    for _ in range(3):
+        answer = requests.get(f"{crowded.url}/healthz", timeout=1, headers={"Connection": "close"})
+        assert answer.status_code == 200
+    closed = 0
+    for sock in idle:
+        _, gone = _read_all(sock, 0.05)
+        closed += gone
+        sock.close()
+    assert closed >= 40 - 16 + 1, closed  # the oldest, so that the newest fit
