@@ -17,6 +17,14 @@
    (``tests/kube_schema.py``; identical objects are validated once). Each worker's RSS is
    read from /proc as the campaign goes.
 
+4. **Stop and recycle** (issue 36), optionally, while it sends: workers recycled every
+   ``--max-requests`` requests, a worker sent SIGTERM every ``--sigterm-every`` seconds, the
+   master SIGHUP every ``--sighup-every`` seconds; ``--tls`` serves HTTPS (a self-signed
+   certificate made with openssl). A request without an answer is counted as such (a
+   connection idle past the keep-alive and closed as the request went out is sent again
+   once, as Go's client does, and counted apart). ``--old-checkout PATH`` runs the server
+   from another checkout (the worker before, to compare in the same session).
+
 Bounded in count and time (``--max-seconds``). Not a test: record the numbers in
 benchmarks/README.md.
 """
@@ -28,8 +36,12 @@ import json
 import os
 import pickle
 import random
+import signal
+import socket
 import statistics
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -43,14 +55,14 @@ import orjson
 import requests
 
 from benchmarks.load import _children
-from benchmarks.load import start as start_server
 from sim.engine import Scenario, SimConfig, Simulation
 from sim.scenario import from_trace, gpu_cluster, load_scenario
 from tests import fuzz_requests
 from tests import kube_schema as schema
 
 ROOT = Path(__file__).resolve().parents[1]
-TRACES = ROOT.parent / "shared" / "traces"
+# The shared traces beside the main checkout (DRAGONET_TRACES from a worktree elsewhere).
+TRACES = Path(os.environ.get("DRAGONET_TRACES") or ROOT.parent / "shared" / "traces")
 PHILLY = TRACES / "philly_pollux" / "philly.csv"
 POLLUX = ROOT / "tests" / "fixtures" / "traces" / "workload-1.csv"
 
@@ -116,9 +128,13 @@ def scenarios() -> Iterator[tuple[Scenario, SimConfig]]:
     yield big, SimConfig(policy="dragonet-las")
 
 
-def capture(per_scenario: int, seed: int, say: Callable[[str], None]) -> list[tuple[str, bytes]]:
+def capture(
+    per_scenario: int, seed: int, say: Callable[[str], None], most: int | None = None
+) -> list[tuple[str, bytes]]:
     out: list[tuple[str, bytes]] = []
     for i, (scenario, config) in enumerate(scenarios()):
+        if most is not None and i >= most:
+            break
         sample = Reservoir(per_scenario, random.Random(seed + i))
         sim = Simulation(scenario, config)
         post = sim.webhook.post
@@ -265,6 +281,53 @@ class Checker:
             )
 
 
+def _certificate(tmp: Path) -> tuple[str, str]:
+    """A self-signed certificate for 127.0.0.1: (certificate, key)."""
+    cert, key = tmp / "tls.crt", tmp / "tls.key"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
+            "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1", "-subj", "/CN=127.0.0.1",
+            "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return str(cert), str(key)
+
+
+def start_server(
+    env: dict[str, str], log: Path, checkout: str | None, verify: str | bool
+) -> tuple[subprocess.Popen, str]:
+    """``dragonet serve`` (from ``checkout`` if given) on a free local port, once it answers
+    /healthz with every worker up."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**env, "DRAGONET_HOST": "127.0.0.1", "DRAGONET_PORT": str(port)}
+    code = "import sys; from cli.main import main; sys.exit(main(['serve']))"
+    if checkout:
+        code = f"import sys; sys.path.insert(0, {checkout!r}); " + code
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", code], env=env, stdout=subprocess.DEVNULL, stderr=err
+        )
+    url = f"{'https' if verify is not True else 'http'}://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise SystemExit(f"dragonet serve exited:\n{log.read_text()[-2000:]}")
+        try:
+            up = requests.get(f"{url}/healthz", timeout=1, verify=verify).ok
+            if up and len(_children(proc.pid)) >= int(env["DRAGONET_WORKERS"]):
+                return proc, url
+        except requests.RequestException:
+            pass
+        time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("dragonet serve did not answer /healthz within 30 s")
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--requests", type=int, default=20000)
@@ -279,6 +342,12 @@ def main() -> None:
     p.add_argument("--out", help="write the summary (and RSS samples) as JSON here")
     p.add_argument("--server-log", default="/tmp/dragonet-fuzz-server.log")
     p.add_argument("--cache", help="keep the captured requests in this file (reused if there)")
+    p.add_argument("--simulations", type=int, help="capture from the first N simulations only")
+    p.add_argument("--tls", action="store_true", help="serve HTTPS (a self-signed certificate)")
+    p.add_argument("--max-requests", type=int, help="recycle each worker after ~N requests")
+    p.add_argument("--sigterm-every", type=float, help="SIGTERM a worker every S seconds")
+    p.add_argument("--sighup-every", type=float, help="SIGHUP the master every S seconds")
+    p.add_argument("--old-checkout", help="run the server from this checkout instead")
     args = p.parse_args()
 
     def say(line: str) -> None:
@@ -289,7 +358,7 @@ def main() -> None:
         base = pickle.loads(cache.read_bytes())
         say(f"{len(base)} captured requests from {cache}")
     else:
-        base = capture(args.per_scenario, args.seed, say)
+        base = capture(args.per_scenario, args.seed, say, args.simulations)
         if cache:
             cache.write_bytes(pickle.dumps(base))
     kinds = {}
@@ -297,9 +366,38 @@ def main() -> None:
         parent = orjson.loads(body).get("parent") or {}
         kinds[id(body)] = parent.get("kind", "")
     env = {"DRAGONET_LOG_LEVEL": "warning", **os.environ, "DRAGONET_WORKERS": str(args.workers)}
+    verify: str | bool = True
+    if args.tls:
+        cert, key = _certificate(Path(tempfile.mkdtemp(prefix="dragonet-fuzz-tls-")))
+        env.update(DRAGONET_TLS_CERT_FILE=cert, DRAGONET_TLS_KEY_FILE=key)
+        verify = cert
+    if args.max_requests:
+        env["DRAGONET_MAX_REQUESTS"] = str(args.max_requests)
     log = Path(args.server_log)
-    server, url = start_server(env, log)  # benchmarks/load.py's: up with every worker
+    server, url = start_server(env, log, args.old_checkout, verify)
     say(f"dragonet serve on {url}, its log in {log}")
+    signals: Counter[str] = Counter()
+    workers_seen: set[int] = set(_children(server.pid))
+    done = threading.Event()
+
+    def stopper() -> None:
+        """SIGTERM a worker and SIGHUP the master on their periods; note every worker."""
+        last = {"term": time.monotonic(), "hup": time.monotonic()}
+        while not done.wait(0.2):
+            workers = _children(server.pid)
+            workers_seen.update(workers)
+            now = time.monotonic()
+            if args.sigterm_every and now - last["term"] >= args.sigterm_every and workers:
+                os.kill(min(workers), signal.SIGTERM)
+                signals["SIGTERM to a worker"] += 1
+                last["term"] = now
+            if args.sighup_every and now - last["hup"] >= args.sighup_every:
+                os.kill(server.pid, signal.SIGHUP)
+                signals["SIGHUP to the master"] += 1
+                last["hup"] = now
+
+    watcher = threading.Thread(target=stopper, daemon=True)
+    watcher.start()
     codes: Counter[int] = Counter()
     late: list[float] = []
     failures: list[str] = []
@@ -323,6 +421,7 @@ def main() -> None:
         if r.random() < args.broken:
             body, what = mutate(body, r)
         session = getattr(local, "session", None) or requests.Session()
+        session.verify = verify
         local.session = session
         # Validating a large answer's new objects can keep this thread away for seconds; a
         # connection idle past the server's keep-alive (DRAGONET_IDLE_SECONDS, 5 s) is
@@ -335,6 +434,7 @@ def main() -> None:
                 resp = session.post(
                     url + path,
                     data=body,
+                    verify=verify,  # (per request: REQUESTS_CA_BUNDLE would win over the session's)
                     timeout=args.deadline + 30,
                     headers={"Content-Type": "application/json"},
                 )
@@ -347,6 +447,7 @@ def main() -> None:
                 with lock:
                     reconnects.append(round(idle, 1))
                 session = local.session = requests.Session()
+                session.verify = verify
                 started = time.monotonic()
             except requests.RequestException as err:
                 status, answer = 0, str(err).encode()
@@ -385,6 +486,8 @@ def main() -> None:
                     say("stopped at --max-seconds")
                     break
     finally:
+        done.set()
+        watcher.join()
         server.terminate()
         server.wait(timeout=30)
 
@@ -393,7 +496,13 @@ def main() -> None:
         "requests": sum(codes.values()),
         "by_status": dict(sorted(codes.items())),
         "by_class": dict(classes.most_common()),
-        "5xx_or_no_answer": len(failures),
+        "5xx": sum(n for code, n in codes.items() if code >= 500),
+        "no_answer": codes.get(0, 0),
+        "server": args.old_checkout or "this checkout",
+        "tls": args.tls,
+        "max_requests": args.max_requests,
+        "signals": dict(signals),
+        "workers_seen": len(workers_seen),
         "sent_again_after_idle_close": len(reconnects),
         "past_deadline": len(late),
         "invalid_objects": len(checker.invalid),

@@ -3,13 +3,16 @@
 see while some client misbehaves, for each candidate server setup.
 
 Run: ``.venv/bin/python -m benchmarks.slow_clients`` (``--quick`` for a smoke run of a
-few seconds; ``--servers front,gthread,gevent`` to choose; gevent must be installed).
+few seconds; ``--servers wire,front,gthread,gevent`` to choose; gevent must be installed).
 
 Servers (each 2 workers; the request limit is the chart's 8 s unless ``--limit``):
 
-* ``front``: what ``dragonet serve`` runs, gthread x 4 threads whose loop reads each
-  request in full before a thread takes it (``webhooks/front.py``);
-* ``gthread``: gunicorn's stock gthread worker x 4 threads (what ran before);
+* ``wire``: what ``dragonet serve`` runs, uvicorn workers under gunicorn with the Flask app
+  in 4 threads, each request read in full on the event loop first (``webhooks/wire.py``);
+* ``front``: the worker before it (issue 24 to 36), gthread x 4 threads whose loop framed
+  each request with h11 (``webhooks/front.py``), run from the checkout given by
+  ``--old-checkout`` (e.g. ``git archive`` of a commit before the wire);
+* ``gthread``: gunicorn's stock gthread worker x 4 threads (what ran before that);
 * ``gevent``: gunicorn's gevent worker (an async worker class: no threads; the per-request
   time limit cannot preempt a greenlet).
 
@@ -34,7 +37,7 @@ worker was restarted, the peak of the workers' resident memory (together, sample
 long; closed without an answer; still open at the end).
 
 ``--overhead MIB`` measures instead what reading in the loop costs a well-behaved client:
-front and stock gthread side by side, 30 POSTs each of a MIB-MiB body that the hook
+wire and stock gthread side by side, 30 POSTs each of a MIB-MiB body that the hook
 refuses at once (not JSON: 400), alternating, on kept-alive connections; medians, minima
 and the ratio.
 
@@ -46,10 +49,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import selectors
 import socket
 import statistics
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -64,7 +69,8 @@ from benchmarks import load
 from benchmarks.load import _children
 from benchmarks.sync_latency import scenario
 
-SERVERS = ("front", "gthread", "gevent")
+SERVERS = ("wire", "front", "gthread", "gevent")
+OLD_CHECKOUT = "DRAGONET_BENCH_OLD_CHECKOUT"  # the environment's, for a "front" server
 SCENARIOS = ("stall", "drip", "idle", "busy", "hold")
 
 
@@ -96,6 +102,10 @@ class Row:
 
 def serve_as(kind: str) -> None:
     """In a child process: ``dragonet serve`` with the worker class of ``kind``."""
+    if kind == "front":  # the old checkout's code, all of it
+        sys.path.insert(0, os.environ[OLD_CHECKOUT])
+        for name in [m for m in sys.modules if m.split(".")[0] in ("cli", "webhooks", "policy")]:
+            del sys.modules[name]
     from cli import main as cli
     from webhooks import gunicorn_conf
     from webhooks.config import Settings
@@ -104,8 +114,9 @@ def serve_as(kind: str) -> None:
 
     def patched(settings: Settings) -> dict[str, Any]:
         opts = options(settings)
-        if kind != "front":
+        if kind not in ("wire", "front"):
             opts["worker_class"] = kind
+            opts["threads"] = settings.threads
         return opts
 
     gunicorn_conf.options = patched
@@ -347,10 +358,10 @@ def line(r: Row) -> str:
 
 
 def overhead(mib: int, args: argparse.Namespace) -> float:
-    """Round trips of a ``mib``-MiB request through front and stock gthread, alternating:
-    front's median over gthread's."""
+    """Round trips of a ``mib``-MiB request through wire and stock gthread, alternating:
+    wire's median over gthread's."""
     body = b"x" * (mib << 20)
-    times: dict[str, list[float]] = {"front": [], "gthread": []}
+    times: dict[str, list[float]] = {"wire": [], "gthread": []}
     with tempfile.TemporaryDirectory(prefix="dragonet-slow-") as tmp:
         servers = {k: start(k, args.limit, args.cap, Path(tmp) / f"{k}.log") for k in times}
         try:
@@ -371,14 +382,15 @@ def overhead(mib: int, args: argparse.Namespace) -> float:
             f"{kind:8} {mib} MiB: median {statistics.median(seconds) * 1000:.1f} ms, "
             f"min {min(seconds) * 1000:.1f} ms"
         )
-    ratio = statistics.median(times["front"]) / statistics.median(times["gthread"])
-    print(f"front / gthread (medians): {ratio:.2f}")
+    ratio = statistics.median(times["wire"]) / statistics.median(times["gthread"])
+    print(f"wire / gthread (medians): {ratio:.2f}")
     return ratio
 
 
 def main(argv: list[str] | None = None) -> list[Row]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--servers", default="front,gthread")
+    parser.add_argument("--servers", default="wire,gthread")
+    parser.add_argument("--old-checkout", help="a checkout with webhooks/front.py (server front)")
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--limit", type=float, default=8.0, help="request time limit, s")
@@ -397,13 +409,17 @@ def main(argv: list[str] | None = None) -> list[Row]:
         overhead(args.overhead, args)
         return []
     if args.quick:
-        args.servers, args.seconds, args.limit, args.nodes = "front", 4.0, 2.5, 100
+        args.servers, args.seconds, args.limit, args.nodes = "wire", 4.0, 2.5, 100
         args.clients, args.idle, args.cap = 8, 50, 4 << 20
     servers = [s for s in args.servers.split(",") if s]
     scenarios = [s for s in args.scenarios.split(",") if s]
     for s in servers:
         if s not in SERVERS:
             parser.error(f"unknown server {s!r}: one of {', '.join(SERVERS)}")
+    if "front" in servers:
+        if not args.old_checkout:
+            parser.error("server front runs from --old-checkout")
+        os.environ[OLD_CHECKOUT] = os.path.abspath(args.old_checkout)
     pool = orjson.dumps(scenario(args.nodes, args.nodes)[0]) if "busy" in scenarios else b""
     print(
         f"2 workers on 127.0.0.1, request limit {args.limit:g} s, {args.seconds:g} s per "

@@ -359,7 +359,7 @@ def test_the_slow_client_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> N
 
     rows = slow_clients.main(["--quick"])
     assert [(r.server, r.scenario) for r in rows] == [
-        ("front", s) for s in ("stall", "drip", "idle", "busy", "hold")
+        ("wire", s) for s in ("stall", "drip", "idle", "busy", "hold")
     ]
     for r in rows:
         assert r.ok(r.live) == len(r.live) > 0, r

@@ -51,9 +51,12 @@ class Settings(BaseSettings):
     # idle up to 90 s and opens a new one when the old one was closed.
     idle_seconds: int = Field(default=5, ge=1)
     # Connections one worker process holds at once (idle, arriving, being answered); when
-    # full, the one that has been reading longest is closed (webhooks/front.py). Each is a
+    # full, the oldest not being answered is closed (webhooks/wire.py). Each is a
     # file descriptor and a few KiB.
     max_connections: int = Field(default=1000, ge=16)
+    # A worker process is replaced after about this many requests (10 % jitter), its open
+    # connections answered or closed cleanly first (webhooks/wire.py). No state lives in it.
+    max_requests: int = Field(default=20_000, ge=1)
     # When set, every hook request must carry "Authorization: Bearer <secret>" (what
     # Metacontroller's endpointConfigs[].authorization sends), else 401. The file form
     # reads a mounted Secret; surrounding whitespace (a trailing newline) is ignored.

@@ -1,7 +1,7 @@
-"""A hard time limit per hook request, for gunicorn's threaded workers.
+"""A hard time limit per hook request, for the threads that answer hooks.
 
-gunicorn's own ``timeout`` never fires for a busy gthread worker: its main loop keeps
-reporting the process alive while a request thread works for ever. Nor can a thread be
+gunicorn's own ``timeout`` never fires for a busy worker: its event loop keeps reporting
+the process alive while a request thread works for ever. Nor can a thread be
 stopped from outside in Python, and ``signal.setitimer`` interrupts only the main thread.
 What CPython does offer is to schedule an exception in another thread
 (``PyThreadState_SetAsyncExc``): it is raised there at the next bytecode boundary.
@@ -35,7 +35,7 @@ _set_async_exc.restype = ctypes.c_int
 
 
 # The WSGI environ's key for when the request's first byte arrived (``time.monotonic()``),
-# set by the server's worker (``webhooks.front``): a request's time limit counts from it.
+# set by the server (``webhooks.wire``): a request's time limit counts from it.
 FIRST_BYTE = "dragonet.first_byte"
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import gc
 from typing import Any
 
-from webhooks import front, logs, metrics
+from webhooks import logs, metrics, wire
 from webhooks.config import Settings
 
 
@@ -38,25 +38,25 @@ def options(settings: Settings) -> dict[str, Any]:
     return {
         "bind": f"{settings.host}:{settings.port}",
         "workers": settings.workers,
-        # gthread, with each request read in full by the worker's loop before a thread
-        # takes it, within the deadline from its first byte (webhooks/front.py).
-        "worker_class": front.worker_class(settings),
-        "threads": settings.threads,
-        # Connections per process (idle, arriving, answered); when full, the one reading
-        # longest is closed. Idle ones close after ``keepalive`` seconds.
-        "worker_connections": settings.max_connections,
-        # A worker whose main loop stops for this long is killed. gthread's loop runs on
-        # while a request is busy: per-request limits are webhooks/deadline.py's.
+        # uvicorn workers (h11, asyncio): each request read in full on the event loop
+        # within the deadline from its first byte, then answered by the Flask app in one of
+        # ``threads`` threads (webhooks/wire.py). Connections per process: when more are
+        # open, the oldest not being answered is closed; idle ones after ``keepalive`` s.
+        "worker_class": wire.worker_class(settings),
+        # A worker whose event loop stops for this long is killed. The loop runs on while
+        # a request's thread is busy: per-request limits are webhooks/deadline.py's.
         "timeout": 30,
-        "graceful_timeout": 10,
+        # A stopping worker answers what it has read (up to the deadline, then its
+        # threads' time limit) before the arbiter kills it.
+        "graceful_timeout": int(settings.request_timeout_seconds) + 5,
         "keepalive": settings.idle_seconds,
         "loglevel": settings.log_level,
         # JSON lines on stderr; one per hook request from the shell instead of the access log.
         "accesslog": None,
         "logconfig_dict": logs.config(settings.log_level),
         # Recycle workers now and then: no state lives in them.
-        "max_requests": 20000,
-        "max_requests_jitter": 2000,
+        "max_requests": settings.max_requests,
+        "max_requests_jitter": settings.max_requests // 10,
         # No control socket: the image's root filesystem is read-only.
         "control_socket_disable": True,
         "post_worker_init": _post_worker_init,

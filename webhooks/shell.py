@@ -9,7 +9,7 @@ In the order a hook request meets them:
    hold the secret; the chart's NetworkPolicy decides who reaches the port).
 2. **413** for a body over ``DRAGONET_MAX_REQUEST_BYTES``, by its Content-Length, before a
    byte of it is read. A chunked body: ``dragonet serve``'s worker answers 413 as soon as
-   it passes the cap, before the app sees it (``webhooks.front``); here, as a fallback, it
+   it passes the cap, before the app sees it (``webhooks.wire``); here, as a fallback, it
    is cut off at the cap while it is read.
 3. **429** with ``Retry-After: 1`` for a sync past the in-flight limit
    (``DRAGONET_MAX_INFLIGHT``): answered at once rather than queued into Metacontroller's
@@ -17,7 +17,7 @@ In the order a hook request meets them:
    outside the time limit's reach, so a timeout can never leak one.
 4. **422** for a request still unanswered ``DRAGONET_REQUEST_TIMEOUT_SECONDS`` after its
    first byte arrived (``webhooks.deadline``; a request still *arriving* then is answered
-   408 by the worker, ``webhooks.front``). Why 422: the request is well-formed but asks for
+   408 by the server, ``webhooks.wire``). Why 422: the request is well-formed but asks for
    more work than one request may take, a bound on the request like 413's, so a 4xx. Not
    408 (that says the client was too slow to *send* it, and some clients resend it at
    once), not 429 (Metacontroller retries a 429 after Retry-After without backoff: a
