@@ -25,12 +25,13 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from policy.pool.cadence import next_tick
 from tests.conftest import Clock, versioned
 from tests.poolbuilder import PoolBuilder
 from webhooks.app import create_app
 from webhooks.config import Settings
 
-START = datetime(2026, 11, 21, 10, 0, 0, tzinfo=UTC)  # a multiple of every interval drawn
+START = datetime(2026, 11, 21, 10, 0, 0, tzinfo=UTC)
 HORIZON = timedelta(seconds=900)
 MAX_INSTANTS = 70  # per example: enough for every crossing, wake and tick drawn
 LIMITS_GPU_H = (0.005, 0.01, 0.02, 0.05, 0.1, 0.2)  # 18 to 720 GPU-seconds
@@ -149,10 +150,10 @@ def test_a_warm_process_answers_as_a_fresh_one_at_every_instant(
     todo: list[datetime] = [START]
     for t in crossings:
         todo += _around(t)
-    if interval:
-        ticks = [START + timedelta(seconds=interval * k) for k in range(1, 4)]
-        for t in ticks:
-            todo += _around(t)
+    tick = START
+    for _ in range(6 if interval else 0):  # the interval's ticks, counted from the epoch
+        tick = next_tick(tick, timedelta(seconds=interval))
+        todo += _around(tick)
     heapq.heapify(todo)
     walker, fresh = App(), App()
     jumper = App()

@@ -165,9 +165,11 @@ def _crossing(
     def reached(t: datetime) -> bool:
         return _service_at(t, past, rate, weighted) >= limit
 
+    lo, hi = now, max(guess, now + _TICK)
+    if reached(hi) and (hi - _TICK <= lo or not reached(hi - _TICK)):
+        return hi  # (almost always: the arithmetic is off by less than a microsecond)
     # Bracket the instant: ``lo`` not reached (``now`` is not), ``hi`` reached.
     step = _TICK
-    lo, hi = now, max(guess, now + _TICK)
     while not reached(hi):
         lo, hi, step = hi, hi + step, step * 2
     step = _TICK
