@@ -6,8 +6,9 @@ every instant, above all at the instants where the answer changes: a job crossin
 attained service limit, a preempted job's promotion coming due, a tick of the decision
 interval, any wake the answer itself asks for, and the instants just before and after.
 
-Generated pools (running jobs started at various times, queued jobs, preempted ones with
-the service they attained, one to three LAS limits, with or without a decision interval),
+Generated pools (running jobs started at various times, some with a deadline, queued jobs,
+preempted ones with the service they attained, one to three LAS limits, with or without a
+decision interval),
 sent through the real webhook app as Metacontroller sends them: the same pool again and
 again, its status as the last answer wrote it. A warm app walks every instant in order (its
 memo filled by the sync just before), a second warm app jumps between a few of them, and
@@ -44,7 +45,8 @@ def _stamp(t: datetime) -> str:
 @st.composite
 def pools(draw: st.DrawFn) -> tuple[dict[str, Any], list[datetime]]:
     """A pool's sync request, and the instants its time rules act at, as its jobs say (each
-    running job's crossing of each limit, each preempted job's promotion)."""
+    running job's crossing of each limit and its deadline, each preempted job's
+    promotion)."""
     limits = sorted(draw(st.sets(st.sampled_from(LIMITS_GPU_H), min_size=1, max_size=3)))
     policy = draw(st.sampled_from(["dragonet-las", "tiresias"]))
     spec: dict[str, Any] = {
@@ -78,6 +80,10 @@ def pools(draw: st.DrawFn) -> tuple[dict[str, Any], list[datetime]]:
         b.running(f"r{j}", tuple(where), gpu=per, started=_stamp(started))
         rate = per * len(where)
         instants += [started + timedelta(seconds=h * 3600 / rate) for h in limits]
+        deadline = draw(st.sampled_from([None, None, 30, 200]))
+        if deadline is not None:  # the job fails then: the pool stops planning it
+            b.jobs[-1]["spec"]["runPolicy"] = {"activeDeadlineSeconds": deadline}
+            instants.append(started + timedelta(seconds=deadline))
     for j in range(draw(st.integers(0, 3))):
         b.queued(f"q{j}", gpu=draw(st.sampled_from([1, 2, 4])), workers=draw(st.integers(1, 2)))
     for j in range(draw(st.integers(0, 2))):  # preempted: queued again with what it attained
