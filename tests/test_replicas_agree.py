@@ -8,11 +8,11 @@ interval, any wake the answer itself asks for, and the instants just before and 
 
 Generated pools (running jobs started at various times, some with a deadline, queued jobs,
 preempted ones with the service they attained, one to three LAS limits, with or without a
-decision interval),
-sent through the real webhook app as Metacontroller sends them: the same pool again and
-again, its status as the last answer wrote it. A warm app walks every instant in order (its
-memo filled by the sync just before), a second warm app jumps between a few of them, and
-each answer is compared with an app that remembers nothing.
+decision interval), sent through the real webhook app as Metacontroller sends them: the
+same pool again and again, its status as the last answer wrote it, and each running job's
+own sync. A warm app walks every instant in order (its memos filled by the syncs just
+before), a second warm app jumps between a few of them, and each answer is compared with
+an app that remembers nothing.
 """
 
 from __future__ import annotations
@@ -26,7 +26,9 @@ import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from policy.model.request import object_map
 from policy.pool.cadence import next_tick
+from tests import metacontroller as mc
 from tests.conftest import Clock, versioned
 from tests.poolbuilder import PoolBuilder
 from webhooks.app import create_app
@@ -43,10 +45,10 @@ def _stamp(t: datetime) -> str:
 
 
 @st.composite
-def pools(draw: st.DrawFn) -> tuple[dict[str, Any], list[datetime]]:
-    """A pool's sync request, and the instants its time rules act at, as its jobs say (each
-    running job's crossing of each limit and its deadline, each preempted job's
-    promotion)."""
+def pools(draw: st.DrawFn) -> tuple[dict[str, Any], list[bytes], list[datetime]]:
+    """A pool's sync request, its running jobs' sync requests, and the instants its time
+    rules act at, as its jobs say (each running job's crossing of each limit and its
+    deadline, each preempted job's promotion)."""
     limits = sorted(draw(st.sets(st.sampled_from(LIMITS_GPU_H), min_size=1, max_size=3)))
     policy = draw(st.sampled_from(["dragonet-las", "tiresias"]))
     spec: dict[str, Any] = {
@@ -84,6 +86,7 @@ def pools(draw: st.DrawFn) -> tuple[dict[str, Any], list[datetime]]:
         if deadline is not None:  # the job fails then: the pool stops planning it
             b.jobs[-1]["spec"]["runPolicy"] = {"activeDeadlineSeconds": deadline}
             instants.append(started + timedelta(seconds=deadline))
+    running = [(job, admission) for job, admission in zip(b.jobs, b.admissions, strict=True)]
     for j in range(draw(st.integers(0, 3))):
         b.queued(f"q{j}", gpu=draw(st.sampled_from([1, 2, 4])), workers=draw(st.integers(1, 2)))
     for j in range(draw(st.integers(0, 2))):  # preempted: queued again with what it attained
@@ -94,12 +97,30 @@ def pools(draw: st.DrawFn) -> tuple[dict[str, Any], list[datetime]]:
         admission = _preempted(b.jobs[-1], attained, stopped)
         b.admissions.append(admission)
         instants.append(stopped + timedelta(seconds=attained / per))
-    return versioned(b.request()), instants
+    jobs = [_job_request(job, admission, b.pods) for job, admission in running]
+    return versioned(b.request()), jobs, instants
+
+
+def _job_request(
+    job: dict[str, Any], admission: dict[str, Any], pods: list[dict[str, Any]]
+) -> bytes:
+    """A running job's sync request, as its CompositeController sends it."""
+    uid = job["metadata"]["uid"]
+    own = [p for p in pods if p["metadata"]["labels"].get("controller-uid") == uid]
+    return orjson.dumps(
+        versioned(
+            {
+                "controller": mc.controller(),
+                "parent": job,
+                "children": object_map(own, mc.TF_CHILD_TYPES),
+                "related": object_map([admission], [mc.ADMISSIONS]),
+                "finalizing": False,
+            }
+        )
+    )
 
 
 def _preempted(job: dict[str, Any], gpu_seconds: float, at: datetime) -> dict[str, Any]:
-    from tests import metacontroller as mc
-
     admission = mc.admission(job, phase="Queued", message="preempted")
     admission["spec"]["reason"] = "Preempted"
     admission["spec"]["service"] = {
@@ -125,9 +146,9 @@ class App:
         self.app = create_app(Settings(), clock=self.clock)
         self.client = self.app.test_client()
 
-    def post(self, body: bytes, at: datetime) -> tuple[int, bytes]:
+    def post(self, body: bytes, at: datetime, path: str = "/pools/sync") -> tuple[int, bytes]:
         self.clock.now = at
-        r = self.client.post("/pools/sync", data=body, content_type="application/json")
+        r = self.client.post(path, data=body, content_type="application/json")
         return r.status_code, r.data
 
     def forget(self) -> None:
@@ -142,15 +163,15 @@ def _with_status(request: dict[str, Any], status: Any) -> bytes:
 
 
 @settings(
-    max_examples=40,
+    max_examples=30,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 @given(pools(), st.data())
 def test_a_warm_process_answers_as_a_fresh_one_at_every_instant(
-    pool: tuple[dict[str, Any], list[datetime]], data: st.DataObject
+    pool: tuple[dict[str, Any], list[bytes], list[datetime]], data: st.DataObject
 ) -> None:
-    request, crossings = pool
+    request, jobs, crossings = pool
     interval = request["parent"]["spec"].get("decisionIntervalSeconds") or 0.0
     end = START + HORIZON
     todo: list[datetime] = [START]
@@ -183,10 +204,17 @@ def test_a_warm_process_answers_as_a_fresh_one_at_every_instant(
         assert code == 200, raw
         answer = orjson.loads(raw)
         status = answer["status"]
-        resync = answer.get("resyncAfterSeconds")
-        if resync is not None:
-            for t in _around(now + timedelta(seconds=math.ceil(resync))):
-                heapq.heappush(todo, t)
+        resyncs = [answer.get("resyncAfterSeconds")]
+        for job in jobs:  # and each running job's own sync (its memo, its deadline)
+            fresh.forget()
+            expected = fresh.post(job, now, "/tfjobs/sync")
+            assert walker.post(job, now, "/tfjobs/sync") == expected, (now, "a job's sync")
+            assert expected[0] == 200, expected[1]
+            resyncs.append(orjson.loads(expected[1]).get("resyncAfterSeconds"))
+        for resync in resyncs:
+            if resync is not None:
+                for t in _around(now + timedelta(seconds=math.ceil(resync))):
+                    heapq.heappush(todo, t)
     assert compared > 0
 
 
