@@ -102,6 +102,13 @@ def test_a_read_only_directory_loses_metrics_and_the_worker_answers_on(tmp_path:
     assert "Read-only file system" in seen["lost"]
 
 
+def test_a_metrics_directory_that_cannot_be_made_does_not_stop_the_server_starting(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "a-file").write_text("")
+    m.prepare(str(tmp_path / "a-file" / "metrics"))  # not a directory: cannot be made
+
+
 def _samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     return {
         (s.name, tuple(sorted(s.labels.items()))): s.value

@@ -411,10 +411,15 @@ def _enqueue_time(job: Any) -> datetime | None:
 
 def prepare(path: str) -> None:
     """Start a server with an empty directory: files of an earlier run (a restarted
-    container keeps its emptyDir) would be counted again."""
-    os.makedirs(path, exist_ok=True)
-    for name in glob.glob(os.path.join(path, "*.db")):
-        os.remove(name)
+    container keeps its emptyDir) would be counted again. A directory that cannot be made
+    or emptied costs the metrics (each process says so as it fails to count), never the
+    server's start."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        for name in glob.glob(os.path.join(path, "*.db")):
+            os.remove(name)
+    except OSError as err:
+        log.error("the metrics directory %s cannot be prepared: %s", path, err)
 
 
 _FOLD = {
