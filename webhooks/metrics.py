@@ -11,6 +11,19 @@ chart, stays as large as the number of live workers, not the number that ever li
 Outside ``dragonet serve`` (tests, the simulator, ``dragonet render``) each app counts in
 its own registry.
 
+Metrics never cost an answer nor a process. prometheus-client grows its files sparse and
+writes them through ``mmap``: on a full filesystem (the chart's memory-backed volume) such
+a write faults on a page nothing backs and the process dies of SIGBUS, a worker at its
+first new series and then the master as it compacts. Here every file's space is reserved
+(``posix_fallocate``) before a byte is written into it (``_Reserved``), so a full or
+unwritable directory is an ``OSError``: the process stops counting (``Metrics.lost``, logged
+once) and answers on; the master's compaction leaves the exited worker's file as it is.
+
+A deleted pool is never announced to the webhook (the pools' CompositeController has no
+finalize hook), but every live pool is synced at least at each Metacontroller relist
+(``--cache-flush-interval``, 30 min by default): a pool not answered for ``POOL_TTL_SECONDS``
+is gone, and its series leave ``/metrics`` (and the archives, when the master compacts).
+
 Names follow Prometheus' conventions (the unit last, ``_total`` on counters, base units);
 ``docs/metrics.md`` lists every metric with its type, labels, multiprocess aggregation and
 meaning, and ``chart/dashboards/dragonet.json`` graphs them. A pool's gauges hold what its
@@ -21,21 +34,32 @@ processes would count a pool once per process that ever synced it.
 from __future__ import annotations
 
 import glob
+import json
+import logging
 import os
 import platform
 import re
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.mmap_dict import MmapedDict
+from prometheus_client import values as _values
+from prometheus_client.metrics_core import Metric
+from prometheus_client.mmap_dict import _INITIAL_MMAP_SIZE, MmapedDict
 from prometheus_client.multiprocess import MultiProcessCollector
 
 from policy.model.timeutil import format_time, parse_time
 
+log = logging.getLogger("dragonet.metrics")
+
 MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
+# A pool answered no longer ago than this is alive: four of Metacontroller's relists
+# (--cache-flush-interval, 30 min by default), each of which syncs every live pool.
+POOL_TTL_SECONDS = 2 * 3600.0
+LAST_SYNC = "dragonet_pool_last_sync_timestamp_seconds"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -67,12 +91,59 @@ def multiprocess() -> bool:
     return bool(os.environ.get(MULTIPROC_DIR))
 
 
+_fallocate = getattr(os, "posix_fallocate", None)  # (Linux; elsewhere files stay sparse)
+
+
+def _reserve(fd: int, size: int) -> None:
+    if _fallocate is not None:
+        _fallocate(fd, 0, size)
+
+
+class _Reserved(MmapedDict):
+    """prometheus-client's file of samples with its space reserved before anything is
+    written through its map, at creation and at each doubling: where the library's sparse
+    file would die of SIGBUS on a full filesystem, this raises ``OSError`` (ENOSPC) and
+    writes nothing."""
+
+    def __init__(self, filename: str, read_mode: bool = False) -> None:
+        if not read_mode:
+            fd = os.open(filename, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                size = os.fstat(fd).st_size
+                try:
+                    _reserve(fd, max(size, _INITIAL_MMAP_SIZE))
+                except OSError:
+                    if size == 0:  # an empty *.db breaks every scrape's read of the directory
+                        os.remove(filename)
+                    raise
+            finally:
+                os.close(fd)
+        super().__init__(filename, read_mode)
+
+    def _init_value(self, key: str) -> None:
+        encoded = len(key.encode("utf-8"))
+        entry = 4 + encoded + (8 - (encoded + 4) % 8) + 16  # as the library packs it
+        capacity = self._capacity
+        while self._used + entry > capacity:
+            capacity *= 2
+        if capacity > self._capacity:
+            _reserve(self._f.fileno(), capacity)
+        super()._init_value(key)
+
+
+# prometheus-client opens its files by this module-level name (values.MultiProcessValue).
+_values.MmapedDict = _Reserved  # type: ignore[attr-defined,misc]
+
+
 class Metrics:
     """What the shell counts. Pool gauges hold the pool as of the last sync this pod
     answered (``mostrecent`` across the pod's processes). ``build_info`` is set as the
     app is made, so ``/metrics`` says something before the first hook request."""
 
-    def __init__(self) -> None:
+    def __init__(self, pool_ttl_seconds: float = POOL_TTL_SECONDS) -> None:
+        self.pool_ttl_seconds = pool_ttl_seconds
+        # Why this process stopped counting (its metrics directory is full or unwritable).
+        self.lost: OSError | None = None
         self.registry = CollectorRegistry()
         r = self.registry
         self.latency = Histogram(
@@ -168,11 +239,36 @@ class Metrics:
             multiprocess_mode="max",
             registry=r,
         )
-        self.build.labels(build_version(), platform.python_version()).set(1)
+        self.last_sync = Gauge(
+            LAST_SYNC,
+            "When the pool's last sync was answered (Unix time); a pool not answered for "
+            "two hours is gone and its series leave /metrics.",
+            ["pool"],
+            multiprocess_mode="mostrecent",
+            registry=r,
+        )
+        self._safely(lambda: self.build.labels(build_version(), platform.python_version()).set(1))
 
         # Each labelled series, looked up once: the very child ``labels`` returns, without
         # its checks and lock on every request (a series appears once first observed).
         self._children: dict[tuple[Any, tuple[str, ...]], Any] = {}
+
+    def _safely(self, count: Callable[[], None]) -> None:
+        """``count()``, unless this process has lost its metrics; the first ``OSError``
+        (the directory full or unwritable) loses them, logged once."""
+        if self.lost is not None:
+            return
+        try:
+            count()
+        except OSError as err:
+            self.lost = err
+            log.error(
+                "metrics are lost in this process from now on (pid %d): %s; "
+                "its answers go on (PROMETHEUS_MULTIPROC_DIR=%s)",
+                os.getpid(),
+                err,
+                os.environ.get(MULTIPROC_DIR, ""),
+            )
 
     def _series(self, metric: Any, *values: str) -> Any:
         key = (metric, values)
@@ -185,6 +281,11 @@ class Metrics:
         self, hook: str, code: int, seconds: float, request_bytes: int | None, size: int | None
     ) -> None:
         """Count one answer of a hook: its latency, its code, and the sizes known."""
+        self._safely(lambda: self._hook_answer(hook, code, seconds, request_bytes, size))
+
+    def _hook_answer(
+        self, hook: str, code: int, seconds: float, request_bytes: int | None, size: int | None
+    ) -> None:
         self._series(self.latency, hook).observe(seconds)
         self._series(self.answers, hook, str(code)).inc()
         if request_bytes is not None:
@@ -192,12 +293,15 @@ class Metrics:
         if size is not None:
             self._series(self.response_bytes, hook).observe(size)
 
-    def expose(self) -> bytes:
+    def expose(self, now: float | None = None) -> bytes:
+        """The exposition of every process's samples, without the series of pools not
+        answered for ``pool_ttl_seconds`` before ``now`` (default: the time)."""
+        source: Any = self.registry
         if multiprocess():
-            registry = CollectorRegistry()
-            MultiProcessCollector(registry)
-            return generate_latest(registry)
-        return generate_latest(self.registry)
+            source = CollectorRegistry()
+            MultiProcessCollector(source)
+        cutoff = (time.time() if now is None else now) - self.pool_ttl_seconds
+        return generate_latest(_Alive(source, cutoff))  # type: ignore[arg-type]
 
     def pool_answer(
         self,
@@ -210,6 +314,12 @@ class Metrics:
         Admission whose lastScale differs from the one Metacontroller sent
         (``PoolDecision.scaled``) and the wait of each job it newly admitted
         (``queue_waits``)."""
+        self._safely(lambda: self._pool_answer(pool, scaled, status, waits))
+
+    def _pool_answer(
+        self, pool: str, scaled: tuple[str, ...], status: Any, waits: tuple[float, ...]
+    ) -> None:
+        self._series(self.last_sync, pool).set(time.time())
         if isinstance(status, Mapping):
             for gauge, key in ((self.queued, "queued"), (self.admitted, "admitted")):
                 value = status.get(key)
@@ -301,10 +411,15 @@ def _enqueue_time(job: Any) -> datetime | None:
 
 def prepare(path: str) -> None:
     """Start a server with an empty directory: files of an earlier run (a restarted
-    container keeps its emptyDir) would be counted again."""
-    os.makedirs(path, exist_ok=True)
-    for name in glob.glob(os.path.join(path, "*.db")):
-        os.remove(name)
+    container keeps its emptyDir) would be counted again. A directory that cannot be made
+    or emptied costs the metrics (each process says so as it fails to count), never the
+    server's start."""
+    try:
+        os.makedirs(path, exist_ok=True)
+        for name in glob.glob(os.path.join(path, "*.db")):
+            os.remove(name)
+    except OSError as err:
+        log.error("the metrics directory %s cannot be prepared: %s", path, err)
 
 
 _FOLD = {
@@ -318,35 +433,117 @@ _FOLD = {
 }
 
 
-def compact(pid: int, path: str | None = None) -> None:
+def compact(
+    pid: int, path: str | None = None, now: float | None = None, ttl: float = POOL_TTL_SECONDS
+) -> None:
     """Fold the files of an exited worker into one archive file per metric type (and gauge
     mode) and delete them; a counter's or a histogram's samples add up, a ``mostrecent``
-    gauge keeps its newest value. Runs in gunicorn's master, the archives' only writer."""
+    gauge keeps its newest value, and the series of pools gone (not answered for ``ttl``
+    seconds before ``now``) are left out. Runs in gunicorn's master, the archives' only
+    writer, and never raises: a file it cannot fold (the directory full, unwritable) stays
+    as it is, still counted by every scrape."""
     path = path or os.environ.get(MULTIPROC_DIR, "")
     if not path:
         return
+    try:
+        gone = _gone_pools(path, (time.time() if now is None else now) - ttl)
+    except Exception as err:  # an unreadable file: keep every series
+        log.error("could not read the pools' last syncs in %s: %s", path, err)
+        gone = frozenset()
     for dead in glob.glob(os.path.join(path, f"*_{pid}.db")):
-        kind = os.path.basename(dead)[: -len(f"_{pid}.db")]  # counter, gauge_mostrecent, ...
-        if kind.startswith("gauge_live"):
-            os.remove(dead)  # a live-only gauge dies with its process
+        try:
+            _fold(dead, pid, path, gone)
+        except Exception as err:  # the master must outlive any metrics file
+            log.error(
+                "could not fold the metrics of exited worker %d into the archive: %s; "
+                "its file %s stays and is still counted",
+                pid,
+                err,
+                dead,
+            )
+
+
+def _fold(dead: str, pid: int, path: str, gone: frozenset[str]) -> None:
+    kind = os.path.basename(dead)[: -len(f"_{pid}.db")]  # counter, gauge_mostrecent, ...
+    if kind.startswith("gauge_live"):
+        os.remove(dead)  # a live-only gauge dies with its process
+        return
+    fold = _FOLD.get(kind)
+    if fold is None:
+        return  # gauge_all: one series per process, by design
+    archive = os.path.join(path, f"{kind}_archive.db")
+    values: dict[str, tuple[float, float]] = {}
+    for source in (archive, dead):
+        if not os.path.exists(source):
             continue
-        fold = _FOLD.get(kind)
-        if fold is None:
-            continue  # gauge_all: one series per process, by design
-        archive = os.path.join(path, f"{kind}_archive.db")
-        values: dict[str, tuple[float, float]] = {}
-        for source in (archive, dead):
-            if not os.path.exists(source):
+        for key, value, timestamp, _ in MmapedDict.read_all_values_from_file(source):
+            if gone and _pool_of(key) in gone:
                 continue
-            for key, value, timestamp, _ in MmapedDict.read_all_values_from_file(source):
-                new = (value, timestamp)
-                values[key] = fold(values[key], new) if key in values else new
-        tmp = archive + ".tmp"  # not *.db: a scrape meanwhile reads the old archive
-        out = MmapedDict(tmp)
+            new = (value, timestamp)
+            values[key] = fold(values[key], new) if key in values else new
+    tmp = archive + ".tmp"  # not *.db: a scrape meanwhile reads the old archive
+    try:
+        out = _Reserved(tmp)
         try:
             for key, (value, timestamp) in values.items():
                 out.write_value(key, value, timestamp)
         finally:
             out.close()
         os.replace(tmp, archive)
-        os.remove(dead)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+    os.remove(dead)
+
+
+def _pool_of(key: str) -> str | None:
+    """The ``pool`` label of a sample's key in a file (prometheus-client's ``mmap_key``)."""
+    try:
+        labels = json.loads(key)[2]
+    except (ValueError, IndexError, TypeError):
+        return None
+    pool = labels.get("pool") if isinstance(labels, dict) else None
+    return pool if isinstance(pool, str) else None
+
+
+def _gone_pools(path: str, cutoff: float) -> frozenset[str]:
+    """The pools whose last answered sync, in any process's file, is older than ``cutoff``."""
+    last: dict[str, float] = {}
+    for name in glob.glob(os.path.join(path, "gauge_*mostrecent_*.db")):
+        try:
+            found = MmapedDict.read_all_values_from_file(name)
+        except FileNotFoundError:  # a live gauge's file, removed meanwhile
+            continue
+        for key, value, _, _ in found:
+            if key.startswith(f'["{LAST_SYNC}"'):
+                pool = _pool_of(key)
+                if pool is not None:
+                    last[pool] = max(value, last.get(pool, value))
+    return _older(last.items(), cutoff)
+
+
+def _older(last: Iterable[tuple[str | None, float]], cutoff: float) -> frozenset[str]:
+    return frozenset(pool for pool, at in last if pool is not None and at < cutoff)
+
+
+class _Alive:
+    """A registry's collection without the series of pools gone: their last answered
+    sync (``LAST_SYNC``) is older than ``cutoff``."""
+
+    def __init__(self, source: Any, cutoff: float) -> None:
+        self.source, self.cutoff = source, cutoff
+
+    def collect(self) -> Iterator[Metric]:
+        families = list(self.source.collect())
+        last = [
+            (s.labels.get("pool"), s.value)
+            for f in families
+            if f.name == LAST_SYNC
+            for s in f.samples
+        ]
+        gone = _older(last, self.cutoff)
+        for family in families:
+            if gone:
+                family.samples = [s for s in family.samples if s.labels.get("pool") not in gone]
+            yield family

@@ -28,7 +28,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from policy.model.admission import Admission, AttainedService
 from policy.model.bounds import later
@@ -122,11 +122,11 @@ def attained(
     past = recorded(job, admission)
     preempted = admission is not None and admission.preempted
     rate, weighted, first = (0.0, 0.0, None) if preempted else running_units(pods, uses_gpus(job))
-    total = past.gpu_seconds + (rate * now.timestamp() - weighted)
+    total = _service_at(now, past.gpu_seconds, rate, weighted)
     queue = bisect_right(las, total) if las else 0
     wake: datetime | None = None
     if rate > 0 and queue < len(las):
-        wake = later(now, max((las[queue] - total) / rate, 0.0) + 1e-3)
+        wake = _crossing(now, past.gpu_seconds, rate, weighted, las[queue])
     if promotion and preempted and past.last is not None and queue > 0:
         # Tiresias' promotion: waited (since its preemption) as long as it ran.
         since = parse_time(past.last.time)
@@ -136,6 +136,53 @@ def attained(
         elif due is not None:
             wake = due
     return Attained(past, rate, total, queue, first), wake
+
+
+def _service_at(t: datetime, past: float, rate: float, weighted: float) -> float:
+    """Unit-seconds attained at ``t``: the one formula both the queue and its wake use."""
+    return past + (rate * t.timestamp() - weighted)
+
+
+_TICK = timedelta(microseconds=1)  # a datetime's resolution
+
+
+def _crossing(
+    now: datetime, past: float, rate: float, weighted: float, limit: float
+) -> datetime | None:
+    """The first instant after ``now`` (to a datetime's microsecond) at which the service
+    ``_service_at`` computes reaches ``limit``: from then on ``bisect_right`` puts the job
+    past it, and at every instant before, not. A wake any later (the 1 ms this once added)
+    lets a process that answered just before the crossing give that answer again at the
+    crossing itself, where a fresh process already counts the job as past it (issue 36).
+
+    The arithmetic ``(limit - total) / rate`` lands within a microsecond or two of the
+    instant; the instant itself is found with the very formula the queue is read with
+    (monotone in time), so no rounding can put the wake on either side of it."""
+    guess = later(now, (limit - _service_at(now, past, rate, weighted)) / rate)
+    if guess is None:
+        return None
+
+    def reached(t: datetime) -> bool:
+        return _service_at(t, past, rate, weighted) >= limit
+
+    lo, hi = now, max(guess, now + _TICK)
+    if reached(hi) and (hi - _TICK <= lo or not reached(hi - _TICK)):
+        return hi  # (almost always: the arithmetic is off by less than a microsecond)
+    # Bracket the instant: ``lo`` not reached (``now`` is not), ``hi`` reached.
+    step = _TICK
+    while not reached(hi):
+        lo, hi, step = hi, hi + step, step * 2
+    step = _TICK
+    while hi - step > lo and reached(hi - step):
+        hi, step = hi - step, step * 2
+    lo = max(lo, hi - step)
+    while hi - lo > _TICK:  # bisect on whole microseconds
+        mid = lo + (hi - lo) // 2
+        if reached(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 # Shortest remaining first: the queues' limits in GPU-seconds left (15 minutes to 128 hours,
