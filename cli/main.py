@@ -365,7 +365,7 @@ def _setting_error(err: ValueError, given: Sequence[str] = ()) -> str:
         if first["loc"]:
             name = str(first["loc"][0])
             where = f"--{name}" if name in given else f"DRAGONET_{name.upper()}"
-            return f"{where}: {first['msg']}"
+            return f"{where}: {first['msg'].removeprefix('Value error, ')}"
         return f"settings: {first['msg'].removeprefix('Value error, ')}"
     return f"settings: {err}"
 
@@ -511,6 +511,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"dragonet {args.command}: {_setting_error(err, given)}", file=sys.stderr)
         return 2
     if args.command == "serve":
+        from webhooks.config import unknown_variable
+
+        if problem := unknown_variable(os.environ) or settings.serving_problem():
+            print(f"dragonet serve: {problem}", file=sys.stderr)
+            return 2
         serve(settings)
         return 0
 

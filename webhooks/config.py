@@ -7,12 +7,16 @@ the API on every pool sync (``policy.model.pool``).
 
 from __future__ import annotations
 
+import difflib
+import ssl
+from collections.abc import Mapping
 from pathlib import Path
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 MiB = 1 << 20
+LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
 
 
 class Settings(BaseSettings):
@@ -66,6 +70,13 @@ class Settings(BaseSettings):
     tls_cert_file: str = ""
     tls_key_file: str = ""
 
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, level: str) -> str:
+        if level.lower() not in LOG_LEVELS:
+            raise ValueError(f"{level!r} is not a log level (one of {', '.join(LOG_LEVELS)})")
+        return level.lower()
+
     @model_validator(mode="after")
     def _one_of_each(self) -> Settings:
         if bool(self.tls_cert_file) != bool(self.tls_key_file):
@@ -87,3 +98,47 @@ class Settings(BaseSettings):
             return secret.encode()
         secret = self.shared_secret.get_secret_value().strip()
         return secret.encode() if secret else None
+
+    def serving_problem(self) -> str | None:
+        """What ``serve`` could not start with, as one line naming its variable: read before
+        gunicorn starts, so a missing or unreadable file is not a traceback per worker."""
+        files = (
+            ("DRAGONET_TLS_CERT_FILE", self.tls_cert_file),
+            ("DRAGONET_TLS_KEY_FILE", self.tls_key_file),
+            ("DRAGONET_SHARED_SECRET_FILE", self.shared_secret_file),
+        )
+        for name, path in files:
+            if path and not Path(path).is_file():
+                return f"{name}: {path}: no such file"
+        if self.tls_cert_file:
+            try:
+                context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+                context.load_cert_chain(self.tls_cert_file, self.tls_key_file)
+            except (ssl.SSLError, OSError) as err:
+                return (
+                    "DRAGONET_TLS_CERT_FILE, DRAGONET_TLS_KEY_FILE: not a PEM certificate and "
+                    f"its key ({err})"
+                )
+        try:
+            self.hook_secret()
+        except (OSError, UnicodeDecodeError, ValueError) as err:
+            said = str(err)
+            return said if said.startswith("DRAGONET_") else f"DRAGONET_SHARED_SECRET_FILE: {said}"
+        return None
+
+
+# Variables of Dragonet's other processes and of debugging, which a webhook may also see.
+_OTHERS = ("DRAGONET_MONITOR_", "DRAGONET_RECORDER_", "DRAGONET_REAPER_", "DRAGONET_DEBUG")
+
+
+def unknown_variable(environ: Mapping[str, str]) -> str | None:
+    """A ``DRAGONET_*`` variable the webhook has no setting for (a typo would otherwise be
+    ignored and its default used), as one line with the closest setting."""
+    known = [f"DRAGONET_{name.upper()}" for name in Settings.model_fields]
+    for name in sorted(environ):
+        if name.startswith("DRAGONET_") and name not in known and not name.startswith(_OTHERS):
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean {close[0]}? " if close else ""
+            listed = "they are listed in chart/README.md"
+            return f"{name}: not a setting of dragonet serve ({hint}{listed})"
+    return None
