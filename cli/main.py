@@ -380,21 +380,8 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-def main(argv: list[str] | None = None) -> int:
-    # kubectl dragonet's commands (live/): the same program, read-only against a cluster.
-    from live.commands import COMMANDS as LIVE
-    from live.commands import add_parsers, program
-
-    parser = argparse.ArgumentParser(
-        prog=program(),  # "kubectl dragonet" when kubectl runs us as its plugin
-        description="Dragonet: gang admission and elastic scaling of TFJobs on Kubernetes. "
-        "Serve the Metacontroller webhooks, show what they would create for jobs on a "
-        "cluster, simulate a cluster running them, or convert legacy job manifests; on a "
-        "live cluster (kubectl dragonet), show pools, queues, jobs and nodes.",
-        epilog="run 'dragonet COMMAND --help' for a command's options and examples",
-    )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+def _add_offline_commands(sub: argparse._SubParsersAction) -> None:
+    """The commands that work without a cluster: serve, render, convert."""
     sv = sub.add_parser(
         "serve",
         help="serve the Metacontroller webhooks with gunicorn",
@@ -467,20 +454,51 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="exit 1 when any field was not carried over (the output is still printed)",
     )
+
+
+def main(argv: list[str] | None = None) -> int:
+    # kubectl dragonet's commands (live/): the same program, read-only against a cluster.
+    from live.commands import COMMANDS as LIVE
+    from live.commands import add_parsers, program
+
+    plugin = program() == "kubectl dragonet"  # kubectl runs us as its plugin
+    about = (
+        "Dragonet on a live cluster: its pools, queues, jobs and nodes, read-only."
+        if plugin
+        else "Dragonet: gang admission and elastic scaling of TFJobs on Kubernetes. "
+        "Serve the Metacontroller webhooks, show what they would create for jobs on a "
+        "cluster, simulate a cluster running them, or convert legacy job manifests; on a "
+        "live cluster (kubectl dragonet), show pools, queues, jobs and nodes."
+    )
+    parser = argparse.ArgumentParser(
+        prog=program(),
+        description=about,
+        epilog=f"run '{program()} COMMAND --help' for a command's options and examples",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("version", help="print the version")
+    if not plugin:  # kubectl dragonet lists only what reads a cluster
+        _add_offline_commands(sub)
     add_parsers(sub)
     try:  # the image ships the webhook only: serve and render work without the simulator
         from sim.cli import add_parser, run
     except ImportError as missing:
         absent = str(missing)
-        sub.add_parser("simulate", help="(not installed: pip install 'dragonet[sim]')")
+        if not plugin:
+            sub.add_parser("simulate", help="(not installed: pip install 'dragonet[sim]')")
         add_parser = run = None  # type: ignore[assignment]
     else:
-        add_parser(sub)
+        if not plugin:
+            add_parser(sub)
         from cli.view import add_parser as add_view
         from cli.view import run as run_view
 
         add_view(sub)
     args = parser.parse_args(argv)
+    if args.command == "version":
+        print(f"{program()} {_version()}")
+        return 0
     if args.command in LIVE:
         from live.commands import run as run_live
 

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from live.kube import Kube
 
 COMMANDS = ("status", "queue", "explain", "nodes")
+NAMESPACED = ("queue", "explain")  # the commands that read jobs of a namespace
 
 EXAMPLES = {
     "status": "  kubectl dragonet status\n  kubectl dragonet status gpu -o yaml",
@@ -60,14 +61,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
             default="table",
             help="a table (default; wide adds columns), or JSON or YAML",
         )
-        p.add_argument("-n", "--namespace", help="the namespace (default: the context's)")
-        p.add_argument(
-            "-A",
-            "--all-namespaces",
-            action="store_true",
-            help="jobs of every namespace (queue lists every namespace unless -n is given; "
-            "explain finds the job in whichever namespace holds it)",
-        )
+        if name in NAMESPACED:  # pools and nodes are cluster-scoped: no -n to ignore
+            p.add_argument("-n", "--namespace", help="the namespace (default: the context's)")
+            p.add_argument(
+                "-A",
+                "--all-namespaces",
+                action="store_true",
+                help="jobs of every namespace (queue lists every namespace unless -n is "
+                "given; explain finds the job in whichever namespace holds it)",
+            )
         p.add_argument("--context", help="the kubeconfig context to use")
         p.add_argument("--kubeconfig", help="the kubeconfig file (default: $KUBECONFIG)")
         p.add_argument(
@@ -252,9 +254,14 @@ def explain(kube: Kube, args: argparse.Namespace) -> int:
 
     namespace = args.namespace or kube.namespace
     kind_word, _, name = args.job.rpartition("/")
-    kind_word = kind_word.lower().rstrip("s")
+    # kubectl's forms: tfjob, tfjobs, TFJob, tfjob.kubeflow.org, tfjobs.kubeflow.org
+    resource, _, group = kind_word.lower().partition(".")
+    kind_word = resource.removesuffix("s") if group in ("", "kubeflow.org") else kind_word
     if kind_word and kind_word not in KINDS:
-        raise LiveError(f"{args.job}: not a TFJob or MXJob (give NAME, tfjob/NAME or mxjob/NAME)")
+        raise LiveError(
+            f"{args.job}: not a TFJob or MXJob (give NAME, tfjob/NAME, mxjob/NAME or "
+            "tfjobs.kubeflow.org/NAME)"
+        )
     kinds = [KINDS[kind_word]] if kind_word else list(KINDS.values())
     if args.all_namespaces:
         namespace = _namespace_of(kube, [k.kind for k in kinds], name)

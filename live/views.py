@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from policy.model.cluster import Node, Pod
-from policy.model.pool import DEFAULT_POOL, LabelSelector
+from policy.model.pool import DEFAULT_POOL, LabelSelector, PoolSpec
 from policy.model.resources import PODS, Resources, format_quantity
 from policy.model.timeutil import parse_time
 
@@ -66,7 +66,7 @@ def pool_rows(pools: Iterable[Obj]) -> list[dict[str, Any]]:
         names = sorted(k for k in capacity if k != PODS)
         row: dict[str, Any] = {
             "name": pool["metadata"]["name"],
-            "policy": spec.get("policy") or "dragonet",
+            "policy": spec.get("policy") or PoolSpec.model_fields["policy"].default,
             "nodes": status.get("nodes", 0),
             "queued": status.get("queued", 0),
             "admitted": status.get("admitted", 0),

@@ -650,3 +650,56 @@ def test_a_file_that_is_no_kubeconfig_is_said_in_our_words(server, capsys, tmp_p
     code, out, err = run(capsys, "status", "--kubeconfig", str(not_config))
     said = _one_line_error(code, out, err, "dragonet status: no cluster: ")
     assert f"{not_config}: not a kubeconfig" in said
+
+
+def test_the_plugin_lists_only_its_own_verbs_and_a_version() -> None:
+    """As kubectl's plugin, `serve`, `simulate`, `render` and `convert` are no kubectl verbs."""
+    script = Path(sys.executable).parent / "kubectl-dragonet"
+    shown = subprocess.run(
+        [str(script), "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    for verb in ("status", "queue", "explain", "nodes", "view", "version"):
+        assert f"    {verb} " in shown
+    for verb in ("serve", "simulate", "render", "convert"):
+        assert f"    {verb} " not in shown
+    refused = subprocess.run([str(script), "serve"], capture_output=True, text=True)
+    assert refused.returncode == 2 and "invalid choice: 'serve'" in refused.stderr
+    version = subprocess.run(
+        [str(script), "version"], capture_output=True, text=True, check=True
+    ).stdout
+    assert version.startswith("kubectl dragonet ")
+
+
+@pytest.mark.parametrize("command", ["status", "nodes"])
+def test_cluster_scoped_views_take_no_namespace(
+    command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for flag in ("-n", "-A"):
+        with pytest.raises(SystemExit) as exit_:
+            main([command, flag, *(["team-a"] if flag == "-n" else [])])
+        assert exit_.value.code == 2
+        assert f"unrecognized arguments: {flag}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "given",
+    ["tfjob/low", "tfjobs/low", "TFJob/low", "tfjobs.kubeflow.org/low", "tfjob.kubeflow.org/low"],
+)
+def test_explain_takes_a_job_as_kubectl_names_it(server, capsys, given: str) -> None:
+    code, out, err = run(capsys, "explain", given, "-o", "json")
+    assert code == 0, err
+    assert json.loads(out)["job"] == "default/low"
+
+
+def test_status_shows_the_crds_default_policy_for_a_pool_that_names_none(server, capsys) -> None:
+    from policy.model.pool import PoolSpec
+
+    server.items = [  # copies: the dump is the module's
+        {**o, "spec": {k: v for k, v in o["spec"].items() if k != "policy"}}
+        if o["kind"] == "TrainingPool"
+        else o
+        for o in server.items
+    ]
+    code, out, err = run(capsys, "status", "-o", "json")
+    assert code == 0, err
+    assert {p["policy"] for p in json.loads(out)} == {PoolSpec().policy}
