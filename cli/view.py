@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from live.commands import request_timeout
+from live.commands import installed, request_timeout
 
 if TYPE_CHECKING:
     from sim.view.pool import Dump
@@ -136,5 +136,12 @@ def _read_live(args: argparse.Namespace) -> tuple[Dump, str]:
     kube = Kube(args.kubeconfig, args.context, args.request_timeout)
     namespace = None if args.all_namespaces else args.namespace
     where = f"{kube.host}" + (f", namespace {namespace}" if namespace else "")
+    if not installed(kube):
+        from live.kube import NotFound
+
+        raise NotFound(
+            "Dragonet is not installed here: the API server has no TrainingPools "
+            "(trainingpools.dragonet.io)"
+        )
     items = objects(kube, namespace)
     return from_objects(items, where, now=utc_now()), where

@@ -132,7 +132,7 @@ def _pools(kube: Kube, name: str | None) -> list[dict[str, Any]]:
             return [kube.get(f"{POOLS}/{name}")]
         return list(kube.list(POOLS))
     except NotFound:
-        if name and _installed(kube):
+        if name and installed(kube):
             raise NotFound(f"no TrainingPool {name!r} (kubectl get trainingpools)") from None
         raise NotFound(
             "Dragonet is not installed here: the API server has no TrainingPools "
@@ -140,7 +140,19 @@ def _pools(kube: Kube, name: str | None) -> list[dict[str, Any]]:
         ) from None
 
 
-def _installed(kube: Kube) -> bool:
+def _served(kube: Kube, plural: str) -> bool:
+    """Whether the API server serves kubeflow.org/v1 ``plural`` at all (its CRD exists)."""
+    from live.kube import NotFound
+
+    try:
+        kube.get(f"/apis/kubeflow.org/v1/{plural}", limit=1)
+    except NotFound:
+        return False
+    return True
+
+
+def installed(kube: Kube) -> bool:
+    """Whether the API server serves TrainingPools (Dragonet's CRDs are installed)."""
     from live.kube import POOLS, NotFound
 
     try:
@@ -275,6 +287,9 @@ def explain(kube: Kube, args: argparse.Namespace) -> int:
             continue
     if job is None:
         said = " or ".join(k.kind for k in kinds)
+        if not any(_served(kube, k.kind.lower() + "s") for k in kinds):
+            crds = ", ".join(f"{k.kind.lower()}s.kubeflow.org" for k in kinds)
+            raise NotFound(f"the API server has no {said}s ({crds}): the CRDs are not installed")
         raise NotFound(f"no {said} {name!r} in namespace {namespace}")
     try:
         admission = kube.get(admission_path(namespace, admission_name(job["kind"], name)))
@@ -302,7 +317,7 @@ def explain(kube: Kube, args: argparse.Namespace) -> int:
         info["eventsUnread"] = unread
 
     def lines() -> list[str]:
-        return [*render(info), *([unread] if unread else [])]
+        return render(info)
 
     emit(info, args.output, lines)
     return 0

@@ -292,6 +292,9 @@ def render(info: Mapping[str, Any]) -> list[str]:
         lines.append("Admission:  none (an Admission goes when its job finishes)")
     else:
         lines.append("Admission:  none yet")
+    if info.get("eventsUnread"):  # not "<none>": none were read, which is not none exist
+        lines.append(f"Events:     {info['eventsUnread']}")
+        return lines
     lines.append("Events:" if info["events"] else "Events:     <none>")
     if info["events"]:
         table = [("TYPE", "REASON", "AGE", "COUNT", "MESSAGE")]

@@ -317,7 +317,8 @@ def test_explain_without_permission_to_read_events_still_explains_and_says_so(
     code, out, err = run(capsys, "explain", "big")
     assert code == 0 and err == ""
     assert "Why:" in out
-    assert out.rstrip().splitlines()[-1].startswith("(its Events could not be read: no permission:")
+    last = out.rstrip().splitlines()[-1]  # on the Events line itself, not after "<none>"
+    assert last.startswith("Events:     (its Events could not be read: no permission:")
 
 
 # --- nodes -------------------------------------------------------------------------------------
@@ -703,3 +704,27 @@ def test_status_shows_the_crds_default_policy_for_a_pool_that_names_none(server,
     code, out, err = run(capsys, "status", "-o", "json")
     assert code == 0, err
     assert {p["policy"] for p in json.loads(out)} == {PoolSpec().policy}
+
+
+def test_explain_with_the_job_crds_missing_says_so(server, capsys) -> None:
+    server.missing = {"tfjobs", "mxjobs"}
+    code, out, err = run(capsys, "explain", "big")
+    said = _one_line_error(code, out, err, "dragonet explain: ")
+    assert "the API server has no TFJob or MXJobs" in said and "CRDs are not installed" in said
+
+
+def test_explain_with_events_forbidden_does_not_say_there_are_none(server, capsys) -> None:
+    server.forbidden = {"events"}
+    code, out, err = run(capsys, "explain", "low")
+    assert code == 0, err
+    (events,) = [line for line in out.splitlines() if line.startswith("Events:")]
+    assert "<none>" not in out
+    assert events.startswith("Events:     (its Events could not be read: no permission")
+
+
+def test_a_live_view_of_a_cluster_without_dragonet_says_so(server, capsys, tmp_path: Path) -> None:
+    server.missing = {"trainingpools"}
+    page = tmp_path / "live.html"
+    code, out, err = run(capsys, "view", "--live", "--html", str(page))
+    assert code != 0 and not page.exists()
+    assert "Dragonet is not installed here" in err and "0 jobs" not in err
