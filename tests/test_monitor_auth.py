@@ -93,7 +93,7 @@ def running(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
             )
         url = f"http://127.0.0.1:{port}"
         try:
-            for _ in range(200):
+            for _ in range(600):  # 30 s: the machine may be loaded
                 try:
                     requests.get(f"{url}/healthz", timeout=1)
                     break
