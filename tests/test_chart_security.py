@@ -346,3 +346,119 @@ def test_no_policy_where_the_cluster_cannot_run_them_or_they_are_turned_off(helm
     for extra in (("--kube-version", "1.29.0"), ("--set", "rbac.admissionPolicies=false")):
         docs = _render(helm, "--set", "monitor.enabled=true", *extra)
         assert not [d for d in docs if d["kind"].startswith("ValidatingAdmissionPolicy")]
+
+
+# --- the chart's certificate and token, served by the real webhook -------------------------
+
+
+def _https(port: int, ca: bytes, request: bytes, host: str = "dragonet-webhook.dragonet") -> bytes:
+    """One request over TLS to 127.0.0.1:port, checking the certificate as Metacontroller
+    does: against the chart's CA, for the hook URLs' host."""
+    import socket
+    import ssl
+
+    context = ssl.create_default_context(cadata=ca.decode())
+    context.minimum_version = ssl.TLSVersion.TLSv1_2  # Metacontroller's floor
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=10) as raw,
+        context.wrap_socket(raw, server_hostname=host) as s,
+    ):
+        s.sendall(request)
+        answer = b""
+        while chunk := s.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_the_webhook_serves_the_charts_certificate_and_takes_only_the_charts_token(
+    docs, tmp_path: Path
+) -> None:
+    """`dragonet serve` with the files the chart mounts, from the Secrets the chart makes:
+    the certificate verifies against ca.crt for dragonet-webhook.dragonet (what
+    Metacontroller's endpointConfigs caBundle checks), and a hook request is answered with
+    the chart's token and refused without it."""
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import orjson
+
+    from tests.conftest import load_fixture
+
+    tls = {
+        k: b64decode(v) for k, v in _named(docs, "Secret", "dragonet-webhook-tls")["data"].items()
+    }
+    token = b64decode(_named(docs, "Secret", "dragonet-webhook-token")["data"]["token"])
+    env_of = {
+        e["name"]: e.get("value")
+        for e in _webhook(docs)["spec"]["template"]["spec"]["containers"][0]["env"]
+    }
+    files = {
+        env_of["DRAGONET_TLS_CERT_FILE"]: tls["tls.crt"],
+        env_of["DRAGONET_TLS_KEY_FILE"]: tls["tls.key"],
+        env_of["DRAGONET_SHARED_SECRET_FILE"]: token,
+    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DRAGONET_")}
+    for path, content in files.items():  # the chart's mount paths, under tmp_path
+        local = tmp_path / path.lstrip("/")
+        local.parent.mkdir(parents=True, exist_ok=True)
+        local.write_bytes(content)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env.update(
+        DRAGONET_HOST="127.0.0.1",
+        DRAGONET_PORT=str(port),
+        DRAGONET_WORKERS="1",
+        DRAGONET_THREADS="2",
+        PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "metrics"),
+        DRAGONET_TLS_CERT_FILE=str(tmp_path / env_of["DRAGONET_TLS_CERT_FILE"].lstrip("/")),
+        DRAGONET_TLS_KEY_FILE=str(tmp_path / env_of["DRAGONET_TLS_KEY_FILE"].lstrip("/")),
+        DRAGONET_SHARED_SECRET_FILE=str(
+            tmp_path / env_of["DRAGONET_SHARED_SECRET_FILE"].lstrip("/")
+        ),
+    )
+    log = tmp_path / "server.log"
+    with log.open("wb") as err:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cli.main", "serve"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+    body = orjson.dumps(load_fixture("job-sync-job1-admitted.json"))
+
+    def sync(bearer: bytes) -> bytes:
+        head = (
+            b"POST /tfjobs/sync HTTP/1.1\r\nHost: dragonet-webhook.dragonet\r\n"
+            b"Content-Type: application/json\r\nConnection: close\r\n"
+            b"Authorization: Bearer " + bearer + b"\r\n"
+            b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n"
+        )
+        return _https(port, tls["ca.crt"], head + body)
+
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"dragonet serve exited: {log.read_text()[-2000:]}")
+            try:
+                health = b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+                if _https(port, tls["ca.crt"], health).startswith(b"HTTP/1.1 200"):
+                    break
+            except (ConnectionError, OSError):
+                if time.monotonic() > deadline:
+                    pytest.fail(f"no TLS answer in 60 s: {log.read_text()[-2000:]}")
+                time.sleep(0.2)
+        assert sync(token).split(b"\r\n", 1)[0] == b"HTTP/1.1 200 OK"
+        import ssl
+
+        with pytest.raises(ssl.SSLCertVerificationError):  # the names are checked
+            _https(port, tls["ca.crt"], health, host="elsewhere.example")
+        assert sync(b"not-the-token").split(b" ", 2)[1] == b"401"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=20)
