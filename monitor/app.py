@@ -136,6 +136,8 @@ def _caller(auth: Authenticator | None) -> Caller | Response | None:
             headers = {"WWW-Authenticate": f'Bearer realm="{auth.audience}"'}
         elif err.status == 503:  # the API could not review it: ask again soon
             headers = {"Retry-After": "5"}
+        elif err.status == 429:  # the reviews' budget is spent for now
+            headers = {"Retry-After": "1"}
         return _json({"error": str(err)}, err.status, headers)
 
 
@@ -149,6 +151,7 @@ def create_app(monitor: Monitor) -> Flask:
             settings.token_audience,
             cache_seconds=settings.token_cache_seconds,
             max_entries=4 * settings.max_pods,
+            reviews_per_second=settings.token_reviews_per_second,
         )
     app.extensions["dragonet.auth"] = auth
 

@@ -13,7 +13,10 @@ A token for another audience (the pod's API token, say) is refused, so a token a
 gives the monitor cannot be replayed against the API server, nor the API token of a pod
 against the monitor. Answers are kept ``cache_seconds`` (refusals ``refusal_seconds``) in
 a bounded cache keyed by the token's SHA-256, so a pod reporting every few seconds costs
-one review a minute, and the raw tokens are not kept.
+one review a minute, and the raw tokens are not kept. Reviews not in the cache are made at
+most ``reviews_per_second`` on average (a burst of twice that): a pod sending a new made-up
+token with every request gets 429 once they are spent, instead of flooding the API server
+through the monitor's account; pods whose answers are cached keep reporting.
 """
 
 from __future__ import annotations
@@ -103,6 +106,7 @@ class Authenticator:
         refusal_seconds: float = 5.0,
         max_entries: int = 1024,
         clock: Callable[[], float] = time.monotonic,
+        reviews_per_second: float = 20.0,
     ) -> None:
         self._reviewer, self.audience = reviewer, audience
         self._ttl = {True: cache_seconds, False: refusal_seconds}
@@ -113,6 +117,9 @@ class Authenticator:
         )
         self._lock = threading.Lock()
         self.reviews = 0  # TokenReviews made (the cache's misses)
+        self._clock, self._rate = clock, reviews_per_second
+        self._burst = max(1.0, 2 * reviews_per_second)
+        self._allowance, self._last = self._burst, clock()
 
     def caller(self, header: str | None) -> Caller:
         """The pod whose token the ``Authorization`` header carries, or Refused."""
@@ -127,12 +134,25 @@ class Authenticator:
         with self._lock:
             known = self._cache.get(key)
         if known is None:
+            if not self._may_review():
+                raise Refused(429, "too many new tokens to review: try again in a second")
             known = self._review(token)
             with self._lock:
                 self._cache[key] = known
         if not isinstance(known, Caller):
             raise Refused(*known)  # a fresh one: a kept exception would keep its traceback
         return known
+
+    def _may_review(self) -> bool:
+        """Take one review from the budget (a token bucket), if any is left."""
+        with self._lock:
+            now = self._clock()
+            elapsed, self._last = now - self._last, now
+            self._allowance = min(self._burst, self._allowance + elapsed * self._rate)
+            if self._allowance < 1:
+                return False
+            self._allowance -= 1
+            return True
 
     def _review(self, token: str) -> Caller | tuple[int, str]:
         from monitor.kube import ApiError

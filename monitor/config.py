@@ -54,5 +54,8 @@ class MonitorSettings(BaseSettings):
     token_audience: str = Field(default="dragonet-monitor", min_length=1)
     # A token's review is kept this long (a refusal 5 s), for at most 4 x max_pods tokens.
     token_cache_seconds: float = Field(default=60.0, ge=0, le=3600)
+    # Tokens not in that cache are reviewed at most this often on average (twice that at
+    # once); past it a report is answered 429, so made-up tokens cannot flood the API.
+    token_reviews_per_second: float = Field(default=20.0, gt=0)
     # Timeout of each Kubernetes API call.
     api_timeout_seconds: float = Field(default=5.0, gt=0)

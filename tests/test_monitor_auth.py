@@ -246,6 +246,26 @@ def test_reviews_are_cached_for_a_while_bounded_and_a_failed_review_is_not() -> 
     assert reviewer.calls == 8  # 6 tokens + 2 failed reviews, none of them kept
 
 
+def test_new_tokens_are_reviewed_at_a_bounded_rate_and_cached_ones_still_pass() -> None:
+    """A pod sending a new made-up token each time cannot make the monitor flood the API
+    server: past the budget it gets 429; a pod whose answer is cached is not held up."""
+    now = [0.0]
+    reviewer = Reviewer(_pod_status())
+    auth = Authenticator(
+        reviewer, "dragonet-monitor", 60, 5, clock=lambda: now[0], reviews_per_second=2
+    )
+    auth.caller("Bearer mine")  # a real pod, reviewed once
+    for i in range(3):  # the rest of the burst of 4
+        auth.caller(f"Bearer forged-{i}")
+    with pytest.raises(Refused) as err:
+        auth.caller("Bearer forged-x")
+    assert err.value.status == 429 and reviewer.calls == 4
+    assert auth.caller("Bearer mine").pod == "w"  # cached: no review needed
+    now[0] = 0.5  # one more review a half second at 2/s
+    auth.caller("Bearer forged-y")
+    assert reviewer.calls == 5
+
+
 def test_a_refusal_is_kept_shorter_than_an_answer() -> None:
     now = [0.0]
     reviewer = Reviewer({"authenticated": False, "error": "invalid bearer token"})

@@ -37,7 +37,8 @@ def setup() -> Setup:
     cluster = FakeCluster(
         pods=[pod("job1-worker-0"), pod("job1-ps-0", rtype="ps")], pool=balanced()
     )
-    monitor, ticks = make_monitor(cluster, max_body_bytes=512)
+    # Hypothesis below sends many pods' tokens in a second: no review budget in the way.
+    monitor, ticks = make_monitor(cluster, max_body_bytes=512, token_reviews_per_second=1e6)
     app = create_app(monitor)
     client = app.test_client()
     # Every request carries a worker's own token (monitor/auth.py); post() sends the token
