@@ -170,7 +170,9 @@ def create_app(monitor: Monitor) -> Flask:
         if not math.isfinite(given.value):
             return _error(400, "value: must be a finite number")
         try:
-            outcome = monitor.report(given.pod, given.namespace, float(given.value), caller)
+            outcome = monitor.report(
+                given.pod, given.namespace, float(given.value), caller, request.remote_addr
+            )
         except ReportError as err:
             return _error(err.status, str(err), err.retry_after)
         return _json(outcome.body(), 200)
@@ -192,7 +194,13 @@ def create_app(monitor: Monitor) -> Flask:
             return _error(400, "step and totalSteps: give both (how far the job is) or neither")
         try:
             outcome = monitor.speed(
-                given.pod, given.namespace, speed, given.batch, given.progress(), caller
+                given.pod,
+                given.namespace,
+                speed,
+                given.batch,
+                given.progress(),
+                caller,
+                request.remote_addr,
             )
         except ReportError as err:
             return _error(err.status, str(err), err.retry_after)

@@ -57,5 +57,9 @@ class MonitorSettings(BaseSettings):
     # Tokens not in that cache are reviewed at most this often on average (twice that at
     # once); past it a report is answered 429, so made-up tokens cannot flood the API.
     token_reviews_per_second: float = Field(default=20.0, gt=0)
+    # In addition, take a report only from the reported pod's own IP address (off: a
+    # report through a node's hostPort may arrive SNATed, from the node's address, under
+    # some network plugins; turn it on where reports arrive from the pods' own IPs).
+    check_source_ip: bool = False
     # Timeout of each Kubernetes API call.
     api_timeout_seconds: float = Field(default=5.0, gt=0)

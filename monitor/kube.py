@@ -39,6 +39,7 @@ class PodInfo:
     labels: Mapping[str, str] = field(default_factory=dict)
     requests: Mapping[str, float] = field(default_factory=dict)
     owner: tuple[str, str] | None = None  # its controller's (kind, name): its job
+    ip: str = ""  # status.podIP ("" before it has one)
 
     @property
     def is_worker(self) -> bool:
@@ -78,6 +79,7 @@ class PodInfo:
             labels=labels,
             requests=totals,
             owner=owner,
+            ip=str((pod.get("status") or {}).get("podIP") or ""),
         )
 
 

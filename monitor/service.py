@@ -125,10 +125,16 @@ class Monitor:
     # ----- reports -----
 
     def report(
-        self, name: str, namespace: str | None, value: float, caller: Caller | None = None
+        self,
+        name: str,
+        namespace: str | None,
+        value: float,
+        caller: Caller | None = None,
+        source_ip: str | None = None,
     ) -> Outcome:
         """Take one metric report of pod ``name``; with ``caller`` (monitor/auth.py), only
-        if that is the pod the caller's token is bound to (else 403)."""
+        if that is the pod the caller's token is bound to (else 403); with
+        ``check_source_ip``, only from that pod's own address (``source_ip``)."""
         now = self.clock.monotonic()
         self.forget(now)
         namespace = self._claimed(name, namespace, caller)
@@ -137,6 +143,7 @@ class Monitor:
             record = None  # re-created since, or another pod's token: ask the API
         if record is None:
             record = self._track(self._caller_pod(name, namespace, caller), now)
+        self._from_the_pod(record.pod, source_ip)
         with self._lock:
             record.last_seen = now
             self._records.move_to_end(self._key(record.pod))
@@ -171,6 +178,17 @@ class Monitor:
                 403, f"the token belongs to {caller}: it may report only about itself, not {where}"
             )
         return caller.namespace
+
+    def _from_the_pod(self, pod: PodInfo, source_ip: str | None) -> None:
+        """With ``check_source_ip``: 403 unless the request came from the pod's own IP."""
+        if not self.settings.check_source_ip or source_ip is None:
+            return
+        if not pod.ip or source_ip != pod.ip:
+            raise ReportError(
+                403,
+                f"a report about {pod.namespace}/{pod.name} must come from its own address "
+                f"{pod.ip or '(none yet)'}, not {source_ip}",
+            )
 
     def _caller_pod(self, name: str, namespace: str | None, caller: Caller | None) -> PodInfo:
         """The pod of that name on this node, from the API, once it is the caller's own:
@@ -284,12 +302,14 @@ class Monitor:
         batch: int | None,
         progress: Progress | None = None,
         caller: Caller | None = None,
+        source_ip: str | None = None,
     ) -> SpeedOutcome:
         """Take one report of a job's global steps per second (with ``caller``: only from
         the reporting pod itself, as ``report``); once a window is due, read the job's
         pods and write its history if it says something new."""
         now = self.clock.monotonic()
         pod = self._speed_pod(name, self._claimed(name, namespace, caller), caller)
+        self._from_the_pod(pod, source_ip)
         if pod.owner is None or pod.owner[0] not in JOB_PLURALS:
             raise ReportError(400, f"pod {pod.name!r} belongs to no TFJob or MXJob")
         kind, job = pod.owner

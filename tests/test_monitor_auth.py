@@ -305,6 +305,42 @@ def test_only_a_bearer_header_carries_a_token(header, token) -> None:
     assert bearer(header) == token
 
 
+def test_with_the_source_ip_checked_only_the_pods_own_address_reports() -> None:
+    """In addition to the token (DRAGONET_MONITOR_CHECK_SOURCE_IP): the report's source
+    address must be the pod's IP, for /monitor and /throughput alike."""
+    from monitor.app import create_app
+    from tests.monitorkit import FakeCluster, bearer, make_monitor
+
+    p = _owned(pod("job1-worker-0"))
+    p["status"] = {"podIP": "10.1.0.7"}
+    monitor, _ = make_monitor(FakeCluster(pods=[p]), check_source_ip=True)
+    client = create_app(monitor).test_client()
+    for path, body in (
+        ("/monitor", {"pod": "job1-worker-0", "value": 0.5}),
+        ("/throughput", {"pod": "job1-worker-0", **_SPEED}),
+    ):
+        for addr, code in (("10.1.0.8", 403), ("10.1.0.7", 200), ("10.1.0.9", 403)):
+            answer = client.post(
+                path,
+                json=body,
+                headers=bearer("job1-worker-0"),
+                environ_overrides={"REMOTE_ADDR": addr},
+            )
+            assert answer.status_code == code, (path, addr, answer.get_json())
+            if code == 403:
+                assert "must come from its own address 10.1.0.7" in answer.get_json()["error"]
+    # Off (the default), the address is not looked at.
+    monitor, _ = make_monitor(FakeCluster(pods=[p]))
+    client = create_app(monitor).test_client()
+    answer = client.post(
+        "/monitor",
+        json={"pod": "job1-worker-0", "value": 0.5},
+        headers=bearer("job1-worker-0"),
+        environ_overrides={"REMOTE_ADDR": "10.9.9.9"},
+    )
+    assert answer.status_code == 200
+
+
 def test_with_auth_none_any_report_is_taken(tmp_path: Path) -> None:
     """The opt-out the chart's monitor.auth=none sets (docs/monitor.md says what it
     exposes)."""
