@@ -1,12 +1,17 @@
 """The monitor's HTTP API, on the node's address (port 8081, as the original):
 
 * ``POST /monitor`` ``{"pod": <name>, "value": <number>}`` (optionally ``"namespace"``),
-  what DRAGON's preemptible tasks send. Answered 200 with what was judged (the pod's
-  category, whether the node is overloaded, a request made), or a JSON error: 400 for a
+  what DRAGON's preemptible tasks send, with ``Authorization: Bearer <token>``: the
+  reporting pod's own projected ServiceAccount token for audience ``dragonet-monitor``
+  (monitor/auth.py; unless ``DRAGONET_MONITOR_AUTH=none``). Answered 200 with what was
+  judged (the pod's category, whether the node is overloaded, a request made), or a JSON
+  error: 401 without a valid token for the monitor's audience, 403 for a token of another
+  pod (or of none), 400 for a
   body that is not such an object (unknown fields too), 413 over
   ``DRAGONET_MONITOR_MAX_BODY_BYTES``, 415 for a body that is not ``application/json``,
   404 for a pod not on this node, 429 when ``max_pods`` are tracked, 503 when the API
-  cannot say which pod it is. Never a 500 for anything a client sends.
+  cannot say which pod it is (or review the token). Never a 500 for anything a client
+  sends.
 * ``POST /throughput`` ``{"pod": <name>, "stepsPerSecond": <number>}`` (optionally
   ``"batch"``, the global batch, ``"step"`` and ``"totalSteps"``, how far the job is,
   both or neither, and ``"namespace"``): a job's speed (docs/speedup.md),
@@ -28,6 +33,7 @@ from flask import Flask, Response, g, request
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictInt, ValidationError
 from werkzeug.exceptions import HTTPException
 
+from monitor.auth import Authenticator, Caller, Refused
 from monitor.metrics import CONTENT_TYPE
 from monitor.service import Monitor, ReportError
 from policy.model.throughput import MAX_BATCH, MAX_STEPS, MAX_STEPS_PER_S, Progress
@@ -117,9 +123,37 @@ def _given(model: type[M], shape: str, max_bytes: int) -> M | Response:
         return _error(400, _first_problem(err, shape))
 
 
+def _caller(auth: Authenticator | None) -> Caller | Response | None:
+    """The pod the request's token is bound to (None when reports are not authenticated),
+    or the 401/403/503 that answers the request."""
+    if auth is None:
+        return None
+    try:
+        return auth.caller(request.headers.get("Authorization"))
+    except Refused as err:
+        headers = None
+        if err.status == 401:
+            headers = {"WWW-Authenticate": f'Bearer realm="{auth.audience}"'}
+        elif err.status == 503:  # the API could not review it: ask again soon
+            headers = {"Retry-After": "5"}
+        elif err.status == 429:  # the reviews' budget is spent for now
+            headers = {"Retry-After": "1"}
+        return _json({"error": str(err)}, err.status, headers)
+
+
 def create_app(monitor: Monitor) -> Flask:
     app = Flask("dragonet-monitor")
     settings = monitor.settings
+    auth = None
+    if settings.auth == "token":
+        auth = Authenticator(
+            monitor.cluster,
+            settings.token_audience,
+            cache_seconds=settings.token_cache_seconds,
+            max_entries=4 * settings.max_pods,
+            reviews_per_second=settings.token_reviews_per_second,
+        )
+    app.extensions["dragonet.auth"] = auth
 
     @app.before_request
     def started() -> None:
@@ -127,19 +161,27 @@ def create_app(monitor: Monitor) -> Flask:
 
     @app.post("/monitor")
     def report() -> Response:
+        caller = _caller(auth)
+        if isinstance(caller, Response):
+            return caller
         given = _given(Report, _SHAPES["/monitor"], settings.max_body_bytes)
         if isinstance(given, Response):
             return given
         if not math.isfinite(given.value):
             return _error(400, "value: must be a finite number")
         try:
-            outcome = monitor.report(given.pod, given.namespace, float(given.value))
+            outcome = monitor.report(
+                given.pod, given.namespace, float(given.value), caller, request.remote_addr
+            )
         except ReportError as err:
             return _error(err.status, str(err), err.retry_after)
         return _json(outcome.body(), 200)
 
     @app.post("/throughput")
     def throughput() -> Response:
+        caller = _caller(auth)
+        if isinstance(caller, Response):
+            return caller
         given = _given(SpeedReport, _SHAPES["/throughput"], settings.max_body_bytes)
         if isinstance(given, Response):
             return given
@@ -152,7 +194,13 @@ def create_app(monitor: Monitor) -> Flask:
             return _error(400, "step and totalSteps: give both (how far the job is) or neither")
         try:
             outcome = monitor.speed(
-                given.pod, given.namespace, speed, given.batch, given.progress()
+                given.pod,
+                given.namespace,
+                speed,
+                given.batch,
+                given.progress(),
+                caller,
+                request.remote_addr,
             )
         except ReportError as err:
             return _error(err.status, str(err), err.retry_after)

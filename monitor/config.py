@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
@@ -44,5 +46,20 @@ class MonitorSettings(BaseSettings):
     # when a configuration's speed moved by more than this share.
     throughput_window_seconds: float = Field(default=60.0, ge=10)
     throughput_change: float = Field(default=0.10, ge=0, le=10)
+    # Who may report (monitor/auth.py, docs/monitor.md): "token" takes a report only from
+    # the pod it is about, proven by the pod's projected ServiceAccount token for
+    # token_audience (checked with TokenReview); "none" takes any report, from anyone who
+    # reaches the port (any pod on the node can then move another tenant's GPUs).
+    auth: Literal["token", "none"] = "token"
+    token_audience: str = Field(default="dragonet-monitor", min_length=1)
+    # A token's review is kept this long (a refusal 5 s), for at most 4 x max_pods tokens.
+    token_cache_seconds: float = Field(default=60.0, ge=0, le=3600)
+    # Tokens not in that cache are reviewed at most this often on average (twice that at
+    # once); past it a report is answered 429, so made-up tokens cannot flood the API.
+    token_reviews_per_second: float = Field(default=20.0, gt=0)
+    # In addition, take a report only from the reported pod's own IP address (off: a
+    # report through a node's hostPort may arrive SNATed, from the node's address, under
+    # some network plugins; turn it on where reports arrive from the pods' own IPs).
+    check_source_ip: bool = False
     # Timeout of each Kubernetes API call.
     api_timeout_seconds: float = Field(default=5.0, gt=0)

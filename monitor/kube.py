@@ -2,9 +2,11 @@
 so the tests use a fake and the service uses the official client (``KubeCluster``).
 
 Every call the real one makes is one the chart's ClusterRole grants, and nothing more:
-list pods (to find a reporting pod on this node, and a reporting job's pods), get the
-pool, list node metrics, create, get and delete Migrations, and get and patch TFJobs and
-MXJobs (the throughput history annotation, docs/speedup.md).
+create TokenReviews (who is reporting, monitor/auth.py), list pods (to find a reporting
+pod on this node, and a reporting job's pods), get the pool, list node metrics, create,
+get and delete Migrations, and get and patch TFJobs and MXJobs (the throughput history
+annotation, docs/speedup.md; the chart's ValidatingAdmissionPolicy lets that patch change
+nothing else).
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ class PodInfo:
     labels: Mapping[str, str] = field(default_factory=dict)
     requests: Mapping[str, float] = field(default_factory=dict)
     owner: tuple[str, str] | None = None  # its controller's (kind, name): its job
+    ip: str = ""  # status.podIP ("" before it has one)
 
     @property
     def is_worker(self) -> bool:
@@ -76,6 +79,7 @@ class PodInfo:
             labels=labels,
             requests=totals,
             owner=owner,
+            ip=str((pod.get("status") or {}).get("podIP") or ""),
         )
 
 
@@ -107,6 +111,9 @@ class Cluster(Protocol):
     def annotate_job(self, kind: str, namespace: str, name: str, key: str, value: str) -> None:
         """Set one annotation of the job (a merge patch of its metadata)."""
 
+    def review_token(self, token: str, audience: str) -> Mapping[str, Any]:
+        """The ``status`` of a TokenReview of ``token`` for ``audience``."""
+
 
 def migration(pod: PodInfo, reason: str, requested_by: str) -> dict[str, Any]:
     """The request, as the contract shared with the pool fixes it (one builder for both
@@ -131,6 +138,18 @@ class KubeCluster:
         api = Api(timeout_seconds)
         self._core, self._custom, self._call = api.core, api.custom, api.call
         self._options = api.delete_options
+        self._models = api.models
+        self._authn = api.models.AuthenticationV1Api(api.client)
+
+    def review_token(self, token: str, audience: str) -> Mapping[str, Any]:
+        m = self._models
+        body = m.V1TokenReview(
+            api_version="authentication.k8s.io/v1",
+            kind="TokenReview",
+            spec=m.V1TokenReviewSpec(token=token, audiences=[audience]),
+        )
+        review = self._call(self._authn.create_token_review, body)
+        return self._core.api_client.sanitize_for_serialization(review).get("status") or {}
 
     def pods_named(self, name: str, node: str, namespace: str | None) -> list[PodInfo]:
         selector = f"metadata.name={name},spec.nodeName={node}"

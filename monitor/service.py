@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
+from monitor.auth import Caller
 from monitor.config import MonitorSettings
 from monitor.convergence import Category, ConvergenceRules, ConvergenceTracker
 from monitor.decide import Move, choose
@@ -123,12 +124,26 @@ class Monitor:
 
     # ----- reports -----
 
-    def report(self, name: str, namespace: str | None, value: float) -> Outcome:
+    def report(
+        self,
+        name: str,
+        namespace: str | None,
+        value: float,
+        caller: Caller | None = None,
+        source_ip: str | None = None,
+    ) -> Outcome:
+        """Take one metric report of pod ``name``; with ``caller`` (monitor/auth.py), only
+        if that is the pod the caller's token is bound to (else 403); with
+        ``check_source_ip``, only from that pod's own address (``source_ip``)."""
         now = self.clock.monotonic()
         self.forget(now)
+        namespace = self._claimed(name, namespace, caller)
         record = self._known(name, namespace)
+        if record is not None and caller is not None and record.pod.uid != caller.uid:
+            record = None  # re-created since, or another pod's token: ask the API
         if record is None:
-            record = self._track(self._look_up(name, namespace), now)
+            record = self._track(self._caller_pod(name, namespace, caller), now)
+        self._from_the_pod(record.pod, source_ip)
         with self._lock:
             record.last_seen = now
             self._records.move_to_end(self._key(record.pod))
@@ -151,6 +166,41 @@ class Monitor:
 
     def _key(self, pod: PodInfo) -> tuple[str, str]:
         return (pod.namespace, pod.name)
+
+    def _claimed(self, name: str, namespace: str | None, caller: Caller | None) -> str | None:
+        """The namespace of the pod a report is about: the caller's own (403 if the report
+        names another pod or namespace); without a caller, as given."""
+        if caller is None:
+            return namespace
+        if name != caller.pod or namespace not in (None, caller.namespace):
+            where = f"{namespace}/{name}" if namespace else name
+            raise ReportError(
+                403, f"the token belongs to {caller}: it may report only about itself, not {where}"
+            )
+        return caller.namespace
+
+    def _from_the_pod(self, pod: PodInfo, source_ip: str | None) -> None:
+        """With ``check_source_ip``: 403 unless the request came from the pod's own IP."""
+        if not self.settings.check_source_ip or source_ip is None:
+            return
+        if not pod.ip or source_ip != pod.ip:
+            raise ReportError(
+                403,
+                f"a report about {pod.namespace}/{pod.name} must come from its own address "
+                f"{pod.ip or '(none yet)'}, not {source_ip}",
+            )
+
+    def _caller_pod(self, name: str, namespace: str | None, caller: Caller | None) -> PodInfo:
+        """The pod of that name on this node, from the API, once it is the caller's own:
+        a pod re-created under the same name has another uid, and its token with it."""
+        pod = self._look_up(name, namespace)
+        if caller is not None and pod.uid != caller.uid:
+            raise ReportError(
+                403,
+                f"the token belongs to {caller} uid {caller.uid}, not the pod of that name "
+                f"on node {self.settings.node_name!r} (uid {pod.uid})",
+            )
+        return pod
 
     def _known(self, name: str, namespace: str | None) -> _Record | None:
         with self._lock:
@@ -185,6 +235,7 @@ class Monitor:
         key = self._key(pod)
         with self._lock:
             if key in self._records:
+                self._records[key].pod = pod  # as the API has it now (a new uid)
                 return self._records[key]
             if len(self._records) >= self.settings.max_pods:
                 raise ReportError(
@@ -250,11 +301,15 @@ class Monitor:
         steps_per_s: float,
         batch: int | None,
         progress: Progress | None = None,
+        caller: Caller | None = None,
+        source_ip: str | None = None,
     ) -> SpeedOutcome:
-        """Take one report of a job's global steps per second; once a window is due, read
-        the job's pods and write its history if it says something new."""
+        """Take one report of a job's global steps per second (with ``caller``: only from
+        the reporting pod itself, as ``report``); once a window is due, read the job's
+        pods and write its history if it says something new."""
         now = self.clock.monotonic()
-        pod = self._speed_pod(name, namespace)
+        pod = self._speed_pod(name, self._claimed(name, namespace, caller), caller)
+        self._from_the_pod(pod, source_ip)
         if pod.owner is None or pod.owner[0] not in JOB_PLURALS:
             raise ReportError(400, f"pod {pod.name!r} belongs to no TFJob or MXJob")
         kind, job = pod.owner
@@ -285,15 +340,15 @@ class Monitor:
         self.metrics.speeds.labels(result).inc()
         return SpeedOutcome(pod.name, pod.namespace, f"{kind}/{job}", result)
 
-    def _speed_pod(self, name: str, namespace: str | None) -> PodInfo:
+    def _speed_pod(self, name: str, namespace: str | None, caller: Caller | None) -> PodInfo:
         """The reporting pod, looked up once (a few hundred kept, the oldest forgotten)."""
         with self._lock:
             hits = [p for (ns, n), p in self._speed_pods.items() if n == name]
             if namespace is not None:
                 hits = [p for p in hits if p.namespace == namespace]
-            if len(hits) == 1:
+            if len(hits) == 1 and (caller is None or hits[0].uid == caller.uid):
                 return hits[0]
-        pod = self._look_up(name, namespace)
+        pod = self._caller_pod(name, namespace, caller)
         with self._lock:
             self._speed_pods[self._key(pod)] = pod
             while len(self._speed_pods) > self.settings.max_pods:

@@ -1,6 +1,9 @@
 """What the reaper needs of the Kubernetes API (``Jobs``), so the tests use a fake and the
 process the official client (``KubeJobs``). Every call is one the chart's ClusterRole
-grants, and nothing more: list and delete TFJobs and MXJobs."""
+grants, and nothing more: list and delete TFJobs and MXJobs. On Kubernetes >= 1.30 the
+chart's ValidatingAdmissionPolicy lets a delete through only for a job that has ended and
+declares a TTL: the only jobs ``policy.model.ttl`` ever names (tests/test_chart_security.py
+checks the two agree)."""
 
 from __future__ import annotations
 

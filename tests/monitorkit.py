@@ -14,6 +14,20 @@ from monitor.kube import AlreadyExists, ApiError, PodInfo
 from monitor.service import Clock, Monitor
 
 T0 = datetime(2026, 11, 25, 12, 0, tzinfo=UTC)
+AUDIENCE = "dragonet-monitor"
+
+
+def token_for(
+    name: str, namespace: str = "team-a", uid: str | None = None, audience: str = AUDIENCE
+) -> str:
+    """A pod-bound projected ServiceAccount token, as ``FakeCluster.review_token`` reads it:
+    the pod (by default with ``pod()``'s uid) and the audience it was issued for."""
+    return "|".join(("pod", namespace, name, uid or f"uid-{namespace}-{name}", audience))
+
+
+def bearer(name: str, namespace: str = "team-a", **kw: Any) -> dict[str, str]:
+    """The header a pod sends with its report."""
+    return {"Authorization": f"Bearer {token_for(name, namespace, **kw)}"}
 
 
 def pod(
@@ -77,6 +91,35 @@ class FakeCluster:
     jobs: dict[tuple[str, str, str], dict[str, Any]] = field(default_factory=dict)  # kind,ns,name
     patches: list[tuple[str, str, str, str, str]] = field(default_factory=list)
     now: datetime = T0
+    reviews: list[tuple[str, str]] = field(default_factory=list)  # (token, audience)
+
+    def review_token(self, token: str, audience: str) -> Mapping[str, Any]:
+        """As the API server reviews a token: a ``token_for`` token is valid for its own
+        audience and names its pod; anything else is not a token."""
+        self.reviews.append((token, audience))
+        if self.down:
+            raise ApiError("ConnectionRefusedError: the API is down")
+        parts = token.split("|")
+        if len(parts) != 5 or parts[0] != "pod":
+            return {"authenticated": False, "error": "invalid bearer token"}
+        _, namespace, name, uid, issued_for = parts
+        if issued_for != audience:
+            return {
+                "authenticated": False,
+                "error": f"token audiences [{issued_for!r}] is invalid for the target "
+                f"audiences [{audience!r}]",
+            }
+        return {
+            "authenticated": True,
+            "audiences": [audience],
+            "user": {
+                "username": f"system:serviceaccount:{namespace}:default",
+                "extra": {
+                    "authentication.kubernetes.io/pod-name": [name],
+                    "authentication.kubernetes.io/pod-uid": [uid],
+                },
+            },
+        }
 
     def _check(self, call: str) -> None:
         self.calls.append(call)

@@ -79,6 +79,9 @@ CUSTOM_VALUES: dict[str, Any] = {
         "maxConnections": 500,
     },
     "extraEnv": [{"name": "TZ", "value": "UTC"}],
+    # On by default; off here (a plain-HTTP install, as metacontroller/'s manifests are).
+    "tls": {"enabled": False},
+    "auth": {"enabled": False},
     "resources": {"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"memory": "2Gi"}},
     "serviceAccount": {
         "create": True,
@@ -236,11 +239,17 @@ def test_default_render_has_the_expected_objects(default_docs: list[dict[str, An
         ("Deployment", "dragonet-webhook"),
         ("NetworkPolicy", "dragonet-webhook"),
         ("PodDisruptionBudget", "dragonet-webhook"),
+        # TLS and the shared secret, on by default: the chart makes both (webhook-secrets.yaml).
+        ("Secret", "dragonet-webhook-tls"),
+        ("Secret", "dragonet-webhook-token"),
         ("Service", "dragonet-webhook"),
         ("ServiceAccount", "dragonet-reaper"),
         ("ServiceAccount", "dragonet-recorder"),
         ("ServiceAccount", "dragonet-webhook"),
         ("TrainingPool", "default"),
+        # The reaper deletes only finished jobs with a TTL (admission-policies.yaml).
+        ("ValidatingAdmissionPolicy", "dragonet-reaper-jobs"),
+        ("ValidatingAdmissionPolicyBinding", "dragonet-reaper-jobs"),
     ]
 
 
@@ -287,6 +296,10 @@ def test_default_values_reach_the_webhook_environment(default_docs: list[dict[st
         "DRAGONET_IDLE_SECONDS": "5",
         "DRAGONET_MAX_CONNECTIONS": "1000",
         "PROMETHEUS_MULTIPROC_DIR": "/tmp/dragonet-metrics",
+        # TLS and the shared secret, on by default.
+        "DRAGONET_TLS_CERT_FILE": "/etc/dragonet/tls/tls.crt",
+        "DRAGONET_TLS_KEY_FILE": "/etc/dragonet/tls/tls.key",
+        "DRAGONET_SHARED_SECRET_FILE": "/etc/dragonet/auth/token",
     }
 
 
@@ -470,8 +483,12 @@ def test_custom_values_reach_the_pod_spec(custom_docs: list[dict[str, Any]]) -> 
         ("server.memoMaxEntries=-1", "memoMaxEntries"),
         ("server.idleSeconds=0", "idleSeconds"),
         ("server.maxConnections=1", "maxConnections"),
-        ("tls.enabled=true", "secretName"),
-        ("auth.enabled=true", "secretName"),
+        ("tls.secretName=Not_A_Name", "secretName"),
+        ("auth.secretName=Not_A_Name", "secretName"),
+        ("auth.secretKey=a/b", "secretKey"),
+        ("monitor.auth=ip", "auth"),
+        ("monitor.tokenAudience=", "tokenAudience"),
+        ("rbac.admissionPolicies=maybe", "admissionPolicies"),
         ("tls.caBundle.inlne=PEM", "inlne"),
         ("networkPolicy.metacontroller.podSelector.matchLabel.app=mc", "matchLabel"),
         ("scheduling.gangScheduler=yunikorn", "gangScheduler"),
@@ -495,9 +512,14 @@ def test_webhook_deployment_defaults(default_docs: list[dict[str, Any]]) -> None
     [container] = pod["containers"]
     assert container["image"] == "ghcr.io/dragonet/dragonet:0.1.0"
     assert container["command"] + container["args"] == ["dragonet", "serve"]
-    assert container["ports"] == [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]
+    # HTTPS by default (tls.enabled), with the probes.
+    assert container["ports"] == [{"name": "https", "containerPort": 8080, "protocol": "TCP"}]
     for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
-        assert container[probe]["httpGet"] == {"path": path, "port": "http"}, probe
+        assert container[probe]["httpGet"] == {
+            "path": path,
+            "port": "https",
+            "scheme": "HTTPS",
+        }, probe
     assert container["resources"]["requests"]
     # Locked down: non-root, read-only root filesystem, no API token.
     assert pod["securityContext"]["runAsNonRoot"] is True
@@ -518,7 +540,8 @@ def test_service_reaches_the_webhook_pods(fixture: str, request: pytest.FixtureR
     service = _one(docs, "Service")
     deployment = _webhook(docs)
     [port] = service["spec"]["ports"]
-    assert port["port"] == 80
+    # 443 with TLS (the default), 80 without (custom_docs).
+    assert port["port"] == (443 if fixture == "default_docs" else 80)
     [container] = deployment["spec"]["template"]["spec"]["containers"]
     target = port["targetPort"]
     container_ports = {p["name"]: p["containerPort"] for p in container["ports"]}
@@ -594,6 +617,16 @@ def _plain_controller(which: str) -> dict[str, Any]:
     return yaml.safe_load(PLAIN[which].read_text())
 
 
+def _plain_transport(spec: dict[str, Any]) -> dict[str, Any]:
+    """A controller's spec as plain HTTP would make it: no endpointConfigs, http:// hooks
+    (the chart's defaults are TLS and the shared secret; metacontroller/ is plain)."""
+    spec = copy.deepcopy(spec)
+    spec.pop("endpointConfigs", None)
+    for hook in spec["hooks"].values():
+        hook["webhook"]["url"] = hook["webhook"]["url"].replace("https://", "http://", 1)
+    return spec
+
+
 def _controller(docs: list[dict[str, Any]], which: str) -> dict[str, Any]:
     (found,) = [
         d
@@ -661,12 +694,19 @@ def test_plain_controller_manifests_validate() -> None:
 
 @pytest.mark.parametrize("which", ["pools", "tfjobs", "mxjobs", "migrations"])
 def test_chart_controller_equals_the_plain_manifest_for_release_dragonet_in_dragonet(
-    default_docs: list[dict[str, Any]], which: str
+    default_docs: list[dict[str, Any]], helm: str, which: str
 ) -> None:
-    rendered = _controller(default_docs, which)
+    """With TLS and the shared secret off, exactly the plain manifest; by default, the same
+    with https:// hooks and the endpointConfigs entry for the webhook's host."""
     plain = _plain_controller(which)
+    off = _render(helm, "--set", "tls.enabled=false", "--set", "auth.enabled=false")
+    rendered = _controller(off, which)
     assert rendered["metadata"]["name"] == plain["metadata"]["name"]
     assert rendered["spec"] == plain["spec"]
+    default = _controller(default_docs, which)["spec"]
+    assert [c["host"] for c in default["endpointConfigs"]] == ["dragonet-webhook.dragonet"]
+    assert all(h["webhook"]["url"].startswith("https://") for h in default["hooks"].values())
+    assert _plain_transport(default) == plain["spec"]
 
 
 @pytest.mark.parametrize("which", ["pools", "tfjobs", "mxjobs", "migrations"])
@@ -725,13 +765,16 @@ def test_the_job_controllers_own_each_backends_pod_groups_as_the_simulator_runs_
         for c in load_controllers(["kube-batch", "volcano"])
         if c["metadata"]["name"] == f"dragonet-{which}"
     ]
-    assert rendered["spec"] == simulated["spec"]
+    assert _plain_transport(rendered["spec"]) == simulated["spec"]
     owned = rendered["spec"]["childResources"]
     assert [c for c in owned if c["resource"] == "podgroups"] == [
         {"apiVersion": v, "resource": "podgroups", "updateStrategy": {"method": "InPlace"}}
         for v in ("scheduling.incubator.k8s.io/v1alpha1", "scheduling.volcano.sh/v1beta1")
     ]
-    assert _controller(gang_docs, "pools")["spec"] == _plain_controller("pools")["spec"]
+    assert (
+        _plain_transport(_controller(gang_docs, "pools")["spec"])
+        == (_plain_controller("pools")["spec"])
+    )
 
 
 def test_users_may_read_the_pod_groups_of_their_jobs(gang_docs: list[dict[str, Any]]) -> None:
@@ -906,13 +949,23 @@ def test_with_tls_and_a_secret_the_webhook_serves_what_metacontroller_is_told(
 
 
 def test_a_ca_bundle_can_be_given_inline(helm: str) -> None:
-    docs = _render(helm, "--set", "tls.enabled=true", "--set", "tls.secretName=t")
+    docs = _render(
+        helm,
+        "--set",
+        "tls.enabled=true",
+        "--set",
+        "tls.secretName=t",
+        "--set",
+        "auth.enabled=false",
+    )
     docs_inline = _render(
         helm,
         "--set",
         "tls.enabled=true",
         "--set",
         "tls.secretName=t",
+        "--set",
+        "auth.enabled=false",
         "--set",
         "tls.caBundle.inline=-----BEGIN CERTIFICATE-----",
     )

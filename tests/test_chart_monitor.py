@@ -90,6 +90,11 @@ def test_the_monitor_render_has_its_objects_and_they_validate(monitor_docs) -> N
         ("DaemonSet", "ml-dragonet-monitor"),
         ("Service", "ml-dragonet-monitor"),
         ("ServiceAccount", "monitor-sa"),
+        # What RBAC cannot narrow (admission-policies.yaml, tests/test_chart_security.py).
+        ("ValidatingAdmissionPolicy", "ml-dragonet-monitor-jobs"),
+        ("ValidatingAdmissionPolicy", "ml-dragonet-monitor-migrations"),
+        ("ValidatingAdmissionPolicyBinding", "ml-dragonet-monitor-jobs"),
+        ("ValidatingAdmissionPolicyBinding", "ml-dragonet-monitor-migrations"),
     ]
     for kind, name in mine:
         validate_k8s(
@@ -117,6 +122,9 @@ def test_values_reach_the_daemonset(monitor_docs) -> None:
         "DRAGONET_MONITOR_FORGET_SECONDS": "300",
         "DRAGONET_MONITOR_MAX_PODS": "64",
         "DRAGONET_MONITOR_REFRESH_SECONDS": "15",
+        "DRAGONET_MONITOR_AUTH": "token",
+        "DRAGONET_MONITOR_TOKEN_AUDIENCE": "dragonet-monitor",
+        "DRAGONET_MONITOR_TOKEN_CACHE_SECONDS": "60",
         "DRAGONET_MONITOR_LOG_LEVEL": "debug",
     }
     assert pod["nodeSelector"] == {"pool": "training"}
@@ -146,6 +154,11 @@ def test_the_monitor_reads_the_environment_the_chart_sets(
         300,
     )
     assert (settings.max_pods, settings.refresh_seconds, settings.log_level) == (64, 15, "debug")
+    assert (settings.auth, settings.token_audience, settings.token_cache_seconds) == (
+        "token",
+        "dragonet-monitor",
+        60,
+    )
 
 
 def test_the_node_local_service_selects_only_the_monitor_pods(monitor_docs) -> None:

@@ -320,7 +320,12 @@ SERVICE_MONITOR = {
 
 @pytest.mark.parametrize("tls", [False, True])
 def test_the_servicemonitor_scrapes_the_webhooks_service(helm: str, tls: bool) -> None:
-    extra = ["--set", "tls.enabled=true", "--set", "tls.secretName=webhook-tls"] if tls else []
+    # TLS is on by default (the chart's own certificate); False turns it off.
+    extra = (
+        ["--set", "tls.enabled=true", "--set", "tls.secretName=webhook-tls"]
+        if tls
+        else ["--set", "tls.enabled=false"]
+    )
     docs = _render(
         helm,
         "--set",

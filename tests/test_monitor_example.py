@@ -21,7 +21,7 @@ from werkzeug.serving import make_server
 from cli.main import main
 from monitor.app import create_app
 from tests.kube_schema import ROOT, validate_k8s, validate_tfjob
-from tests.monitorkit import FakeCluster, make_monitor, pod
+from tests.monitorkit import FakeCluster, make_monitor, pod, token_for
 
 EXAMPLE = ROOT / "examples" / "preemptible"
 
@@ -74,6 +74,21 @@ def test_dragonet_renders_valid_pods_with_the_chief_port_on_the_ps(rendered) -> 
     assert names.index("NODE_IP") < names.index("MONITOR_URL")  # $(NODE_IP) expands
 
 
+def test_every_pod_mounts_its_own_token_for_the_monitor_where_the_script_reads_it(
+    rendered,
+) -> None:
+    """The monitor takes a report only with the reporting pod's own token for its audience
+    (docs/monitor.md): Dragonet's pods keep the projected volume the job's template has."""
+    for p in rendered.values():
+        volumes = {v["name"]: v for v in p["spec"]["volumes"]}
+        (source,) = volumes["monitor-token"]["projected"]["sources"]
+        assert source["serviceAccountToken"]["audience"] == "dragonet-monitor"
+        [c] = p["spec"]["containers"]
+        mounts = {m["name"]: m["mountPath"] for m in c["volumeMounts"]}
+        path = f"{mounts['monitor-token']}/{source['serviceAccountToken']['path']}"
+        assert path == train.TOKEN_FILE
+
+
 def test_every_process_derives_the_same_cluster_with_the_chief_in_the_ps_pod(rendered) -> None:
     clusters = []
     for name, p in sorted(rendered.items()):
@@ -112,9 +127,15 @@ def monitor_url() -> Iterator[str]:
     server.shutdown()
 
 
-def test_the_script_speaks_the_monitors_protocol(monitor_url: str) -> None:
-    assert train.report(monitor_url, "preemptible-worker-1", 0.8125) == 200
-    assert train.report(monitor_url, "someone-else", 0.5) == 404
+def test_the_script_speaks_the_monitors_protocol(monitor_url: str, tmp_path) -> None:
+    """With the pod's own token (the projected volume's file) a report is taken; the same
+    token cannot report for another pod; no token file, no report taken (training goes on)."""
+    token_file = tmp_path / "token"
+    token_file.write_text(token_for("preemptible-worker-1") + "\n")  # as the kubelet writes it
+    assert train.report(monitor_url, "preemptible-worker-1", 0.8125, token_file=token_file) == 200
+    assert train.report(monitor_url, "someone-else", 0.5, token_file=token_file) == 403
+    missing = str(tmp_path / "none")
+    assert train.report(monitor_url, "preemptible-worker-1", 0.5, token_file=missing) == 401
 
 
 def test_a_monitor_that_does_not_answer_never_stops_training() -> None:

@@ -17,7 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.app import create_app
 from monitor.service import Monitor
-from tests.monitorkit import FakeClock, FakeCluster, allocation, make_monitor, pod
+from tests.monitorkit import FakeClock, FakeCluster, allocation, bearer, make_monitor, pod
 
 
 def balanced() -> dict[str, Any]:
@@ -37,13 +37,29 @@ def setup() -> Setup:
     cluster = FakeCluster(
         pods=[pod("job1-worker-0"), pod("job1-ps-0", rtype="ps")], pool=balanced()
     )
-    monitor, ticks = make_monitor(cluster, max_body_bytes=512)
+    # Hypothesis below sends many pods' tokens in a second: no review budget in the way.
+    monitor, ticks = make_monitor(cluster, max_body_bytes=512, token_reviews_per_second=1e6)
     app = create_app(monitor)
-    return Setup(app.test_client(), monitor, ticks, cluster)
+    client = app.test_client()
+    # Every request carries a worker's own token (monitor/auth.py); post() sends the token
+    # of the pod a report names, as that pod would.
+    client.environ_base["HTTP_AUTHORIZATION"] = bearer("job1-worker-0")["Authorization"]
+    return Setup(client, monitor, ticks, cluster)
+
+
+def _token_of(body: Any) -> dict[str, str]:
+    """The token the pod a report names sends (its namespace, else team-a's)."""
+    if not isinstance(body, dict) or not isinstance(body.get("pod"), str):
+        return {}
+    ns = body.get("namespace") if isinstance(body.get("namespace"), str) else "team-a"
+    return bearer(body["pod"], ns)
 
 
 def post(client: FlaskClient, body: Any, **kw: Any):
-    return client.post("/monitor", data=json.dumps(body), content_type="application/json", **kw)
+    headers = {**_token_of(body), **kw.pop("headers", {})}
+    return client.post(
+        "/monitor", data=json.dumps(body), content_type="application/json", headers=headers, **kw
+    )
 
 
 def test_dragons_report_is_taken_as_it_is_sent(setup: Setup) -> None:
@@ -151,7 +167,10 @@ def test_a_pod_elsewhere_is_a_404_and_an_unreachable_api_a_503(setup: Setup) -> 
     cluster = setup.cluster
     answer = post(client, {"pod": "job9-worker-0", "value": 0.5})
     assert answer.status_code == 404
-    assert answer.get_json()["error"] == "no pod named 'job9-worker-0' runs on node 'node-1'"
+    # The namespace is the token's (the pod's own), so the answer names it.
+    assert answer.get_json()["error"] == (
+        "no pod named 'job9-worker-0' in namespace 'team-a' runs on node 'node-1'"
+    )
     cluster.down = True
     answer = post(client, {"pod": "job1-worker-0", "value": 0.5})
     assert answer.status_code == 503 and answer.headers["Retry-After"] == "5"
@@ -230,6 +249,8 @@ def test_no_input_makes_the_monitor_answer_5xx(
     setup: Setup, body: Any, raw: bytes, as_raw: bool
 ) -> None:
     data = raw if as_raw else json.dumps(body, allow_nan=True)
-    answer = setup.client.post("/monitor", data=data, content_type="application/json")
+    answer = setup.client.post(
+        "/monitor", data=data, content_type="application/json", headers=_token_of(body)
+    )
     assert answer.status_code in (200, 400, 404, 413), answer.get_json()
     assert answer.is_json and (answer.status_code == 200) != ("error" in answer.get_json())

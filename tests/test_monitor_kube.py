@@ -21,6 +21,12 @@ from tests.test_chart import _render
 
 # (pattern of the path, API group, resource, whether the path names one object)
 _ROUTES = [
+    (
+        r"^/apis/authentication\.k8s\.io/v1/tokenreviews$",
+        "authentication.k8s.io",
+        "tokenreviews",
+        False,
+    ),
     (r"^/api/v1/pods$", "", "pods", False),
     (r"^/api/v1/namespaces/[^/]+/pods$", "", "pods", False),
     (r"^/apis/dragonet\.io/v1alpha1/trainingpools/[^/]+$", "dragonet.io", "trainingpools", True),
@@ -67,6 +73,7 @@ class FakeApiServer:
         self.fail: int | None = None
         self.jobs: dict[str, dict[str, Any]] = {}  # "resource/name" -> the job
         self.patched: list[tuple[str | None, Any]] = []  # (content type, body)
+        self.reviewed: list[Any] = []  # TokenReviews as sent
 
     def request(
         self,
@@ -121,6 +128,20 @@ class FakeApiServer:
             return answer(
                 200, {"apiVersion": "v1", "kind": "PodList", "metadata": {}, "items": items}
             )
+        if resource == "tokenreviews":
+            review = json.loads(body) if isinstance(body, (str, bytes)) else body
+            self.reviewed.append(review)
+            status = {"authenticated": False, "error": "invalid bearer token"}
+            if review["spec"]["token"] == "good":
+                status = {
+                    "authenticated": True,
+                    "audiences": review["spec"]["audiences"],
+                    "user": {
+                        "username": "system:serviceaccount:team-a:default",
+                        "extra": {"authentication.kubernetes.io/pod-name": ["w"]},
+                    },
+                }
+            return answer(201, {**review, "status": status})
         if resource == "trainingpools":
             return answer(200, self.pool) if name == "default" else answer(404, {})
         if resource == "nodes":
@@ -217,6 +238,26 @@ def test_a_jobs_pods_are_listed_by_label_and_its_annotation_merge_patched(api) -
     ]
 
 
+def test_a_token_is_reviewed_with_the_monitors_audience(api) -> None:
+    """The TokenReview as the API server takes it (authentication.k8s.io/v1, the audience
+    in spec.audiences), and its status read back as the API serves it."""
+    cluster, server = api
+    status = cluster.review_token("good", "dragonet-monitor")
+    assert server.reviewed == [
+        {
+            "apiVersion": "authentication.k8s.io/v1",
+            "kind": "TokenReview",
+            "spec": {"token": "good", "audiences": ["dragonet-monitor"]},
+        }
+    ]
+    assert status["authenticated"] is True and status["audiences"] == ["dragonet-monitor"]
+    assert status["user"]["extra"] == {"authentication.kubernetes.io/pod-name": ["w"]}
+    assert cluster.review_token("bad", "dragonet-monitor")["authenticated"] is False
+    server.fail = 403
+    with pytest.raises(ApiError, match="403"):
+        cluster.review_token("good", "dragonet-monitor")
+
+
 def test_api_errors_become_api_error(api) -> None:
     cluster, server = api
     server.fail = 403
@@ -229,6 +270,7 @@ def test_api_errors_become_api_error(api) -> None:
 
 def test_the_charts_cluster_role_grants_exactly_what_the_monitor_calls(api, helm: str) -> None:
     cluster, server = api
+    cluster.review_token("good", "dragonet-monitor")
     (found,) = cluster.pods_named("w", "node-1", None)
     cluster.pods_named("w", "node-1", "team-a")
     cluster.pool_status("default")

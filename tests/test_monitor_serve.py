@@ -51,6 +51,9 @@ def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         DRAGONET_MONITOR_PORT=str(port),
         DRAGONET_MONITOR_REFRESH_SECONDS="1",
         DRAGONET_MONITOR_API_TIMEOUT_SECONDS="1",
+        # Reports without a token, to see the body's checks and the API's absence; the token
+        # check on the real server is tests/test_monitor_auth.py's.
+        DRAGONET_MONITOR_AUTH="none",
     )
     with log.open("w") as err:
         proc = subprocess.Popen(

@@ -12,7 +12,7 @@ from flask.testing import FlaskClient
 
 from monitor.app import create_app
 from policy.model.throughput import ANNOTATION, Config, parse
-from tests.monitorkit import FakeCluster, make_monitor, pod
+from tests.monitorkit import FakeCluster, bearer, make_monitor, pod
 
 JOB = ("TFJob", "team-a", "job1")
 
@@ -35,7 +35,12 @@ def _setup(*workers_on: str):
 
 
 def post(client: FlaskClient, body: Any):
-    return client.post("/throughput", data=json.dumps(body), content_type="application/json")
+    """As the pod the report names sends it: with its own token (monitor/auth.py)."""
+    name = body.get("pod") if isinstance(body, dict) else None
+    headers = bearer(name) if isinstance(name, str) else {}
+    return client.post(
+        "/throughput", data=json.dumps(body), content_type="application/json", headers=headers
+    )
 
 
 def report_for(client: FlaskClient, ticks, seconds: float, speed: float, batch: int = 256) -> list:

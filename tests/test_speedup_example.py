@@ -16,7 +16,7 @@ from werkzeug.serving import make_server
 
 from monitor.app import create_app
 from tests.kube_schema import ROOT
-from tests.monitorkit import FakeCluster, make_monitor, pod
+from tests.monitorkit import FakeCluster, make_monitor, pod, token_for
 
 EXAMPLE = ROOT / "examples" / "preemptible"
 
@@ -56,9 +56,15 @@ def speed_url() -> Iterator[str]:
     server.shutdown()
 
 
-def test_the_chief_speaks_the_monitors_speed_protocol(speed_url: str) -> None:
+def test_the_chief_speaks_the_monitors_speed_protocol(
+    speed_url: str, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    token_file = tmp_path / "token"
+    token_file.write_text(token_for("preemptible-ps-0"))
+    monkeypatch.setenv("MONITOR_TOKEN_FILE", str(token_file))  # the projected volume's file
     assert train.report_speed(speed_url, "preemptible-ps-0", 2.5, train.BATCH) == 200
-    assert train.report_speed(speed_url, "someone-else", 2.5, train.BATCH) == 404
+    # the PS pod's token is the PS pod's: it reports for no other pod
+    assert train.report_speed(speed_url, "someone-else", 2.5, train.BATCH) == 403
     # how far it is: the global step of the steps it runs (a step past the limit is the limit)
     assert train.report_speed(speed_url, "preemptible-ps-0", 2.5, train.BATCH, (10, 1000)) == 200
     assert train.report_speed(speed_url, "preemptible-ps-0", 2.5, train.BATCH, (1001, 1000)) == 200

@@ -127,3 +127,21 @@ app.kubernetes.io/component: reaper
 {{- default "default" .Values.reaper.serviceAccount.name }}
 {{- end }}
 {{- end }}
+
+{{/* The Secret with the webhook's certificate (tls.crt, tls.key, ca.crt): tls.secretName,
+or the one the chart makes when that is empty (webhook-secrets.yaml). */}}
+{{- define "dragonet.tlsSecretName" -}}
+{{- default (printf "%s-tls" (include "dragonet.webhookName" .)) .Values.tls.secretName }}
+{{- end }}
+
+{{/* The Secret with the hooks' shared secret: auth.secretName, or the chart's own. */}}
+{{- define "dragonet.authSecretName" -}}
+{{- default (printf "%s-token" (include "dragonet.webhookName" .)) .Values.auth.secretName }}
+{{- end }}
+
+{{/* Whether the cluster serves admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy
+(GA in Kubernetes 1.30): the policies that narrow the monitor's and the reaper's writes
+below what RBAC can say (rbac.admissionPolicies). */}}
+{{- define "dragonet.admissionPolicies" -}}
+{{- if and .Values.rbac.admissionPolicies (semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version) }}true{{- end }}
+{{- end }}

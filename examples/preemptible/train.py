@@ -26,6 +26,11 @@ monitor on the PS pod's node, ``/throughput``). The monitor writes it to
 the TFJob; the pool learns from it where another worker pays. It never stops training
 either.
 
+Every report carries the pod's own ServiceAccount token for the monitor's audience
+(``Authorization: Bearer``), read at each report from ``$MONITOR_TOKEN_FILE`` (the
+projected volume of tfjob.yaml; the kubelet renews the file before the token expires):
+the monitor takes a report only from the pod it is about (docs/monitor.md).
+
 Run: ``python train.py ps|chief|worker`` (the role; TF_CONFIG says the index). Needs
 TensorFlow 1.15 (``tensorflow/tensorflow:1.15.5-py3``) and downloads MNIST at start.
 """
@@ -41,6 +46,8 @@ import urllib.request
 CHIEF_PORT = 2223
 SEED = 10000
 BATCH = 16  # examples per step (each worker's step is one batch: asynchronous training)
+# Where tfjob.yaml's projected serviceAccountToken volume (audience dragonet-monitor) is.
+TOKEN_FILE = "/var/run/secrets/dragonet.io/monitor/token"
 
 
 def cluster_and_task(tf_config: str, role: str) -> tuple[dict[str, list[str]], str, int]:
@@ -62,14 +69,27 @@ def should_report(local_step: int, global_step: int, interval: int, last: int, m
     return local_step % interval == 0 and last - global_step > margin
 
 
-def post(url: str, body: dict[str, object], timeout: float) -> int | None:
-    """POST ``body`` as JSON to the node's monitor; the HTTP status, or None if it did not
-    answer (training goes on either way)."""
+def token(path: str | None = None) -> str | None:
+    """The pod's token for the monitor, read afresh (the kubelet rotates the file); None
+    when there is none (the monitor then answers 401, and training goes on)."""
+    try:
+        with open(path or os.environ.get("MONITOR_TOKEN_FILE", TOKEN_FILE)) as f:
+            return f.read().strip() or None
+    except OSError:
+        return None
+
+
+def post(
+    url: str, body: dict[str, object], timeout: float, token_file: str | None = None
+) -> int | None:
+    """POST ``body`` as JSON to the node's monitor, with the pod's token; the HTTP status,
+    or None if it did not answer (training goes on either way)."""
+    headers = {"Content-Type": "application/json"}
+    bearer = token(token_file)
+    if bearer:
+        headers["Authorization"] = f"Bearer {bearer}"
     request = urllib.request.Request(
-        url,
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-        method="POST",
+        url, data=json.dumps(body).encode(), headers=headers, method="POST"
     )
     try:
         with urllib.request.urlopen(request, timeout=timeout) as answer:
@@ -80,9 +100,11 @@ def post(url: str, body: dict[str, object], timeout: float) -> int | None:
         return None
 
 
-def report(url: str, pod: str, value: float, timeout: float = 2.0) -> int | None:
+def report(
+    url: str, pod: str, value: float, timeout: float = 2.0, token_file: str | None = None
+) -> int | None:
     """POST the metric to the node's monitor; the HTTP status, or None if it did not answer."""
-    return post(url, {"pod": pod, "value": float(value)}, timeout)
+    return post(url, {"pod": pod, "value": float(value)}, timeout, token_file)
 
 
 def steps_per_second(before: tuple[float, int], now: tuple[float, int]) -> float | None:
@@ -101,6 +123,7 @@ def report_speed(
     batch: int,
     progress: tuple[int, int] | None = None,
     timeout: float = 2.0,
+    token_file: str | None = None,
 ) -> int | None:
     """POST the job's speed (and how far it is: global step, total steps) to the node's
     monitor; the HTTP status, or None."""
@@ -108,7 +131,7 @@ def report_speed(
     if progress is not None:
         step, total = progress
         body.update(step=min(step, total), totalSteps=total)
-    return post(url, body, timeout)
+    return post(url, body, timeout, token_file)
 
 
 def main(role: str) -> None:
