@@ -436,6 +436,9 @@ def test_the_webhook_reads_the_environment_the_chart_sets(
     for name, value in _env(_webhook(custom_docs)).items():
         monkeypatch.setenv(name, value)
     settings = Settings()
+    from webhooks.config import unknown_variable
+
+    assert unknown_variable(os.environ) is None  # `serve` refuses a variable it has no use for
     assert settings.cluster_domain == "cluster.local"
     assert settings.port == 8080
     assert (settings.workers, settings.threads, settings.log_level) == (3, 8, "debug")
