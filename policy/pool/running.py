@@ -9,7 +9,7 @@ status records stands in.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
 
@@ -133,10 +133,23 @@ class Running:
     surplus: tuple[Pod, ...]  # workers the job is giving up: a shrink in progress
     ps_nodes: frozenset[str]
     attained: Attained | None = None  # under least attained service: its service and queue
+    # The same job without ``attained`` (``ranked``), else None: what a job's plan that
+    # does not read its service derives from, the very object again while the job's view
+    # and Admission are (``policy.memo``; the service itself changes every cycle).
+    unranked: Running | None = field(default=None, compare=False, repr=False)
 
     @property
     def queue(self) -> int:
         return self.attained.queue if self.attained is not None else 0
+
+    @property
+    def base(self) -> Running:
+        """The job's state without its attained service (itself when it has none)."""
+        return self.unranked if self.unranked is not None else self
+
+    def ranked(self, attained: Attained) -> Running:
+        """This state with its attained service and queue (``unranked``: this)."""
+        return replace(self, attained=attained, unranked=self.base)
 
     @classmethod
     def of(
@@ -169,6 +182,8 @@ class Running:
     @cached_property
     def has_moves(self) -> bool:
         """A move on record or in flight, or a moved pod (``policy.pool.migrate``)."""
+        if self.unranked is not None:
+            return self.unranked.has_moves
         a = self.admission
         if a is not None and (a.moves or a.migrations or any(p.pod or p.source for p in a.pods)):
             return True
