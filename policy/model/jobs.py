@@ -524,11 +524,9 @@ def _replica(kind: JobKind, rtype: str, spec: ReplicaSpecModel) -> Replica:
         content: bytes | None = orjson.dumps(spec.template)
     except TypeError:  # no JSON (an integer beyond 64 bits): analysed without the cache
         content = None
-    got = (
-        _analysed(kind, rtype, content)
-        if content is not None
-        else _analysis(kind, rtype, spec.template)
-    )
+    got = _analysed(kind, rtype, content) if content is not None else None
+    if got is None:
+        got = _analysis(kind, rtype, spec.template)
     if isinstance(got, InvalidJob):
         raise InvalidJob(str(got))
     request, port, share = got
@@ -546,11 +544,16 @@ def _replica(kind: JobKind, rtype: str, spec: ReplicaSpecModel) -> Replica:
 @lru_cache(maxsize=512)
 def _analysed(
     kind: JobKind, rtype: str, content: bytes
-) -> tuple[Resources, int, GpuShare | None] | InvalidJob:
+) -> tuple[Resources, int, GpuShare | None] | InvalidJob | None:
     """``_analysis`` once per template content: the jobs of one team or sweep share their
     templates, and a cold pool sync of 1,000 waiting jobs spent a fifth of its time here
-    (issue 36). The same answer as without the cache (the content is the template)."""
-    return _analysis(kind, rtype, orjson.loads(content))
+    (issue 36). The same answer as without the cache (the content is the template); None
+    for content nested deeper than the decoder reads (analysed without the cache)."""
+    try:
+        template = orjson.loads(content)
+    except orjson.JSONDecodeError:
+        return None
+    return _analysis(kind, rtype, template)
 
 
 def _analysis(
