@@ -178,7 +178,7 @@ def test_generated_las_pools_answer_with_a_warm_memo_as_without(seed: int) -> No
     cross LAS limits, wait past the starvation limit) and pods change: every answer with
     the memo is the answer without it."""
     rng = random.Random(seed)
-    path, body = two_tier(rng, rng.randint(4, 14), rng.randint(6, 24), mutate_p=0.0)[0]
+    _, body = two_tier(rng, rng.randint(4, 14), rng.randint(6, 24), mutate_p=0.0)[0]
     request = orjson.loads(body)
     request["parent"]["spec"]["policy"] = "dragonet-las"
     request["parent"]["spec"]["lasThresholdsGPUHours"] = [0.01, 0.5]
@@ -206,8 +206,7 @@ def test_generated_las_pools_answer_with_a_warm_memo_as_without(seed: int) -> No
         # Metacontroller applies the answer: the next sync observes these Admissions.
         before = {_named(o): o for o in request["children"].get(mc.ADMISSIONS, {}).values()}
         stored = [
-            mc.stored_admission(request["parent"], c, before.get(_named(c)))
-            for c in warm.children
+            mc.stored_admission(request["parent"], c, before.get(_named(c))) for c in warm.children
         ]
         request["children"] = mc.object_map(stored, [mc.ADMISSIONS])
 
