@@ -15,6 +15,7 @@ from functools import cached_property
 
 from policy.model.admission import Admission, LastScale, Slot
 from policy.model.cluster import Pod
+from policy.model.gpushare import GPU
 from policy.model.jobs import WORKER, Job, child_name
 from policy.model.lifecycle import Assessment
 from policy.model.migration import move_of
@@ -189,6 +190,18 @@ class Running:
             return True
         return any(move_of(p.name) for p in self.pods)
 
+    @cached_property
+    def bursts(self) -> bool:
+        """A running CPU worker of the job may use more CPU than it requests: only such
+        workers can oversubscribe a node's CPU (the scheduler fits requests). Read by
+        ``policy.pool.migrate`` every cycle; derived once per job state."""
+        if self.unranked is not None:
+            return self.unranked.bursts
+        worker = self.job.replicas.get(WORKER)
+        if worker is None or worker.request[GPU]:
+            return False  # (most jobs of a GPU pool, at one look-up)
+        return any(bursting(p) for p in self.pods)
+
     @property
     def count(self) -> int:
         """Workers the job keeps (before this cycle's decisions)."""
@@ -199,3 +212,13 @@ class Running:
         taken = {p.index for p in self.pods if p.replica_type == "worker"}
         free = [i for i in range(self.job.max_workers) if i not in taken]
         return free[:n]
+
+
+def cpu_worker(p: Pod) -> bool:
+    """A worker that computes on CPU: a GPU worker steps at its GPUs' pace."""
+    return p.replica_type == WORKER.lower() and not p.request[GPU]
+
+
+def bursting(p: Pod) -> bool:
+    """A CPU worker that may use more CPU than it requests (its limit is higher)."""
+    return cpu_worker(p) and p.limits["cpu"] > p.request["cpu"]
