@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import sync_latency
+from benchmarks import large_pool, sync_latency
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 
@@ -21,6 +21,18 @@ def test_sync_latency_benchmark_runs(monkeypatch: pytest.MonkeyPatch, capsys) ->
     assert "cold/JSON" in rows[0] and "job p99" in rows[0]
     assert [r.split()[:2] for r in rows[1:]] == [["16", "40"], ["64", "200"]]
     assert [r.split()[:2] for r in breakdown.splitlines()[2:]] == [["16", "40"], ["64", "200"]]
+
+
+def test_large_pool_benchmark_runs_and_the_answers_digest_alike(
+    monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    monkeypatch.setattr(sys, "argv", ["large_pool", "--quick", "--nodes", "40", "--base", "12"])
+    large_pool.main()
+    rows = capsys.readouterr().out.strip().splitlines()
+    assert rows[0].split()[:4] == ["nodes", "jobs", "pods", "queued"]
+    assert [r.split()[:2] for r in rows[1:]] == [["12", "18"], ["40", "59"]]
+    assert all(int(r.split()[3]) > 0 for r in rows[1:])  # jobs wait in both pools
+    assert large_pool.digest(b'{"a":1,"b":[2]}') == large_pool.digest(b'{"b":[2],"a":1}')
 
 
 def test_elastic_benchmark_compares_every_policy_and_checks_the_targets(

@@ -323,6 +323,43 @@ def test_refusals_do_not_take_an_in_flight_slot() -> None:
     assert _post(app, "/tfjobs/sync", b"{}").status_code == 400  # not 429
 
 
+def test_a_second_large_sync_in_one_process_is_answered_429_and_small_ones_go_on(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 36: 2-4 syncs of 1,000-node pools at once shared one process's core and every
+    one was answered 422 at the deadline. A process now works on one large sync at a time:
+    another is told to come back (429 + Retry-After, which Metacontroller honours without
+    backoff), a small one is answered meanwhile, and the large slot is free again after."""
+    body = orjson.dumps(POOL)
+    monkeypatch.setattr(shell, "LARGE_SYNC", len(body), raising=False)  # this pool is large
+    entered, release = threading.Event(), threading.Event()
+
+    def clock() -> Any:  # the first large sync stays in flight until released
+        if threading.current_thread().name == "held":
+            entered.set()
+            release.wait(10)
+        return NOW
+
+    app = create_app(Settings(max_inflight=3), clock=clock)
+    held: list[int] = []
+    first = threading.Thread(
+        target=lambda: held.append(_post(app, "/pools/sync", body).status_code), name="held"
+    )
+    first.start()
+    try:
+        assert entered.wait(10)
+        busy = _post(app, "/pools/sync", body)
+        assert busy.status_code == 429
+        assert busy.headers["Retry-After"] == "2"
+        assert "large sync" in busy.get_json()["error"]
+        assert _post(app, "/tfjobs/sync", JOB).status_code == 200  # small: not held back
+    finally:
+        release.set()
+        first.join(10)
+    assert held == [200]
+    assert _post(app, "/pools/sync", body).status_code == 200  # the slot was given back
+
+
 # --- /metrics -------------------------------------------------------------------------
 
 

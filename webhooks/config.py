@@ -31,7 +31,8 @@ class Settings(BaseSettings):
     threads: int = Field(default=4, ge=1)
     # Syncs one process works on at once; more get HTTP 429 + Retry-After at once, which
     # Metacontroller retries without error backoff. 0 = one fewer than the threads (so a
-    # thread stays free for health checks and refusals).
+    # thread stays free for health checks and refusals). Of large syncs (4 MiB or more),
+    # one at a time (webhooks/shell.py: they share the process's core).
     max_inflight: int = Field(default=0, ge=0)
     log_level: str = "info"
     # A larger hook request is answered 413 before it is read. A pool of 1,000 nodes and

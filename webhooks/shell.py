@@ -14,7 +14,13 @@ In the order a hook request meets them:
 3. **429** with ``Retry-After: 1`` for a sync past the in-flight limit
    (``DRAGONET_MAX_INFLIGHT``): answered at once rather than queued into Metacontroller's
    timeout, and retried by it without error backoff. The slot is taken and given back
-   outside the time limit's reach, so a timeout can never leak one.
+   outside the time limit's reach, so a timeout can never leak one. A *large* sync
+   (``LARGE_SYNC`` bytes or more: a pool of hundreds of nodes, a second or more of CPU)
+   also needs the process's one large slot, else 429 with ``Retry-After: 2``: a process's
+   threads share one core, so two large syncs at once each take twice as long, and with
+   2-4 pools of 1,000 nodes at once every one ran into the deadline and nothing got
+   through (issue 36). One at a time, each finishes in its own time and the others are
+   retried (``benchmarks/large_pool.py``).
 4. **422** for a request still unanswered ``DRAGONET_REQUEST_TIMEOUT_SECONDS`` after its
    first byte arrived (``webhooks.deadline``; a request still *arriving* then is answered
    408 by the server, ``webhooks.wire``). Why 422: the request is well-formed but asks for
@@ -136,6 +142,9 @@ class Collector:
 
 COLLECTOR = Collector()  # one per process, as the collector is
 
+# A sync request this large or larger waits for no other large one in its process (see 3.).
+LARGE_SYNC = 4 * MiB
+
 
 def install(app: Flask, settings: Settings, time_limit: TimeLimit | None = None) -> Metrics:
     """Guard every hook route of ``app`` and add ``/metrics``. ``time_limit`` is for tests
@@ -145,6 +154,7 @@ def install(app: Flask, settings: Settings, time_limit: TimeLimit | None = None)
     limit = time_limit or TimeLimit(settings.request_timeout_seconds)
     metrics = Metrics()
     slots = threading.BoundedSemaphore(settings.inflight_limit())
+    large = threading.Lock()  # held by the one large sync in flight
     app.config["MAX_CONTENT_LENGTH"] = cap  # a chunked body is cut off here while read
     hooks = {endpoint for endpoint in app.view_functions if endpoint not in OPEN}
     syncs = {e for e in hooks if e.endswith("_sync")}  # customize and finalize are cheap
@@ -181,11 +191,21 @@ def install(app: Flask, settings: Settings, time_limit: TimeLimit | None = None)
             if not slots.acquire(blocking=False):
                 return _json({"error": "busy: too many syncs in flight"}, 429, {"Retry-After": "1"})
             g.dragonet_slot = True
+            if length is not None and length >= LARGE_SYNC:
+                if not large.acquire(blocking=False):
+                    return _json(
+                        {"error": "busy: another large sync is in flight in this process"},
+                        429,
+                        {"Retry-After": "2"},
+                    )
+                g.dragonet_large = True
         g.dragonet_collector = COLLECTOR.enter(length)
         return None
 
     @app.teardown_request
     def give_back(_: BaseException | None) -> None:
+        if g.pop("dragonet_large", False):
+            large.release()
         if g.pop("dragonet_slot", False):
             slots.release()
         if g.pop("dragonet_collector", False):

@@ -75,6 +75,25 @@ class Resources(Mapping[str, int]):
     def __len__(self) -> int:
         return len(self._v)
 
+    # Mapping's mixins go through ``__getitem__`` key by key; a plan reads vectors by the
+    # million (a pool's attained service sums each job's GPUs every sync), so these read
+    # the dict directly. The same answers: a missing name is 0, so ``get`` never falls back
+    # to its default and ``in`` is always true, as Mapping's own would have it.
+    def get(self, key: str, default: Any = None) -> int:  # type: ignore[override]
+        return self._v.get(key, 0)
+
+    def __contains__(self, key: object) -> bool:
+        return True
+
+    def items(self):  # type: ignore[override]
+        return self._v.items()
+
+    def keys(self):  # type: ignore[override]
+        return self._v.keys()
+
+    def values(self):  # type: ignore[override]
+        return self._v.values()
+
     def __add__(self, other: Resources) -> Resources:
         return Resources.total((self, other))
 

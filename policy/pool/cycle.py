@@ -467,9 +467,11 @@ def _plans(
         m = moved.get(key)
         board = _board(boarded, key)
         if m is None and not own and _untouched(r, ledger, repaired, top, grew, growth.wake):
+            # (keyed by the job's state without its attained service, which such a
+            # plan does not read: the same object across syncs under LAS too)
             result[key] = memo.derive(
                 "untouched",
-                (r,),
+                (r.base,),
                 lambda r=r, p=repaired, b=board: _running_plan(r, p, now, board=b),
                 board,
             )

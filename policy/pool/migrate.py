@@ -35,7 +35,7 @@ from datetime import datetime, timedelta
 
 from policy.model.admission import Slot
 from policy.model.cluster import Pod
-from policy.model.gpushare import GPU, without_device
+from policy.model.gpushare import without_device
 from policy.model.jobs import WORKER, Job, child_name
 from policy.model.migration import (
     ALREADY_MOVING,
@@ -65,7 +65,8 @@ from policy.pool.admit import gang_fits
 from policy.pool.ledger import Ledger
 from policy.pool.move_score import NodeLoad, Refusal
 from policy.pool.rules import MigrationRules
-from policy.pool.running import Running, current_pod
+from policy.pool.running import Running, cpu_worker, current_pod
+from policy.pool.running import bursting as is_bursting
 
 BALANCE = "Balance"
 CONSOLIDATE = "Consolidate"
@@ -107,9 +108,7 @@ def migrate(
     busy = [
         r
         for r in running
-        if defragment
-        or (balance and _bursts(r))
-        or not _quiet(r, requests.get(r.job.key, ()), rules)
+        if defragment or (balance and r.bursts) or not _quiet(r, requests.get(r.job.key, ()), rules)
     ]
     states: list[tuple[_JobState, list[MigrationAnswer], list[datetime]]] = []
     if busy:  # (the load of every node: only worth reading when something may move)
@@ -154,27 +153,9 @@ def _queued(st: _JobState) -> tuple[float, str]:
     return (enqueued.timestamp() if enqueued else 0.0, st.r.job.key)
 
 
-def _bursts(r: Running) -> bool:
-    """A running CPU worker of the job may use more CPU than it requests: only such
-    workers can oversubscribe a node's CPU (the scheduler fits requests)."""
-    worker = r.job.replicas.get(WORKER)
-    if worker is None or worker.request[GPU]:
-        return False  # (most jobs of a GPU pool, at one look-up each cycle)
-    return any(_bursting(p) for p in r.pods)
-
-
-def _bursting(p: Pod) -> bool:
-    return _cpu_worker(p) and p.limits["cpu"] > p.request["cpu"]
-
-
 def _idle(state: _JobState) -> Callable[[str], bool]:
     """Nodes with CPU that no pod there would use."""
     return lambda n: state.load.idle(n) > 0
-
-
-def _cpu_worker(p: Pod) -> bool:
-    """A worker that computes on CPU: a GPU worker steps at its GPUs' pace."""
-    return p.replica_type == WORKER.lower() and not p.request[GPU]
 
 
 def _not_running(q: MigrationRequest) -> MigrationAnswer:
@@ -370,7 +351,7 @@ def _decide(
         message = f"worker {slot[1]} moved less than {rules.min_interval.total_seconds():g} s ago"
         return MigrationAnswer(q.name, q.uid, q.pod, PENDING, THROTTLED, message, q.node), until
     manual = q.reason == MANUAL
-    bursting = rules.balance and not manual and _bursting(pod)
+    bursting = rules.balance and not manual and is_bursting(pod)
     if bursting and not state.load.full_without(pod.node or "", pod):
         message = f"{pod.node} would leave CPU idle without {q.pod}: it stays"
         return _refuse(q, NO_GAIN, message), None
@@ -477,7 +458,7 @@ def _balance(state: _JobState, rules: MigrationRules) -> bool | None:
     starting = False
     for slot, pods in sorted(state.by_slot.items()):
         pod = pods[0]
-        if slot[0] != WORKER or len(pods) != 1 or not _cpu_worker(pod) or pod.node is None:
+        if slot[0] != WORKER or len(pods) != 1 or not cpu_worker(pod) or pod.node is None:
             continue
         if load.share(pod.node, pod) >= 1.0 or not load.full_without(pod.node, pod):
             continue

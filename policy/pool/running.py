@@ -9,12 +9,13 @@ status records stands in.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
 
 from policy.model.admission import Admission, LastScale, Slot
 from policy.model.cluster import Pod
+from policy.model.gpushare import GPU
 from policy.model.jobs import WORKER, Job, child_name
 from policy.model.lifecycle import Assessment
 from policy.model.migration import move_of
@@ -133,10 +134,23 @@ class Running:
     surplus: tuple[Pod, ...]  # workers the job is giving up: a shrink in progress
     ps_nodes: frozenset[str]
     attained: Attained | None = None  # under least attained service: its service and queue
+    # The same job without ``attained`` (``ranked``), else None: what a job's plan that
+    # does not read its service derives from, the very object again while the job's view
+    # and Admission are (``policy.memo``; the service itself changes every cycle).
+    unranked: Running | None = field(default=None, compare=False, repr=False)
 
     @property
     def queue(self) -> int:
         return self.attained.queue if self.attained is not None else 0
+
+    @property
+    def base(self) -> Running:
+        """The job's state without its attained service (itself when it has none)."""
+        return self.unranked if self.unranked is not None else self
+
+    def ranked(self, attained: Attained) -> Running:
+        """This state with its attained service and queue (``unranked``: this)."""
+        return replace(self, attained=attained, unranked=self.base)
 
     @classmethod
     def of(
@@ -169,10 +183,24 @@ class Running:
     @cached_property
     def has_moves(self) -> bool:
         """A move on record or in flight, or a moved pod (``policy.pool.migrate``)."""
+        if self.unranked is not None:
+            return self.unranked.has_moves
         a = self.admission
         if a is not None and (a.moves or a.migrations or any(p.pod or p.source for p in a.pods)):
             return True
         return any(move_of(p.name) for p in self.pods)
+
+    @cached_property
+    def bursts(self) -> bool:
+        """A running CPU worker of the job may use more CPU than it requests: only such
+        workers can oversubscribe a node's CPU (the scheduler fits requests). Read by
+        ``policy.pool.migrate`` every cycle; derived once per job state."""
+        if self.unranked is not None:
+            return self.unranked.bursts
+        worker = self.job.replicas.get(WORKER)
+        if worker is None or worker.request[GPU]:
+            return False  # (most jobs of a GPU pool, at one look-up)
+        return any(bursting(p) for p in self.pods)
 
     @property
     def count(self) -> int:
@@ -184,3 +212,13 @@ class Running:
         taken = {p.index for p in self.pods if p.replica_type == "worker"}
         free = [i for i in range(self.job.max_workers) if i not in taken]
         return free[:n]
+
+
+def cpu_worker(p: Pod) -> bool:
+    """A worker that computes on CPU: a GPU worker steps at its GPUs' pace."""
+    return p.replica_type == WORKER.lower() and not p.request[GPU]
+
+
+def bursting(p: Pod) -> bool:
+    """A CPU worker that may use more CPU than it requests (its limit is higher)."""
+    return cpu_worker(p) and p.limits["cpu"] > p.request["cpu"]

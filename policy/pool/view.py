@@ -65,13 +65,12 @@ def own(job: Job, pods: Sequence[Pod]) -> tuple[tuple[Pod, ...], list[Pod]]:
 def running_of(
     view: JobView, prio: int, admission: Admission | None, got: Attained | None, memo: Memo
 ) -> Running:
-    """An admitted job's running state (under least attained service, its service is
-    computed each cycle, and so is this)."""
-    if got is not None:
-        return Running.of(view.job, view.pods, view.verdict, prio, admission, got)
-    return memo.derive(
+    """An admitted job's running state (under least attained service, with its service,
+    computed each cycle; what it is without is derived once, as without)."""
+    base = memo.derive(
         "running",
         (view, admission),
         lambda: Running.of(view.job, view.pods, view.verdict, prio, admission),
         prio,
     )
+    return base if got is None else base.ranked(got)
