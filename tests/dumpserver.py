@@ -6,9 +6,12 @@ a resource the user may not read, 404 for a CRD that is not installed)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import pytest
 from kubernetes.client.rest import RESTResponse
 
 from tests.kubefake import answer
@@ -131,3 +134,24 @@ class DumpServer:
             200,
             {"apiVersion": api_version, "kind": f"{kind}List", "metadata": meta, "items": items},
         )
+
+
+def serve_dump(
+    state: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, now: datetime
+) -> DumpServer:
+    """Every request of every client made in the test goes to a server of ``state``, and the
+    live views' clock reads ``now``."""
+    from kubernetes.client import rest
+
+    import live.views
+    from tests.kubefake import use_kubeconfig
+
+    use_kubeconfig(tmp_path, monkeypatch)
+    fake = DumpServer(state)
+    monkeypatch.setattr(
+        rest.RESTClientObject,
+        "request",
+        lambda self, method, url, **kw: fake.request(method, url, **kw),
+    )
+    monkeypatch.setattr(live.views, "utc_now", lambda: now)
+    return fake

@@ -15,8 +15,7 @@ from cli.main import main
 from sim.apiserver import EPOCH
 from sim.dump import StateDump
 from sim.engine import SimConfig, Simulation
-from tests.dumpserver import DumpServer
-from tests.kubefake import use_kubeconfig
+from tests.dumpserver import serve_dump
 from tests.simkit import gpu_nodes, job, scenario
 from tests.test_view import _stories
 
@@ -68,18 +67,7 @@ def test_explain_says_a_finished_job_finished(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from kubernetes.client import rest
-
-    import live.views
-
-    use_kubeconfig(tmp_path, monkeypatch)
-    fake = DumpServer(state)
-    monkeypatch.setattr(
-        rest.RESTClientObject,
-        "request",
-        lambda self, method, url, **kw: fake.request(method, url, **kw),
-    )
-    monkeypatch.setattr(live.views, "utc_now", lambda: EPOCH + timedelta(seconds=AT))
+    serve_dump(state, tmp_path, monkeypatch, EPOCH + timedelta(seconds=AT))
     code = main(["explain", "quick"])
     out, err = capsys.readouterr()
     assert code == 0, err

@@ -27,9 +27,9 @@ from policy.model.resources import Resources
 from sim.apiserver import EPOCH
 from sim.dump import StateDump
 from sim.engine import Scenario, SimConfig, Simulation
-from tests.dumpserver import DumpServer
+from tests.dumpserver import DumpServer, serve_dump
 from tests.kube_schema import validate_k8s
-from tests.kubefake import KUBECONFIG, granted, use_kubeconfig
+from tests.kubefake import KUBECONFIG, granted
 from tests.simkit import gpu_nodes, job, scenario
 
 AT = 450.0  # simulated seconds: the moment the dump shows
@@ -76,19 +76,7 @@ def state() -> dict[str, Any]:
 @pytest.fixture
 def server(state: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DumpServer:
     """Every request of every client made in the test goes to a server of the dump."""
-    from kubernetes.client import rest
-
-    import live.views
-
-    use_kubeconfig(tmp_path, monkeypatch)
-    fake = DumpServer(state)
-    monkeypatch.setattr(
-        rest.RESTClientObject,
-        "request",
-        lambda self, method, url, **kw: fake.request(method, url, **kw),
-    )
-    monkeypatch.setattr(live.views, "utc_now", lambda: NOW)
-    return fake
+    return serve_dump(state, tmp_path, monkeypatch, NOW)
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -725,6 +713,6 @@ def test_explain_with_events_forbidden_does_not_say_there_are_none(server, capsy
 def test_a_live_view_of_a_cluster_without_dragonet_says_so(server, capsys, tmp_path: Path) -> None:
     server.missing = {"trainingpools"}
     page = tmp_path / "live.html"
-    code, out, err = run(capsys, "view", "--live", "--html", str(page))
+    code, _, err = run(capsys, "view", "--live", "--html", str(page))
     assert code != 0 and not page.exists()
     assert "Dragonet is not installed here" in err and "0 jobs" not in err
