@@ -127,3 +127,12 @@ app.kubernetes.io/component: reaper
 {{- default "default" .Values.reaper.serviceAccount.name }}
 {{- end }}
 {{- end }}
+
+{{/*
+The webhook container's memory limit in Mi: every worker's cap on what it keeps between
+requests, its baseline and what requests in flight take (values.yaml, server.memory*).
+*/}}
+{{- define "dragonet.memoryLimitMi" -}}
+{{- $s := .Values.server -}}
+{{- mul (int64 $s.workers) (add (int64 $s.memoryCapMi) (int64 $s.memoryBaselineMi) (int64 $s.memoryInflightMi)) -}}
+{{- end -}}
