@@ -400,9 +400,9 @@ def test_the_memory_limit_follows_the_cap_the_workers_and_what_else_a_worker_tak
 ) -> None:
     """workers x (cap + baseline + in flight), in Mi, unless the limit is set: raising the
     cap or the workers raises the limit with it (issue 36: the limit was a fixed 1Gi)."""
-    assert _memory_limit(default_docs) == "1088Mi"  # 2 x (192 + 160 + 192)
+    assert _memory_limit(default_docs) == "1024Mi"  # 2 x (192 + 128 + 192)
     more = _render(helm, "--set", "server.workers=3", "--set", "server.memoryCapMi=512")
-    assert _memory_limit(more) == f"{3 * (512 + 160 + 192)}Mi"
+    assert _memory_limit(more) == f"{3 * (512 + 128 + 192)}Mi"
     assert _env(_webhook(more))["DRAGONET_MEMORY_CAP_BYTES"] == str(512 << 20)
     given = _render(helm, "--set", "resources.limits.memory=3Gi")
     assert _memory_limit(given) == "3Gi"

@@ -45,11 +45,11 @@ class Settings(BaseSettings):
     # request, about twice its size, the least recently read forgotten first). Each entry
     # is charged when it is kept, by the bytes it came from times what parsing makes of
     # them (policy.memo.charge, calibrated with tracemalloc); what is forgotten is freed at
-    # once. A pool of 1,000 nodes (13 MiB a sync) is charged ~70 MiB of memo and ~26 MiB
-    # of reader, so the default keeps one such pool warm, or dozens of 100 nodes. The
-    # chart's memory limit is workers x (this + a process's baseline + what requests in
-    # flight take): chart/README.md. 0: nothing kept (every sync parses afresh, the same
-    # answers).
+    # once. A pool of 1,000 nodes (13 MiB a sync) is charged ~61 MiB of memo and its last
+    # request ~38 MiB, so the default keeps two such pools in memos, or dozens of 100
+    # nodes. The chart's memory limit is workers x (this + a process's baseline + what
+    # requests in flight take): chart/README.md. 0: nothing kept (every sync parses
+    # afresh, the same answers).
     memory_cap_bytes: int = Field(default=192 * MiB, ge=0)
     # A connection that sends nothing for this long (new, or kept alive between requests)
     # is closed (gunicorn's keepalive). Metacontroller's Go client keeps its connections
