@@ -39,10 +39,11 @@ class Settings(BaseSettings):
     # still reaches it.
     request_timeout_seconds: float = Field(default=8.0, gt=0)
     # One cap, in bytes, on what a process keeps between requests: its memos (policy/memo.py:
-    # objects parsed by earlier syncs and what is derived from them; the jobs' syncs an
-    # eighth, the pools' the rest, the pool synced least recently forgotten first) and the
-    # request reader's last requests (webhooks/lazy.py, a quarter: each parent's last
-    # request, about twice its size, the least recently read forgotten first). Each entry
+    # objects parsed by earlier syncs and what is derived from them, three quarters: the
+    # jobs' syncs an eighth of that, the pools' the rest, the pool synced least recently
+    # forgotten first) and the request reader's last requests (webhooks/lazy.py, a
+    # quarter: each parent's last request, about twice its size, the least recently read
+    # forgotten first). Each entry
     # is charged when it is kept, by the bytes it came from times what parsing makes of
     # them (policy.memo.charge, calibrated with tracemalloc); what is forgotten is freed at
     # once. A pool of 1,000 nodes (13 MiB a sync) is charged ~61 MiB of memo and its last
