@@ -41,10 +41,8 @@ import orjson
 T = TypeVar("T")
 _MISSING = object()
 
-KiB = 1 << 10
-MiB = 1 << 20
 # What keeping an entry costs, charged when it is kept (calibrated with tracemalloc against
-# what clearing the memos frees, pools of 3 to 1,000 nodes and mixed traffic; see
+# what clearing the memos frees, pools of 3 to 200 nodes and mixed traffic; see
 # tests/test_memory_cap.py and benchmarks/README.md, "One memory cap, in bytes"): an entry
 # parsed from JSON bytes, per byte of them (the bytes themselves, which the entry keeps to
 # compare, and the objects parsed from them) and once (its key and slot); a derived value.
