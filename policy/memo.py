@@ -132,6 +132,9 @@ class Memo:
     # The last answer of the one sync this memo serves (a pool's), and what it answered:
     # a sync whose plan-relevant input equals it answers the same (see policy.pool.sync).
     last: Any = None
+    # What changes the generations and their bytes together (the jobs' memo serves
+    # syncs on several threads at once; a lost update would let the bytes drift).
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def nbytes(self) -> int:
@@ -251,26 +254,28 @@ class Memo:
         """The older generation's entry, moved out of it (``_keep`` puts it in the newer)."""
         if not self.previous:
             return _MISSING
-        value = self.previous.pop(key, _MISSING)
-        if value is not _MISSING:
-            self.previous_bytes -= charge(key, value)
+        with self._lock:
+            value = self.previous.pop(key, _MISSING)
+            if value is not _MISSING:
+                self.previous_bytes -= charge(key, value)
         return value
 
     def _keep(self, key: Hashable, value: Any) -> None:
         size = charge(key, value)
-        old = self.current.pop(key, _MISSING)  # (a named entry whose bytes changed)
-        if old is not _MISSING:
-            self.current_bytes -= charge(key, old)
-        if self.nbytes + size > self.limit:  # the older generation goes, then the newer
-            if self.current_bytes + size <= self.limit:
-                self.previous, self.previous_bytes = self.current, self.current_bytes
-            else:
-                self.previous, self.previous_bytes = {}, 0
-            self.current, self.current_bytes = {}, 0
-            if size > self.limit:  # larger than the whole memo: not kept
-                return
-        self.current[key] = value
-        self.current_bytes += size
+        with self._lock:
+            old = self.current.pop(key, _MISSING)  # (a named entry whose bytes changed)
+            if old is not _MISSING:
+                self.current_bytes -= charge(key, old)
+            if self.nbytes + size > self.limit:  # the older generation goes, then the newer
+                if self.current_bytes + size <= self.limit:
+                    self.previous, self.previous_bytes = self.current, self.current_bytes
+                else:
+                    self.previous, self.previous_bytes = {}, 0
+                self.current, self.current_bytes = {}, 0
+                if size > self.limit:  # larger than the whole memo: not kept
+                    return
+            self.current[key] = value
+            self.current_bytes += size
 
     def begin(self) -> None:
         """A new sync of the one parent this memo serves. Once both generations hold three
@@ -281,19 +286,22 @@ class Memo:
         self.used = 0
 
     def rotate(self) -> None:
-        self.previous, self.current = self.current, {}
-        self.previous_bytes, self.current_bytes = self.current_bytes, 0
+        with self._lock:
+            self.previous, self.current = self.current, {}
+            self.previous_bytes, self.current_bytes = self.current_bytes, 0
 
     def drop_previous(self) -> int:
         """Forget the older generation; the bytes it was charged."""
-        freed = self.previous_bytes
-        self.previous, self.previous_bytes = {}, 0
+        with self._lock:
+            freed = self.previous_bytes
+            self.previous, self.previous_bytes = {}, 0
         return freed
 
     def clear(self) -> None:
         """Forget everything (a fresh process's memo)."""
-        self.current, self.previous, self.last, self.used = {}, {}, None, 0
-        self.current_bytes = self.previous_bytes = 0
+        with self._lock:
+            self.current, self.previous, self.last, self.used = {}, {}, None, 0
+            self.current_bytes = self.previous_bytes = 0
 
     def __len__(self) -> int:
         return len(self.current) + len(self.previous)
