@@ -361,7 +361,7 @@ def main(argv: list[str] | None = None) -> None:
         "--requests-dir", help="(--large) where the requests are written, and found next time"
     )
     parser.add_argument(
-        "--limit-mib", type=float, default=544.0, help="(--large) the chart's limit per worker"
+        "--limit-mib", type=float, default=512.0, help="(--large) the chart's limit per worker"
     )
     args = parser.parse_args(argv)
     if args.worker:
