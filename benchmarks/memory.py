@@ -21,6 +21,16 @@ With ``--full-collection``: how long a full collection (the shell once ran one a
 cap and without, and whether what the shell's ``Collector`` does around large requests
 still pays for a cold pool sync.
 
+With ``--large``: the issue-36 shape. ``--pool-names`` pools of ``--nodes`` nodes (and as many
+jobs, ~13 MiB a sync at 1,000: ``benchmarks.sync_latency.scenario``), synced in turn (each
+sync after one pod event, so every sync plans), each followed by a running job's syncs,
+``--rounds`` times, in a worker process of its own started for it (the requests are read
+from files one at a time, as a worker reads them; nothing the benchmark built is in its
+heap), on the chart's defaults (``Settings()``: ``DRAGONET_MEMORY_CAP_BYTES``). Printed:
+the worker's peak RSS (``VmHWM``) against the per-worker share of the chart's limit
+(``--limit-mib``), what the memos and the reader are charged, and a warm pool sync's CPU
+time (its memo held) against a cold one's, in the same process.
+
 Not a test: the figures depend on the machine (record them in benchmarks/README.md).
 """
 
@@ -44,10 +54,11 @@ from webhooks.config import Settings
 from webhooks.gunicorn_conf import tune_gc
 
 
-def rss_mib() -> float:
+def rss_mib(field: str = "VmRSS") -> float:
+    """The process's resident memory (``VmHWM``: its peak so far), MiB."""
     with open("/proc/self/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024
     return 0.0
 
@@ -93,7 +104,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     rng = random.Random(args.seed)
     tune_gc()
     clock = Clock()
-    app = create_app(Settings(memo_max_entries=args.memo_max_entries), clock=clock)
+    app = create_app(Settings(memory_cap_bytes=int(args.cap_mib * 2**20)), clock=clock)
     client = app.test_client()
     pauses = Pauses()
     codes: Counter[int] = Counter()
@@ -164,8 +175,8 @@ def full_collection(args: argparse.Namespace) -> None:
         pool["parent"]["metadata"]["name"] = f"pool-{i}"
         bodies.append(orjson.dumps(versioned(pool)))
     print(f"{args.pools} pools of {args.nodes} nodes, {len(bodies[0]) / 2**20:.1f} MiB each")
-    for cap in (Settings().memo_max_entries, 10**9):
-        app = create_app(Settings(memo_max_entries=cap), clock=Clock())
+    for cap in (Settings().memory_cap_bytes, 1 << 40):
+        app = create_app(Settings(memory_cap_bytes=cap), clock=Clock())
         for body in bodies:
             app.test_client().post(
                 "/pools/sync", data=body, content_type="application/json", buffered=True
@@ -177,7 +188,7 @@ def full_collection(args: argparse.Namespace) -> None:
             gc.collect()
             gc.freeze()
             took.append(time.perf_counter() - t0)
-        label = "no cap" if cap == 10**9 else f"cap {cap:,}"
+        label = "no cap" if cap == 1 << 40 else f"cap {cap >> 20} MiB"
         print(
             f"  {label:>12}: memo {memo_entries(app):>7} entries, RSS {rss_mib():6.0f} MiB, "
             f"full collection {min(took) * 1000:6.0f} ms (best of 3), "
@@ -212,6 +223,114 @@ def full_collection(args: argparse.Namespace) -> None:
         )
 
 
+def large(args: argparse.Namespace) -> None:
+    """Build the requests here, answer them in a fresh worker process (``--worker``)."""
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    from benchmarks.sync_latency import _with_new_pod_version, scenario
+
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="dragonet-memory-") as tmp:
+        if args.requests_dir:  # built once, kept for further runs
+            tmp = args.requests_dir
+            Path(tmp).mkdir(parents=True, exist_ok=True)
+        pool, job = ({}, {}) if Path(tmp, "job.json").exists() else scenario(args.nodes, args.nodes)
+        for i in range(args.pool_names if pool else 0):
+            pool["parent"]["metadata"]["name"] = f"pool-{i:02d}"
+            for n in range(2):  # two versions: one pod event apart
+                Path(tmp, f"pool-{i:02d}.{n}.json").write_bytes(_with_new_pod_version(pool, n))
+        if job:
+            Path(tmp, "job.json").write_bytes(orjson.dumps(job))
+        size = Path(tmp, "pool-00.0.json").stat().st_size
+        print(
+            f"{args.pool_names} pools of {args.nodes} nodes, {size / 2**20:.1f} MiB a sync "
+            f"(built in {time.perf_counter() - t0:.0f} s); worker:",
+            flush=True,
+        )
+        del pool, job
+        command = [sys.executable, "-m", "benchmarks.memory", "--worker", tmp]
+        command += ["--rounds", str(args.rounds), "--limit-mib", str(args.limit_mib)]
+        command += ["--warm-rounds", str(args.warm_rounds)]
+        subprocess.run(command, check=True)
+
+
+def worker(args: argparse.Namespace) -> None:
+    """One webhook process answering the files of ``args.worker`` (see ``large``)."""
+    from pathlib import Path
+
+    from werkzeug.test import EnvironBuilder, run_wsgi_app
+
+    tune_gc()
+    # The chart's defaults, but no deadline: on a loaded machine a cold sync's wall time
+    # says nothing of its memory.
+    settings = Settings(request_timeout_seconds=3600)
+    app = create_app(settings, clock=Clock())
+    memos, reader = app.config["DRAGONET_MEMOS"], app.config["DRAGONET_READER"]
+    files = Path(args.worker)
+    names = sorted({p.name.split(".")[0] for p in files.glob("pool-*.json")})
+    baseline = rss_mib()
+
+    def post(path: str, name: str) -> float:
+        # As a server calls the app (Flask's test client keeps a request of its own in a
+        # reference cycle with the body, which the shell's Collector would freeze).
+        body = (files / name).read_bytes()
+        environ = EnvironBuilder(
+            path, method="POST", data=body, content_type="application/json"
+        ).get_environ()
+        del body
+        t0 = time.process_time()
+        answer, status, _ = run_wsgi_app(app, environ, buffered=True)
+        took = time.process_time() - t0
+        assert status.startswith("200"), b"".join(answer)[:200]
+        return took
+
+    def charged() -> str:
+        return (
+            f"memos {getattr(memos, 'nbytes', 0) / 2**20:5.1f} MiB ({len(memos.pools)} pools), "
+            f"reader {getattr(reader, 'nbytes', 0) / 2**20:5.1f} MiB"
+        )
+
+    cap = getattr(settings, "memory_cap_bytes", 0) / 2**20
+    print(f"  cap {cap:.0f} MiB; RSS after start {baseline:.0f} MiB", flush=True)
+    syncs: list[float] = []
+    for r in range(args.rounds):
+        for name in names:
+            syncs.append(post("/pools/sync", f"{name}.{r % 2}.json"))
+            for _ in range(3):
+                post("/tfjobs/sync", "job.json")
+        print(
+            f"  round {r + 1}: {len(names)} pool syncs, CPU p50 "
+            f"{sorted(syncs)[len(syncs) // 2] * 1000:.0f} ms; RSS {rss_mib():.0f} MiB, "
+            f"peak {rss_mib('VmHWM'):.0f} MiB; {charged()}",
+            flush=True,
+        )
+    # A warm sync (its pool's memo held: synced just before, one pod event since) against
+    # a cold one (the memos and the reader forgotten first), alternating, in this process.
+    warm: list[float] = []
+    cold: list[float] = []
+    name = names[0]
+    for n in range(args.warm_rounds):
+        post("/pools/sync", f"{name}.{n % 2}.json")
+        warm.append(post("/pools/sync", f"{name}.{(n + 1) % 2}.json"))
+        memos.clear()
+        getattr(reader, "clear", getattr(reader, "_last", {}).clear)()
+        cold.append(post("/pools/sync", f"{name}.{n % 2}.json"))
+    warm.sort()
+    cold.sort()
+    w, c = warm[len(warm) // 2], cold[len(cold) // 2]
+    peak = rss_mib("VmHWM")
+    print(
+        f"  peak RSS {peak:.0f} MiB against {args.limit_mib:.0f} MiB a worker "
+        f"({peak / args.limit_mib:.0%}); warm pool sync p50 {w * 1000:.0f} ms CPU, cold "
+        f"{c * 1000:.0f} ms (warm/cold {w / c:.2f}, {len(warm)} each); memos forgot "
+        f"{memos.forgotten} pools, reader {getattr(reader, 'forgotten', 0)} requests",
+        flush=True,
+    )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=10_000)
@@ -220,9 +339,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-nodes", type=int, default=200)
     parser.add_argument("--max-jobs", type=int, default=300)
     parser.add_argument(
-        "--memo-max-entries", type=int, default=Settings().memo_max_entries, help="the cap"
+        "--cap-mib", type=float, default=Settings().memory_cap_bytes / 2**20, help="the cap"
     )
-    parser.add_argument("--pool-names", type=int, default=1000, help="pools are named from so many")
+    parser.add_argument(
+        "--pool-names", type=int, help="pools are named from so many (1,000; --large: 16)"
+    )
     parser.add_argument("--warmup", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=24)
     parser.add_argument("--trace", action="store_true", help="diff tracemalloc snapshots")
@@ -232,13 +353,32 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--pools", type=int, default=8, help="(--full-collection)")
     parser.add_argument("--nodes", type=int, default=1000, help="(--full-collection)")
-    parser.add_argument("--rounds", type=int, default=5, help="(--full-collection)")
+    parser.add_argument("--rounds", type=int, default=5, help="(--full-collection, --large)")
+    parser.add_argument("--large", action="store_true", help="pools of --nodes, in a worker")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--warm-rounds", type=int, default=5, help="(--large)")
+    parser.add_argument(
+        "--requests-dir", help="(--large) where the requests are written, and found next time"
+    )
+    parser.add_argument(
+        "--limit-mib", type=float, default=512.0, help="(--large) the chart's limit per worker"
+    )
     args = parser.parse_args(argv)
+    if args.worker:
+        worker(args)
+        return
+    if args.large:
+        args.pool_names = args.pool_names or 16
+        if args.quick:
+            args.pool_names, args.nodes, args.rounds, args.warm_rounds = 3, 40, 2, 2
+        large(args)
+        return
     if args.full_collection:
         if args.quick:
             args.pools, args.nodes, args.rounds = 2, 16, 1
         full_collection(args)
         return
+    args.pool_names = args.pool_names or 1000
     if args.quick:
         args.requests, args.every, args.max_nodes, args.max_jobs = 120, 40, 12, 20
         args.warmup = 40

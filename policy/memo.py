@@ -17,9 +17,14 @@ What a value depends on is all in its key: the bytes, the objects' identities an
 values, ``now`` where a value reads it (a job's verdict under a deadline). What a sync
 answers at one time is answered again only while it cannot change (``policy.pool.sync``).
 
-Memory is bounded whatever the traffic: a ``Memo`` never holds more than its ``limit``
-entries, and ``Memos`` (a process's: one memo per pool, one for the jobs' syncs) holds at
-most ``max_entries`` in all, forgetting first the pools synced least recently.
+Memory is bounded whatever the traffic, in bytes: each entry is charged when it is kept
+(``charge``: the bytes of the JSON it was parsed from, times what parsing makes of them, or
+a fixed size for a derived value, both calibrated with ``tracemalloc``), a ``Memo`` never
+holds more than its ``limit`` bytes, and ``Memos`` (a process's: one memo per pool, one for
+the jobs' syncs) holds at most its ``cap`` in all, forgetting first the pools synced least
+recently. What is forgotten is freed by reference counting at once: a memo keeps no
+traceback (an exception's frames would tie a whole request into a reference cycle, which
+a frozen heap never collects: ``webhooks.shell.Collector``).
 """
 
 from __future__ import annotations
@@ -35,6 +40,37 @@ import orjson
 
 T = TypeVar("T")
 _MISSING = object()
+
+# What keeping an entry costs, charged when it is kept (calibrated with tracemalloc against
+# what clearing the memos frees, pools of 3 to 200 nodes and mixed traffic; see
+# tests/test_memory_cap.py and benchmarks/README.md, "One memory cap, in bytes"): an entry
+# parsed from JSON bytes, per byte of them (the bytes themselves, which the entry keeps to
+# compare, and the objects parsed from them) and once (its key and slot); a derived value.
+PARSED_PER_BYTE = 4
+ENTRY_BYTES = 512
+DERIVED_BYTES = 3584
+
+
+def charge(key: Hashable, value: Any) -> int:
+    """What an entry is charged: by the bytes it was parsed from when its key or value says
+    (``Memo.parsed``'s keys), else as a derived value. The same for the same entry, so
+    what is charged when it is kept is what is given back when it goes."""
+    if type(key) is tuple and len(key) > 1:
+        if key[0] == "named" and type(value) is tuple and type(value[0]) is bytes:
+            return PARSED_PER_BYTE * len(value[0]) + ENTRY_BYTES
+        if type(key[1]) is bytes:
+            return PARSED_PER_BYTE * len(key[1]) + ENTRY_BYTES
+    return DERIVED_BYTES
+
+
+def _detached(value: T) -> T:
+    """``value``, without the traceback of an exception (a job's ``InvalidJob`` is kept as
+    a value): its frames hold the request's objects and the exception itself, a cycle only
+    a full collection frees."""
+    if isinstance(value, BaseException):
+        value.__traceback__ = None
+        value.__context__ = value.__cause__ = None
+    return value
 
 
 class Undecodable(ValueError):
@@ -82,17 +118,28 @@ def content_key(kind: str, obj: Mapping[str, Any], *extra: Hashable) -> tuple | 
 class Memo:
     """Two generations: what the last syncs used survives a ``rotate``, the rest is dropped,
     so memory follows the working set (a pool's objects, old versions gone soon). Never
-    more than ``limit`` entries in both: the older generation goes first (0: no memo)."""
+    more than ``limit`` bytes (``charge``) in both: the older generation goes first (0: no
+    memo). An entry found in the older generation moves to the newer one."""
 
-    limit: int = 200_000  # entries held at most, both generations together
+    limit: int = 1 << 30  # bytes held at most, both generations together
     current: dict[Hashable, Any] = field(default_factory=dict)
     previous: dict[Hashable, Any] = field(default_factory=dict)
+    current_bytes: int = 0
+    previous_bytes: int = 0
     hits: int = 0
     misses: int = 0
     used: int = 0  # look-ups since ``begin`` (about the entries one sync needs)
     # The last answer of the one sync this memo serves (a pool's), and what it answered:
     # a sync whose plan-relevant input equals it answers the same (see policy.pool.sync).
     last: Any = None
+    # What changes the generations and their bytes together (the jobs' memo serves
+    # syncs on several threads at once; a lost update would let the bytes drift).
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @property
+    def nbytes(self) -> int:
+        """What the entries are charged, both generations."""
+        return self.current_bytes + self.previous_bytes
 
     def get(self, key: Hashable | None, make: Callable[[], T]) -> T:
         """What ``make`` returned for an equal key (counted: hits and misses are parses)."""
@@ -103,10 +150,10 @@ class Memo:
         if value is not _MISSING:
             self.hits += 1
             return value  # type: ignore[no-any-return]
-        value = self.previous.get(key, _MISSING)
+        value = self._take_previous(key)
         if value is _MISSING:
             self.misses += 1
-            value = make()
+            value = _detached(make())
         else:
             self.hits += 1
         self._keep(key, value)
@@ -175,12 +222,12 @@ class Memo:
         if entry is not _MISSING and entry[0] == raw:
             self.hits += 1
             return entry[1]  # type: ignore[index, no-any-return]
-        entry = self.previous.get(key, _MISSING)
+        entry = self._take_previous(key)  # (an older version of it goes either way)
         if entry is not _MISSING and entry[0] == raw:
             self.hits += 1
         else:
             self.misses += 1
-            entry = (raw, make(obj))
+            entry = (raw, _detached(make(obj)))
         self._keep(key, entry)
         return entry[1]  # type: ignore[index, no-any-return]
 
@@ -197,17 +244,38 @@ class Memo:
         key = (tag, *map(id, objects), *values)
         entry = self.current.get(key, _MISSING)
         if entry is _MISSING:
-            entry = self.previous.get(key, _MISSING)
+            entry = self._take_previous(key)
             if entry is _MISSING:
-                entry = (objects, make())
+                entry = (objects, _detached(make()))
             self._keep(key, entry)
         return entry[1]  # type: ignore[index, no-any-return]
 
+    def _take_previous(self, key: Hashable) -> Any:
+        """The older generation's entry, moved out of it (``_keep`` puts it in the newer)."""
+        if not self.previous:
+            return _MISSING
+        with self._lock:
+            value = self.previous.pop(key, _MISSING)
+            if value is not _MISSING:
+                self.previous_bytes -= charge(key, value)
+        return value
+
     def _keep(self, key: Hashable, value: Any) -> None:
-        if len(self.current) + len(self.previous) >= self.limit:  # the older one goes
-            self.previous = self.current if len(self.current) < self.limit else {}
-            self.current = {}
-        self.current[key] = value
+        size = charge(key, value)
+        with self._lock:
+            old = self.current.pop(key, _MISSING)  # (a named entry whose bytes changed)
+            if old is not _MISSING:
+                self.current_bytes -= charge(key, old)
+            if self.nbytes + size > self.limit:  # the older generation goes, then the newer
+                if self.current_bytes + size <= self.limit:
+                    self.previous, self.previous_bytes = self.current, self.current_bytes
+                else:
+                    self.previous, self.previous_bytes = {}, 0
+                self.current, self.current_bytes = {}, 0
+                if size > self.limit:  # larger than the whole memo: not kept
+                    return
+            self.current[key] = value
+            self.current_bytes += size
 
     def begin(self) -> None:
         """A new sync of the one parent this memo serves. Once both generations hold three
@@ -218,11 +286,22 @@ class Memo:
         self.used = 0
 
     def rotate(self) -> None:
-        self.previous, self.current = self.current, {}
+        with self._lock:
+            self.previous, self.current = self.current, {}
+            self.previous_bytes, self.current_bytes = self.current_bytes, 0
+
+    def drop_previous(self) -> int:
+        """Forget the older generation; the bytes it was charged."""
+        with self._lock:
+            freed = self.previous_bytes
+            self.previous, self.previous_bytes = {}, 0
+        return freed
 
     def clear(self) -> None:
         """Forget everything (a fresh process's memo)."""
-        self.current, self.previous, self.last, self.used = {}, {}, None, 0
+        with self._lock:
+            self.current, self.previous, self.last, self.used = {}, {}, None, 0
+            self.current_bytes = self.previous_bytes = 0
 
     def __len__(self) -> int:
         return len(self.current) + len(self.previous)
@@ -234,7 +313,9 @@ NO_MEMO = Memo(limit=0)  # remembers nothing: every value is computed afresh
 class Memos:
     """A process's memos: one per pool (a pool's syncs read its whole cluster, the same
     objects again and again) and one for every job's sync (``jobs``, a ``jobs_share`` of
-    the entries), holding ``max_entries`` at most together (0: no memo at all).
+    the bytes), holding ``cap`` bytes at most together (``charge``; 0: no memo at all).
+    (The process's other keeper, the webhook's request reader, has a share of the same
+    cap: ``webhooks.config.Settings.memory_cap_bytes``.)
 
     After each pool sync (``settle``), while the pools' memos hold more than their share:
     the other pools' older generations go, least recently synced first, then whole pools,
@@ -242,37 +323,41 @@ class Memos:
     after a restart, the same answer). A pool forgotten while its sync runs on another
     thread keeps its memo until that sync ends."""
 
-    def __init__(self, max_entries: int, jobs_share: float = 0.25) -> None:
-        self.max_entries = max(max_entries, 0)
-        self.jobs = Memo(limit=int(self.max_entries * jobs_share))
+    def __init__(self, cap: int, jobs_share: float = 0.125) -> None:
+        self.cap = max(cap, 0)
+        self.jobs = Memo(limit=int(self.cap * jobs_share))
         self.pools: OrderedDict[str, Memo] = OrderedDict()  # least recently synced first
-        self.forgotten = 0  # pools' memos dropped to stay under ``max_entries``
+        self.forgotten = 0  # pools' memos dropped to stay under ``cap``
         self._lock = threading.Lock()  # (pools sync on several threads at once)
+
+    @property
+    def pools_limit(self) -> int:
+        """The pools' share of the cap, together."""
+        return self.cap - self.jobs.limit
 
     def pool(self, name: str) -> Memo:
         """The pool's memo, made the most recently used (new: empty)."""
         with self._lock:
             memo = self.pools.pop(name, None)
             if memo is None:
-                memo = Memo(limit=self.max_entries - self.jobs.limit)
+                memo = Memo(limit=self.pools_limit)
             self.pools[name] = memo
             return memo
 
     def settle(self, using: Memo) -> None:
-        """Back under ``max_entries``, keeping ``using`` (the memo of the sync just done)."""
+        """Back under ``cap``, keeping ``using`` (the memo of the sync just done)."""
         with self._lock:  # (the jobs' memo keeps its share: never over its own limit)
-            over = sum(len(m) for m in self.pools.values()) - self.max_entries + self.jobs.limit
+            over = sum(m.nbytes for m in self.pools.values()) - self.pools_limit
             for memo in list(self.pools.values()):
                 if over <= 0:
                     return
                 if memo is not using and memo.previous:
-                    over -= len(memo.previous)
-                    memo.previous = {}
+                    over -= memo.drop_previous()
             for name, memo in list(self.pools.items()):
                 if over <= 0:
                     return
                 if memo is not using:
-                    over -= len(memo)
+                    over -= memo.nbytes
                     del self.pools[name]
                     self.forgotten += 1
 
@@ -281,6 +366,12 @@ class Memos:
         with self._lock:
             self.pools.clear()
             self.jobs.clear()
+
+    @property
+    def nbytes(self) -> int:
+        """What all the memos' entries are charged."""
+        with self._lock:
+            return self.jobs.nbytes + sum(m.nbytes for m in self.pools.values())
 
     def __len__(self) -> int:
         return len(self.jobs) + sum(len(m) for m in self.pools.values())

@@ -74,7 +74,7 @@ CUSTOM_VALUES: dict[str, Any] = {
         "logLevel": "debug",
         "maxRequestBytes": 16777216,
         "requestTimeoutSeconds": 5.5,
-        "memoMaxEntries": 120000,
+        "memoryCapMi": 512,
         "idleSeconds": 30,
         "maxConnections": 500,
     },
@@ -292,7 +292,7 @@ def test_default_values_reach_the_webhook_environment(default_docs: list[dict[st
         "DRAGONET_LOG_LEVEL": "info",
         "DRAGONET_MAX_REQUEST_BYTES": "67108864",
         "DRAGONET_REQUEST_TIMEOUT_SECONDS": "8",
-        "DRAGONET_MEMO_MAX_ENTRIES": "50000",
+        "DRAGONET_MEMORY_CAP_BYTES": "201326592",
         "DRAGONET_IDLE_SECONDS": "5",
         "DRAGONET_MAX_CONNECTIONS": "1000",
         "PROMETHEUS_MULTIPROC_DIR": "/tmp/dragonet-metrics",
@@ -313,7 +313,7 @@ def test_custom_values_reach_the_webhook_environment(custom_docs: list[dict[str,
         "DRAGONET_LOG_LEVEL": "debug",
         "DRAGONET_MAX_REQUEST_BYTES": "16777216",
         "DRAGONET_REQUEST_TIMEOUT_SECONDS": "5.5",
-        "DRAGONET_MEMO_MAX_ENTRIES": "120000",
+        "DRAGONET_MEMORY_CAP_BYTES": "536870912",
         "DRAGONET_IDLE_SECONDS": "30",
         "DRAGONET_MAX_CONNECTIONS": "500",
         "PROMETHEUS_MULTIPROC_DIR": "/tmp/dragonet-metrics",
@@ -390,7 +390,8 @@ def test_the_default_pool_is_optional(helm: str) -> None:
         ("server.logLevel=warning", "DRAGONET_LOG_LEVEL", "warning"),
         ("server.maxRequestBytes=1048576", "DRAGONET_MAX_REQUEST_BYTES", "1048576"),
         ("server.requestTimeoutSeconds=3", "DRAGONET_REQUEST_TIMEOUT_SECONDS", "3"),
-        ("server.memoMaxEntries=20000", "DRAGONET_MEMO_MAX_ENTRIES", "20000"),
+        ("server.memoryCapMi=64", "DRAGONET_MEMORY_CAP_BYTES", "67108864"),
+        ("server.memoryCapMi=0", "DRAGONET_MEMORY_CAP_BYTES", "0"),
         ("server.idleSeconds=30", "DRAGONET_IDLE_SECONDS", "30"),
         ("server.maxConnections=200", "DRAGONET_MAX_CONNECTIONS", "200"),
     ],
@@ -400,6 +401,24 @@ def test_each_value_given_with_set_reaches_its_variable(
 ) -> None:
     env = _env(_webhook(_render(helm, "--set", flag)))
     assert env[env_name] == expected
+
+
+def _memory_limit(docs: list[dict[str, Any]]) -> str:
+    [container] = _webhook(docs)["spec"]["template"]["spec"]["containers"]
+    return container["resources"]["limits"]["memory"]
+
+
+def test_the_memory_limit_follows_the_cap_the_workers_and_what_else_a_worker_takes(
+    helm: str, default_docs: list[dict[str, Any]]
+) -> None:
+    """workers x (cap + baseline + in flight), in Mi, unless the limit is set: raising the
+    cap or the workers raises the limit with it (issue 36: the limit was a fixed 1Gi)."""
+    assert _memory_limit(default_docs) == "1024Mi"  # 2 x (192 + 128 + 192)
+    more = _render(helm, "--set", "server.workers=3", "--set", "server.memoryCapMi=512")
+    assert _memory_limit(more) == f"{3 * (512 + 128 + 192)}Mi"
+    assert _env(_webhook(more))["DRAGONET_MEMORY_CAP_BYTES"] == str(512 << 20)
+    given = _render(helm, "--set", "resources.limits.memory=3Gi")
+    assert _memory_limit(given) == "3Gi"
 
 
 @pytest.mark.parametrize(
@@ -483,7 +502,9 @@ def test_custom_values_reach_the_pod_spec(custom_docs: list[dict[str, Any]]) -> 
         ("scheduling.poolSelector.matchLabel.pool=training", "matchLabel"),
         ("server.requestTimeoutSeconds=10", "requestTimeoutSeconds"),
         ("server.maxRequestBytes=0", "maxRequestBytes"),
-        ("server.memoMaxEntries=-1", "memoMaxEntries"),
+        ("server.memoryCapMi=-1", "memoryCapMi"),
+        ("server.memoryBaselineMi=0", "memoryBaselineMi"),
+        ("server.memoMaxEntries=50000", "memoMaxEntries"),  # (renamed: memoryCapMi)
         ("server.idleSeconds=0", "idleSeconds"),
         ("server.maxConnections=1", "maxConnections"),
         ("tls.secretName=Not_A_Name", "secretName"),

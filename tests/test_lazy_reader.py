@@ -135,13 +135,22 @@ def test_each_parent_is_read_against_its_own_last_request() -> None:
             last[pool] = raw
 
 
-def test_the_reader_holds_at_most_its_slots_and_ignores_small_requests() -> None:
-    reader = IncrementalReader(slots=2, least=0)
+def test_the_reader_holds_at_most_its_limit_in_bytes_and_ignores_small_requests() -> None:
+    one = IncrementalReader(least=0)
+    _read(one, _body(parent="pool-a"))
+    _read(one, _body(parent="pool-a"))  # (read against the first: keeps its body too)
+    size = one.nbytes
+    body = len(_body(parent="pool-a"))
+    assert body < size < 2 * body  # the body, and each object's bytes
+    reader = IncrementalReader(limit=2 * size, least=0)
     for pool in ("pool-a", "pool-b", "pool-c", "pool-d"):
         _read(reader, _body(parent=pool))
-    assert list(reader._last[PATH]) == ["/pool-c", "/pool-d"]
-    reader.read("/tfjobs/sync", _body(parent="job-a"))  # another hook's: kept apart
-    assert list(reader._last[PATH]) == ["/pool-c", "/pool-d"]
+        _read(reader, _body(parent=pool))
+        assert reader.nbytes <= 2 * size
+    assert list(reader._last) == [(PATH, "/pool-c"), (PATH, "/pool-d")]
+    assert reader.forgotten == 2  # the least recently read first
+    reader.read("/tfjobs/sync", _body(parent="job-a"))  # another hook's: apart, same limit
+    assert list(reader._last) == [(PATH, "/pool-d"), ("/tfjobs/sync", "/job-a")]
     small = IncrementalReader(least=10**6)
     _read(small, _body())
     _read(small, _body())

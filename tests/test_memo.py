@@ -15,7 +15,7 @@ import pytest
 
 from policy.job.sync import JobConfig
 from policy.job.sync import sync as job_sync
-from policy.memo import Encoded, Memo, Memos
+from policy.memo import DERIVED_BYTES, Encoded, Memo, Memos, charge
 from policy.model.jobs import MXJOB, TFJOB
 from policy.pool.sync import sync as pool_sync
 from sim.engine import SimConfig, Simulation
@@ -309,18 +309,21 @@ def test_a_long_lived_worker_answers_every_request_as_a_fresh_one_across_wall_cl
 
 
 def test_a_memo_never_holds_more_than_its_limit_and_still_answers_what_parsing_does() -> None:
-    memo = Memo(limit=10)
+    memo = Memo(limit=10 * DERIVED_BYTES)
     for i in range(100):
         raw = orjson.dumps({"spec": {"n": i}})
         assert memo.parsed("Node.v1", Encoded(raw), lambda o: o["spec"]["n"]) == i
         assert memo.derive("double", (), lambda i=i: 2 * i, i) == 2 * i
-        assert len(memo) <= 10
+        assert memo.nbytes <= 10 * DERIVED_BYTES
+        assert memo.nbytes == sum(
+            charge(k, v) for g in (memo.current, memo.previous) for k, v in g.items()
+        )
     assert memo.parsed("Node.v1", Encoded(b'{"spec":{"n":99}}'), lambda o: -1) == 99  # kept
 
 
 def test_the_memos_give_way_pool_by_pool_the_least_recently_synced_first() -> None:
-    memos = Memos(max_entries=100, jobs_share=0.2)
-    assert memos.jobs.limit == 20  # the pools share the other 80
+    memos = Memos(cap=100 * DERIVED_BYTES, jobs_share=0.2)  # (a derived entry's charge)
+    assert memos.jobs.limit == 20 * DERIVED_BYTES  # the pools share the other 80
 
     def sync(name: str, entries: int) -> None:
         memo = memos.pool(name)
@@ -332,6 +335,7 @@ def test_the_memos_give_way_pool_by_pool_the_least_recently_synced_first() -> No
     for name in ("a", "b", "c"):
         sync(name, 25)
     assert list(memos.pools) == ["a", "b", "c"] and len(memos) == 75
+    assert memos.nbytes == 75 * DERIVED_BYTES
     memos.pool("a")  # synced again: now the most recent
     sync("d", 25)
     assert list(memos.pools) == ["c", "a", "d"] and memos.forgotten == 1
@@ -340,7 +344,7 @@ def test_the_memos_give_way_pool_by_pool_the_least_recently_synced_first() -> No
 
 
 def test_the_other_pools_older_generations_go_before_any_pool_is_forgotten() -> None:
-    memos = Memos(max_entries=100, jobs_share=0.2)
+    memos = Memos(cap=100 * DERIVED_BYTES, jobs_share=0.2)
     old = memos.pool("old")
     for i in range(30):
         old.derive("old", (), lambda: None, i)
@@ -352,12 +356,12 @@ def test_the_other_pools_older_generations_go_before_any_pool_is_forgotten() -> 
         new.derive("new", (), lambda: None, i)
     memos.settle(new)
     assert list(memos.pools) == ["old", "new"] and memos.forgotten == 0
-    assert len(old) == 10 and not old.previous
+    assert len(old) == 10 and not old.previous and old.nbytes == 10 * DERIVED_BYTES
 
 
 def test_without_a_memo_a_process_answers_the_same_and_remembers_nothing() -> None:
     rng = random.Random(3)
-    plain = create_app(Settings(memo_max_entries=0), clock=Clock())
+    plain = create_app(Settings(memory_cap_bytes=0), clock=Clock())
     fresh = create_app(Settings(), clock=Clock())
     for path, body in two_tier(rng, 6, 8):
         answer = plain.test_client().post(path, data=body, content_type="application/json")
@@ -369,12 +373,13 @@ def test_without_a_memo_a_process_answers_the_same_and_remembers_nothing() -> No
 
 def test_a_capped_process_answers_mixed_traffic_as_a_fresh_one_and_stays_under_its_cap() -> None:
     """Pools of every size under many names, each followed by its jobs' syncs, through one
-    process whose memos hold at most 600 entries: they never hold more, whole pools are
+    process whose memos are charged at most 3 MiB: they never hold more, whole pools are
     forgotten and parsed again, and every answer is a fresh process's, byte for byte."""
     rng = random.Random(7)
-    cap = 600
-    warm = create_app(Settings(memo_max_entries=cap), clock=Clock())
-    fresh = create_app(Settings(memo_max_entries=cap), clock=Clock())
+    settings = Settings(memory_cap_bytes=4 << 20)
+    cap = settings.memory_shares()[0]
+    warm = create_app(settings, clock=Clock())
+    fresh = create_app(settings, clock=Clock())
     memos = warm.config["DRAGONET_MEMOS"]
     compared = 0
     for i in range(14):
@@ -384,7 +389,7 @@ def test_a_capped_process_answers_mixed_traffic_as_a_fresh_one_and_stays_under_i
             _fresh(fresh)
             expected = fresh.test_client().post(path, data=body, content_type="application/json")
             assert (answer.status_code, answer.data) == (expected.status_code, expected.data)
-            assert len(memos) <= cap
+            assert memos.nbytes <= cap
             compared += 1
     assert compared > 150
     assert memos.forgotten > 0 and memos.jobs.hits > 0

@@ -110,13 +110,14 @@ def create_app(
     app = Flask("dragonet")
     app.config["DRAGONET_SETTINGS"] = settings
     # Objects parsed by earlier syncs, by their bytes (per process; a cache, never a source
-    # of truth: see policy/memo.py): one memo per pool, one for the jobs' syncs, together
-    # at most DRAGONET_MEMO_MAX_ENTRIES entries.
-    memos = Memos(settings.memo_max_entries)
+    # of truth: see policy/memo.py): one memo per pool, one for the jobs' syncs. They and
+    # the reader share one cap in bytes, DRAGONET_MEMORY_CAP_BYTES.
+    memo_bytes, reader_bytes = settings.memory_shares()
+    memos = Memos(memo_bytes)
     app.config["DRAGONET_MEMOS"] = memos
     app.config["DRAGONET_MEMO"] = memo = memos.jobs
     # A large request is read against the last one of its parent (webhooks/lazy.py).
-    app.config["DRAGONET_READER"] = reader = IncrementalReader()
+    app.config["DRAGONET_READER"] = reader = IncrementalReader(limit=reader_bytes)
 
     def now() -> datetime:
         # Kubernetes timestamps have whole seconds; so does the policy's ``now``.

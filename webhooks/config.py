@@ -43,14 +43,20 @@ class Settings(BaseSettings):
     # deadline.py). Below Metacontroller's hook timeout (10 s in the chart), so the answer
     # still reaches it.
     request_timeout_seconds: float = Field(default=8.0, gt=0)
-    # What the memos of one process (policy/memo.py: objects parsed by earlier syncs, and
-    # what is derived from them) hold at most, in entries: a quarter for the jobs' syncs,
-    # the rest for the pools', the pool synced least recently forgotten first. ~4.8 KiB
-    # each under mixed traffic (benchmarks/README.md), so ~240 MiB per process at most:
-    # two processes fit the chart's 1 Gi limit with a 1,000-node request each in flight.
-    # A pool of 1,000 nodes, 1,000 jobs and 4,700 pods uses 13,500 a sync, so two such
-    # pools stay warm. 0: no memo (every sync parses afresh, the same answers).
-    memo_max_entries: int = Field(default=50_000, ge=0)
+    # One cap, in bytes, on what a process keeps between requests: its memos (policy/memo.py:
+    # objects parsed by earlier syncs and what is derived from them, three quarters: the
+    # jobs' syncs an eighth of that, the pools' the rest, the pool synced least recently
+    # forgotten first) and the request reader's last requests (webhooks/lazy.py, a
+    # quarter: each parent's last request, about twice its size, the least recently read
+    # forgotten first). Each entry
+    # is charged when it is kept, by the bytes it came from times what parsing makes of
+    # them (policy.memo.charge, calibrated with tracemalloc); what is forgotten is freed at
+    # once. A pool of 1,000 nodes (13 MiB a sync) is charged ~61 MiB of memo and its last
+    # request ~38 MiB, so the default keeps two such pools in memos, or dozens of 100
+    # nodes. The chart's memory limit is workers x (this + a process's baseline + what
+    # requests in flight take): chart/README.md. 0: nothing kept (every sync parses
+    # afresh, the same answers).
+    memory_cap_bytes: int = Field(default=192 * MiB, ge=0)
     # A connection that sends nothing for this long (new, or kept alive between requests)
     # is closed (gunicorn's keepalive). Metacontroller's Go client keeps its connections
     # idle up to 90 s and opens a new one when the old one was closed.
@@ -85,6 +91,11 @@ class Settings(BaseSettings):
         if self.shared_secret.get_secret_value() and self.shared_secret_file:
             raise ValueError("set DRAGONET_SHARED_SECRET or DRAGONET_SHARED_SECRET_FILE, not both")
         return self
+
+    def memory_shares(self) -> tuple[int, int]:
+        """``memory_cap_bytes`` split: (the memos', the request reader's)."""
+        reader = self.memory_cap_bytes // 4
+        return self.memory_cap_bytes - reader, reader
 
     def inflight_limit(self) -> int:
         return self.max_inflight or max(1, self.threads - 1)

@@ -249,6 +249,20 @@ class _Split:
     # The parent as read (decoded once: the same bytes again are the same parent; like
     # the memos' objects, nothing that reads it changes it).
     parent: Encoded | None = None
+    charged: int = 0  # what the reader charged it (``nbytes`` when it was kept)
+
+    def nbytes(self) -> int:
+        """The bytes it keeps alive: every object's and top-level value's, and each body a
+        type's map is a view of (once per body)."""
+        size = sum(map(len, self.top.values()))
+        bodies: dict[int, int] = {}
+        for group in self.groups.values():
+            for _, objs, span in group.values():
+                size += sum(len(raw) for _, raw in objs.values())
+                if span is not None:
+                    whole = span.obj
+                    bodies[id(whole)] = len(whole)
+        return size + sum(bodies.values())
 
 
 class IncrementalReader:
@@ -265,43 +279,64 @@ class IncrementalReader:
     ends where an identical earlier one did is the same JSON value). The same bytes
     objects as before are handed on, so the memos' byte comparisons are identity checks.
 
-    Holds the last request and its split of at most ``slots`` parents per hook path
-    (about twice each request's size, the objects' bytes shared with the memos' keys;
-    the jobs' requests never push a pool's out), for requests of ``least`` bytes or more
-    (small ones are cheap to read anyway)."""
+    Holds the last split of each parent read (per hook path) while they are charged at
+    most ``limit`` bytes in all, forgetting the least recently read first: a split is
+    charged the bytes it keeps alive (each object's bytes, shared with the memos' keys but
+    charged here too, and the whole last body once a type's map is compared against it:
+    about twice the request), ``_Split.nbytes``. Requests under ``least`` bytes are not
+    kept (small ones are cheap to read anyway); 0 bytes: nothing is kept."""
 
-    def __init__(self, slots: int = 8, least: int = 64 * 1024) -> None:
-        self.slots = slots
+    def __init__(self, limit: int = 64 << 20, least: int = 64 * 1024) -> None:
+        self.limit = limit
         self.least = least
-        # hook path (one of the app's routes) -> parent -> its last split, least recent first
-        self._last: dict[str, OrderedDict[str, _Split]] = {}
+        # (hook path, parent) -> its last split, least recently read first
+        self._last: OrderedDict[tuple[str, str], _Split] = OrderedDict()
+        self.nbytes = 0  # what the splits held are charged
         self._lock = threading.Lock()
         self.hits = 0  # requests read against a last split
+        self.forgotten = 0  # splits dropped to stay under ``limit``
 
     def read(self, path: str, body: bytes) -> SyncRequest:
-        if len(body) < self.least or self.slots <= 0:
+        if len(body) < self.least or self.limit <= 0:
             return read_sync_request(body)
         with self._lock:
-            last = self._last.setdefault(path, OrderedDict())
-            candidates = list(reversed(last.values()))
+            candidates = [s for (p, _), s in reversed(self._last.items()) if p == path]
         try:
-            req, split = _walk(body, candidates, lambda name: self._slot(last, name))
+            req, split = _walk(body, candidates, lambda name: self._slot(path, name))
             self.hits += 1
         except (_Miss, IndexError):  # (IndexError: the body ends where a value cannot)
             req = read_sync_request(body)
             split = _split_of(body, req)
         name = _parent_name(req.parent)
         if split is not None and name is not None:
-            with self._lock:
-                last.pop(name, None)
-                last[name] = split
-                while len(last) > self.slots:
-                    last.popitem(last=False)
+            self._keep((path, name), split)
         return req
 
-    def _slot(self, last: OrderedDict[str, _Split], name: str) -> _Split | None:
+    def _keep(self, key: tuple[str, str], split: _Split) -> None:
+        size = split.nbytes()
         with self._lock:
-            return last.get(name)
+            old = self._last.pop(key, None)
+            if old is not None:
+                self.nbytes -= old.charged
+            if size > self.limit:
+                return
+            object.__setattr__(split, "charged", size)
+            self._last[key] = split
+            self.nbytes += size
+            while self.nbytes > self.limit:
+                _, gone = self._last.popitem(last=False)
+                self.nbytes -= gone.charged
+                self.forgotten += 1
+
+    def _slot(self, path: str, name: str) -> _Split | None:
+        with self._lock:
+            return self._last.get((path, name))
+
+    def clear(self) -> None:
+        """Forget every split (a fresh process's reader)."""
+        with self._lock:
+            self._last.clear()
+            self.nbytes = 0
 
 
 def _parent_name(parent: Encoded) -> str | None:

@@ -145,3 +145,12 @@ below what RBAC can say (rbac.admissionPolicies). */}}
 {{- define "dragonet.admissionPolicies" -}}
 {{- if and .Values.rbac.admissionPolicies (semverCompare ">=1.30.0-0" .Capabilities.KubeVersion.Version) }}true{{- end }}
 {{- end }}
+
+{{/*
+The webhook container's memory limit in Mi: every worker's cap on what it keeps between
+requests, its baseline and what requests in flight take (values.yaml, server.memory*).
+*/}}
+{{- define "dragonet.memoryLimitMi" -}}
+{{- $s := .Values.server -}}
+{{- mul (int64 $s.workers) (add (int64 $s.memoryCapMi) (int64 $s.memoryBaselineMi) (int64 $s.memoryInflightMi)) -}}
+{{- end -}}
