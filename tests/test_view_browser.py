@@ -310,3 +310,40 @@ def test_a_long_timelines_time_axis_stays_in_sight_and_follows_a_zoom(
         assert page.errors == []
     finally:
         page.close()
+
+
+def test_six_policies_titles_fit_and_do_not_overlap(
+    browser: Any, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """At 1,400 px with all six policies: each allocation title stays inside its figure, and
+    in the since-arrival (log) mode the columns' axis titles do not overlap (issue 38)."""
+    from cli.main import main
+
+    path = tmp_path_factory.mktemp("six") / "run.html"
+    assert main(["simulate", str(ROOT / "examples" / "elastic.yaml"), "--html", str(path)]) == 0
+    page = Page(browser, path)
+    try:
+        page.page.set_viewport_size({"width": 1400, "height": 1000})
+        page.page.wait_for_timeout(300)
+        edges = page.page.evaluate(
+            "() => { const fig = document.getElementById('allocation').getBoundingClientRect();"
+            " return [...document.querySelectorAll('#allocation .annotation-text')].map(t => {"
+            " const r = t.getBoundingClientRect(); return [r.left - fig.left, fig.right - r.right];"
+            " }); }"
+        )
+        assert edges and all(left >= 0 and right >= 0 for left, right in edges), edges
+        page.page.locator("#timeline .updatemenu-button", has_text="since arrival").click()
+        page.page.wait_for_timeout(500)
+        boxes = page.page.evaluate(
+            "() => [...document.querySelectorAll('#timeline g[class$=\"title\"] text')]"
+            ".filter(t => t.textContent).map(t => { const r = t.getBoundingClientRect();"
+            " return [r.left, r.right, r.top, r.bottom]; })"
+        )
+        assert boxes
+        for i, a in enumerate(boxes):
+            for b in boxes[i + 1 :]:
+                overlap = a[0] < b[1] and b[0] < a[1] and a[2] < b[3] and b[2] < a[3]
+                assert not overlap, (a, b)
+        assert page.errors == []
+    finally:
+        page.close()
