@@ -115,11 +115,12 @@ class FixedBatchGoodput:
     more than its cap, and a fair share the job cannot use is worth what the cap gives.
     """
 
-    def __init__(self, at: Speedup, cap: int, np: Any) -> None:
-        self._at, self._cap, self._np = at, cap, np
+    def __init__(self, at: Speedup, cap: int) -> None:
+        self._at, self._cap = at, cap  # no module here: the allocator deep-copies its jobs
 
     def optimize(self, num_nodes: Any, num_replicas: Any, **_: Any) -> tuple[Any, Any, Any]:
-        np = self._np
+        import numpy as np
+
         r = np.minimum(np.asarray(num_replicas, float), self._cap)
         n = np.minimum(np.asarray(num_nodes, float), r)
         good = self._at(n, r)
@@ -186,7 +187,7 @@ def _speedup_fn(job: Any, sim: Any, np: Any) -> Any:
     if job.perf_params is None:
         return lambda n, r: r  # as the artifact: linear until the job is profiled
     at, cap = fixed_batch_goodput(job, np)
-    fn = sim.SpeedupFunction(FixedBatchGoodput(at, cap, np))
+    fn = sim.SpeedupFunction(FixedBatchGoodput(at, cap))
     fn.fixed_model, fn.fixed_cap = at, cap  # what the allocator check compares against
     return fn
 

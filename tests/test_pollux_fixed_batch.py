@@ -80,7 +80,7 @@ def test_fixed_batch_goodput_splits_the_batch_and_caps_replicas() -> None:
 
 def test_fixed_batch_goodput_answers_a_fair_share_beyond_the_cap_at_the_cap() -> None:
     at, cap = fixed_batch_goodput(fake_job(32), np)
-    fn = FixedBatchGoodput(at, cap, np)
+    fn = FixedBatchGoodput(at, cap)
     good, _, _ = fn.optimize(num_nodes=2, num_replicas=16, max_batch_size=512)
     assert good == pytest.approx(at(2, 8))
     good, _, _ = fn.optimize(np.array([1, 4]), np.array([4, 64]))
