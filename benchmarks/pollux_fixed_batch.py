@@ -4,6 +4,7 @@ under the constraint a parameter-server job has (the outside reference for issue
     <artifact venv>/python benchmarks/pollux_fixed_batch.py SIMULATOR_DIR WORKLOAD_CSV \
         [--seed N] [--max-hours H]
     <artifact venv>/python benchmarks/pollux_fixed_batch.py SIMULATOR_DIR --selfcheck
+    python benchmarks/pollux_fixed_batch.py --summarize RUN.json [RUN.json ...]
 
 SIMULATOR_DIR is a checkout of ``simulator/`` from ``petuum/adaptdl`` branch
 ``osdi21-artifact`` (c793c70; never vendored here), with its dependencies and pymoo
@@ -41,6 +42,7 @@ import argparse
 import contextlib
 import io
 import json
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -127,6 +129,34 @@ class FixedBatchGoodput:
         return good, None, None
 
 
+def summarize(runs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Runs (this script's JSON lines, any seeds) by workload: how many, mean average JCT,
+    its spread (lowest, highest, sample standard deviation) and each application's mean."""
+    by: dict[str, list[dict[str, Any]]] = {}
+    for run in runs:
+        by.setdefault(Path(run["workload"]).stem, []).append(run)
+    out: dict[str, dict[str, Any]] = {}
+    for workload, got in sorted(by.items()):
+        avgs = [float(r["avg"]) for r in got]
+        apps: dict[str, list[float]] = {}
+        for r in got:
+            per: dict[str, list[float]] = {}
+            for job, jct in r["jcts"].items():
+                per.setdefault(job.rsplit("-", 1)[0], []).append(float(jct))
+            for app, jcts in per.items():
+                apps.setdefault(app, []).append(statistics.fmean(jcts))
+        out[workload] = {
+            "runs": len(got),
+            "seeds": [r.get("seed") for r in got],
+            "mean": statistics.fmean(avgs),
+            "min": min(avgs),
+            "max": max(avgs),
+            "stdev": statistics.stdev(avgs) if len(avgs) > 1 else None,
+            "apps": {a: statistics.fmean(v) for a, v in sorted(apps.items())},
+        }
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("simulator", type=Path)
@@ -137,7 +167,20 @@ def main() -> None:
         action="store_true",
         help="show the allocator check failing on the old wrapping and passing on this one",
     )
-    args = p.parse_args()
+    p.add_argument(
+        "--summarize",
+        action="store_true",
+        help="SIMULATOR_DIR and WORKLOAD_CSV are instead files of earlier runs' JSON lines: "
+        "print each workload's runs, mean, spread and per-application means",
+    )
+    args, extra = p.parse_known_args()
+    if args.summarize:
+        files = [args.simulator, *([args.workload] if args.workload else []), *map(Path, extra)]
+        runs = [json.loads(line) for f in files for line in f.read_text().splitlines() if line]
+        print(json.dumps(summarize(runs), indent=1))
+        return
+    if extra:
+        p.error(f"unrecognized arguments: {' '.join(extra)}")
     sys.path.insert(0, str(args.simulator))
     import numpy as np
 

@@ -23,6 +23,7 @@ from benchmarks.pollux_fixed_batch import (
     LinearSpeedupError,
     check_speedup,
     fixed_batch_goodput,
+    summarize,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -85,6 +86,22 @@ def test_fixed_batch_goodput_answers_a_fair_share_beyond_the_cap_at_the_cap() ->
     assert good == pytest.approx(at(2, 8))
     good, _, _ = fn.optimize(np.array([1, 4]), np.array([4, 64]))
     assert np.allclose(good, [at(1, 4), at(4, 8)])
+
+
+def test_runs_of_several_seeds_are_summarized_with_their_spread() -> None:
+    def run(seed: int, yolo: float, ncf: float) -> dict:
+        jcts = {"yolov3-1": yolo, "ncf-2": ncf, "ncf-3": ncf + 2}
+        return {"workload": "/x/workload-1.csv", "seed": seed, "avg": sum(jcts.values()) / 3,
+                "jcts": jcts}  # fmt: skip
+
+    got = summarize([run(1, 15_000, 100), run(2, 16_000, 110), run(3, 17_000, 90)])
+    w1 = got["workload-1"]
+    assert (w1["runs"], w1["seeds"]) == (3, [1, 2, 3])
+    assert w1["mean"] == pytest.approx((15_202 + 16_222 + 17_182) / 9)
+    assert (w1["min"], w1["max"]) == (pytest.approx(15_202 / 3), pytest.approx(17_182 / 3))
+    assert w1["stdev"] == pytest.approx(np.std([15_202 / 3, 16_222 / 3, 17_182 / 3], ddof=1))
+    assert w1["apps"] == {"ncf": pytest.approx(101.0), "yolov3": pytest.approx(16_000.0)}
+    assert summarize([run(1, 15_000, 100)])["workload-1"]["stdev"] is None
 
 
 ARTIFACT = Path(os.environ.get("POLLUX_ARTIFACT", "/work/pollux-artifact"))
