@@ -99,3 +99,27 @@ def test_a_cell_on_equal_terms_runs_with_its_settings() -> None:
     assert plain["finished"] == equal["finished"] == 6
     assert equal["policy"] == "default (whole restarts, 60 s, remaining off)"
     assert equal["avg"] != plain["avg"]
+
+
+def test_run_hands_the_simulation_every_setting(monkeypatch) -> None:
+    """What the simulation is given: trace jobs that restart whole, and a pool that
+    decides once a minute without reading a job's length."""
+    seen = {}
+
+    class Captured:
+        def __init__(self, scenario, config) -> None:  # type: ignore[no-untyped-def]
+            seen["scenario"], seen["config"] = scenario, config
+
+        def run(self):  # type: ignore[no-untyped-def]
+            raise StopIteration
+
+    monkeypatch.setattr(pollux_compete, "Simulation", Captured)
+    cell = Cell("default", 1, 1.0, workload_file(1, 1.0, None), jobs=4, restart_whole=True,
+                decision_interval_s=60.0, remaining=False)  # fmt: skip
+    with pytest.raises(StopIteration):
+        pollux_compete.run(cell)
+    scenario = seen["scenario"]
+    assert len(scenario.jobs) == 4 and all(j.profile.restarts_whole for j in scenario.jobs)
+    (pool,) = scenario.objects
+    assert pool["spec"]["decisionIntervalSeconds"] == 60.0
+    assert pool["spec"]["lasByRemaining"] is False
