@@ -3,6 +3,7 @@
     python -m benchmarks.pollux_compete [--workloads 1,2,3,4] [--loads 1.0]
         [--policies default,dragonet,tiresias] [--artifact DIR] [--jobs-parallel 2]
         [--no-reports] [--markdown] [--json OUT]
+        [--equal-terms | --restart-whole --decision-interval S --remaining on|off] [--both]
 
 Each cell runs every job of one Pollux workload file (16 nodes x 4 GPUs, each job trained by
 Pollux's own model at its row's fixed batch: ``sim.pollux_model``) under one policy, through
@@ -20,6 +21,14 @@ that policy with the CRD's defaults. Workloads 1-4 at 1.0 are read from
 loads 0.5, 1.5, 2.0) from a checkout of the artifact's ``simulator/`` (``--artifact``).
 Simulated time, deterministic; Pollux's simulator charges nothing for a control plane, so
 the runs are cost-free (``--real-costs``: Metacontroller's defaults). Not a test.
+
+Equal terms (issue 37): three things differ in Dragonet's favour unless set. Pollux's
+simulator pauses a whole job 30 s on any reallocation, its jobs being all-reduce jobs
+(``--restart-whole``; Dragonet's trace jobs are parameter-server jobs, where only a new
+worker waits); it decides once a minute (``--decision-interval 60``, the pool's
+``decisionIntervalSeconds``); and it does not know a job's length (``--remaining off``,
+the pool's ``lasByRemaining``). ``--equal-terms`` sets all three; ``--both`` runs each
+cell as it is as well. A cell's policy column names the settings that differ.
 """
 
 from __future__ import annotations
@@ -38,7 +47,7 @@ from typing import Any
 from benchmarks.pollux_agreement import workload_file
 from benchmarks.pollux_published import POLLUX, TIRESIAS
 from policy.model.pool import pool_object
-from sim.engine import SimConfig, Simulation
+from sim.engine import Scenario, SimConfig, Simulation
 from sim.pollux_model import TIRESIAS_POOL
 from sim.scenario import from_trace
 from sim.throughput import ThroughputConfig
@@ -55,20 +64,54 @@ class Cell:
     reports: bool = True
     real_costs: bool = False
     jobs: int = 100_000  # the first this many jobs of the file (a smoke run)
+    # Equal terms with Pollux's simulator (issue 37), each off by default (Dragonet as it is):
+    restart_whole: bool = False  # any resize restarts every worker (all-reduce jobs)
+    decision_interval_s: float | None = None  # the pool's decisionIntervalSeconds
+    remaining: bool | None = None  # the pool's lasByRemaining (None: the policy's default)
+
+    @property
+    def label(self) -> str:
+        """The policy and every setting that differs from Dragonet as it is."""
+        terms = []
+        if self.restart_whole:
+            terms.append("whole restarts")
+        if self.decision_interval_s is not None:
+            terms.append(f"{self.decision_interval_s:g} s")
+        if self.remaining is not None:
+            terms.append("remaining " + ("on" if self.remaining else "off"))
+        return f"{self.policy} ({', '.join(terms)})" if terms else self.policy
 
 
-def pool_spec(policy: str) -> dict[str, Any]:
-    """The TrainingPool spec a named cell runs (``default``: an empty spec)."""
+def pool_spec(
+    policy: str, decision_interval_s: float | None = None, remaining: bool | None = None
+) -> dict[str, Any]:
+    """The TrainingPool spec a named cell runs (``default``: an empty spec), with the
+    equal-terms settings given (``None``: the spec's own)."""
     if policy == "default":
-        return {}
-    if policy == "tiresias":
-        return dict(TIRESIAS_POOL)
-    return {"policy": policy}
+        spec: dict[str, Any] = {}
+    elif policy == "tiresias":
+        spec = dict(TIRESIAS_POOL)
+    else:
+        spec = {"policy": policy}
+    if decision_interval_s is not None:
+        spec["decisionIntervalSeconds"] = decision_interval_s
+    if remaining is not None:
+        spec["lasByRemaining"] = remaining
+    return spec
+
+
+def whole_restarts(scenario: Scenario) -> Scenario:
+    """Every job restarts whole on any change to its workers, as Pollux's simulator pauses
+    an all-reduce job ``RESTART_S`` on every reallocation (``Job.reallocate``)."""
+    jobs = tuple(replace(j, profile=replace(j.profile, restarts_whole=True)) for j in scenario.jobs)
+    return replace(scenario, jobs=jobs)
 
 
 def run(cell: Cell) -> dict[str, Any]:
     scenario = from_trace(cell.path, jobs=cell.jobs)
-    spec = pool_spec(cell.policy)
+    if cell.restart_whole:
+        scenario = whole_restarts(scenario)
+    spec = pool_spec(cell.policy, cell.decision_interval_s, cell.remaining)
     scenario = replace(scenario, objects=(pool_object(**spec),))
     config = SimConfig(policy=spec.get("policy", "dragonet"))
     if cell.reports:
@@ -80,7 +123,7 @@ def run(cell: Cell) -> dict[str, Any]:
         if j.jct_s is not None:
             apps[j.key.split("/")[-1].rsplit("-", 1)[0]].append(j.jct_s)
     return {
-        "policy": cell.policy,
+        "policy": cell.label,
         "workload": cell.workload,
         "load": cell.load,
         "avg": s["avg_jct_s"],
@@ -155,13 +198,42 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     p.add_argument("--real-costs", action="store_true", help="Metacontroller's defaults")
     p.add_argument("--markdown", action="store_true")
     p.add_argument("--json", type=Path, help="write every cell's result here")
+    terms = p.add_argument_group("equal terms with Pollux's simulator (issue 37)")
+    terms.add_argument(
+        "--restart-whole", action="store_true",
+        help="every job restarts whole on any resize (all-reduce jobs, as Pollux models them)",
+    )  # fmt: skip
+    terms.add_argument(
+        "--decision-interval", type=float, metavar="S",
+        help="the pool's decisionIntervalSeconds (Pollux: 60)",
+    )  # fmt: skip
+    terms.add_argument(
+        "--remaining", choices=["on", "off"],
+        help="the pool's lasByRemaining (Pollux does not use a job's length: off)",
+    )  # fmt: skip
+    terms.add_argument(
+        "--equal-terms", action="store_true",
+        help="all three as Pollux: --restart-whole --decision-interval 60 --remaining off",
+    )  # fmt: skip
+    terms.add_argument(
+        "--both", action="store_true", help="run every cell as it is too, beside these settings"
+    )
     args = p.parse_args(argv)
+    if args.equal_terms:
+        args.restart_whole, args.decision_interval = True, 60.0
+        args.remaining = "off"
+    remaining = None if args.remaining is None else args.remaining == "on"
+    settings = [(args.restart_whole, args.decision_interval, remaining)]
+    if args.both and settings[0] != (False, None, None):
+        settings.insert(0, (False, None, None))
     cells = [
         Cell(policy, int(w), float(load), workload_file(int(w), float(load), args.artifact),
-             not args.no_reports, args.real_costs)
+             not args.no_reports, args.real_costs, restart_whole=whole,
+             decision_interval_s=interval, remaining=rem)
         for load in args.loads.split(",")
         for w in args.workloads.split(",")
         for policy in args.policies.split(",")
+        for whole, interval, rem in settings
     ]  # fmt: skip
     results = []
     with ProcessPoolExecutor(max_workers=max(1, args.jobs_parallel)) as pool:

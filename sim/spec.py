@@ -43,6 +43,10 @@ class TrainingProfile:
     # The program saves its state when stopped (AdaptDL does on SIGTERM): losing its
     # parameter servers costs the restore, never progress.
     saves_on_stop: bool = False
+    # An all-reduce job (Pollux's, as its simulator models them): any change to its set of
+    # running workers restarts every worker, which trains again only ``restore_s`` later.
+    # False (a parameter-server job): only a new worker waits; the others keep training.
+    restarts_whole: bool = False
 
     def efficiency(self, workers: int, ps: int) -> float:
         return 1.0 / (1.0 + self.contention * max(workers - 1, 0) / max(ps, 1))

@@ -100,6 +100,7 @@ class Training:
     scale_actions: int = 0  # its part of Programs.scale_actions
     moves: int = 0  # its part of Programs.migrations
     warm: dict[str, tuple[str, int, float]] = field(default_factory=dict)  # pod -> uid, restarts, t
+    members: frozenset[tuple[str, str]] = frozenset()  # running workers (pod, uid): whole restarts
     token: int = 0
     checkpoint_s: float | None = None  # declared interval (None: never checkpoints)
     saved: float = 0.0  # progress at the last checkpoint
@@ -319,6 +320,14 @@ class Programs:
         shares: list[tuple[bool, float]] = []
         cpu = self.cpu() if t.spec.profile.cpu_bound else {}
         next_warm = None
+        if t.spec.profile.restarts_whole:
+            members = frozenset((object_key(p), p["metadata"]["uid"]) for p in workers)
+            if members != t.members and t.members:
+                for p in workers:  # an all-reduce job restarts whole on any change
+                    key = object_key(p)
+                    mark = (p["metadata"]["uid"], _restart_count(p))
+                    t.warm[key] = (*mark, now + t.spec.profile.restore_s)
+            t.members = members
         for p in workers:
             key = object_key(p)
             mark = (p["metadata"]["uid"], _restart_count(p))
