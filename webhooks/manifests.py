@@ -78,7 +78,8 @@ def read_text(path: str | Path) -> str:
     ``ManifestError`` naming it."""
     try:
         if str(path) == STDIN:
-            return sys.stdin.buffer.read().decode("utf-8")
+            raw = getattr(sys.stdin, "buffer", None)  # a text stream without bytes: as read
+            return raw.read().decode("utf-8") if raw is not None else sys.stdin.read()
         return Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as err:
         raise ManifestError(not_utf8(shown(path), err)) from None
