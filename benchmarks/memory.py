@@ -100,6 +100,13 @@ def memo_entries(app: Any) -> int:
     return len(app.config["DRAGONET_MEMO"]) + sum(len(m) for m in pools.values())
 
 
+def memo_mib(app: Any) -> float:
+    """What the memos are charged against the cap, MiB."""
+    pools = app.config["DRAGONET_POOL_MEMOS"]
+    held = app.config["DRAGONET_MEMO"].nbytes + sum(m.nbytes for m in pools.values())
+    return held / 2**20
+
+
 def run(args: argparse.Namespace) -> list[dict[str, Any]]:
     rng = random.Random(args.seed)
     tune_gc()
@@ -127,6 +134,7 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
                 "requests": sent,
                 "rss_mib": rss_mib(),
                 "entries": memo_entries(app),
+                "memo_mib": memo_mib(app),
                 "pools": len(app.config["DRAGONET_POOL_MEMOS"]),
                 "gc_longest_ms": pauses.longest * 1000,
                 "full_gcs": pauses.full,
@@ -136,7 +144,8 @@ def run(args: argparse.Namespace) -> list[dict[str, Any]]:
             rows.append(row)
             print(
                 f"{sent:>7} requests  RSS {row['rss_mib']:7.1f} MiB  memo {row['entries']:>8} "
-                f"entries ({row['pools']} pools)  longest GC {row['gc_longest_ms']:7.1f} ms  "
+                f"entries {row['memo_mib']:6.2f} MiB ({row['pools']} pools)  "
+                f"longest GC {row['gc_longest_ms']:7.1f} ms  "
                 f"full GCs {row['full_gcs']:>3}  slowest request {row['slowest_ms']:7.1f} ms",
                 flush=True,
             )

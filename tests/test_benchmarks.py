@@ -169,11 +169,12 @@ def test_memory_benchmark_runs_the_mixed_traffic_and_times_the_full_collection(
 ) -> None:
     from benchmarks import memory
 
-    memory.main(["--quick", "--memo-max-entries", "300"])
+    memory.main(["--quick", "--cap-mib", "2"])  # a cap the traffic fills (issue 36: bytes)
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.strip().endswith("ms")]
     assert len(rows) == 3 and all("RSS" in row and "memo" in row for row in rows)
-    assert all(int(row.split("memo")[1].split()[0]) <= 300 for row in rows)  # the cap holds
+    held = [float(row.split("entries")[1].split("MiB")[0]) for row in rows]
+    assert all(0 < mib <= 2 * 3 / 4 for mib in held)  # the memos' share of the cap holds
     assert "answers: {200: 120}" in out
     memory.main(["--full-collection", "--quick"])
     out = capsys.readouterr().out

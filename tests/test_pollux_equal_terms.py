@@ -5,6 +5,7 @@ decision interval, and whether shortest-remaining-first may read a job's length.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,17 @@ from benchmarks.pollux_compete import Cell, pool_spec, whole_restarts
 from sim.scenario import from_trace
 from sim.spec import TrainingProfile
 from tests.test_migration import ask, job, nodes, simulate
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "traces"
+
+
+@pytest.fixture(autouse=True)
+def _workload_1_from_the_fixtures(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workload 1 as the repository ships it (byte-identical to shared/'s), so these run
+    without the workspace's traces beside the checkout."""
+    from benchmarks import pollux_agreement
+
+    monkeypatch.setattr(pollux_agreement, "SHARED", FIXTURES)
 
 
 def moved_jct(*, move: bool, whole: bool) -> float:
