@@ -7,6 +7,7 @@ an API server that stores TFJobs under Kubeflow's own CRD."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -17,6 +18,8 @@ from sim.spec import tfjob_manifest
 from tests import metacontroller as mc
 from tests.kubeflowfake import L_JOB, PODS, TFJOBS, FakeKubeflow, with_kubeflow_crd
 from tests.simkit import HookSpy, condition, gpu_nodes, job, status_of
+from tests.test_chart import CHART, _env, _render, _validate_all, _webhook
+from tests.test_chart import _run as _helm
 from webhooks.hooks import pool_related_resources
 
 ADMISSIONS = "Admission.dragonet.io/v1alpha1"
@@ -164,3 +167,115 @@ def test_a_marked_job_that_kubeflow_runs_is_left_alone(hook, manager: str | None
     assert body == {"children": [], "status": {}}
     assert hook.admission(theirs) is None
     assert hook.sync(mc.world(mine, nodes, jobs=[theirs, mine]))["children"]
+
+
+# --- the chart's kubeflow.coexist, rendered by real helm ---------------------------------------
+
+
+@pytest.fixture(scope="module")
+def coexist_docs(helm: str) -> list[dict[str, Any]]:
+    return _render(helm, "--set", "kubeflow.coexist=true", "--set", "monitor.enabled=true")
+
+
+def _controllers(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {d["metadata"]["name"]: d for d in docs if d["kind"] == "CompositeController"}
+
+
+def test_coexist_renders_valid_objects_and_selects_only_marked_jobs(coexist_docs, helm) -> None:
+    _validate_all(coexist_docs)
+    controllers = _controllers(coexist_docs)
+    marked = {"matchLabels": {COEXIST_LABEL: "dragonet"}}
+    for name in ("dragonet-tfjobs", "dragonet-mxjobs"):
+        assert controllers[name]["spec"]["parentResource"]["labelSelector"] == marked
+    for name in ("dragonet-pools", "dragonet-migrations"):
+        assert "labelSelector" not in controllers[name]["spec"]["parentResource"]
+    # Off (the default), every job is Dragonet's: no selector, no policy, no setting.
+    default = _render(helm)
+    assert all(
+        "labelSelector" not in c["spec"]["parentResource"] for c in _controllers(default).values()
+    )
+    assert not [d for d in default if d["metadata"]["name"] == "dragonet-kubeflow-coexist"]
+    assert "DRAGONET_KUBEFLOW_COEXIST" not in _env(_webhook(default))
+
+
+def test_coexist_reaches_the_webhook_the_reaper_and_the_recorder(coexist_docs, monkeypatch) -> None:
+    from reaper.config import ReaperSettings
+    from recorder.config import RecorderSettings
+    from webhooks.config import Settings, unknown_variable
+
+    deployments = {d["metadata"]["name"]: d for d in coexist_docs if d["kind"] == "Deployment"}
+    for name in list(os.environ):
+        if name.startswith("DRAGONET_"):
+            monkeypatch.delenv(name)
+    for name in ("dragonet-webhook", "dragonet-reaper", "dragonet-recorder"):
+        [container] = deployments[name]["spec"]["template"]["spec"]["containers"]
+        for e in container["env"]:
+            if "value" in e:
+                monkeypatch.setenv(e["name"], e["value"])
+    assert unknown_variable(os.environ) is None
+    assert Settings().kubeflow_coexist
+    assert ReaperSettings().kubeflow_coexist and RecorderSettings().kubeflow_coexist
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [("--kube-version", "1.29.0"), ("--set", "rbac.admissionPolicies=false")],
+    ids=["kubernetes 1.29", "no admission policies"],
+)
+def test_coexist_without_its_admission_policy_is_refused(helm: str, flags: tuple[str, ...]) -> None:
+    proc = _helm(
+        helm,
+        "template",
+        "dragonet",
+        str(CHART),
+        "--set",
+        "kubeflow.coexist=true",
+        *flags,
+        check=False,
+    )
+    assert proc.returncode != 0
+    assert "kubeflow.coexist needs Kubernetes >= 1.30 and rbac.admissionPolicies" in proc.stderr
+
+
+def _job(labels: dict[str, str] | None = None, manager: str | None = None) -> dict[str, Any]:
+    manifest = tfjob_manifest("job1", workers=1)
+    manifest["metadata"]["labels"] = dict(labels or {})
+    if manager is not None:
+        manifest["spec"]["runPolicy"] = {"managedBy": manager}
+    return manifest
+
+
+MARK = {COEXIST_LABEL: "dragonet"}
+
+
+@pytest.mark.parametrize(
+    ("operation", "new", "old", "refused"),
+    [
+        ("CREATE", _job(MARK, DRAGONET), None, False),  # Dragonet's
+        ("CREATE", _job(), None, False),  # Kubeflow's
+        ("CREATE", _job({}, TRAINING_OPERATOR), None, False),
+        ("CREATE", _job({}, "kueue.x-k8s.io/multikueue"), None, False),
+        ("CREATE", _job(MARK), None, True),  # label only: Kubeflow would run it too
+        ("CREATE", _job({}, DRAGONET), None, True),  # managedBy only: nobody would
+        ("CREATE", _job({COEXIST_LABEL: "kubeflow"}, DRAGONET), None, True),
+        ("UPDATE", _job(MARK, DRAGONET), _job(MARK, DRAGONET), False),
+        ("UPDATE", _job({"team": "a"}), _job(), False),  # Kubeflow's job, other labels
+        ("UPDATE", _job(MARK, DRAGONET), _job(), True),  # taken from Kubeflow
+        ("UPDATE", _job(), _job(MARK, DRAGONET), True),  # handed to Kubeflow
+        ("UPDATE", _job(MARK), _job(), True),
+        ("UPDATE", _job({}, TRAINING_OPERATOR), _job(), True),  # managedBy never changes
+    ],
+)
+def test_the_admission_policy_keeps_the_two_marks_in_step(
+    coexist_docs, operation: str, new: dict, old: dict | None, refused: bool
+) -> None:
+    from tests.test_chart_security import admit
+
+    [policy] = [
+        d
+        for d in coexist_docs
+        if d["kind"] == "ValidatingAdmissionPolicy"
+        and d["metadata"]["name"] == "dragonet-kubeflow-coexist"
+    ]
+    messages = admit(policy, "jane", operation, new, old)
+    assert bool(messages) == refused, messages
