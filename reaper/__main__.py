@@ -19,10 +19,12 @@ NAME = "dragonet-reaper"
 def main(argv: list[str] | None = None) -> int:
     try:
         settings = process.settings(NAME, __doc__, argv, ReaperSettings)
+        from policy.model.jobs import COEXIST_SELECTOR
         from reaper.kube import KubeJobs
 
+        selector = COEXIST_SELECTOR if settings.kubeflow_coexist else ""
         jobs = process.connect(
-            NAME, lambda: KubeJobs(settings.api_timeout_seconds, settings.page_size)
+            NAME, lambda: KubeJobs(settings.api_timeout_seconds, settings.page_size, selector)
         )
     except process.Exit as done:
         return done.status

@@ -18,3 +18,7 @@ class ReaperSettings(BaseSettings):
     # Timeout of each Kubernetes API call.
     api_timeout_seconds: float = Field(default=10.0, gt=0)
     log_level: str = "info"
+    # Kubeflow's training-operator runs the jobs not marked for Dragonet (the chart's
+    # kubeflow.coexist, docs/kubeflow.md): list only the jobs labelled for Dragonet, so that
+    # Kubeflow's are Kubeflow's to delete.
+    kubeflow_coexist: bool = False

@@ -30,13 +30,16 @@ class Jobs(Protocol):
 class KubeJobs:
     """``Jobs`` through the official client, in-cluster config (or kubeconfig)."""
 
-    def __init__(self, timeout_seconds: float = 10.0, page_size: int = 500) -> None:
+    def __init__(
+        self, timeout_seconds: float = 10.0, page_size: int = 500, label_selector: str = ""
+    ) -> None:
         self._api = Api(timeout_seconds)
         self._page = page_size
+        self._query = {"label_selector": label_selector} if label_selector else {}
 
     def list(self, kind: JobKind) -> Iterator[Mapping[str, Any]]:
         group, version = kind.api_version.split("/")
-        for obj in self._api.list_all(group, version, plural(kind), self._page):
+        for obj in self._api.list_all(group, version, plural(kind), self._page, **self._query):
             # Items of a list carry no kind; the rule reads it.
             yield {"apiVersion": kind.api_version, "kind": kind.kind, **obj}
 

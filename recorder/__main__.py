@@ -20,6 +20,7 @@ NAME = "dragonet-recorder"
 def main(argv: list[str] | None = None) -> int:
     try:
         settings = process.settings(NAME, __doc__, argv, RecorderSettings)
+        from policy.model.jobs import COEXIST_SELECTOR
         from recorder.kube import KubeEvents, KubeObjects
         from recorder.loop import run
         from recorder.write import TokenBucket, Written
@@ -29,8 +30,9 @@ def main(argv: list[str] | None = None) -> int:
     except process.Exit as done:
         return done.status
     stop = process.until_signalled(settings.log_level)
+    jobs_selector = COEXIST_SELECTOR if settings.kubeflow_coexist else ""
     run(
-        KubeObjects(api, settings.page_size),
+        KubeObjects(api, settings.page_size, jobs_selector),
         KubeEvents(api, settings.page_size),
         Written(timedelta(seconds=settings.max_age_seconds)),
         settings.instance,

@@ -28,3 +28,7 @@ class RecorderSettings(BaseSettings):
     # reportingInstance: the pod's name (the chart sets it), else the host's.
     instance: str = Field(default_factory=socket.gethostname, min_length=1, max_length=128)
     log_level: str = "info"
+    # Kubeflow's training-operator runs the jobs not marked for Dragonet (the chart's
+    # kubeflow.coexist, docs/kubeflow.md): list only the jobs labelled for Dragonet, so
+    # that Kubeflow's jobs get no Event of Dragonet's.
+    kubeflow_coexist: bool = False

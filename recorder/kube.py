@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from policy.model.jobs import JobKind
+from policy.model.jobs import KINDS, JobKind
 from policy.model.pool import ADMISSION_KIND, POOL_KIND, VERSION
 from recorder.write import SELECTOR
 from webhooks.kubeapi import Api, ApiError
@@ -27,6 +27,7 @@ class Resource:
 
 ADMISSIONS = Resource(VERSION, ADMISSION_KIND, "admissions")
 POOLS = Resource(VERSION, POOL_KIND, "trainingpools")
+JOB_API_VERSIONS = frozenset(k.api_version for k in KINDS)
 
 
 def job_resource(kind: JobKind) -> Resource:
@@ -41,12 +42,16 @@ class Objects(Protocol):
 class KubeObjects:
     """``Objects`` through the official client: pages of ``page_size`` (limit/continue)."""
 
-    def __init__(self, api: Api, page_size: int = 500) -> None:
+    def __init__(self, api: Api, page_size: int = 500, jobs_selector: str = "") -> None:
+        """``jobs_selector``: a labelSelector for the training jobs (none for Admissions and
+        pools), so that Kubeflow's jobs beside Dragonet's get no Event (docs/kubeflow.md)."""
         self._api, self._page = api, page_size
+        self._jobs = {"label_selector": jobs_selector} if jobs_selector else {}
 
     def list(self, resource: Resource) -> Iterator[Mapping[str, Any]]:
         group, version = resource.api_version.split("/")
-        for obj in self._api.list_all(group, version, resource.plural, self._page):
+        query = self._jobs if resource.api_version in JOB_API_VERSIONS else {}
+        for obj in self._api.list_all(group, version, resource.plural, self._page, **query):
             # Items of a list carry no kind; the story reads it.
             yield {"apiVersion": resource.api_version, "kind": resource.kind, **obj}
 

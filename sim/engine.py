@@ -28,7 +28,7 @@ from flask import Flask
 from policy.job.podgroup import pod_group_child
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.cluster import L_JOB
-from policy.model.jobs import pod_request
+from policy.model.jobs import COEXIST_LABEL, COEXIST_LABEL_VALUE, pod_request
 from policy.model.pool import (
     DEFAULT_POOL,
     POOL_KIND,
@@ -160,6 +160,10 @@ class SimConfig:
     migration: Mapping[str, Any] | None = None
     # Fractional GPUs: the default pool's spec.kubeshare (KubeShare is modelled either way).
     kubeshare: Literal["none", "v1", "v2"] = "none"
+    # Beside Kubeflow's training-operator (the chart's kubeflow.coexist, docs/kubeflow.md):
+    # the job controllers select only the jobs labelled for Dragonet, the webhook and the
+    # reaper run with their kubeflow_coexist settings.
+    kubeflow_coexist: bool = False
 
     @property
     def costs(self) -> Costs:
@@ -201,19 +205,26 @@ class SimConfig:
 
 
 def load_controllers(
-    gang_schedulers: Iterable[str] = (), sharepods: bool = False
+    gang_schedulers: Iterable[str] = (), sharepods: bool = False, kubeflow_coexist: bool = False
 ) -> list[dict[str, Any]]:
     """The plain manifests of ``metacontroller/``; with gang backends, the job controllers
     also own those backends' PodGroups (metacontroller/README.md, the chart's
-    ``scheduling.gangSchedulers``), and with ``sharepods`` KubeShare v1 SharePods, as the
-    chart's ``scheduling.kubeshare: v1`` makes them."""
+    ``scheduling.gangSchedulers``), with ``sharepods`` KubeShare v1 SharePods, as the
+    chart's ``scheduling.kubeshare: v1`` makes them, and with ``kubeflow_coexist`` they
+    select only the jobs labelled for Dragonet, as the chart's ``kubeflow.coexist`` makes
+    them."""
     controllers = [yaml.safe_load(path.read_text()) for path in CONTROLLERS]
     for c in controllers:
         if c["spec"]["parentResource"]["resource"] in JOB_RESOURCES:
             c["spec"]["childResources"] += [pod_group_child(b) for b in gang_schedulers]
             if sharepods:
                 c["spec"]["childResources"].append(SHAREPOD_CHILD)
+            if kubeflow_coexist:
+                c["spec"]["parentResource"]["labelSelector"] = COEXIST_SELECTOR
     return controllers
+
+
+COEXIST_SELECTOR = {"matchLabels": {COEXIST_LABEL: COEXIST_LABEL_VALUE}}
 
 
 JOB_RESOURCES = ("tfjobs", "mxjobs")  # the job controllers (not the pools', migrations')
@@ -253,7 +264,12 @@ class Simulation:
         self.deployments = Deployments(self.api, self.schedule)  # TFJobs' TensorBoards
         # Deletes jobs whose ttlSecondsAfterFinished has passed (reaper/; the chart's).
         self.reaper = Reaper(
-            self.api, self.schedule, self.clock, config.reaper_interval_s, self._goes_on
+            self.api,
+            self.schedule,
+            self.clock,
+            config.reaper_interval_s,
+            self._goes_on,
+            kubeflow_coexist=config.kubeflow_coexist,
         )
         self.programs.on_finish = self._finished
         self.monitor = (
@@ -262,7 +278,7 @@ class Simulation:
             else None
         )
         self.view = View(self.api, self.schedule, config.view_delay_s)
-        self.settings = Settings()
+        self.settings = Settings(kubeflow_coexist=config.kubeflow_coexist)
         self.webhook = WebhookClient(self._new_app())
         costs = config.costs
         client = Client(self.schedule, lambda: self.now, costs)  # one per process
@@ -281,7 +297,9 @@ class Simulation:
                     costs=costs,
                 )
                 for c in load_controllers(
-                    self._gang_backends(), sharepods=self._kubeshare() == "v1"
+                    self._gang_backends(),
+                    sharepods=self._kubeshare() == "v1",
+                    kubeflow_coexist=config.kubeflow_coexist,
                 )
             ],
             client,

@@ -570,6 +570,10 @@ class Controller:
         )
         self.parent_kind = self.parent_tkey.split(".", 1)[0]
         self.ignore_status_changes = bool(parent.get("ignoreStatusChanges"))
+        # parentResource.labelSelector (absent: every parent): a parent it does not match,
+        # without the controller's finalizer, is never synced (controller.go,
+        # enqueueParentObject and syncParentObject).
+        self.parent_selector: Mapping[str, Any] | None = parent.get("labelSelector")
         self.generate_selector = bool(spec.get("generateSelector"))
         self.child_types: dict[str, _ChildType] = {}
         for c in spec.get("childResources") or ():
@@ -630,7 +634,8 @@ class Controller:
 
         view.handlers.append(self._on_change)
         for obj in view.values(self.parent_tkey):
-            self._parents[obj["metadata"]["uid"]] = object_key(obj)
+            if self._selects(obj):
+                self._parents[obj["metadata"]["uid"]] = object_key(obj)
         for tkey in self.child_types:
             for obj in view.values(tkey):
                 self._index(tkey, None, obj)
@@ -755,6 +760,10 @@ class Controller:
             self.enqueue(key)  # the sync finds it gone and does nothing
             return
         key = object_key(new)
+        if not self._selects(new):
+            if old is not None and self._selects(old):
+                self._forget(old)
+            return
         self._parents[new["metadata"]["uid"]] = key
         quiet = self.ignore_status_changes and not _meaningful_parent_change(old, new)
         if old is None or not quiet:
@@ -772,6 +781,16 @@ class Controller:
         parent = None if uid is None else self._parents.get(uid)
         if parent is not None:
             self.enqueue(parent)
+
+    def _selects(self, parent: Obj) -> bool:
+        """The parent is this controller's: it matches ``parentResource.labelSelector``, or
+        it still carries the controller's finalizer."""
+        meta = parent["metadata"]
+        return (
+            self.parent_selector is None
+            or selector_matches(self.parent_selector, meta.get("labels") or {})
+            or self.finalizer in (meta.get("finalizers") or ())
+        )
 
     def _related_parents(self, tkey: str, old: Obj | None, new: Obj | None) -> set[str]:
         parents: set[str] = set()
@@ -876,7 +895,9 @@ class Controller:
             return
         meta = parent["metadata"]
         finalizing = bool(meta.get("deletionTimestamp"))
-        if finalizing and self.finalizer not in (meta.get("finalizers") or ()):
+        if not self._selects(parent) or (
+            finalizing and self.finalizer not in (meta.get("finalizers") or ())
+        ):
             self._done(key)
             return
         started = self.api.clock()

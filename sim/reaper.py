@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
-from policy.model.jobs import KINDS, JobKind
+from policy.model.jobs import COEXIST_LABEL, COEXIST_LABEL_VALUE, KINDS, JobKind, labels_of
 from policy.model.request import job_type_key
 from policy.model.ttl import ttl_seconds
 from reaper.loop import reap_once, wait_seconds
@@ -29,11 +29,15 @@ _TYPES = frozenset(job_type_key(k) for k in KINDS)
 class _Jobs:
     """``reaper.kube.Jobs`` over the simulated API server."""
 
-    def __init__(self, api: ApiServer) -> None:
+    def __init__(self, api: ApiServer, kubeflow_coexist: bool = False) -> None:
         self.api = api
+        self.coexist = kubeflow_coexist  # list only the jobs labelled for Dragonet
 
     def list(self, kind: JobKind) -> Iterator[Mapping[str, Any]]:
-        return self.api.list(job_type_key(kind))
+        jobs = self.api.list(job_type_key(kind))
+        if not self.coexist:
+            return jobs
+        return (j for j in jobs if labels_of(j).get(COEXIST_LABEL) == COEXIST_LABEL_VALUE)
 
     def delete(self, kind: JobKind, namespace: str, name: str, uid: str) -> bool:
         tkey, key = job_type_key(kind), f"{namespace}/{name}"
@@ -54,11 +58,12 @@ class Reaper:
         clock: Callable[[], datetime],
         interval_s: float = 30.0,
         running: Callable[[], bool] = lambda: True,
+        kubeflow_coexist: bool = False,
     ) -> None:
         self.api, self._schedule, self._clock = api, schedule, clock
         self.interval_s = interval_s
         self._run_goes_on = running
-        self._jobs = _Jobs(api)
+        self._jobs = _Jobs(api, kubeflow_coexist)
         self._running = False
         self.deleted: list[tuple[str, str]] = []  # (time, "Kind namespace/name")
         api.watchers.append(self._on_change)

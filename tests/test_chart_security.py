@@ -186,7 +186,7 @@ def admit(
         "oldObject": celpy.json_to_cel(old),
     }
     spec = policy["spec"]
-    if not all(_true(_cel(c["expression"], activation)) for c in spec["matchConditions"]):
+    if not all(_true(_cel(c["expression"], activation)) for c in spec.get("matchConditions", [])):
         return []
     variables: dict[str, Any] = {}
     for v in spec.get("variables", []):

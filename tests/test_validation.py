@@ -125,8 +125,8 @@ INVALID: list[tuple[str, Edit, str]] = [
         "unsupported managedBy",
         _set("spec.runPolicy", {"managedBy": "example.com/batch-controller"}),
         "spec.runPolicy.managedBy 'example.com/batch-controller' is not supported: "
-        "'kubeflow.org/training-operator' (or none) for Dragonet to run the job, or "
-        "'kueue.x-k8s.io/multikueue' for MultiKueue to",
+        "'kubeflow.org/training-operator' (or none) or 'dragonet.io/dragonet' for Dragonet "
+        "to run the job, or 'kueue.x-k8s.io/multikueue' for MultiKueue to",
     ),
     (
         "managedBy not one of Kubeflow's values",
@@ -261,3 +261,14 @@ def test_the_training_operators_own_manager_value_means_dragonet_runs_the_job(
     body = hook.sync(mc.world(mc.tfjob(_managed_by("kubeflow.org/training-operator")), NODES))
     assert condition(body, "Failed") is None
     assert len(pods_of(body)) == 5
+
+
+def test_dragonets_own_manager_value_means_dragonet_runs_the_job(hook: Hook) -> None:
+    """The mark of a Dragonet job beside Kubeflow (docs/kubeflow.md), with or without the
+    label Metacontroller selects it by."""
+    for labels in ({}, {"dragonet.io/managed-by": "dragonet"}):
+        job = mc.tfjob(_managed_by("dragonet.io/dragonet"))
+        job["metadata"]["labels"] = labels
+        body = hook.sync(mc.world(job, NODES))
+        assert condition(body, "Failed") is None
+        assert len(pods_of(body)) == 5

@@ -136,7 +136,8 @@ def create_app(
     @app.post("/pools/customize")
     def pool_customize() -> Response:
         req = _parse(CustomizeRequest)
-        return _json({"relatedResources": pool_related_resources(req.parent)})
+        rules = pool_related_resources(req.parent, settings.kubeflow_coexist)
+        return _json({"relatedResources": rules})
 
     app.config["DRAGONET_POOL_MEMOS"] = memos.pools
 

@@ -24,6 +24,11 @@ class Settings(BaseSettings):
 
     # Appended after ".svc" in TF_CONFIG addresses (Kubeflow's CUSTOM_CLUSTER_DOMAIN).
     cluster_domain: str = ""
+    # Kubeflow's training-operator runs the jobs not marked for Dragonet on this cluster
+    # (the chart's kubeflow.coexist, docs/kubeflow.md): each pool plans only the jobs
+    # labelled dragonet.io/managed-by=dragonet, and counts the pods of Kubeflow's jobs on
+    # its nodes as taken room.
+    kubeflow_coexist: bool = False
     # Address gunicorn listens on: all interfaces in a pod; 127.0.0.1 for local runs.
     host: str = "0.0.0.0"
     port: int = Field(default=8080, ge=1, le=65535)

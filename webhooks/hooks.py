@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from policy.model.cluster import L_OPERATOR, OPERATOR_NAME
 from policy.model.gpushare import SHAREPOD_API
-from policy.model.jobs import KINDS, JobKind
+from policy.model.jobs import COEXIST_LABEL, COEXIST_LABEL_VALUE, KINDS, JobKind
 from policy.model.pool import DEFAULT_POOL, GROUP, PoolSpec
 from policy.model.request import MalformedRequest
 
@@ -37,18 +37,28 @@ def _plural(kind: JobKind) -> str:
     return kind.kind.lower() + "s"
 
 
-def pool_related_resources(parent: Mapping[str, Any]) -> list[dict[str, Any]]:
+def pool_related_resources(
+    parent: Mapping[str, Any], kubeflow_coexist: bool = False
+) -> list[dict[str, Any]]:
     """What a pool's sync must see to plan: its Nodes, the pods that use them, every
     training job (the queue: each names its pool in a spec field, which no selector can
     read) and the PriorityClasses that order it. The default pool also watches the other
-    pools, to tell a job that names a pool that does not exist."""
+    pools, to tell a job that names a pool that does not exist. Beside Kubeflow's
+    training-operator (``kubeflow_coexist``, docs/kubeflow.md), only the jobs labelled for
+    Dragonet are its queue, and the pods of Kubeflow's jobs (every kind's carry
+    ``training.kubeflow.org/operator-name``) count as taken room."""
     try:
         spec = PoolSpec.model_validate(parent.get("spec") or {})
         nodes, pods_everywhere = spec.nodeSelector.as_dict(), spec.watchAllPods
         kubeshare = spec.kubeshare
     except ValidationError:
         nodes, pods_everywhere, kubeshare = _NO_NODE, False, "none"
-    pods = {} if pods_everywhere else {"matchLabels": {L_OPERATOR: OPERATOR_NAME}}
+    if pods_everywhere:
+        pods: dict[str, Any] = {}
+    elif kubeflow_coexist:
+        pods = {"matchExpressions": [{"key": L_OPERATOR, "operator": "Exists"}]}
+    else:
+        pods = {"matchLabels": {L_OPERATOR: OPERATOR_NAME}}
     # A pool of a shard (label dragonet.io/shard, metacontroller/README.md) reads only the
     # jobs of its shard.
     meta = parent.get("metadata")
@@ -56,7 +66,10 @@ def pool_related_resources(parent: Mapping[str, Any]) -> list[dict[str, Any]]:
         raise MalformedRequest("parent.metadata must be an object")
     labels = meta.get("labels") or {}
     shard = labels.get(SHARD) if isinstance(labels, dict) else None
-    jobs = {"matchLabels": {SHARD: shard}} if isinstance(shard, str) and shard else {}
+    marks = {SHARD: shard} if isinstance(shard, str) and shard else {}
+    if kubeflow_coexist:
+        marks[COEXIST_LABEL] = COEXIST_LABEL_VALUE
+    jobs = {"matchLabels": marks} if marks else {}
     rules: list[dict[str, Any]] = [
         {"apiVersion": "v1", "resource": "nodes", "labelSelector": nodes},
         {"apiVersion": "v1", "resource": "pods", "labelSelector": pods},
@@ -69,7 +82,10 @@ def pool_related_resources(parent: Mapping[str, Any]) -> list[dict[str, Any]]:
         {"apiVersion": f"{GROUP}/v1alpha1", "resource": "migrations", "labelSelector": {}},
     ]
     if kubeshare == "v1":  # Dragonet's SharePods hold GPU shares on the pool's nodes
-        rules.append({"apiVersion": SHAREPOD_API, "resource": "sharepods", "labelSelector": pods})
+        sharepods = pods if pods_everywhere else {"matchLabels": {L_OPERATOR: OPERATOR_NAME}}
+        rules.append(
+            {"apiVersion": SHAREPOD_API, "resource": "sharepods", "labelSelector": sharepods}
+        )
     if meta.get("name") == DEFAULT_POOL:
         # Not itself: its own status changes would wake it (ignoreStatusChanges covers the
         # parent, not related objects).

@@ -35,6 +35,7 @@ from policy.model.jobs import (
     JobKind,
     MetadataModel,
     child_name,
+    labels_of,
     managed_elsewhere,
     parse_job,
     parse_metadata,
@@ -182,8 +183,8 @@ def sync(
     status = readable_status(parent.get("status"), kind)
     stamp = format_time(now)
     spec = parent.get("spec")
-    if isinstance(spec, Mapping) and managed_elsewhere(spec):
-        return Decision([], dict(status))  # MultiKueue's job, valid or not: hands off
+    if isinstance(spec, Mapping) and managed_elsewhere(spec, labels_of(parent)):
+        return Decision([], dict(status))  # MultiKueue's or Kubeflow's job, valid or not: hands off
     job, spec_of = _parsed_job(parent, kind, memo, status)
     if isinstance(job, InvalidJob):
         key = f"{meta.namespace}/{meta.name}"

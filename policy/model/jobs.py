@@ -133,12 +133,20 @@ KINDS: tuple[JobKind, ...] = (TFJOB, MXJOB)  # every kind Dragonet runs: one que
 WORKER = "Worker"
 RestartPolicy = Literal["Always", "OnFailure", "Never", "ExitCode"]
 CleanPodPolicy = Literal["None", "Running", "All"]
-# runPolicy.managedBy, as Kubeflow's webhook accepts it (and nothing else). Absent, or the
-# training-operator's own value: the job is ours, since Dragonet serves TFJobs in the
-# training-operator's place. MultiKueue's: Kueue runs the job on a worker cluster and
-# mirrors its status here, so Dragonet leaves it alone (no pods, no status, no capacity).
+# runPolicy.managedBy: who runs the job. Absent, or the training-operator's own value: the
+# job is ours, since Dragonet serves TFJobs in the training-operator's place. MultiKueue's:
+# Kueue runs the job on a worker cluster and mirrors its status here, so Dragonet leaves it
+# alone (no pods, no status, no capacity). Dragonet's own value marks a job for Dragonet on
+# a cluster where Kubeflow's training-operator runs the others (docs/kubeflow.md): Kubeflow
+# skips a job whose managedBy is not its own. There, Dragonet's jobs also carry the label
+# COEXIST_LABEL, which is what Metacontroller can select parents by; a labelled job whose
+# managedBy is Kubeflow's (or MultiKueue's) is theirs, and Dragonet leaves it alone.
 TRAINING_OPERATOR = "kubeflow.org/training-operator"
 MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+DRAGONET = "dragonet.io/dragonet"
+COEXIST_LABEL = "dragonet.io/managed-by"
+COEXIST_LABEL_VALUE = "dragonet"
+COEXIST_SELECTOR = f"{COEXIST_LABEL}={COEXIST_LABEL_VALUE}"  # as a list's labelSelector
 
 _PLANNED_CONDITIONS = ("Succeeded", "Failed", "Suspended")
 
@@ -707,11 +715,11 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         raise InvalidJob("; ".join(problems))
     run = spec.runPolicy or RunPolicyModel()
     owner = run.managedBy or spec.managedBy
-    if owner not in (None, "", TRAINING_OPERATOR, MULTIKUEUE):
+    if owner not in (None, "", TRAINING_OPERATOR, MULTIKUEUE, DRAGONET):
         where = "spec.runPolicy.managedBy" if run.managedBy else "spec.managedBy"
         raise InvalidJob(
-            f"{where} {owner!r} is not supported: {TRAINING_OPERATOR!r} (or none) for "
-            f"Dragonet to run the job, or {MULTIKUEUE!r} for MultiKueue to"
+            f"{where} {owner!r} is not supported: {TRAINING_OPERATOR!r} (or none) or "
+            f"{DRAGONET!r} for Dragonet to run the job, or {MULTIKUEUE!r} for MultiKueue to"
         )
 
     replicas: dict[str, Replica] = {}
@@ -807,7 +815,7 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         active_deadline_seconds=pick("activeDeadlineSeconds"),
         backoff_limit=pick("backoffLimit"),
         suspend=run.suspend or spec.suspend,
-        managed_elsewhere=owner == MULTIKUEUE,
+        managed_elsewhere=_elsewhere(owner, meta.labels),
         deleting=meta.deletionTimestamp is not None,
         priority_class=named if isinstance(named, str) and named else None,
         pool=pool_of(raw_spec),
@@ -964,12 +972,28 @@ def _is_count(value: Any) -> bool:
     return type(value) is int and 0 <= value <= MAX_REPLICAS
 
 
-def managed_elsewhere(spec: Mapping[str, Any]) -> bool:
-    """MultiKueue runs this job (``runPolicy.managedBy``), read from the raw spec so that
-    its job is left alone whatever else its spec holds, as Kubeflow's controller does."""
+def managed_elsewhere(spec: Mapping[str, Any], labels: Any = None) -> bool:
+    """MultiKueue runs this job, or (labelled ``COEXIST_LABEL``, so on a cluster where
+    Kubeflow runs the jobs not marked for Dragonet) Kubeflow does: read from the raw spec and
+    labels so that their job is left alone whatever else it holds, as Kubeflow's controller
+    leaves one whose ``managedBy`` is not its own."""
     run = spec.get("runPolicy")
     owner = (run.get("managedBy") if isinstance(run, Mapping) else None) or spec.get("managedBy")
-    return owner == MULTIKUEUE
+    return _elsewhere(owner, labels if isinstance(labels, Mapping) else {})
+
+
+def _elsewhere(owner: Any, labels: Mapping[str, Any]) -> bool:
+    if owner == MULTIKUEUE:
+        return True
+    marked = labels.get(COEXIST_LABEL) == COEXIST_LABEL_VALUE
+    return marked and owner in (None, "", TRAINING_OPERATOR)
+
+
+def labels_of(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    """An object's labels as given, or none when its metadata does not hold a map of them."""
+    meta = obj.get("metadata")
+    labels = meta.get("labels") if isinstance(meta, Mapping) else None
+    return labels if isinstance(labels, Mapping) else {}
 
 
 def _content(spec: Mapping[str, Any]) -> bytes:

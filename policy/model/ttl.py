@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from policy.model.bounds import MAX_TTL_SECONDS
-from policy.model.jobs import managed_elsewhere
+from policy.model.jobs import labels_of, managed_elsewhere
 from policy.model.timeutil import format_time, parse_time
 
 FIELD = "ttlSecondsAfterFinished"
@@ -80,11 +80,12 @@ def finished_at(status: Any) -> datetime | None:
     return None
 
 
-def _held(spec: Mapping[str, Any]) -> bool:
-    """Kubeflow applies no TTL while a job is suspended, nor to MultiKueue's jobs."""
+def _held(spec: Mapping[str, Any], labels: Mapping[str, Any]) -> bool:
+    """Kubeflow applies no TTL while a job is suspended, nor to MultiKueue's jobs; a job
+    Kubeflow runs beside Dragonet is Kubeflow's to delete (docs/kubeflow.md)."""
     run = spec.get("runPolicy")
     suspended = (isinstance(run, Mapping) and run.get("suspend") is True) or spec.get("suspend")
-    return suspended is True or managed_elsewhere(spec)
+    return suspended is True or managed_elsewhere(spec, labels)
 
 
 def expiry(obj: Mapping[str, Any]) -> Expiry | None:
@@ -93,7 +94,7 @@ def expiry(obj: Mapping[str, Any]) -> Expiry | None:
     meta, spec = obj.get("metadata"), obj.get("spec")
     if not isinstance(meta, Mapping) or not isinstance(spec, Mapping):
         return None
-    if meta.get("deletionTimestamp") is not None or _held(spec):
+    if meta.get("deletionTimestamp") is not None or _held(spec, labels_of(obj)):
         return None
     ttl = ttl_seconds(spec)
     ended = finished_at(obj.get("status")) if ttl is not None else None
@@ -135,7 +136,7 @@ def deletion_note(job_kind: str, spec: Any, completed: Any) -> str:
     ``completionTime`` it writes ("" without a TTL): the reaper's rule, in words."""
     ttl = ttl_seconds(spec)
     ended = parse_time(completed) if isinstance(completed, str) else None
-    if ttl is None or ended is None or _held(spec):
+    if ttl is None or ended is None or _held(spec, {}):
         return ""
     try:
         at = format_time(ended + timedelta(seconds=ttl))
