@@ -85,6 +85,16 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def _items(out: str, kind: str, parse: Any = json.loads) -> list[dict[str, Any]]:
+    """The items of what ``-o json|yaml`` printed: a kubectl List of ``kind`` objects."""
+    doc = parse(out)
+    assert (doc["apiVersion"], doc["kind"]) == ("v1", "List"), doc
+    assert {(i["apiVersion"], i["kind"]) for i in doc["items"]} <= {
+        ("view.dragonet.io/v1alpha1", kind)
+    }
+    return doc["items"]
+
+
 def _table(out: str) -> list[dict[str, str]]:
     """A kubectl table's rows by column name (columns are 3+ spaces apart)."""
     import re
@@ -132,7 +142,7 @@ def test_status_shows_each_pools_policy_nodes_queue_admitted_and_free_room(serve
         "FREE MEMORY": row["FREE MEMORY"],
     }
     code, out, _ = run(capsys, "status", "-o", "json")
-    [pool] = json.loads(out)
+    [pool] = _items(out, "PoolSummary")
     assert (pool["queued"], pool["admitted"], pool["free"]["nvidia.com/gpu"]) == (2, 3, "0")
     assert pool["capacity"]["nvidia.com/gpu"] == "8"
 
@@ -161,13 +171,14 @@ def test_queue_wide_adds_each_jobs_message_and_yaml_keeps_every_field(server, ca
     big = _table(out)[0]
     assert big["MESSAGE"].startswith("waiting: needs 18 cpu, 72Gi memory, 4 nvidia.com/gpu")
     code, out, _ = run(capsys, "queue", "-o", "yaml")
-    rows = yaml.safe_load(out)
-    assert rows[1]["job"] == "default/low" and rows[1]["enqueued"] == "2026-01-01T00:00:00Z"
+    rows = _items(out, "QueueEntry", yaml.safe_load)
+    assert rows[1]["metadata"] == {"name": "low", "namespace": "default"}
+    assert rows[1]["enqueued"] == "2026-01-01T00:00:00Z"
 
 
 def test_queue_with_a_namespace_keeps_the_pools_positions(server, capsys) -> None:
-    code, out, _ = run(capsys, "queue", "-n", "team-a")
-    assert code == 0 and out.strip() == "No jobs wait in namespace team-a."
+    code, out, err = run(capsys, "queue", "-n", "team-a")
+    assert code == 0 and out == "" and err.strip() == "No jobs wait in namespace team-a."
     code, out, _ = run(capsys, "queue", "-n", "default")
     assert [r["POSITION"] for r in _table(out)] == ["1", "2"]
 
@@ -315,7 +326,7 @@ def test_explain_without_permission_to_read_events_still_explains_and_says_so(
 def test_nodes_shows_what_each_node_holds_and_has_free(server, capsys, state) -> None:
     code, out, err = run(capsys, "nodes", "-o", "json")
     assert code == 0 and err == ""
-    rows = {r["name"]: r for r in json.loads(out)}
+    rows = {r["metadata"]["name"]: r for r in _items(out, "NodeUsage")}
     assert set(rows) == {"gpu-1", "gpu-2"}
     # Independently of the command: what the dump's bound, unfinished pods request.
     for name, row in rows.items():
@@ -677,7 +688,7 @@ def test_cluster_scoped_views_take_no_namespace(
 def test_explain_takes_a_job_as_kubectl_names_it(server, capsys, given: str) -> None:
     code, out, err = run(capsys, "explain", given, "-o", "json")
     assert code == 0, err
-    assert json.loads(out)["job"] == "default/low"
+    assert json.loads(out)["metadata"] == {"name": "low", "namespace": "default"}
 
 
 def test_status_shows_the_crds_default_policy_for_a_pool_that_names_none(server, capsys) -> None:
@@ -691,7 +702,7 @@ def test_status_shows_the_crds_default_policy_for_a_pool_that_names_none(server,
     ]
     code, out, err = run(capsys, "status", "-o", "json")
     assert code == 0, err
-    assert {p["policy"] for p in json.loads(out)} == {PoolSpec().policy}
+    assert {p["policy"] for p in _items(out, "PoolSummary")} == {PoolSpec().policy}
 
 
 def test_explain_with_the_job_crds_missing_says_so(server, capsys) -> None:
