@@ -30,6 +30,7 @@ from live.items import Item
 from live.table import cell
 
 FORMATS = ("wide", "json", "yaml", "name")
+_sleep = time.sleep  # between two reads of a watch (a test's clock replaces it)
 # kubectl's own formats we do not print: said in one line with what to use instead.
 _KUBECTL_ONLY = ("jsonpath", "custom-columns", "go-template", "template", "templatefile")
 
@@ -227,7 +228,6 @@ def watch(
     interval: float,
     *,
     only: bool = False,
-    sleep: Callable[[float], None] = time.sleep,
 ) -> int:
     """Print the items, then each one that changes (by polling ``fetch``), until Ctrl-C:
     exit status 0. The table's columns are those of the first read (``printer_for``). A
@@ -239,7 +239,7 @@ def watch(
         if not only:
             printer.print_changes([("ADDED", i) for i in first])
         while True:
-            sleep(interval)
+            _sleep(interval)
             now = {i.regarding.key: i for i in fetch()}
             changes = [
                 ("ADDED" if key not in seen else "MODIFIED", item)
