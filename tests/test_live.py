@@ -727,3 +727,114 @@ def test_a_live_view_of_a_cluster_without_dragonet_says_so(server, capsys, tmp_p
     code, _, err = run(capsys, "view", "--live", "--html", str(page))
     assert code != 0 and not page.exists()
     assert "Dragonet is not installed here" in err and "0 jobs" not in err
+
+
+# --- dragonet view --live --serve: a page that refreshes (in Chromium: test_view_live_browser) -
+
+
+def test_view_serve_says_where_serves_a_page_that_reloads_and_ctrl_c_ends_it_with_0(
+    server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command in this process, serving until a real SIGINT."""
+    import os
+    import re
+    import signal
+    import threading
+    import time
+    import urllib.request
+
+    fetched: list[tuple[int, bytes]] = []
+
+    def visit_then_interrupt() -> None:
+        for _ in range(200):
+            said = re.search(r"at (http://127\.0\.0\.1:\d+/) ", capsys.readouterr().err)
+            if said:
+                for path in ("", "plotly.js"):
+                    with urllib.request.urlopen(said.group(1) + path, timeout=10) as answer:
+                        fetched.append((answer.status, answer.read()))
+                break
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=visit_then_interrupt, daemon=True).start()
+    code = main(["view", "--live", "--serve", "--port", "0", "--refresh", "3s"])
+    assert code == 0
+    (status, page), (_, script) = fetched
+    assert status == 200 and b'<body data-refresh="3">' in page and b"5 jobs" in page
+    assert b'<script src="plotly.js">' in page and len(script) > 1_000_000  # served once
+    calls = [c for c in server.calls if c.endswith("/trainingpools")]
+    assert len(calls) == 2  # installed(), then the one read the first page shows
+
+
+def test_a_live_snapshot_says_how_to_get_a_page_that_refreshes(server, capsys, tmp_path) -> None:
+    page = tmp_path / "snap.html"
+    assert run(capsys, "view", "--live", "--html", str(page))[0] == 0
+    text = page.read_text()
+    assert "A snapshot: dragonet view --live --serve serves this page read again" in text
+    assert "data-refresh" not in text.split("<script>", 1)[0] and "<body>" in text
+
+
+def test_a_served_page_that_cannot_read_the_cluster_says_so_and_keeps_trying(capsys) -> None:
+    from cli.view_server import LivePage
+    from live.kube import LiveError
+
+    state = {"t": 0.0, "up": False}
+
+    def read() -> Any:
+        if not state["up"]:
+            raise LiveError("no cluster at https://api.example:6443: connection refused")
+        return from_state(), "https://api.example:6443"
+
+    page = LivePage(read, 10.0, clock=lambda: state["t"])
+    status, body = page.current()
+    assert status == 503 and b'http-equiv="refresh" content="10"' in body
+    assert b"could not be read" in body and b"connection refused" in body
+    assert capsys.readouterr().err.startswith("dragonet view: no cluster at")
+    state.update(t=4.0, up=True)  # within half the interval: no new read
+    assert page.current()[0] == 503 and page.reads == 1
+    state.update(t=5.0)
+    status, body = page.current()
+    assert status == 200 and b"1 jobs" in body and page.reads == 2
+
+
+def from_state() -> Any:
+    from sim.view.pool import from_objects
+
+    node = {"kind": "Node", "metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4"}}}
+    job = {
+        "kind": "TFJob",
+        "metadata": {"name": "a", "namespace": "default"},
+        "spec": {},
+        "status": {},
+    }
+    return from_objects([node, job], "test", now=NOW)
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--live", "--serve", "--html", "p.html"], "--serve or --html: give one"),
+        (["--live", "--refresh", "5s", "--html", "p.html"], "--refresh: only with --serve"),
+        (["state.json", "--serve"], "--serve: only with --live"),
+        (["--live"], "give --html FILE (a snapshot) or --serve"),
+        (["--live", "--serve", "--port", "70000"], "--port 70000: not a port"),
+    ],
+)
+def test_view_serve_flags_that_do_not_go_together_are_one_line(
+    argv: list[str], said: str, capsys, tmp_path: Path
+) -> None:
+    code, out, err = run(capsys, "view", *argv)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("dragonet view: ") and said in err
+
+
+def test_view_serve_on_a_port_that_is_taken_is_one_line(server, capsys) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        code, out, err = run(capsys, "view", "--live", "--serve", "--port", port)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith(f"dragonet view: --address 127.0.0.1 --port {port}: ")
