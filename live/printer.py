@@ -216,6 +216,8 @@ class Printer:
         shown = [header] if first and not self.no_headers else []
         measured = [*shown, *cells] if first else cells
         widths = [max(len(r[i]) for r in measured) for i in range(len(header))]
+        if self.events:  # room for every event type from the first row on
+            widths[0] = max(widths[0], len("MODIFIED"))
         self._widths = [max(a, b) for a, b in zip(self._widths or widths, widths, strict=True)]
         for row in [*shown, *cells]:
             line = "   ".join(c.ljust(w) for c, w in zip(row, self._widths, strict=True))
