@@ -24,11 +24,15 @@ COMMANDS = ("status", "queue", "explain", "nodes")
 NAMESPACED = ("queue", "explain")  # the commands that read jobs of a namespace
 
 EXAMPLES = {
-    "status": "  kubectl dragonet status\n  kubectl dragonet status gpu -o yaml",
-    "queue": "  kubectl dragonet queue\n  kubectl dragonet queue default -n team-a -o wide",
+    "status": "  kubectl dragonet status\n  kubectl dragonet status gpu -o yaml\n"
+    "  kubectl dragonet status -w",
+    "queue": "  kubectl dragonet queue\n  kubectl dragonet queue default -n team-a -o wide\n"
+    "  kubectl dragonet queue -A -l team=research -w --output-watch-events\n"
+    "  kubectl dragonet queue -n team-a -o name | xargs kubectl describe -n team-a",
     "explain": "  kubectl dragonet explain job3 -n team-a\n"
     "  kubectl dragonet explain mxjob/mx1 -o json",
-    "nodes": "  kubectl dragonet nodes\n  kubectl dragonet nodes gpu -o json",
+    "nodes": "  kubectl dragonet nodes\n  kubectl dragonet nodes gpu -o json\n"
+    "  kubectl dragonet nodes -l topology.kubernetes.io/zone=us-central1-a --no-headers",
 }
 HELP = {
     "status": "pools: policy, nodes, queued and admitted jobs, free room",
