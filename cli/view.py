@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from live.commands import installed, positive_duration, request_timeout
+from live.commands import installed
+from live.durations import positive_duration, request_timeout
 
 if TYPE_CHECKING:
     from http.server import ThreadingHTTPServer

@@ -64,7 +64,7 @@ def add_output_flags(
 ) -> None:
     """``-o`` always; for a verb that lists (``listing``), ``--no-headers``, the watch flags
     and, when ``selects`` names what, ``-l/--selector``."""
-    from live.commands import positive_duration
+    from live.durations import positive_duration
 
     p.add_argument(
         "-o",
