@@ -8,24 +8,31 @@ pool or job, Dragonet not installed. Nothing is written to the cluster.
 from __future__ import annotations
 
 import argparse
-import math
 import os
-import re
 import sys
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from live.durations import request_timeout
+
 if TYPE_CHECKING:
+    from live.items import Item
     from live.kube import Kube
+    from live.printer import Column
 
 COMMANDS = ("status", "queue", "explain", "nodes")
 NAMESPACED = ("queue", "explain")  # the commands that read jobs of a namespace
 
 EXAMPLES = {
-    "status": "  kubectl dragonet status\n  kubectl dragonet status gpu -o yaml",
-    "queue": "  kubectl dragonet queue\n  kubectl dragonet queue default -n team-a -o wide",
+    "status": "  kubectl dragonet status\n  kubectl dragonet status gpu -o yaml\n"
+    "  kubectl dragonet status -w",
+    "queue": "  kubectl dragonet queue\n  kubectl dragonet queue default -n team-a -o wide\n"
+    "  kubectl dragonet queue -A -l team=research -w --output-watch-events\n"
+    "  kubectl dragonet queue -n team-a -o name | xargs kubectl describe -n team-a",
     "explain": "  kubectl dragonet explain job3 -n team-a\n"
     "  kubectl dragonet explain mxjob/mx1 -o json",
-    "nodes": "  kubectl dragonet nodes\n  kubectl dragonet nodes gpu -o json",
+    "nodes": "  kubectl dragonet nodes\n  kubectl dragonet nodes gpu -o json\n"
+    "  kubectl dragonet nodes -l topology.kubernetes.io/zone=us-central1-a --no-headers",
 }
 HELP = {
     "status": "pools: policy, nodes, queued and admitted jobs, free room",
@@ -40,7 +47,13 @@ def program() -> str:
     return "kubectl dragonet" if os.path.basename(sys.argv[0]) == "kubectl-dragonet" else "dragonet"
 
 
+# What -l selects for each verb that lists (explain names one job: no selector).
+SELECTS = {"status": "TrainingPools", "queue": "jobs (TFJobs, MXJobs)", "nodes": "nodes"}
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
+    from live.printer import add_output_flags
+
     for name in COMMANDS:
         p = sub.add_parser(
             name,
@@ -52,15 +65,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         )
         if name == "explain":
             p.add_argument("job", help="the job: NAME, tfjob/NAME or mxjob/NAME")
+            add_output_flags(p, formats=("json", "yaml", "name"), listing=False)
         else:
             p.add_argument("pool", nargs="?", help="one TrainingPool (default: every pool)")
-        p.add_argument(
-            "-o",
-            "--output",
-            choices=["table", "wide", "json", "yaml"],
-            default="table",
-            help="a table (default; wide adds columns), or JSON or YAML",
-        )
+            add_output_flags(p, selects=SELECTS[name])
         if name in NAMESPACED:  # pools and nodes are cluster-scoped: no -n to ignore
             p.add_argument("-n", "--namespace", help="the namespace (default: the context's)")
             p.add_argument(
@@ -82,55 +90,65 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         )
 
 
-_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|μs|ms|s|m|h)")
-_UNIT_SECONDS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
-}
-
-
-def request_timeout(text: str) -> float | None:
-    """kubectl's ``--request-timeout``: a whole number of seconds, or a Go duration
-    (``5s``, ``1m30s``, ``1.5h``); 0 is no timeout (None). Negative or other: refused with
-    kubectl's own words."""
-    value = text.strip()
-    seconds: float | None = None
-    if value.isdigit():
-        seconds = float(value)
-    elif value and _DURATION_PART.sub("", value) == "":
-        seconds = sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(value))
-    if seconds is None or not math.isfinite(seconds):
-        raise argparse.ArgumentTypeError(
-            f"invalid timeout value {text!r}: a single integer in seconds, or an integer "
-            "followed by a time unit (e.g. 1s | 2m | 3h)"
-        )
-    return seconds or None
-
-
 def run(args: argparse.Namespace) -> int:
     from live.kube import Kube, LiveError
+    from live.printer import usage_problem
 
+    if problem := usage_problem(args) or _name_and_selector(args):
+        print(f"{program()} {args.command}: {problem}", file=sys.stderr)
+        return 2
     try:
         kube = Kube(args.kubeconfig, args.context, args.request_timeout)
         return _COMMANDS[args.command](kube, args)
     except LiveError as err:
         print(f"{program()} {args.command}: {err}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # `| head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
-def _pools(kube: Kube, name: str | None) -> list[dict[str, Any]]:
+def _name_and_selector(args: argparse.Namespace) -> str | None:
+    """kubectl refuses a name with a selector; ``status POOL`` names one pool."""
+    if args.command == "status" and args.pool and getattr(args, "selector", None):
+        return "name cannot be provided when a selector is specified (give POOL or -l)"
+    return None
+
+
+def _show(
+    args: argparse.Namespace,
+    fetch: Callable[[], tuple[list[Item], list[str]]],
+    columns: Callable[[Sequence[Item]], list[Column]],
+    empty: str,
+    single: bool = False,
+) -> int:
+    """Print what ``fetch`` reads (items, and lines for stderr) in ``args``' format: once,
+    or again as it changes (``-w``)."""
+    from live.printer import Printer, watch
+
+    def printer_for(items: Sequence[Item]) -> Printer:
+        return Printer(args.output, columns(items), args.no_headers, args.output_watch_events)
+
+    if args.watch or args.watch_only:
+        return watch(lambda: fetch()[0], printer_for, args.watch_interval, only=args.watch_only)
+    items, notes = fetch()
+    printer = printer_for(items)
+    if single and len(items) == 1:
+        printer.print_one(items[0])
+    else:
+        printer.print_list(items, empty)
+    for line in notes:
+        print(line, file=sys.stderr)
+    return 0
+
+
+def _pools(kube: Kube, name: str | None, selector: str | None = None) -> list[dict[str, Any]]:
     from live.kube import POOLS, NotFound
 
     try:
         if name:
             return [kube.get(f"{POOLS}/{name}")]
-        return list(kube.list(POOLS))
+        return list(kube.list(POOLS, labelSelector=selector or ""))
     except NotFound:
         if name and installed(kube):
             raise NotFound(f"no TrainingPool {name!r} (kubectl get trainingpools)") from None
@@ -163,68 +181,91 @@ def installed(kube: Kube) -> bool:
 
 
 def status(kube: Kube, args: argparse.Namespace) -> int:
-    from live.table import emit, resource_label, table
+    from live.items import pool_summary
+    from live.printer import Column
+    from live.table import resource_label
     from live.views import headline, pool_rows
 
-    rows = pool_rows(_pools(kube, args.pool))
-    shown = headline(rows, "capacity")
-    cols = [
-        ("NAME", lambda r: r["name"]),
-        ("POLICY", lambda r: r["policy"]),
-        ("NODES", lambda r: r["nodes"]),
-        ("QUEUED", lambda r: r["queued"]),
-        ("ADMITTED", lambda r: r["admitted"]),
-        *((f"FREE {resource_label(k)}", lambda r, k=k: _free_of(r, k, "capacity")) for k in shown),
-    ]
-    if args.output == "wide":
-        cols.append(("MESSAGE", lambda r: r.get("message", "")))
-    emit(rows, args.output, lambda: table(rows, cols) if rows else ["No TrainingPools found."])
-    return 0
+    def fetch() -> tuple[list[Item], list[str]]:
+        rows = pool_rows(_pools(kube, args.pool, args.selector))
+        return [pool_summary(r) for r in rows], []
+
+    def columns(items: Sequence[Item]) -> list[Column]:
+        shown = headline((i.model_dump() for i in items), "capacity")
+        cols = [
+            Column("NAME", lambda i: i.metadata.name),
+            Column("POLICY", lambda i: i.policy),
+            Column("NODES", lambda i: i.nodes),
+            Column("QUEUED", lambda i: i.queued),
+            Column("ADMITTED", lambda i: i.admitted),
+            *(
+                Column(f"FREE {resource_label(k)}", lambda i, k=k: _free_of(i, k, i.capacity))
+                for k in shown
+            ),
+        ]
+        if args.output == "wide":
+            cols.append(Column("MESSAGE", lambda i: i.message))
+        return cols
+
+    return _show(args, fetch, columns, "No TrainingPools found.", single=bool(args.pool))
 
 
-def _free_of(row: dict[str, Any], name: str, total: str) -> str:
-    """``free/total`` of resource ``name`` in a pool's or a node's row."""
-    return f"{row['free'].get(name, '0')}/{row[total].get(name, '0')}"
+def _free_of(item: Any, name: str, total: dict[str, str]) -> str:
+    """``free/total`` of resource ``name``, as the pool writes quantities (``31.3Gi``)."""
+    from live.views import human_quantity
+
+    return f"{human_quantity(name, item.free.get(name))}/{human_quantity(name, total.get(name))}"
 
 
 def queue(kube: Kube, args: argparse.Namespace) -> int:
-    from live.table import emit, table
-    from live.views import listed_more, queue_rows, utc_now
+    from live.items import queue_entry
+    from live.printer import Column
+    from live.views import duration, listed_more, queue_rows, utc_now
 
-    pools = _pools(kube, args.pool)
     namespace = None if args.all_namespaces else args.namespace
-    messages = _messages(kube, namespace) if args.output == "wide" else None
-    rows = queue_rows(pools, utc_now(), namespace, messages)
-    cols = [
-        ("POOL", lambda r: r["pool"]),
-        ("POSITION", lambda r: r["position"]),
-        ("JOB", lambda r: r["job"]),
-        ("KIND", lambda r: r["kind"]),
-        ("PRIORITY", lambda r: r["priority"]),
-    ]
-    if any(r["lasQueue"] is not None for r in rows):
-        cols.append(("LAS QUEUE", lambda r: r["lasQueue"]))
-    cols += [("WAITED", lambda r: r["waited"]), ("REASON", lambda r: r["reason"])]
-    if messages is not None:
-        cols.append(("MESSAGE", lambda r: r["message"]))
+    # Each job's message (-o wide, and every field for -o json|yaml), and which jobs -l takes.
+    reads_jobs = args.output in ("wide", "json", "yaml") or bool(args.selector)
+
+    def fetch() -> tuple[list[Item], list[str]]:
+        pools = _pools(kube, args.pool)
+        messages = _messages(kube, namespace, args.selector) if reads_jobs else None
+        rows = queue_rows(pools, utc_now(), namespace, messages)
+        if args.selector and messages is not None:
+            rows = [r for r in rows if f"{r['kind']}:{r['job']}" in messages]
+        return [queue_entry(r) for r in rows], listed_more(pools)
+
+    def columns(items: Sequence[Item]) -> list[Column]:
+        cols = [
+            Column("POOL", lambda i: i.pool),
+            Column("POSITION", lambda i: i.position),
+            Column("JOB", lambda i: f"{i.metadata.namespace}/{i.metadata.name}"),
+            Column("KIND", lambda i: i.regarding.kind),
+            Column("PRIORITY", lambda i: i.priority),
+        ]
+        if any(i.lasQueue is not None for i in items):
+            cols.append(Column("LAS QUEUE", lambda i: i.lasQueue))
+        cols += [
+            Column("WAITED", lambda i: duration(i.waitedSeconds)),
+            Column("REASON", lambda i: i.reason),
+        ]
+        if args.output == "wide":
+            cols.append(Column("MESSAGE", lambda i: i.message))
+        return cols
+
     where = f" in namespace {namespace}" if namespace else ""
-
-    def lines() -> list[str]:
-        return [*table(rows, cols), *listed_more(pools)] if rows else [f"No jobs wait{where}."]
-
-    emit(rows, args.output, lines)
-    return 0
+    return _show(args, fetch, columns, f"No jobs wait{where}.")
 
 
-def _messages(kube: Kube, namespace: str | None) -> dict[str, str]:
-    """Each job's status message, by ``Kind:namespace/name`` (two lists)."""
+def _messages(kube: Kube, namespace: str | None, selector: str | None = None) -> dict[str, str]:
+    """Each job's status message, by ``Kind:namespace/name`` (two lists; only the jobs
+    whose labels ``selector`` takes, when given)."""
     from live.kube import NotFound, job_path
 
     out = {}
     for kind, plural in (("TFJob", "tfjobs"), ("MXJob", "mxjobs")):
         path = job_path(plural, namespace) if namespace else f"/apis/kubeflow.org/v1/{plural}"
         try:
-            for job in kube.list(path):
+            for job in kube.list(path, labelSelector=selector or ""):
                 meta = job.get("metadata") or {}
                 said = ((job.get("status") or {}).get("scheduling") or {}).get("message", "")
                 out[f"{kind}:{meta.get('namespace')}/{meta.get('name')}"] = said
@@ -259,8 +300,9 @@ def _namespace_of(kube: Kube, kinds: list[str], name: str) -> str:
 
 def explain(kube: Kube, args: argparse.Namespace) -> int:
     from live.explain import KINDS, explain, render
+    from live.items import job_explanation
     from live.kube import POOLS, LiveError, NotFound, admission_path, events_path, job_path
-    from live.table import emit
+    from live.printer import Printer
     from live.views import utc_now
     from policy.model.pool import admission_name
 
@@ -312,47 +354,49 @@ def explain(kube: Kube, args: argparse.Namespace) -> int:
         ]
     except LiveError as err:  # Events are one part of the story: say why they are missing
         unread = f"(its Events could not be read: {err})"
-    info = explain(job, admission, pool, events, utc_now())
+    now = utc_now()
+    info = explain(job, admission, pool, events, now)
     if unread:
         info["eventsUnread"] = unread
-
-    def lines() -> list[str]:
-        return render(info)
-
-    emit(info, args.output, lines)
+    Printer(args.output, ()).print_one(job_explanation(info, now), lambda: render(info))
     return 0
 
 
 def nodes(kube: Kube, args: argparse.Namespace) -> int:
-    from live.kube import NODES, PODS
-    from live.table import emit, resource_label, table
+    from live.items import node_usage
+    from live.kube import NODES, PODS, NotFound
+    from live.printer import Column
+    from live.table import resource_label
     from live.views import headline, node_rows
 
-    pools = _pools(kube, None)
-    if args.pool and args.pool not in {p["metadata"]["name"] for p in pools}:
-        from live.kube import NotFound
+    def fetch() -> tuple[list[Item], list[str]]:
+        pools = _pools(kube, None)
+        if args.pool and args.pool not in {p["metadata"]["name"] for p in pools}:
+            raise NotFound(f"no TrainingPool {args.pool!r} (kubectl get trainingpools)")
+        listed = list(kube.list(NODES, labelSelector=args.selector or ""))
+        pods = kube.list(PODS, fieldSelector="status.phase!=Succeeded,status.phase!=Failed")
+        rows = node_rows(listed, pods, pools)
+        if args.pool:
+            rows = [r for r in rows if args.pool in r["pools"]]
+        return [node_usage(r) for r in rows], []
 
-        raise NotFound(f"no TrainingPool {args.pool!r} (kubectl get trainingpools)")
-    listed = list(kube.list(NODES))
-    pods = kube.list(PODS, fieldSelector="status.phase!=Succeeded,status.phase!=Failed")
-    rows = node_rows(listed, pods, pools)
-    if args.pool:
-        rows = [r for r in rows if args.pool in r["pools"]]
-    shown = headline(rows, "allocatable")
-    cols = [
-        ("NAME", lambda r: r["name"]),
-        ("POOLS", lambda r: r["pools"]),
-        ("PODS", lambda r: r["pods"]),
-        *(
-            (f"FREE {resource_label(k)}", lambda r, k=k: _free_of(r, k, "allocatable"))
-            for k in shown
-        ),
-        ("JOBS", lambda r: [f"{j}({n})" for j, n in r["jobs"].items()]),
-    ]
-    if args.output == "wide":
-        cols.append(("UNSCHEDULABLE", lambda r: r.get("unschedulable", "")))
-    emit(rows, args.output, lambda: table(rows, cols) if rows else ["No nodes found."])
-    return 0
+    def columns(items: Sequence[Item]) -> list[Column]:
+        shown = headline((i.model_dump() for i in items), "allocatable")
+        cols = [
+            Column("NAME", lambda i: i.metadata.name),
+            Column("POOLS", lambda i: i.pools),
+            Column("PODS", lambda i: i.pods),
+            *(
+                Column(f"FREE {resource_label(k)}", lambda i, k=k: _free_of(i, k, i.allocatable))
+                for k in shown
+            ),
+            Column("JOBS", lambda i: [f"{j}({n})" for j, n in i.jobs.items()]),
+        ]
+        if args.output == "wide":
+            cols.append(Column("UNSCHEDULABLE", lambda i: i.unschedulable))
+        return cols
+
+    return _show(args, fetch, columns, "No nodes found.")
 
 
 _COMMANDS = {"status": status, "queue": queue, "explain": explain, "nodes": nodes}

@@ -1,6 +1,7 @@
 """What ``kubectl dragonet status``, ``queue`` and ``nodes`` show, as pure functions of the
-objects the API server returned and ``now``: one plain dict per row, the same for the
-table and for ``-o json|yaml``.
+objects the API server returned and ``now``: one plain dict per row of machine values
+(exact quantities, counts, timestamps, seconds), from which ``live/items.py`` makes the
+``-o json|yaml`` objects and the tables make their humanised cells.
 
 Pods are read the way the pool reads them (``policy.model.cluster.Pod``: requests of init
 containers and overhead, the node a pending pod is pinned to), and quantities are written
@@ -25,10 +26,18 @@ _SHOWN = ("cpu", "memory")  # and every GPU-like resource a node has
 
 def age(since: str | None, now: datetime) -> str:
     """kubectl's short duration (``45s``, ``3m12s``, ``5h``, ``2d3h``) since a timestamp."""
+    seconds = seconds_since(since, now)
+    return "<unknown>" if seconds is None else duration(seconds)
+
+
+def seconds_since(since: str | None, now: datetime) -> int | None:
+    """Whole seconds from a timestamp to ``now`` (None when it cannot be read)."""
     at = parse_time(since) if since else None
-    if at is None:
-        return "<unknown>"
-    seconds = max(0, int((now - at).total_seconds()))
+    return None if at is None else max(0, int((now - at).total_seconds()))
+
+
+def duration(seconds: int) -> str:
+    """kubectl's short form of a duration (``HumanDuration``): ``45s``, ``3m12s``, ``5h``."""
     minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
     if seconds < 120:
         return f"{seconds}s"
@@ -45,8 +54,29 @@ def age(since: str | None, now: datetime) -> str:
     return f"{days}d"
 
 
+_BINARY = (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
+
+
+def exact_quantity(name: str, milli: int) -> str:
+    """A quantity in the API's exact form (``500m``, ``8``, ``32834012Ki``): what
+    ``-o json|yaml`` prints, so that a script reads the same amount the API server holds."""
+    if milli % 1000:
+        return f"{milli}m"
+    units = milli // 1000
+    if name.endswith("memory") or name.startswith(("ephemeral-storage", "hugepages-")):
+        for suffix, size in _BINARY:
+            if units and units % size == 0:
+                return f"{units // size}{suffix}"
+    return str(units)
+
+
+def human_quantity(name: str, quantity: str | None) -> str:
+    """An exact quantity as a table shows it, rounded the way the pool writes it (``31.3Gi``)."""
+    return format_quantity(name, Resources.parse({name: quantity or "0"})[name])
+
+
 def _quantities(values: Resources, names: Iterable[str]) -> dict[str, str]:
-    return {k: format_quantity(k, values[k]) for k in names}
+    return {k: exact_quantity(k, values[k]) for k in names}
 
 
 def _headline(names: Iterable[str]) -> list[str]:
@@ -103,7 +133,9 @@ def queue_rows(
                 "priority": entry.get("priority", 0),
                 "lasQueue": entry.get("lasQueue"),
                 "enqueued": entry.get("enqueued"),
-                "waited": age(entry.get("enqueued"), now) if entry.get("enqueued") else "0s",
+                "waitedSeconds": seconds_since(entry.get("enqueued"), now)
+                if entry.get("enqueued")
+                else 0,
                 "reason": entry.get("reason", ""),
             }
             if messages is not None:

@@ -5,8 +5,11 @@ a resource the user may not read, 404 for a CRD that is not installed)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from datetime import datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -14,7 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from kubernetes.client.rest import RESTResponse
 
-from tests.kubefake import answer
+from tests.kubefake import KUBECONFIG, answer
 
 # Resource path segments -> the dump's (apiVersion, kind).
 RESOURCES = {
@@ -35,6 +38,48 @@ def _field(obj: Mapping[str, Any], path: str) -> str:
     return "" if node is None else str(node)
 
 
+class BadSelector(ValueError):
+    """A label selector the API server cannot parse (it answers 400)."""
+
+
+_SET = re.compile(
+    r"^\s*(!?)\s*([\w./-]+)\s*(?:(in|notin)\s*\(([^()]*)\)|(==|=|!=)\s*([\w./-]*))?\s*$"
+)
+
+
+def _requirements(selector: str) -> list[str]:
+    """The selector's requirements: split at commas outside parentheses."""
+    out, depth, start = [], 0, 0
+    for i, c in enumerate(selector):
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        if c == "," and depth == 0:
+            out.append(selector[start:i])
+            start = i + 1
+    return [r for r in [*out, selector[start:]] if r.strip()]
+
+
+def labels_match(selector: str, have: Mapping[str, str]) -> bool:
+    """Whether labels ``have`` satisfy a label selector in the API's string form
+    (``k=v``, ``k==v``, ``k!=v``, ``k in (a,b)``, ``k notin (a,b)``, ``k``, ``!k``)."""
+    for term in _requirements(selector):
+        m = _SET.match(term)
+        if m is None or (m.group(1) and (m.group(3) or m.group(5))):
+            raise BadSelector(f"unable to parse requirement: {term.strip()!r}")
+        negated, key, set_op, values, op, value = m.groups()
+        if set_op:
+            listed = {v.strip() for v in values.split(",")}
+            if (have.get(key) in listed) != (set_op == "in") or (
+                set_op == "in" and key not in have
+            ):
+                return False
+        elif op:
+            if (have.get(key) == value) != (op != "!="):
+                return False
+        elif (key in have) == bool(negated):
+            return False
+    return True
+
+
 def _selected(obj: Mapping[str, Any], fields: str, labels: str) -> bool:
     for term in filter(None, fields.split(",")):
         if "!=" in term:
@@ -45,12 +90,7 @@ def _selected(obj: Mapping[str, Any], fields: str, labels: str) -> bool:
             key, value = term.split("=", 1)
             if _field(obj, key) != value:
                 return False
-    have = (obj.get("metadata") or {}).get("labels") or {}
-    for term in filter(None, labels.split(",")):
-        key, _, value = term.partition("=")
-        if have.get(key) != value:
-            return False
-    return True
+    return labels_match(labels, (obj.get("metadata") or {}).get("labels") or {})
 
 
 class DumpServer:
@@ -115,11 +155,14 @@ class DumpServer:
                     "message": f'{resource} "{name}" not found',
                 },
             )
-        found = [
-            o
-            for o in found
-            if _selected(o, query.get("fieldSelector", ""), query.get("labelSelector", ""))
-        ]
+        try:
+            found = [
+                o
+                for o in found
+                if _selected(o, query.get("fieldSelector", ""), query.get("labelSelector", ""))
+            ]
+        except BadSelector as err:
+            return answer(400, {"kind": "Status", "reason": "BadRequest", "message": str(err)})
         limit = int(query.get("limit", len(found) or 1))
         start = int(query.get("continue", "0") or 0)
         page = found[start : start + limit]
@@ -155,3 +198,35 @@ def serve_dump(
     )
     monkeypatch.setattr(live.views, "utc_now", lambda: now)
     return fake
+
+
+@contextmanager
+def served_over_http(fake: DumpServer, tmp_path: Path) -> Iterator[Path]:
+    """``fake`` answering real HTTP on 127.0.0.1, for a program in another process; yields
+    a kubeconfig that names it."""
+    import threading
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            answered = fake.request("GET", f"http://127.0.0.1{self.path}")
+            self.send_response(answered.status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(answered.data)))
+            self.end_headers()
+            self.wfile.write(answered.data)
+
+        def log_message(self, *_: Any) -> None:
+            return
+
+    http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=http.serve_forever, daemon=True)
+    thread.start()
+    config = tmp_path / "kubeconfig-http"
+    config.write_text(
+        KUBECONFIG.replace("https://api.example:6443", f"http://127.0.0.1:{http.server_port}")
+    )
+    try:
+        yield config
+    finally:
+        http.shutdown()
+        http.server_close()

@@ -85,6 +85,16 @@ def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     return code, out, err
 
 
+def _items(out: str, kind: str, parse: Any = json.loads) -> list[dict[str, Any]]:
+    """The items of what ``-o json|yaml`` printed: a kubectl List of ``kind`` objects."""
+    doc = parse(out)
+    assert (doc["apiVersion"], doc["kind"]) == ("v1", "List"), doc
+    assert {(i["apiVersion"], i["kind"]) for i in doc["items"]} <= {
+        ("view.dragonet.io/v1alpha1", kind)
+    }
+    return doc["items"]
+
+
 def _table(out: str) -> list[dict[str, str]]:
     """A kubectl table's rows by column name (columns are 3+ spaces apart)."""
     import re
@@ -132,7 +142,7 @@ def test_status_shows_each_pools_policy_nodes_queue_admitted_and_free_room(serve
         "FREE MEMORY": row["FREE MEMORY"],
     }
     code, out, _ = run(capsys, "status", "-o", "json")
-    [pool] = json.loads(out)
+    [pool] = _items(out, "PoolSummary")
     assert (pool["queued"], pool["admitted"], pool["free"]["nvidia.com/gpu"]) == (2, 3, "0")
     assert pool["capacity"]["nvidia.com/gpu"] == "8"
 
@@ -161,13 +171,14 @@ def test_queue_wide_adds_each_jobs_message_and_yaml_keeps_every_field(server, ca
     big = _table(out)[0]
     assert big["MESSAGE"].startswith("waiting: needs 18 cpu, 72Gi memory, 4 nvidia.com/gpu")
     code, out, _ = run(capsys, "queue", "-o", "yaml")
-    rows = yaml.safe_load(out)
-    assert rows[1]["job"] == "default/low" and rows[1]["enqueued"] == "2026-01-01T00:00:00Z"
+    rows = _items(out, "QueueEntry", yaml.safe_load)
+    assert rows[1]["metadata"] == {"name": "low", "namespace": "default"}
+    assert rows[1]["enqueued"] == "2026-01-01T00:00:00Z"
 
 
 def test_queue_with_a_namespace_keeps_the_pools_positions(server, capsys) -> None:
-    code, out, _ = run(capsys, "queue", "-n", "team-a")
-    assert code == 0 and out.strip() == "No jobs wait in namespace team-a."
+    code, out, err = run(capsys, "queue", "-n", "team-a")
+    assert code == 0 and out == "" and err.strip() == "No jobs wait in namespace team-a."
     code, out, _ = run(capsys, "queue", "-n", "default")
     assert [r["POSITION"] for r in _table(out)] == ["1", "2"]
 
@@ -315,7 +326,7 @@ def test_explain_without_permission_to_read_events_still_explains_and_says_so(
 def test_nodes_shows_what_each_node_holds_and_has_free(server, capsys, state) -> None:
     code, out, err = run(capsys, "nodes", "-o", "json")
     assert code == 0 and err == ""
-    rows = {r["name"]: r for r in json.loads(out)}
+    rows = {r["metadata"]["name"]: r for r in _items(out, "NodeUsage")}
     assert set(rows) == {"gpu-1", "gpu-2"}
     # Independently of the command: what the dump's bound, unfinished pods request.
     for name, row in rows.items():
@@ -677,7 +688,7 @@ def test_cluster_scoped_views_take_no_namespace(
 def test_explain_takes_a_job_as_kubectl_names_it(server, capsys, given: str) -> None:
     code, out, err = run(capsys, "explain", given, "-o", "json")
     assert code == 0, err
-    assert json.loads(out)["job"] == "default/low"
+    assert json.loads(out)["metadata"] == {"name": "low", "namespace": "default"}
 
 
 def test_status_shows_the_crds_default_policy_for_a_pool_that_names_none(server, capsys) -> None:
@@ -691,7 +702,7 @@ def test_status_shows_the_crds_default_policy_for_a_pool_that_names_none(server,
     ]
     code, out, err = run(capsys, "status", "-o", "json")
     assert code == 0, err
-    assert {p["policy"] for p in json.loads(out)} == {PoolSpec().policy}
+    assert {p["policy"] for p in _items(out, "PoolSummary")} == {PoolSpec().policy}
 
 
 def test_explain_with_the_job_crds_missing_says_so(server, capsys) -> None:
@@ -716,3 +727,114 @@ def test_a_live_view_of_a_cluster_without_dragonet_says_so(server, capsys, tmp_p
     code, _, err = run(capsys, "view", "--live", "--html", str(page))
     assert code != 0 and not page.exists()
     assert "Dragonet is not installed here" in err and "0 jobs" not in err
+
+
+# --- dragonet view --live --serve: a page that refreshes (in Chromium: test_view_live_browser) -
+
+
+def test_view_serve_says_where_serves_a_page_that_reloads_and_ctrl_c_ends_it_with_0(
+    server, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The command in this process, serving until a real SIGINT."""
+    import os
+    import re
+    import signal
+    import threading
+    import time
+    import urllib.request
+
+    fetched: list[tuple[int, bytes]] = []
+
+    def visit_then_interrupt() -> None:
+        for _ in range(200):
+            said = re.search(r"at (http://127\.0\.0\.1:\d+/) ", capsys.readouterr().err)
+            if said:
+                for path in ("", "plotly.js"):
+                    with urllib.request.urlopen(said.group(1) + path, timeout=10) as answer:
+                        fetched.append((answer.status, answer.read()))
+                break
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=visit_then_interrupt, daemon=True).start()
+    code = main(["view", "--live", "--serve", "--port", "0", "--refresh", "3s"])
+    assert code == 0
+    (status, page), (_, script) = fetched
+    assert status == 200 and b'<body data-refresh="3">' in page and b"5 jobs" in page
+    assert b'<script src="plotly.js">' in page and len(script) > 1_000_000  # served once
+    calls = [c for c in server.calls if c.endswith("/trainingpools")]
+    assert len(calls) == 2  # installed(), then the one read the first page shows
+
+
+def test_a_live_snapshot_says_how_to_get_a_page_that_refreshes(server, capsys, tmp_path) -> None:
+    page = tmp_path / "snap.html"
+    assert run(capsys, "view", "--live", "--html", str(page))[0] == 0
+    text = page.read_text()
+    assert "A snapshot: dragonet view --live --serve serves this page read again" in text
+    assert "data-refresh" not in text.split("<script>", 1)[0] and "<body>" in text
+
+
+def test_a_served_page_that_cannot_read_the_cluster_says_so_and_keeps_trying(capsys) -> None:
+    from cli.view_server import LivePage
+    from live.kube import LiveError
+
+    state = {"t": 0.0, "up": False}
+
+    def read() -> Any:
+        if not state["up"]:
+            raise LiveError("no cluster at https://api.example:6443: connection refused")
+        return from_state(), "https://api.example:6443"
+
+    page = LivePage(read, 10.0, clock=lambda: state["t"])
+    status, body = page.current()
+    assert status == 503 and b'http-equiv="refresh" content="10"' in body
+    assert b"could not be read" in body and b"connection refused" in body
+    assert capsys.readouterr().err.startswith("dragonet view: no cluster at")
+    state.update(t=4.0, up=True)  # within half the interval: no new read
+    assert page.current()[0] == 503 and page.reads == 1
+    state.update(t=5.0)
+    status, body = page.current()
+    assert status == 200 and b"1 jobs" in body and page.reads == 2
+
+
+def from_state() -> Any:
+    from sim.view.pool import from_objects
+
+    node = {"kind": "Node", "metadata": {"name": "n1"}, "status": {"allocatable": {"cpu": "4"}}}
+    job = {
+        "kind": "TFJob",
+        "metadata": {"name": "a", "namespace": "default"},
+        "spec": {},
+        "status": {},
+    }
+    return from_objects([node, job], "test", now=NOW)
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--live", "--serve", "--html", "p.html"], "--serve or --html: give one"),
+        (["--live", "--refresh", "5s", "--html", "p.html"], "--refresh: only with --serve"),
+        (["state.json", "--serve"], "--serve: only with --live"),
+        (["--live"], "give --html FILE (a snapshot) or --serve"),
+        (["--live", "--serve", "--port", "70000"], "--port 70000: not a port"),
+    ],
+)
+def test_view_serve_flags_that_do_not_go_together_are_one_line(
+    argv: list[str], said: str, capsys, tmp_path: Path
+) -> None:
+    code, out, err = run(capsys, "view", *argv)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith("dragonet view: ") and said in err
+
+
+def test_view_serve_on_a_port_that_is_taken_is_one_line(server, capsys) -> None:
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = str(taken.getsockname()[1])
+        code, out, err = run(capsys, "view", "--live", "--serve", "--port", port)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith(f"dragonet view: --address 127.0.0.1 --port {port}: ")

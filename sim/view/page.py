@@ -58,12 +58,35 @@ table.summary th, table.summary td { padding: 3px 10px; border-bottom: 1px solid
 table.summary th:first-child, table.summary td:first-child { text-align: left; }
 """
 
+# A live page (``dragonet view --live --serve``) loads itself again every so many seconds,
+# keeping where it was scrolled to and the story pinned (run before SCRIPT, which reads it).
+RELOAD = """
+(function () {
+  var every = parseFloat(document.body.dataset.refresh), kept = 'dragonet-view';
+  var panel = document.getElementById('story');
+  var stories = JSON.parse(document.getElementById('stories').textContent);
+  var was = JSON.parse(sessionStorage.getItem(kept) || 'null');
+  sessionStorage.removeItem(kept);
+  if (was && was.job && was.job in stories) {
+    panel.textContent = stories[was.job];
+    panel.dataset.job = was.job;
+    panel.dataset.pinned = '1';
+  }
+  window.addEventListener('load', function () { if (was) window.scrollTo(0, was.y); });
+  setTimeout(function () {
+    var job = panel.dataset.pinned === '1' ? panel.dataset.job : null;
+    sessionStorage.setItem(kept, JSON.stringify({y: window.scrollY, job: job}));
+    location.reload();
+  }, every * 1000);
+})();
+"""
+
 # Hover shows the story; a click pins it until another click.
 SCRIPT = """
 (function () {
   var stories = JSON.parse(document.getElementById('stories').textContent);
   var panel = document.getElementById('story');
-  var pinned = false;
+  var pinned = panel.dataset.pinned === '1';  // kept across a live page's reload
   function show(ev, pin) {
     if (!ev || !ev.points || !ev.points.length) return;
     var key = ev.points[0].customdata;
@@ -73,6 +96,7 @@ SCRIPT = """
     pinned = pin || pinned;
     panel.textContent = stories[key];
     panel.dataset.job = key;
+    panel.dataset.pinned = pinned ? '1' : '';
   }
   document.querySelectorAll('.plotly-graph-div').forEach(function (gd) {
     gd.on('plotly_hover', function (ev) { show(ev, false); });
@@ -133,8 +157,12 @@ def render(
     subtitle: str,
     sections: Sequence[Section],
     stories: Mapping[str, str],
+    refresh: float | None = None,
+    plotly_src: str = "",
 ) -> str:
-    """The whole page as one string."""
+    """The whole page as one string. ``refresh``: seconds after which the page loads itself
+    again (a served live page); ``plotly_src``: plotly.js from that URL (which the browser
+    caches across reloads) instead of inlined."""
     parts = []
     for i, s in enumerate(sections):
         body = s.html
@@ -150,19 +178,25 @@ def render(
         note = f'<p class="note">{html.escape(s.note)}</p>' if s.note else ""
         parts.append(f"<section><h2>{html.escape(s.title)}</h2>{note}{body}</section>")
     data = json.dumps(dict(stories), ensure_ascii=False).replace("</", "<\\/")
+    if plotly_src:
+        plotly = f'<script src="{html.escape(plotly_src)}"></script>'
+    else:
+        plotly = f"<script>{get_plotlyjs()}</script>"
+    live = f' data-refresh="{refresh:g}"' if refresh else ""
+    reload = f"<script>{RELOAD}</script>\n" if refresh else ""
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>{html.escape(title)}</title>
 <style>{STYLE}</style>
-<script>{get_plotlyjs()}</script>
-</head><body>
+{plotly}
+</head><body{live}>
 <header><h1>{html.escape(title)}</h1><p>{html.escape(subtitle)}</p></header>
 <div class="layout">
 <aside><h2>Job story</h2><pre id="story">Hover over a job's bar to read its story;
 click to keep it here.</pre></aside>
 <main>{"".join(parts)}</main></div>
 <script type="application/json" id="stories">{data}</script>
-<script>{SCRIPT}</script>
+{reload}<script>{SCRIPT}</script>
 </body></html>
 """
 

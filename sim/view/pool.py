@@ -468,15 +468,33 @@ def _amount(r: str, units: float) -> str:
     return f"{units:,.1f}".removesuffix(".0") + (" GPU" if r == GPU else " cores")
 
 
-def write_html(dump: Dump, path: str | Path, source: str) -> int:
-    """Write a pool's page; its size in bytes."""
+def render_page(
+    dump: Dump, source: str, note: str = "", refresh: float | None = None, plotly_src: str = ""
+) -> str:
+    """A pool's page: where it was read and when, ``note`` after that (how it refreshes);
+    ``refresh`` and ``plotly_src`` as :func:`page.render` takes them."""
     sections, stories = build(dump)
     when = dump.now.strftime("%Y-%m-%d %H:%M:%S %Z") if dump.now else "unknown time"
     subtitle = (
         f"{source}: {len(dump.nodes)} nodes, {len(dump.pods)} pods, {len(dump.jobs)} jobs, "
         f"as of {when}"
     )
-    return page.write(path, page.render("Dragonet pool", subtitle, sections, stories))
+    if note:
+        subtitle += f". {note}"
+    return page.render("Dragonet pool", subtitle, sections, stories, refresh, plotly_src)
 
 
-__all__: Sequence[str] = ["Dump", "DumpError", "build", "from_objects", "load", "write_html"]
+def write_html(dump: Dump, path: str | Path, source: str, note: str = "") -> int:
+    """Write a pool's page; its size in bytes."""
+    return page.write(path, render_page(dump, source, note))
+
+
+__all__: Sequence[str] = [
+    "Dump",
+    "DumpError",
+    "build",
+    "from_objects",
+    "load",
+    "render_page",
+    "write_html",
+]
