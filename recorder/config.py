@@ -28,3 +28,15 @@ class RecorderSettings(BaseSettings):
     # reportingInstance: the pod's name (the chart sets it), else the host's.
     instance: str = Field(default_factory=socket.gethostname, min_length=1, max_length=128)
     log_level: str = "info"
+    # /healthz, /readyz and /metrics (webhooks/health.py); 0: none.
+    host: str = "0.0.0.0"
+    port: int = Field(default=8080, ge=0, le=65535)
+    # Not alive once no API call has returned for this long (None: three intervals and a
+    # minute, plus the wait for three write tokens).
+    stall_seconds: float | None = Field(default=None, gt=0)
+
+    @property
+    def liveness_seconds(self) -> float:
+        if self.stall_seconds is not None:
+            return self.stall_seconds
+        return 3 * self.interval_seconds + 60 + (3 / self.qps if self.qps else 0)
