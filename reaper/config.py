@@ -18,3 +18,15 @@ class ReaperSettings(BaseSettings):
     # Timeout of each Kubernetes API call.
     api_timeout_seconds: float = Field(default=10.0, gt=0)
     log_level: str = "info"
+    # /healthz, /readyz and /metrics (webhooks/health.py); 0: none.
+    host: str = "0.0.0.0"
+    port: int = Field(default=8080, ge=0, le=65535)
+    # Not alive once no API call has returned for this long (None: three intervals and a
+    # minute).
+    stall_seconds: float | None = Field(default=None, gt=0)
+
+    @property
+    def liveness_seconds(self) -> float:
+        if self.stall_seconds is not None:
+            return self.stall_seconds
+        return 3 * self.interval_seconds + 60

@@ -10,18 +10,9 @@ from typing import Any, TypeVar
 from recorder.kube import Objects, Resource
 from recorder.metrics import RecorderMetrics
 from recorder.write import Events
-from webhooks.health import Pulse
-from webhooks.kubeapi import ApiError
+from webhooks.health import Pulse, api_result
 
 T = TypeVar("T")
-
-
-def result(err: BaseException | None) -> str:
-    """A call's result label: ok, the HTTP status of its error, or error (no answer)."""
-    if err is None:
-        return "ok"
-    status = getattr(err, "status", None)
-    return str(status) if isinstance(status, int) else "error"
 
 
 class _Observer:
@@ -33,11 +24,8 @@ class _Observer:
         try:
             with self.pulse.call():
                 out = make()
-        except ApiError as err:
-            self.metrics.api_call(name, result(err))
-            raise
-        except Exception:
-            self.metrics.api_call(name, "error")
+        except Exception as err:
+            self.metrics.api_call(name, api_result(err))
             raise
         self.metrics.api_call(name, "ok")
         return out

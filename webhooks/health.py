@@ -79,6 +79,15 @@ class Pulse:
         return f"no API call succeeded for {idle:.0f} s (the limit is {self.stall_seconds:g} s)"
 
 
+def api_result(err: BaseException | None) -> str:
+    """An API call's result, as a bounded label: ok, the HTTP status of its error, or
+    error (no answer)."""
+    if err is None:
+        return "ok"
+    status = getattr(err, "status", None)
+    return str(status) if isinstance(status, int) else "error"
+
+
 def build_info(registry: CollectorRegistry, what: str) -> None:
     """``dragonet_build_info``: 1, with the versions this process runs."""
     from webhooks.metrics import build_version
