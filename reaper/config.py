@@ -22,3 +22,15 @@ class ReaperSettings(BaseSettings):
     # kubeflow.coexist, docs/kubeflow.md): list only the jobs labelled for Dragonet, so that
     # Kubeflow's are Kubeflow's to delete.
     kubeflow_coexist: bool = False
+    # /healthz, /readyz and /metrics (webhooks/health.py); 0: none.
+    host: str = "0.0.0.0"
+    port: int = Field(default=8080, ge=0, le=65535)
+    # Not alive once no API call has returned for this long (None: three intervals and a
+    # minute).
+    stall_seconds: float | None = Field(default=None, gt=0)
+
+    @property
+    def liveness_seconds(self) -> float:
+        if self.stall_seconds is not None:
+            return self.stall_seconds
+        return 3 * self.interval_seconds + 60

@@ -3,7 +3,8 @@
 ``events.k8s.io/v1`` Events into it.
 
 Like the real one it lists the Admissions, the jobs and the pools every interval and
-writes each new fact once. It is not part
+writes each new fact once, and exports the pools' metrics from what it lists
+(``recorder.metrics``; ``metrics.registry``). It is not part
 of every run (a long trace would pay for its passes): ``attach`` adds it to a simulation
 before it runs, as the chart adds the Deployment. ``writes`` counts its API writes, to
 weigh them against Metacontroller's.
@@ -17,9 +18,12 @@ from typing import Any
 
 from recorder.kube import Resource
 from recorder.loop import record_once
+from recorder.metrics import RecorderMetrics
+from recorder.probe import ObservedObjects
 from recorder.write import API_VERSION, TokenBucket, Written
 from sim.apiserver import ApiServer, Conflict
 from sim.engine import Simulation
+from webhooks.health import Pulse
 from webhooks.kubeapi import AlreadyExists
 
 EVENTS = f"Event.{API_VERSION}"
@@ -66,6 +70,10 @@ class Recorder:
         self.interval_s = interval_s
         self.events = SimEvents(sim.api)
         self.objects = SimObjects(sim.api)
+        # Its /metrics (the pools'), fed as the real process feeds them: by its listings.
+        self.metrics = RecorderMetrics(clock=lambda: sim.clock().timestamp())
+        self.pulse = Pulse(interval_s * 3 + 60, clock=lambda: sim.clock().timestamp())
+        self._observed = ObservedObjects(self.objects, self.metrics, self.pulse)
         self.written = Written(timedelta(seconds=max_age_s))
         self.limit = TokenBucket(0, 1)  # writes are counted (``writes``), not timed
         self.passes = 0
@@ -80,7 +88,7 @@ class Recorder:
 
     def _pass(self) -> None:
         now = self.sim.clock().replace(microsecond=0)
-        record_once(self.objects, self.events, self.written, now, "recorder-0", self.limit)
+        record_once(self._observed, self.events, self.written, now, "recorder-0", self.limit)
         self.passes += 1
         if self.sim._goes_on():
             self.sim.schedule(self.interval_s, self._pass)

@@ -19,14 +19,6 @@ from typing import Any
 
 import requests
 
-STATUS = {
-    "queued": 1,
-    "admitted": 2,
-    "nodes": 3,
-    "capacity": {"cpu": "4", "memory": "8Gi", "nvidia.com/gpu": "2"},
-    "allocated": {"cpu": "1", "memory": "1Gi", "nvidia.com/gpu": "1"},
-}
-
 
 def fill(directory: str) -> None:
     """Write a file into ``directory`` until its filesystem is full."""
@@ -41,14 +33,13 @@ def fill(directory: str) -> None:
 
 
 def worker(directory: str) -> dict[str, Any]:
-    """A worker's metrics on a directory that fills up: new series for 200 pools."""
+    """A worker's metrics on a directory that fills up: new series for 200 hooks."""
     from webhooks.metrics import Metrics
 
     metrics = Metrics()
     if os.access(directory, os.W_OK) and not os.statvfs(directory).f_flag & os.ST_RDONLY:
         fill(directory)
     for i in range(200):
-        metrics.pool_answer(f"pool-{i}", ("up",), STATUS, (12.0,))
         metrics.hook_answer(f"/hook-{i}", 200, 0.1, 100, 100)
     return {"alive": True, "lost": str(metrics.lost)}
 

@@ -15,6 +15,8 @@ There is no API server here, so three validators stand in for it:
 * ``validate_sharepod``: a KubeShare v1 SharePod, against its CRD vendored in
   ``tests/schemas/`` (group, version, kind, scope) and its Go type: ObjectMeta and a core/v1
   PodSpec (validated as a Pod's), plus the annotations KubeShare reads.
+* ``validate_monitoring``: a prometheus-operator ServiceMonitor or PodMonitor, against its
+  CRD vendored in ``tests/schemas/``.
 * ``validate_child``: any child a job's sync returns (``validate_sharepod`` for SharePods,
   ``validate_k8s`` for the rest).
 
@@ -222,6 +224,34 @@ def _pod_group_validator(api_version: str) -> jsonschema.Draft4Validator:
         schema = served["schema"]["openAPIV3Schema"]
     assert f"{crd['spec']['group']}/{version}" == api_version
     return _validator(schema)
+
+
+# prometheus-operator's CRDs (v0.93.0, example/prometheus-operator-crd/), for the chart's
+# ServiceMonitor and PodMonitor.
+MONITORING_CRDS = {
+    "ServiceMonitor": "monitoring.coreos.com_servicemonitors.yaml",
+    "PodMonitor": "monitoring.coreos.com_podmonitors.yaml",
+}
+
+
+def validate_monitoring(obj: dict[str, Any]) -> None:
+    """Validate a ``monitoring.coreos.com/v1`` ServiceMonitor or PodMonitor against the CRD
+    prometheus-operator publishes (vendored in ``tests/schemas/``), strictly."""
+    if (
+        obj.get("apiVersion") != "monitoring.coreos.com/v1"
+        or obj.get("kind") not in MONITORING_CRDS
+    ):
+        raise AssertionError(f"{_describe(obj)}: not a monitoring.coreos.com/v1 monitor")
+    _validate_with(_monitoring_validator(obj["kind"]), obj)
+
+
+@functools.cache
+def _monitoring_validator(kind: str) -> jsonschema.Draft4Validator:
+    path = Path(__file__).resolve().parent / "schemas" / MONITORING_CRDS[kind]
+    crd = yaml.safe_load(path.read_text())
+    assert crd["spec"]["names"]["kind"] == kind
+    (served,) = [v for v in crd["spec"]["versions"] if v["name"] == "v1"]
+    return _validator(served["schema"]["openAPIV3Schema"])
 
 
 def validate_pool_status(status: dict[str, Any]) -> None:

@@ -237,6 +237,8 @@ def test_default_render_has_the_expected_objects(default_docs: list[dict[str, An
         ("Deployment", "dragonet-reaper"),
         ("Deployment", "dragonet-recorder"),
         ("Deployment", "dragonet-webhook"),
+        # Nothing but Prometheus (when it scrapes) reaches the recorder and the reaper.
+        ("NetworkPolicy", "dragonet-controllers"),
         ("NetworkPolicy", "dragonet-webhook"),
         ("PodDisruptionBudget", "dragonet-webhook"),
         # TLS and the shared secret, on by default: the chart makes both (webhook-secrets.yaml).
@@ -1026,7 +1028,11 @@ def test_only_metacontroller_reaches_the_webhook_port(
     from policy.model.pool import LabelSelector
 
     docs = request.getfixturevalue(fixture)
-    policy = _one(docs, "NetworkPolicy")
+    [policy] = [
+        d
+        for d in docs
+        if d["kind"] == "NetworkPolicy" and d["metadata"]["name"].endswith("-webhook")
+    ]
     deployment = _webhook(docs)
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()

@@ -1,9 +1,11 @@
-"""The webhook's metrics (``webhooks/metrics.py``): every metric of ``docs/metrics.md``'s
-table appears, with its type, labels and multiprocess aggregation, after a simulated run's
-requests through the real app; the queue-wait histogram and the pool gauges say what the
-run did; ``/metrics`` under ``dragonet serve`` is not empty before the first hook request;
-the chart's dashboard queries only metrics that exist; its ServiceMonitor and dashboard
-ConfigMap."""
+"""Dragonet's metrics: every metric of ``docs/metrics.md``'s tables is registered by the
+process its section names (the webhook, the recorder, the reaper, the monitor) with its
+type, labels and multiprocess aggregation, and appears after a simulated run (the webhook's
+through the real app, the recorder's through its real listings of the simulated API
+server); the pools' queue waits, gauges and decisions say what the run did; ``/metrics``
+under ``dragonet serve`` is not empty before the first hook request; the chart's dashboard
+queries only metrics that exist; its ServiceMonitor and PodMonitor (checked against
+prometheus-operator's CRDs) and the NetworkPolicies that let Prometheus in."""
 
 from __future__ import annotations
 
@@ -13,14 +15,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 import requests
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from monitor.metrics import MonitorMetrics
 from policy.model.timeutil import parse_time
+from reaper.probe import ReaperMetrics
+from recorder.metrics import RecorderMetrics
 from sim.engine import SimConfig, Simulation
+from sim.recorder import attach
 from sim.scenario import load_scenario
+from tests.kube_schema import validate_monitoring
 from tests.test_chart import _render, _validate_all
 from webhooks.metrics import Metrics
 
@@ -29,27 +36,73 @@ DOCS = ROOT / "docs" / "metrics.md"
 DASHBOARD = ROOT / "chart" / "dashboards" / "dragonet.json"
 ADMISSIONS = "Admission.dragonet.io/v1alpha1"
 TFJOBS = "TFJob.kubeflow.org/v1"
+# Each table of docs/metrics.md, by the heading of its section, and the registry of the
+# process it documents.
+SECTIONS = {
+    "The webhook": lambda: Metrics().registry,
+    "The recorder: the pools": lambda: RecorderMetrics().registry,
+    "The reaper": lambda: ReaperMetrics().registry,
+    "The Container Monitor": lambda: MonitorMetrics().registry,
+}
 
 
-def _table() -> list[dict[str, Any]]:
-    """docs/metrics.md's table: name, type, labels, aggregation."""
-    rows = []
+def _tables() -> dict[str, list[dict[str, Any]]]:
+    """docs/metrics.md's tables by section: name, type, labels, aggregation (the webhook's
+    table only: its processes are added up)."""
+    tables: dict[str, list[dict[str, Any]]] = {}
+    section = ""
     for line in DOCS.read_text().splitlines():
+        if line.startswith("## "):
+            section = line[3:].strip()
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 5 and cells[0].startswith("`dragonet_"):
+        if len(cells) in (4, 5) and cells[0].startswith("`dragonet_"):
             labels = set(re.findall(r"`([a-z_]+)`", cells[2]))
-            rows.append(
-                {"name": cells[0].strip("`"), "type": cells[1], "labels": labels, "mode": cells[3]}
-            )
-    return rows
+            mode = cells[3] if len(cells) == 5 else None
+            row = {"name": cells[0].strip("`"), "type": cells[1], "labels": labels, "mode": mode}
+            tables.setdefault(section, []).append(row)
+    return tables
+
+
+def _table(section: str) -> list[dict[str, Any]]:
+    return _tables()[section]
+
+
+def _registered(registry: CollectorRegistry) -> dict[str, dict[str, Any]]:
+    """Each metric a registry exposes: its type, label names and multiprocess mode."""
+    out = {}
+    for collector in registry._collector_to_names:  # the registry's own index
+        if hasattr(collector, "_name"):  # a Counter, Gauge, Histogram
+            mode = getattr(collector, "_multiprocess_mode", "sum")
+            out[collector._name] = {
+                "type": collector._type,
+                "labels": set(collector._labelnames),
+                "mode": mode if collector._type == "gauge" else "sum",
+            }
+        else:  # a collector of its own (the pools' gauges): what it describes
+            for family in collector.describe():
+                labels = set(getattr(family, "_labelnames", ()))
+                out[family.name] = {"type": family.type, "labels": labels, "mode": None}
+    return out
+
+
+def _families(registry: Any) -> dict[str, Any]:
+    text = generate_latest(registry).decode()
+    return {f.name: f for f in text_string_to_metric_families(text)}
+
+
+def _webhook_families(sim: Simulation) -> dict[str, Any]:
+    text = sim.webhook.app.test_client().get("/metrics").get_data(as_text=True)
+    return {f.name: f for f in text_string_to_metric_families(text)}
 
 
 @pytest.fixture(scope="module")
 def demo() -> tuple[Simulation, dict[str, Any]]:
-    """examples/scenario.yaml through the real app; every Admission version and job
-    status it wrote; its /metrics parsed by Prometheus' own parser."""
+    """examples/scenario.yaml through the real app with the recorder beside it; every
+    Admission version and job status it wrote; the recorder's /metrics parsed by
+    Prometheus' own parser."""
     sim = Simulation(load_scenario(ROOT / "examples" / "scenario.yaml"), SimConfig())
-    seen: dict[str, Any] = {"admitted": set(), "enqueued": {}}
+    recorder = attach(sim)
+    seen: dict[str, Any] = {"admitted": set(), "enqueued": {}, "recorder": recorder}
 
     def watch(tkey: str, old: Any, new: Any) -> None:
         if new is None:
@@ -61,15 +114,15 @@ def demo() -> tuple[Simulation, dict[str, Any]]:
 
     sim.api.watchers.append(watch)
     sim.run()
-    text = sim.webhook.app.test_client().get("/metrics").get_data(as_text=True)
-    seen["families"] = {f.name: f for f in text_string_to_metric_families(text)}
+    seen["families"] = _families(recorder.metrics.registry)
     return sim, seen
 
 
 @pytest.fixture(scope="module")
-def elastic() -> dict[str, Any]:
+def elastic() -> dict[str, dict[str, Any]]:
     """An elastic job grows into idle GPUs, then shrinks for a job that starves (DRAGON's
-    rules): the run that exercises every metric. Its /metrics, parsed."""
+    rules): the run that exercises every metric. The webhook's and the recorder's
+    /metrics, parsed."""
     from tests.simkit import gpu_nodes, job, scenario
 
     jobs = [
@@ -77,35 +130,46 @@ def elastic() -> dict[str, Any]:
         job("b", 4, min_workers=4, max_workers=4, arrival=100.0, steps=200),
     ]
     sim = Simulation(scenario(gpu_nodes(2), jobs), SimConfig(policy="dragon"))
+    recorder = attach(sim)
     sim.run()
-    text = sim.webhook.app.test_client().get("/metrics").get_data(as_text=True)
-    return {f.name: f for f in text_string_to_metric_families(text)}
+    return {
+        "The webhook": _webhook_families(sim),
+        "The recorder: the pools": _families(recorder.metrics.registry),
+    }
 
 
-def test_the_docs_table_lists_every_metric_the_code_registers_as_it_registers_it() -> None:
-    registered = {}
-    for collector in Metrics().registry._names_to_collectors.values():
-        registered[collector._name] = collector
-    rows = {r["name"].removesuffix("_total"): r for r in _table()}
-    assert set(rows) == set(registered)
-    for name, collector in registered.items():
-        row = rows[name]
-        assert row["type"] == collector._type, name
-        assert row["labels"] == set(collector._labelnames), name
-        mode = getattr(collector, "_multiprocess_mode", "sum") if row["type"] == "gauge" else "sum"
-        assert row["mode"] == mode, name
+def test_the_docs_tables_list_every_metric_each_process_registers_as_it_registers_it() -> None:
+    tables = _tables()
+    assert set(tables) == set(SECTIONS)
+    for section, registry in SECTIONS.items():
+        registered = _registered(registry())
+        rows = {r["name"].removesuffix("_total"): r for r in tables[section]}
+        assert set(rows) == set(registered), section
+        for name, found in registered.items():
+            row = rows[name]
+            assert (row["type"], row["labels"]) == (found["type"], found["labels"]), name
+            if section == "The webhook":
+                assert row["mode"] == found["mode"], name
 
 
 def test_every_metric_appears_after_a_simulated_run_with_its_type_and_labels(elastic) -> None:
-    families = elastic
-    for row in _table():
-        name = row["name"].removesuffix("_total")
-        assert name in families, row["name"]
-        family = families[name]
-        assert family.type == row["type"], name
-        assert family.samples, f"{name} has no sample"
-        for sample in family.samples:
-            assert set(sample.labels) - {"le"} == row["labels"], (name, sample.labels)
+    for section, families in elastic.items():
+        for row in _table(section):
+            name = row["name"].removesuffix("_total")
+            assert name in families, row["name"]
+            family = families[name]
+            assert family.type == row["type"], name
+            assert family.samples, f"{name} has no sample"
+            for sample in family.samples:
+                assert set(sample.labels) - {"le"} == row["labels"], (name, sample.labels)
+
+
+def test_the_webhook_holds_no_pool_state_and_the_recorder_holds_it_once(elastic) -> None:
+    """Two webhook replicas that answered different syncs would each hold their own view of
+    a pool: the webhook exports none; the recorder exports the pool's status as listed."""
+    assert not [n for n in elastic["The webhook"] if n.startswith("dragonet_pool_")]
+    recorder = elastic["The recorder: the pools"]
+    assert {s.labels["pool"] for s in recorder["dragonet_pool_nodes"].samples} == {"default"}
 
 
 def test_the_queue_wait_histogram_counts_each_admission_once_with_its_wait(demo) -> None:
@@ -125,6 +189,10 @@ def test_the_queue_wait_histogram_counts_each_admission_once_with_its_wait(demo)
         if s.name.endswith("_bucket") and s.labels["pool"] == "default"
     }
     assert buckets["1.0"] == 2 and buckets["600.0"] == 3 and buckets["+Inf"] == 4
+    decisions = {
+        s.labels["reason"]: s.value for s in seen["families"]["dragonet_pool_decisions"].samples
+    }
+    assert decisions == {"Admitted": 4, "Preempted": 0, "Shrunk": 0, "Grown": 0, "Migrated": 0}
 
 
 def test_the_pool_gauges_say_its_resources_and_jobs_by_phase(demo) -> None:
@@ -155,11 +223,11 @@ def test_the_pool_gauges_say_its_resources_and_jobs_by_phase(demo) -> None:
 def test_the_pool_gauges_follow_the_run_while_it_runs() -> None:
     """Read while bert waits and resnet holds 6 GPUs."""
     sim = Simulation(load_scenario(ROOT / "examples" / "scenario.yaml"), SimConfig())
+    recorder = attach(sim)
     read: dict[str, float] = {}
 
     def look() -> None:
-        text = sim.webhook.app.test_client().get("/metrics").get_data(as_text=True)
-        for family in text_string_to_metric_families(text):
+        for family in _families(recorder.metrics.registry).values():
             for s in family.samples:
                 if s.labels.get("resource") in (None, "nvidia.com/gpu"):
                     read[s.name + s.labels.get("phase", "")] = s.value
@@ -169,46 +237,6 @@ def test_the_pool_gauges_follow_the_run_while_it_runs() -> None:
     assert read["dragonet_pool_allocated"] == 8  # resnet's 6 and cifar's 2
     assert read["dragonet_pool_jobsQueued"] == 2  # bert and ncf
     assert read["dragonet_pool_jobsAdmitted"] == 2
-
-
-def test_a_wait_is_counted_by_the_sync_that_admits_the_job_and_no_other() -> None:
-    from datetime import UTC, datetime
-
-    import orjson
-
-    from policy.memo import Encoded
-    from webhooks.metrics import queue_waits
-
-    now = datetime(2026, 1, 1, 0, 10, tzinfo=UTC)
-
-    def admission(name: str, at: str) -> dict[str, Any]:
-        job = {"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "name": name}
-        spec = {"phase": "Admitted", "admittedTime": at, "job": job}
-        return {"metadata": {"name": f"tfjob-{name}", "namespace": "t"}, "spec": spec}
-
-    def tfjob(name: str, enqueued: str) -> Encoded:
-        obj = {"metadata": {"name": name}, "status": {"enqueueTime": enqueued}}
-        return Encoded(orjson.dumps(obj))
-
-    answered = [
-        admission("new", "2026-01-01T00:10:00Z"),  # admitted by this sync
-        admission("seen", "2026-01-01T00:10:00Z"),  # ... and already applied: a re-sync
-        admission("older", "2026-01-01T00:05:00Z"),  # an earlier answer, answered again
-    ]
-    observed = {ADMISSIONS: {"t/tfjob-seen": Encoded(orjson.dumps(answered[1]))}}
-    related = {
-        TFJOBS: {f"t/{n}": tfjob(n, "2026-01-01T00:00:00Z") for n in ("new", "seen", "older")}
-    }
-    assert queue_waits(answered, observed, related, now) == (600.0,)
-    # A job the pool admits in its first sync has no status yet: from its creation.
-    fresh = {"metadata": {"name": "new", "creationTimestamp": "2026-01-01T00:09:00Z"}}
-    related[TFJOBS]["t/new"] = Encoded(orjson.dumps(fresh))
-    assert queue_waits(answered, observed, related, now) == (60.0,)
-    # A request whose parts are broken (the pool plans without them) counts what it can,
-    # and never fails the sync (the webhook's fuzz test found an Admission sent as a list).
-    broken = {ADMISSIONS: {"t/tfjob-new": ["not", "an", "object"]}}
-    assert queue_waits(answered[:1], broken, related, now) == (60.0,)
-    assert queue_waits(answered[:1], {ADMISSIONS: []}, {TFJOBS: []}, now) == ()
 
 
 # --- under dragonet serve ---------------------------------------------------------------
@@ -240,82 +268,40 @@ def _queries() -> list[str]:
 
 
 def test_the_dashboard_queries_only_metrics_that_exist(elastic) -> None:
-    exposed = {s.name for f in elastic.values() for s in f.samples}
+    exposed = {
+        s.name for families in elastic.values() for f in families.values() for s in f.samples
+    }
     queries = _queries()
     named = {m for q in queries for m in re.findall(r"\b(dragonet_[a-z0-9_]+)", q)}
     assert len(queries) >= 10 and len(named) >= 10
     assert named <= exposed, named - exposed
-    # Every metric of the table is graphed.
+    # Every metric of the webhook's and the recorder's tables is graphed.
     graphed = {re.sub(r"_(bucket|sum|count)$", "", n) for n in named}
-    assert {r["name"] for r in _table()} - graphed <= {
+    documented = {r["name"] for section in elastic for r in _table(section)}
+    assert documented - graphed <= {
         "dragonet_hook_response_bytes",
-        "dragonet_pool_queued_jobs",
+        "dragonet_pool_queued_jobs",  # dragonet_pool_jobs by phase, graphed
         "dragonet_pool_admitted_jobs",
-        "dragonet_pool_last_sync_timestamp_seconds",  # what ends a deleted pool's series
+        "dragonet_recorder_api_calls_total",
     }
+    # One writer: no query takes the largest of several replicas' views of a pool.
+    assert not [q for q in queries if "dragonet_pool_" in q and "max by" in q]
 
 
-def test_the_chart_has_neither_servicemonitor_nor_dashboard_by_default(helm: str) -> None:
+def test_the_chart_has_neither_monitors_nor_dashboard_by_default(helm: str) -> None:
     kinds = {d["kind"] for d in _render(helm)}
-    assert "ServiceMonitor" not in kinds and "ConfigMap" not in kinds
+    assert not kinds & {"ServiceMonitor", "PodMonitor", "ConfigMap"}
 
 
-DURATION = r"^(0|(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"
-# The fields of monitoring.coreos.com/v1 ServiceMonitor the chart writes, as its CRD
-# (prometheus-operator) defines them; anything else is refused.
-SERVICE_MONITOR = {
-    "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "spec"],
-    "additionalProperties": False,
-    "properties": {
-        "apiVersion": {"const": "monitoring.coreos.com/v1"},
-        "kind": {"const": "ServiceMonitor"},
-        "metadata": {"type": "object"},
-        "spec": {
-            "type": "object",
-            "required": ["selector", "endpoints"],
-            "additionalProperties": False,
-            "properties": {
-                "selector": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "properties": {
-                        "matchLabels": {
-                            "type": "object",
-                            "additionalProperties": {"type": "string"},
-                        }
-                    },
-                },
-                "namespaceSelector": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "properties": {"matchNames": {"type": "array", "items": {"type": "string"}}},
-                },
-                "endpoints": {
-                    "type": "array",
-                    "items": {
-                        "type": "object",
-                        "additionalProperties": False,
-                        "properties": {
-                            "port": {"type": "string"},
-                            "path": {"type": "string"},
-                            "scheme": {"enum": ["http", "https"]},
-                            "interval": {
-                                "type": "string",
-                                "pattern": DURATION,
-                            },
-                            "tlsConfig": {
-                                "type": "object",
-                                "additionalProperties": False,
-                                "properties": {"insecureSkipVerify": {"type": "boolean"}},
-                            },
-                        },
-                    },
-                },
-            },
-        },
-    },
-}
+def _scraped(helm: str, *extra: str) -> list[dict[str, Any]]:
+    return _render(
+        helm,
+        "--set",
+        "metrics.serviceMonitor.enabled=true",
+        "--set",
+        "metrics.serviceMonitor.labels.release=prometheus",
+        *extra,
+    )
 
 
 @pytest.mark.parametrize("tls", [False, True])
@@ -326,17 +312,10 @@ def test_the_servicemonitor_scrapes_the_webhooks_service(helm: str, tls: bool) -
         if tls
         else ["--set", "tls.enabled=false"]
     )
-    docs = _render(
-        helm,
-        "--set",
-        "metrics.serviceMonitor.enabled=true",
-        "--set",
-        "metrics.serviceMonitor.labels.release=prometheus",
-        *extra,
-    )
+    docs = _scraped(helm, *extra)
     [monitor] = [d for d in docs if d["kind"] == "ServiceMonitor"]
-    jsonschema.validate(monitor, SERVICE_MONITOR)
-    _validate_all([d for d in docs if d["kind"] != "ServiceMonitor"])
+    validate_monitoring(monitor)
+    _validate_all([d for d in docs if d["kind"] not in ("ServiceMonitor", "PodMonitor")])
     [service] = [d for d in docs if d["kind"] == "Service"]
     selector = monitor["spec"]["selector"]["matchLabels"]
     assert selector.items() <= service["metadata"]["labels"].items()
@@ -345,6 +324,103 @@ def test_the_servicemonitor_scrapes_the_webhooks_service(helm: str, tls: bool) -
     assert (endpoint["path"], endpoint["scheme"]) == ("/metrics", "https" if tls else "http")
     assert monitor["metadata"]["labels"]["release"] == "prometheus"
     assert monitor["metadata"]["namespace"] == service["metadata"]["namespace"]
+
+
+def _matches(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    """A LabelSelector (matchLabels, matchExpressions In/NotIn/Exists) against labels."""
+    if not selector.get("matchLabels", {}).items() <= labels.items():
+        return False
+    for e in selector.get("matchExpressions", []):
+        value = labels.get(e["key"])
+        if e["operator"] == "In" and value not in e["values"]:
+            return False
+        if e["operator"] == "NotIn" and value in e["values"]:
+            return False
+        if e["operator"] == "Exists" and value is None:
+            return False
+    return True
+
+
+def _pods(docs: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Each workload's pod template, by its component label."""
+    return {
+        d["spec"]["template"]["metadata"]["labels"]["app.kubernetes.io/component"]: d["spec"][
+            "template"
+        ]
+        for d in docs
+        if d["kind"] in ("Deployment", "DaemonSet")
+    }
+
+
+def _ports(pod: dict[str, Any]) -> dict[str, int]:
+    return {p["name"]: p["containerPort"] for c in pod["spec"]["containers"] for p in c["ports"]}
+
+
+def test_the_podmonitor_scrapes_the_recorder_the_reaper_and_each_monitor(helm: str) -> None:
+    docs = _scraped(helm, "--set", "monitor.enabled=true")
+    [monitor] = [d for d in docs if d["kind"] == "PodMonitor"]
+    validate_monitoring(monitor)
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    pods = _pods(docs)
+    scraped = {
+        c
+        for c, pod in pods.items()
+        if _matches(monitor["spec"]["selector"], pod["metadata"]["labels"])
+    }
+    assert scraped == {"recorder", "reaper", "monitor"}  # the webhook's through its Service
+    names = {e["port"] for e in monitor["spec"]["podMetricsEndpoints"]}
+    for component in scraped:
+        assert names & set(_ports(pods[component])), component
+    # Turned off, a process is not looked for.
+    off = _scraped(helm, "--set", "reaper.enabled=false")
+    [monitor] = [d for d in off if d["kind"] == "PodMonitor"]
+    assert monitor["spec"]["selector"]["matchExpressions"][0]["values"] == ["recorder"]
+
+
+PROMETHEUS = {
+    "namespace": {"kubernetes.io/metadata.name": "monitoring"},
+    "pod": {"app.kubernetes.io/name": "prometheus", "prometheus": "k8s"},
+}
+
+
+def _admits(
+    policy: dict[str, Any], namespace: dict[str, str], pod: dict[str, str], port: Any
+) -> bool:
+    """Whether a NetworkPolicy's ingress rules let a pod (its labels, its namespace's)
+    reach ``port`` (a number or a name) of the pods it selects."""
+    for rule in policy["spec"].get("ingress", []):
+        ports = [p["port"] for p in rule.get("ports", [])]
+        if ports and port not in ports:
+            continue
+        for peer in rule.get("from", []):
+            ns_ok = "namespaceSelector" in peer and _matches(peer["namespaceSelector"], namespace)
+            pod_ok = _matches(peer.get("podSelector", {}), pod)
+            if ns_ok and pod_ok:
+                return True
+    return False
+
+
+@pytest.mark.parametrize("scraped", [False, True])
+def test_the_networkpolicies_let_prometheus_scrape_exactly_when_it_is_set_up(
+    helm: str, scraped: bool
+) -> None:
+    """With the ServiceMonitor on, Prometheus's pods reach the webhook's port and the
+    recorder's and reaper's metrics port; without it, nothing but Metacontroller reaches
+    the webhook, and nothing the recorder or the reaper."""
+    docs = _scraped(helm) if scraped else _render(helm)
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    _validate_all(policies)
+    pods = _pods(docs)
+    for component in ("webhook", "recorder", "reaper"):
+        labels = pods[component]["metadata"]["labels"]
+        mine = [p for p in policies if _matches(p["spec"]["podSelector"], labels)]
+        assert mine, f"no NetworkPolicy selects the {component}"
+        port = "https" if component == "webhook" else "metrics"
+        assert port in _ports(pods[component])
+        let_in = any(_admits(p, PROMETHEUS["namespace"], PROMETHEUS["pod"], port) for p in mine)
+        assert let_in == scraped, component
+        stranger = any(_admits(p, {"kubernetes.io/metadata.name": "team"}, {}, port) for p in mine)
+        assert not stranger, component
 
 
 def test_the_dashboard_configmap_holds_the_dashboard_for_grafanas_sidecar(helm: str) -> None:

@@ -1,5 +1,5 @@
 """A full or unwritable metrics directory loses metrics, never a worker nor the master
-(issue 36, cause 4); the series of a deleted pool leave ``/metrics``.
+(issue 36, cause 4).
 
 On a real full filesystem: a tmpfs as small as the test needs, as the chart's metrics
 directory is one, mounted in a mount namespace of its own (``unshare``: root, or a user
@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from webhooks import metrics as m
 
@@ -107,66 +106,3 @@ def test_a_metrics_directory_that_cannot_be_made_does_not_stop_the_server_starti
 ) -> None:
     (tmp_path / "a-file").write_text("")
     m.prepare(str(tmp_path / "a-file" / "metrics"))  # not a directory: cannot be made
-
-
-def _samples(text: bytes) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    return {
-        (s.name, tuple(sorted(s.labels.items()))): s.value
-        for family in text_string_to_metric_families(text.decode())
-        for s in family.samples
-    }
-
-
-def _pools(text: bytes) -> set[str]:
-    return {dict(labels)["pool"] for _, labels in _samples(text) if "pool" in dict(labels)}
-
-
-def test_a_pool_not_synced_for_two_hours_is_gone_from_metrics() -> None:
-    metrics = m.Metrics()
-    status = {"queued": 1, "admitted": 2, "nodes": 3, "capacity": {"cpu": "4"}}
-    metrics.pool_answer("deleted", ("up",), status, (5.0,))
-    metrics.pool_answer("alive", ("up",), status, (5.0,))
-    now = float(m.time.time())
-    assert _pools(metrics.expose(now)) == {"deleted", "alive"}
-    metrics.pool_answer("alive", (), status)  # synced again at each relist
-    later = now + m.POOL_TTL_SECONDS + 1
-    metrics._series(metrics.last_sync, "alive").set(later - 60)
-    assert _pools(metrics.expose(later)) == {"alive"}
-
-
-def test_in_multiprocess_mode_a_gone_pool_leaves_metrics_and_the_archive(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Across processes: the pool's series leave every scrape once it is gone, and the
-    master drops them from the archives when it compacts an exited worker's files. (A
-    worker process writes; this one scrapes and compacts, as the master does.)"""
-    monkeypatch.setenv(m.MULTIPROC_DIR, str(tmp_path))
-    writer = (
-        "import time\n"
-        "from webhooks.metrics import Metrics, POOL_TTL_SECONDS\n"
-        "m = Metrics()\n"
-        "for pool in ('deleted', 'alive'):\n"
-        "    m.pool_answer(pool, ('up',), {'queued': 1, 'nodes': 2}, (5.0,))\n"
-        "m._series(m.last_sync, 'alive').set(time.time() + 2 * POOL_TTL_SECONDS)  # (since)\n"
-    )
-    ran = subprocess.run(
-        [sys.executable, "-c", writer],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        capture_output=True,
-        text=True,
-    )
-    assert ran.returncode == 0, ran.stderr
-    later = m.time.time() + m.POOL_TTL_SECONDS + 1  # "deleted" was last synced before now
-    (counter,) = tmp_path.glob("counter_*.db")
-    pid = int(counter.name.removeprefix("counter_").removesuffix(".db"))
-    scraper = m.Metrics()
-    assert _pools(scraper.expose(later - m.POOL_TTL_SECONDS)) == {"deleted", "alive"}
-    assert _pools(scraper.expose(later)) == {"alive"}
-    m.compact(pid, str(tmp_path), now=later)
-    assert not list(tmp_path.glob(f"*_{pid}.db"))
-    archived = "".join(
-        key
-        for f in tmp_path.glob("*_archive.db")
-        for key, *_ in m.MmapedDict.read_all_values_from_file(str(f))
-    )
-    assert '"pool": "alive"' in archived and '"pool": "deleted"' not in archived

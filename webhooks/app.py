@@ -32,8 +32,7 @@ from policy.pool.sync import sync as pool_sync
 from webhooks.config import Settings
 from webhooks.hooks import CustomizeRequest, pool_related_resources
 from webhooks.lazy import IncrementalReader, SyncRequest, Unreadable
-from webhooks.metrics import queue_waits
-from webhooks.shell import install, note_parent, note_pool_answer
+from webhooks.shell import install, note_parent
 
 Clock = Callable[[], datetime]
 M = TypeVar("M", bound=BaseModel)
@@ -153,8 +152,6 @@ def create_app(
             decision = pool_sync(req.parent, req.children, req.related, at, memo)
         finally:
             memos.settle(memo)  # the other pools' memos give way first
-        waits = queue_waits(decision.children, req.children, req.related, at)
-        note_pool_answer(decision.scaled, decision.status, waits)
         log.debug(
             "pool sync %s: %d admissions, %.1f ms",
             (req.parent.get("metadata") or {}).get("name"),

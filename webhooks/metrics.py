@@ -19,56 +19,39 @@ first new series and then the master as it compacts. Here every file's space is 
 unwritable directory is an ``OSError``: the process stops counting (``Metrics.lost``, logged
 once) and answers on; the master's compaction leaves the exited worker's file as it is.
 
-A deleted pool is never announced to the webhook (the pools' CompositeController has no
-finalize hook), but every live pool is synced at least at each Metacontroller relist
-(``--cache-flush-interval``, 30 min by default): a pool not answered for ``POOL_TTL_SECONDS``
-is gone, and its series leave ``/metrics`` (and the archives, when the master compacts).
+Only what each process knows of its own answers is counted here: latency, sizes and codes
+by hook. A pool's state and decisions are not: the webhook runs as several replicas, each
+answering some of a pool's syncs, and none learns that a pool was deleted. The recorder
+exports them, once, from the pools and Admissions it lists (``recorder/metrics.py``).
 
 Names follow Prometheus' conventions (the unit last, ``_total`` on counters, base units);
 ``docs/metrics.md`` lists every metric with its type, labels, multiprocess aggregation and
-meaning, and ``chart/dashboards/dragonet.json`` graphs them. A pool's gauges hold what its
-last answered sync said, whichever process answered it (``mostrecent``): summing them over
-processes would count a pool once per process that ever synced it.
+meaning, and ``chart/dashboards/dragonet.json`` graphs them.
 """
 
 from __future__ import annotations
 
 import glob
-import json
 import logging
 import os
 import platform
-import re
-import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
-from datetime import datetime
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client import values as _values
-from prometheus_client.metrics_core import Metric
 from prometheus_client.mmap_dict import _INITIAL_MMAP_SIZE, MmapedDict
 from prometheus_client.multiprocess import MultiProcessCollector
-
-from policy.model.timeutil import format_time, parse_time
 
 log = logging.getLogger("dragonet.metrics")
 
 MULTIPROC_DIR = "PROMETHEUS_MULTIPROC_DIR"
-# A pool answered no longer ago than this is alive: four of Metacontroller's relists
-# (--cache-flush-interval, 30 min by default), each of which syncs every live pool.
-POOL_TTL_SECONDS = 2 * 3600.0
-LAST_SYNC = "dragonet_pool_last_sync_timestamp_seconds"
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 KiB, MiB = 1 << 10, 1 << 20
 
 _SECONDS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 8.0, 10.0, 30.0)
 _BYTES = (1 * KiB, 16 * KiB, 256 * KiB, 1 * MiB, 4 * MiB, 16 * MiB, 64 * MiB)
-# From a few seconds (the next pool sync) to a day (a job behind a long queue).
-_WAIT_SECONDS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, 86400)
-ADMISSIONS = "Admission.dragonet.io/v1alpha1"  # Metacontroller's map key for Admissions
-_ENQUEUED = re.compile(rb'"enqueueTime":"([^"]+)"')
 
 
 def build_version() -> str:
@@ -76,15 +59,6 @@ def build_version() -> str:
         return version("dragonet")
     except PackageNotFoundError:  # run from a checkout that is not installed
         return "unknown"
-
-
-def unit(resource: str) -> str:
-    """The unit of a resource's quantities, as kube-state-metrics labels them."""
-    if resource == "cpu":
-        return "core"
-    if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-"):
-        return "byte"
-    return "integer"
 
 
 def multiprocess() -> bool:
@@ -136,12 +110,10 @@ _values.MmapedDict = _Reserved  # type: ignore[attr-defined,misc]
 
 
 class Metrics:
-    """What the shell counts. Pool gauges hold the pool as of the last sync this pod
-    answered (``mostrecent`` across the pod's processes). ``build_info`` is set as the
-    app is made, so ``/metrics`` says something before the first hook request."""
+    """What the shell counts: its own answers. ``build_info`` is set as the app is made,
+    so ``/metrics`` says something before the first hook request."""
 
-    def __init__(self, pool_ttl_seconds: float = POOL_TTL_SECONDS) -> None:
-        self.pool_ttl_seconds = pool_ttl_seconds
+    def __init__(self) -> None:
         # Why this process stopped counting (its metrics directory is full or unwritable).
         self.lost: OSError | None = None
         self.registry = CollectorRegistry()
@@ -173,78 +145,11 @@ class Metrics:
             ["hook", "code"],
             registry=r,
         )
-        self.queued = Gauge(
-            "dragonet_pool_queued_jobs",
-            "Jobs waiting in the pool's queue (status.queued of its last sync).",
-            ["pool"],
-            multiprocess_mode="mostrecent",
-            registry=r,
-        )
-        self.admitted = Gauge(
-            "dragonet_pool_admitted_jobs",
-            "Jobs the pool has admitted (status.admitted of its last sync).",
-            ["pool"],
-            multiprocess_mode="mostrecent",
-            registry=r,
-        )
-        self.scaled = Counter(
-            "dragonet_pool_scale_actions",
-            "Worker targets the pool changed (an answered Admission with a new lastScale), "
-            "by direction (up: grown, down: shrunk).",
-            ["pool", "direction"],
-            registry=r,
-        )
-        self.jobs = Gauge(
-            "dragonet_pool_jobs",
-            "Jobs of the pool by phase (Queued: waiting in its queue; Admitted: may run), "
-            "as of its last sync.",
-            ["pool", "phase"],
-            multiprocess_mode="mostrecent",
-            registry=r,
-        )
-        self.nodes = Gauge(
-            "dragonet_pool_nodes",
-            "Nodes the pool schedules onto, as of its last sync.",
-            ["pool"],
-            multiprocess_mode="mostrecent",
-            registry=r,
-        )
-        self.capacity = Gauge(
-            "dragonet_pool_capacity",
-            "Allocatable resources of the pool's nodes, by resource (nvidia.com/gpu: GPUs), "
-            "in the unit the unit label names.",
-            ["pool", "resource", "unit"],
-            multiprocess_mode="mostrecent",
-            registry=r,
-        )
-        self.allocated = Gauge(
-            "dragonet_pool_allocated",
-            "Resources the pods on the pool's nodes request (allocated to them), by resource, "
-            "in the unit the unit label names.",
-            ["pool", "resource", "unit"],
-            multiprocess_mode="mostrecent",
-            registry=r,
-        )
-        self.queue_wait = Histogram(
-            "dragonet_pool_queue_wait_seconds",
-            "Time from a job's enqueueTime to its admission, observed as the pool admits it.",
-            ["pool"],
-            buckets=_WAIT_SECONDS,
-            registry=r,
-        )
         self.build = Gauge(
             "dragonet_build_info",
             "Always 1: the version of Dragonet and of Python this webhook runs.",
             ["version", "python_version"],
             multiprocess_mode="max",
-            registry=r,
-        )
-        self.last_sync = Gauge(
-            LAST_SYNC,
-            "When the pool's last sync was answered (Unix time); a pool not answered for "
-            "two hours is gone and its series leave /metrics.",
-            ["pool"],
-            multiprocess_mode="mostrecent",
             registry=r,
         )
         self._safely(lambda: self.build.labels(build_version(), platform.python_version()).set(1))
@@ -293,120 +198,13 @@ class Metrics:
         if size is not None:
             self._series(self.response_bytes, hook).observe(size)
 
-    def expose(self, now: float | None = None) -> bytes:
-        """The exposition of every process's samples, without the series of pools not
-        answered for ``pool_ttl_seconds`` before ``now`` (default: the time)."""
+    def expose(self) -> bytes:
+        """The exposition of every process's samples."""
         source: Any = self.registry
         if multiprocess():
             source = CollectorRegistry()
             MultiProcessCollector(source)
-        cutoff = (time.time() if now is None else now) - self.pool_ttl_seconds
-        return generate_latest(_Alive(source, cutoff))  # type: ignore[arg-type]
-
-    def pool_answer(
-        self,
-        pool: str,
-        scaled: tuple[str, ...],
-        status: Any,
-        waits: tuple[float, ...] = (),
-    ) -> None:
-        """Count what one pool sync decided: its queue, nodes and resources, each
-        Admission whose lastScale differs from the one Metacontroller sent
-        (``PoolDecision.scaled``) and the wait of each job it newly admitted
-        (``queue_waits``)."""
-        self._safely(lambda: self._pool_answer(pool, scaled, status, waits))
-
-    def _pool_answer(
-        self, pool: str, scaled: tuple[str, ...], status: Any, waits: tuple[float, ...]
-    ) -> None:
-        self._series(self.last_sync, pool).set(time.time())
-        if isinstance(status, Mapping):
-            for gauge, key in ((self.queued, "queued"), (self.admitted, "admitted")):
-                value = status.get(key)
-                if isinstance(value, int):
-                    self._series(gauge, pool).set(value)
-                    self._series(self.jobs, pool, key.capitalize()).set(value)
-            if isinstance(status.get("nodes"), int):
-                self._series(self.nodes, pool).set(status["nodes"])
-            for gauge, key in ((self.capacity, "capacity"), (self.allocated, "allocated")):
-                self._resources(gauge, pool, status.get(key))
-        for direction in scaled:
-            self._series(self.scaled, pool, direction).inc()
-        for seconds in waits:
-            self._series(self.queue_wait, pool).observe(seconds)
-
-    def _resources(self, gauge: Any, pool: str, quantities: Any) -> None:
-        if not isinstance(quantities, Mapping):
-            return
-        # Loaded by create_app already (webhooks/app.py): importing this module, as `render`
-        # does, must not load the Kubernetes client.
-        from kubernetes.utils.quantity import parse_quantity
-
-        for resource, quantity in quantities.items():
-            try:
-                value = float(parse_quantity(quantity))
-            except (ValueError, TypeError, ArithmeticError):
-                continue  # not a quantity: no sample rather than a wrong one
-            self._series(gauge, pool, str(resource), unit(str(resource))).set(value)
-
-
-def queue_waits(
-    answered: list[dict[str, Any]],
-    observed: Mapping[str, Any],
-    related: Mapping[str, Any],
-    now: datetime,
-) -> tuple[float, ...]:
-    """Seconds each job waited, for every Admission this sync admits: answered Admitted
-    with ``admittedTime`` ``now`` (the pool writes the time of the sync that admits a job,
-    once) that the observed one (the request's children) does not have yet; from the job's
-    ``enqueueTime`` (its status, in ``related``) to then. An admission answered again by a
-    later sync (Metacontroller had not applied it yet) carries the earlier time and is not
-    counted again. Only admitted answers are read, and only newly admitted jobs decoded."""
-    stamp = format_time(now)
-    # The request is Metacontroller's, but any part of it may be broken (the plan leaves
-    # out what it cannot read): a counter reads only what is a map.
-    known = _map(observed.get(ADMISSIONS))
-    waits: list[float] = []
-    for child in answered:
-        spec = child.get("spec") or {}
-        if spec.get("admittedTime") != stamp or spec.get("phase") != "Admitted":
-            continue
-        meta = child.get("metadata") or {}
-        key = f"{meta.get('namespace')}/{meta.get('name')}"
-        before = known.get(key)
-        raw = getattr(before, "raw", None)
-        if raw is not None and f'"admittedTime":"{stamp}"'.encode() in raw:
-            continue
-        if raw is None and _map(_map(before).get("spec")).get("admittedTime") == stamp:
-            continue
-        job = spec.get("job") or {}
-        tkey = f"{job.get('kind')}.{job.get('apiVersion')}"
-        found = _map(related.get(tkey)).get(f"{meta.get('namespace')}/{job.get('name')}")
-        enqueued = _enqueue_time(found)
-        if enqueued is not None and now >= enqueued:
-            waits.append((now - enqueued).total_seconds())
-    return tuple(waits)
-
-
-def _map(value: Any) -> Mapping[str, Any]:
-    return value if isinstance(value, Mapping) else {}
-
-
-def _enqueue_time(job: Any) -> datetime | None:
-    """The job's ``status.enqueueTime``, else its creation time (a job the pool admits in
-    its first sync has no status yet)."""
-    if job is None:
-        return None
-    raw = getattr(job, "raw", None)
-    if raw is not None:
-        found = _ENQUEUED.search(raw)
-        if found is not None:
-            return parse_time(found.group(1).decode())
-    status = job.get("status") if isinstance(job, Mapping) else None
-    when = status.get("enqueueTime") if isinstance(status, Mapping) else None
-    meta = job.get("metadata") if isinstance(job, Mapping) else None
-    created = meta.get("creationTimestamp") if isinstance(meta, Mapping) else None
-    return parse_time(when) or parse_time(created)
+        return generate_latest(source)
 
 
 def prepare(path: str) -> None:
@@ -433,26 +231,18 @@ _FOLD = {
 }
 
 
-def compact(
-    pid: int, path: str | None = None, now: float | None = None, ttl: float = POOL_TTL_SECONDS
-) -> None:
+def compact(pid: int, path: str | None = None) -> None:
     """Fold the files of an exited worker into one archive file per metric type (and gauge
     mode) and delete them; a counter's or a histogram's samples add up, a ``mostrecent``
-    gauge keeps its newest value, and the series of pools gone (not answered for ``ttl``
-    seconds before ``now``) are left out. Runs in gunicorn's master, the archives' only
-    writer, and never raises: a file it cannot fold (the directory full, unwritable) stays
-    as it is, still counted by every scrape."""
+    gauge keeps its newest value. Runs in gunicorn's master, the archives' only writer,
+    and never raises: a file it cannot fold (the directory full, unwritable) stays as it
+    is, still counted by every scrape."""
     path = path or os.environ.get(MULTIPROC_DIR, "")
     if not path:
         return
-    try:
-        gone = _gone_pools(path, (time.time() if now is None else now) - ttl)
-    except Exception as err:  # an unreadable file: keep every series
-        log.error("could not read the pools' last syncs in %s: %s", path, err)
-        gone = frozenset()
     for dead in glob.glob(os.path.join(path, f"*_{pid}.db")):
         try:
-            _fold(dead, pid, path, gone)
+            _fold(dead, pid, path)
         except Exception as err:  # the master must outlive any metrics file
             log.error(
                 "could not fold the metrics of exited worker %d into the archive: %s; "
@@ -463,7 +253,7 @@ def compact(
             )
 
 
-def _fold(dead: str, pid: int, path: str, gone: frozenset[str]) -> None:
+def _fold(dead: str, pid: int, path: str) -> None:
     kind = os.path.basename(dead)[: -len(f"_{pid}.db")]  # counter, gauge_mostrecent, ...
     if kind.startswith("gauge_live"):
         os.remove(dead)  # a live-only gauge dies with its process
@@ -477,8 +267,6 @@ def _fold(dead: str, pid: int, path: str, gone: frozenset[str]) -> None:
         if not os.path.exists(source):
             continue
         for key, value, timestamp, _ in MmapedDict.read_all_values_from_file(source):
-            if gone and _pool_of(key) in gone:
-                continue
             new = (value, timestamp)
             values[key] = fold(values[key], new) if key in values else new
     tmp = archive + ".tmp"  # not *.db: a scrape meanwhile reads the old archive
@@ -495,55 +283,3 @@ def _fold(dead: str, pid: int, path: str, gone: frozenset[str]) -> None:
             os.remove(tmp)
         raise
     os.remove(dead)
-
-
-def _pool_of(key: str) -> str | None:
-    """The ``pool`` label of a sample's key in a file (prometheus-client's ``mmap_key``)."""
-    try:
-        labels = json.loads(key)[2]
-    except (ValueError, IndexError, TypeError):
-        return None
-    pool = labels.get("pool") if isinstance(labels, dict) else None
-    return pool if isinstance(pool, str) else None
-
-
-def _gone_pools(path: str, cutoff: float) -> frozenset[str]:
-    """The pools whose last answered sync, in any process's file, is older than ``cutoff``."""
-    last: dict[str, float] = {}
-    for name in glob.glob(os.path.join(path, "gauge_*mostrecent_*.db")):
-        try:
-            found = MmapedDict.read_all_values_from_file(name)
-        except FileNotFoundError:  # a live gauge's file, removed meanwhile
-            continue
-        for key, value, _, _ in found:
-            if key.startswith(f'["{LAST_SYNC}"'):
-                pool = _pool_of(key)
-                if pool is not None:
-                    last[pool] = max(value, last.get(pool, value))
-    return _older(last.items(), cutoff)
-
-
-def _older(last: Iterable[tuple[str | None, float]], cutoff: float) -> frozenset[str]:
-    return frozenset(pool for pool, at in last if pool is not None and at < cutoff)
-
-
-class _Alive:
-    """A registry's collection without the series of pools gone: their last answered
-    sync (``LAST_SYNC``) is older than ``cutoff``."""
-
-    def __init__(self, source: Any, cutoff: float) -> None:
-        self.source, self.cutoff = source, cutoff
-
-    def collect(self) -> Iterator[Metric]:
-        families = list(self.source.collect())
-        last = [
-            (s.labels.get("pool"), s.value)
-            for f in families
-            if f.name == LAST_SYNC
-            for s in f.samples
-        ]
-        gone = _older(last, self.cutoff)
-        for family in families:
-            if gone:
-                family.samples = [s for s in family.samples if s.labels.get("pool") not in gone]
-            yield family

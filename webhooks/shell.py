@@ -76,13 +76,6 @@ def note_parent(parent: Any) -> None:
         about["namespace"] = meta["namespace"]
 
 
-def note_pool_answer(scaled: tuple[str, ...], status: Any, waits: tuple[float, ...] = ()) -> None:
-    """Called by the pool's sync with what it answers (the directions of the worker targets
-    it changed, its status, the queue wait of each job it newly admits); counted once the
-    answer is a 200."""
-    g.dragonet_pool_answer = (scaled, status, waits)
-
-
 class Collector:
     """The cycle collector around large hook requests (a pool of hundreds of nodes).
 
@@ -226,12 +219,6 @@ def install(app: Flask, settings: Settings, time_limit: TimeLimit | None = None)
         code = response.status_code
         size = response.calculate_content_length()
         metrics.hook_answer(hook, code, seconds, req.content_length, size)
-        answer = g.pop("dragonet_pool_answer", None)
-        if answer is not None and code == 200:
-            try:
-                metrics.pool_answer(g.dragonet_log.get("pool", ""), *answer)
-            except Exception:  # counting must never cost the pool its answer
-                log.exception("could not count a pool's answer")
         level = logging.INFO if code < 500 else logging.ERROR
         if not access.isEnabledFor(level):
             return response  # (what follows only builds the log line)

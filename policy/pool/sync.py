@@ -55,9 +55,6 @@ class PoolDecision:
     children: list[dict[str, Any]] = field(default_factory=list)
     status: dict[str, Any] = field(default_factory=dict)
     resync_after: float | None = None
-    # Each answered Admission whose lastScale is not the observed one's: "up" or "down"
-    # (the webhook's scale-action metric).
-    scaled: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -139,9 +136,8 @@ def sync(
     key = _fingerprint(parent, snap, rules) if memo.limit > 0 else None
     last = memo.last if key is not None else None
     if isinstance(last, _Answered) and last.key == key and _still_valid(last, now):
-        scaled = _scaled(snap, last.children)
         status = _decided(last.status, now, interval)
-        return PoolDecision(last.children, status, _resync(last.wake, now, interval), scaled)
+        return PoolDecision(last.children, status, _resync(last.wake, now, interval))
     result = plan(
         snap.jobs,
         snap.cluster,
@@ -191,8 +187,7 @@ def sync(
         timeless = _timeless(snap, admissions, stamp)
         memo.last = _Answered(key, admissions, status, wake, now, until, timeless)
     status = _decided(status, now, interval)
-    scaled = _scaled(snap, admissions)
-    return PoolDecision(admissions, status, _resync(wake, now, interval), scaled)
+    return PoolDecision(admissions, status, _resync(wake, now, interval))
 
 
 def _decided(status: dict[str, Any], now: datetime, interval: timedelta) -> dict[str, Any]:
@@ -217,23 +212,6 @@ def _held(
     if problems:
         status["problems"] = problems[:_PROBLEMS_SHOWN]
     return PoolDecision(kept, status, _resync(next_tick(now, interval), now))
-
-
-def _scaled(snap: PoolSnapshot, answered: list[dict[str, Any]]) -> tuple[str, ...]:
-    """The direction of each answered lastScale that differs from the observed Admission's
-    (compared with what the pool read of it: nothing is decoded again)."""
-    out = []
-    for child in answered:
-        spec = child["spec"]
-        scale = spec.get("lastScale")
-        if not scale:
-            continue
-        key = f"{child['metadata']['namespace']}/{spec['job']['name']}"
-        previous = snap.admissions.get(key)
-        seen = previous.last_scale if previous is not None else None
-        if seen is None or seen.to_json() != scale:
-            out.append("down" if scale["to"] < scale["from"] else "up")
-    return tuple(out)
 
 
 def _timeless(snap: PoolSnapshot, answered: list[dict[str, Any]], stamp: str) -> bool:
