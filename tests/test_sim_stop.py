@@ -105,3 +105,35 @@ def test_a_drained_pool_preempts_its_jobs_which_run_again_once_released() -> Non
     assert 60 <= record.preemptions[0].t_s < 200
     assert record.finish_s is not None and record.finish_s > 300
     assert PREEMPTED not in record.reason
+
+
+def test_the_recorder_tells_the_drain_on_the_job_and_the_hold_on_the_pool() -> None:
+    """``kubectl describe``: the job was preempted by its pool and waited because the pool
+    was drained; the pool was stopped, at the time it was."""
+    from sim.recorder import EVENTS, attach
+
+    trainer = job("trainer", 4, min_workers=4, max_workers=4, steps=400)
+    sim = Simulation(
+        scenario(gpu_nodes(1), [trainer]),
+        SimConfig(policy="dragonet", delete_finished_after_s=None),
+    )
+    attach(sim)
+    sim.schedule(60, _set_stop(sim, "HoldAndDrain"))
+    sim.schedule(300, _set_stop(sim, "None"))
+    sim.run()
+    events = sorted(sim.api.list(EVENTS), key=lambda e: (e["eventTime"], e["reason"]))
+    story = [(e["reason"], e["note"]) for e in events if e["regarding"]["name"] == "trainer"]
+    assert [r for r, _ in story] == [
+        "Admitted",
+        "Preempted",
+        "PoolHeld",
+        "Admitted",
+        "TFJobSucceeded",
+    ]
+    assert story[1][1].startswith(
+        "preempted: by TrainingPool default: the pool is drained: spec.stopPolicy is HoldAndDrain"
+    )
+    assert "TrainingPool default is drained" in story[2][1]
+    (held,) = [e for e in events if e["regarding"]["kind"] == "TrainingPool"]
+    assert held["reason"] == "Stopped" and held["note"].endswith("its admitted jobs are preempted")
+    assert held["eventTime"].startswith("2026-01-01T00:01:00")  # the drain, 60 s in
