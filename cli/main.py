@@ -457,18 +457,23 @@ def _add_offline_commands(sub: argparse._SubParsersAction) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    # kubectl dragonet's commands (live/): the same program, read-only against a cluster.
+    # kubectl dragonet's commands (live/): the same program, against a cluster (the views
+    # read; live/control.py's verbs write one object each).
     from live.commands import COMMANDS as LIVE
     from live.commands import add_parsers, program
+    from live.control import COMMANDS as CONTROL
+    from live.control import add_parsers as add_control
 
     plugin = program() == "kubectl dragonet"  # kubectl runs us as its plugin
     about = (
-        "Dragonet on a live cluster: its pools, queues, jobs and nodes, read-only."
+        "Dragonet on a live cluster: its pools, queues, jobs and nodes; suspend, resume or "
+        "delete a job; hold, drain or release a pool."
         if plugin
         else "Dragonet: gang admission and elastic scaling of TFJobs on Kubernetes. "
         "Serve the Metacontroller webhooks, show what they would create for jobs on a "
         "cluster, simulate a cluster running them, or convert legacy job manifests; on a "
-        "live cluster (kubectl dragonet), show pools, queues, jobs and nodes."
+        "live cluster (kubectl dragonet), show pools, queues, jobs and nodes, suspend, "
+        "resume or delete jobs, and hold, drain or release pools."
     )
     parser = argparse.ArgumentParser(
         prog=program(),
@@ -481,6 +486,7 @@ def main(argv: list[str] | None = None) -> int:
     if not plugin:  # kubectl dragonet lists only what reads a cluster
         _add_offline_commands(sub)
     add_parsers(sub)
+    add_control(sub)
     try:  # the image ships the webhook only: serve and render work without the simulator
         from sim.cli import add_parser, run
     except ImportError as missing:
@@ -503,6 +509,10 @@ def main(argv: list[str] | None = None) -> int:
         from live.commands import run as run_live
 
         return _guarded(args.command, lambda: run_live(args))
+    if args.command in CONTROL:
+        from live.control import run as run_control
+
+        return _guarded(args.command, lambda: run_control(args))
     if args.command == "view":
         return _guarded("view", lambda: run_view(args))
     if args.command == "simulate":

@@ -73,6 +73,10 @@ _HINTS = {
         "(kubectl get compositecontrollers)"
     ),
     codes.PODS_WAITING_FOR_ROOM: "room for its missing pods on the nodes they may use",
+    codes.POOL_HELD: (
+        "its pool being released (kubectl dragonet release, by whoever may patch "
+        "TrainingPools): the pool's spec.stopPolicy holds it"
+    ),
 }
 
 

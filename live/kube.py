@@ -103,12 +103,28 @@ class Kube:
 
     def get(self, path: str, **query: str | int) -> dict[str, Any]:
         """One GET, its JSON body; ``LiveError`` (``NotFound`` for 404) on any failure."""
+        return self.send("GET", path, **query)
+
+    def send(
+        self,
+        method: str,
+        path: str,
+        body: Mapping[str, Any] | None = None,
+        content_type: str = "application/json",
+        **query: str | int,
+    ) -> dict[str, Any]:
+        """One request (a GET, a PATCH with ``body`` as ``content_type``, a DELETE with
+        DeleteOptions), its JSON body; ``LiveError`` (``NotFound`` for 404) on any failure."""
         params = [(k, v) for k, v in query.items() if v not in (None, "")]
+        headers = {"Accept": "application/json"}
+        if body is not None:
+            headers["Content-Type"] = content_type
         request = self.client.param_serialize(
-            method="GET",
+            method=method,
             resource_path=path,
             query_params=params,
-            header_params={"Accept": "application/json"},
+            header_params=headers,
+            body=body,
             auth_settings=["BearerToken"],
         )
         try:
@@ -116,10 +132,10 @@ class Kube:
             response.read()
         except Exception as err:  # refused, timed out, TLS, DNS: there is no cluster here
             raise LiveError(f"no cluster at {self.host}: {_one_line(err)}") from None
-        body = _json(response.data)
+        answered = _json(response.data)
         if response.status >= 400:
-            raise _error(response.status, body, path)
-        return body
+            raise _error(response.status, answered, path)
+        return answered
 
     def list(self, path: str, **query: str) -> Iterator[dict[str, Any]]:
         """Every item of a list, page by page, as the API server serves a large one."""

@@ -12,7 +12,9 @@ and the job's own syncs say what is wrong with it).
   why), a worker migrated (from and to).
 * A **job** (TFJob, MXJob): succeeded or failed (its terminal condition); when the reaper
   deletes it for its ``ttlSecondsAfterFinished`` (``policy.model.ttl``, the reaper's rule).
-* A **TrainingPool**: each object its status says it left out of the plan.
+* A **TrainingPool**: each object its status says it left out of the plan; that it was held
+  or drained (its ``Active`` condition False, reason ``Stopped``: ``policy.pool.stop``), at
+  the condition's transition time.
 """
 
 from __future__ import annotations
@@ -193,7 +195,8 @@ def job_facts(obj: Mapping[str, Any]) -> list[Fact]:
 
 
 def pool_facts(obj: Mapping[str, Any]) -> list[Fact]:
-    """What a TrainingPool's status records: each object it left out of its plan."""
+    """What a TrainingPool's status records: each object it left out of its plan, and that
+    it is held (once per hold: each has its own transition time)."""
     meta = _meta(obj)
     name = meta.get("name")
     status = obj.get("status")
@@ -201,8 +204,18 @@ def pool_facts(obj: Mapping[str, Any]) -> list[Fact]:
         return []
     pool = Regarding(VERSION, POOL_KIND, "", name, str(meta.get("uid") or ""))
     problems = status.get("problems")
-    return [
+    facts = [
         Fact(pool, "Warning", "ObjectLeftOut", "Plan", _note(p), None, p)
         for p in (problems if isinstance(problems, list) else ())
         if isinstance(p, str) and p
     ]
+    conditions = status.get("conditions")
+    for c in conditions if isinstance(conditions, list) else ():
+        if not isinstance(c, Mapping) or c.get("type") != "Active":
+            continue
+        since = c.get("lastTransitionTime")
+        when = parse_time(since) if isinstance(since, str) else None
+        if c.get("status") == "False" and c.get("reason") == "Stopped" and when is not None:
+            note = _note(str(c.get("message") or "held"))
+            facts.append(Fact(pool, "Normal", "Stopped", "Hold", note, when, f"stopped {since}"))
+    return facts

@@ -1,13 +1,18 @@
 """A fake API server that serves a simulator dump (``dragonet simulate --dump``) at the
 HTTP layer the official client calls: the GETs ``kubectl dragonet`` makes (lists, pages,
-label and field selectors, single objects), and the failures a real one answers (403 for
-a resource the user may not read, 404 for a CRD that is not installed)."""
+label and field selectors, single objects), the writes of its control verbs (a JSON merge
+patch, a DELETE with its options and uid precondition, either with ``dryRun=All``), and the
+failures a real one answers (403 for a resource the user may not read or a verb they may
+not use, 404 for a CRD that is not installed, 409 for a failed precondition, a field a CRD
+without it prunes)."""
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -93,15 +98,58 @@ def _selected(obj: Mapping[str, Any], fields: str, labels: str) -> bool:
     return labels_match(labels, (obj.get("metadata") or {}).get("labels") or {})
 
 
+def merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386: what a JSON merge patch makes of ``target`` (null deletes a key)."""
+    if not isinstance(patch, Mapping):
+        return copy.deepcopy(patch)
+    out = dict(target) if isinstance(target, Mapping) else {}
+    for key, value in patch.items():
+        if value is None:
+            out.pop(key, None)
+        else:
+            out[key] = merge_patch(out.get(key), value)
+    return out
+
+
+@dataclass(frozen=True)
+class Write:
+    """One write the server received, as sent."""
+
+    method: str
+    path: str
+    content_type: str
+    body: Any
+    query: Mapping[str, str]
+
+
+def _forbidden(verb: str, resource: str, namespace: str | None) -> RESTResponse:
+    where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
+    return answer(
+        403,
+        {
+            "kind": "Status",
+            "reason": "Forbidden",
+            "message": f'{resource} is forbidden: User "alice" cannot {verb} resource '
+            f'"{resource}"{where}',
+        },
+    )
+
+
 class DumpServer:
     """Serves the items of a ``List``; ``forbidden`` resources answer 403, ``missing``
-    ones 404 (a CRD that is not installed). ``calls`` records each GET's path."""
+    ones 404 (a CRD that is not installed); ``denied`` (verb, resource) pairs answer 403 to
+    that verb alone; ``pruned`` spec fields ("stopPolicy", "runPolicy.suspend") are
+    dropped from what a patch stores, as a CRD without them prunes them. ``calls`` records
+    each request's path, ``writes`` each PATCH and DELETE."""
 
     def __init__(self, state: Mapping[str, Any]) -> None:
         self.items = list(state["items"])
         self.forbidden: set[str] = set()
         self.missing: set[str] = set()
+        self.denied: set[tuple[str, str]] = set()
+        self.pruned: set[str] = set()
         self.calls: list[str] = []
+        self.writes: list[Write] = []
 
     def of(self, kind: str) -> list[dict[str, Any]]:
         return [o for o in self.items if o["kind"] == kind]
@@ -111,7 +159,7 @@ class DumpServer:
         self.calls.append(parts.path)
         query = {k: v[0] for k, v in parse_qs(parts.query).items()}
         segs = parts.path.strip("/").split("/")
-        if method != "GET":
+        if method not in ("GET", "PATCH", "DELETE"):
             return answer(405, {"kind": "Status", "reason": "MethodNotAllowed"})
         if segs[0] == "api":
             root, rest = ("api", "v1"), segs[2:]
@@ -121,17 +169,9 @@ class DumpServer:
         if rest[:1] == ["namespaces"] and len(rest) >= 3:
             namespace, rest = rest[1], rest[2:]
         resource, name = rest[0], (rest[1] if len(rest) > 1 else None)
-        if resource in self.forbidden:
-            where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
-            return answer(
-                403,
-                {
-                    "kind": "Status",
-                    "reason": "Forbidden",
-                    "message": f'{resource} is forbidden: User "alice" cannot list resource '
-                    f'"{resource}"{where}',
-                },
-            )
+        verb = {"PATCH": "patch", "DELETE": "delete"}.get(method, "list")
+        if resource in self.forbidden or (verb, resource) in self.denied:
+            return _forbidden(verb, resource, namespace)
         known = RESOURCES.get((*root, resource))
         if known is None or resource in self.missing:
             return answer(404, {"kind": "Status", "reason": "NotFound", "message": "not found"})
@@ -146,6 +186,8 @@ class DumpServer:
         if name is not None:
             for o in found:
                 if o["metadata"]["name"] == name:
+                    if method != "GET":
+                        return self._write(method, parts.path, query, headers or {}, body, o)
                     return answer(200, o)
             return answer(
                 404,
@@ -177,6 +219,49 @@ class DumpServer:
             200,
             {"apiVersion": api_version, "kind": f"{kind}List", "metadata": meta, "items": items},
         )
+
+    def _write(
+        self,
+        method: str,
+        path: str,
+        query: Mapping[str, str],
+        headers: Mapping[str, str],
+        body: Any,
+        obj: dict[str, Any],
+    ) -> RESTResponse:
+        """A PATCH (JSON merge patch only) or DELETE of ``obj``; ``dryRun=All`` keeps
+        nothing."""
+        content_type = headers.get("Content-Type", "")
+        self.writes.append(Write(method, path, content_type, copy.deepcopy(body), dict(query)))
+        dry = query.get("dryRun") == "All"
+        if method == "DELETE":
+            uid = ((body or {}).get("preconditions") or {}).get("uid")
+            if uid is not None and uid != obj["metadata"].get("uid"):
+                return answer(
+                    409,
+                    {
+                        "kind": "Status",
+                        "reason": "Conflict",
+                        "message": f"Precondition failed: UID in precondition: {uid}, UID in "
+                        f"object meta: {obj['metadata'].get('uid')}",
+                    },
+                )
+            if not dry:
+                self.items.remove(obj)
+            return answer(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
+        if content_type != "application/merge-patch+json":
+            return answer(415, {"kind": "Status", "reason": "UnsupportedMediaType"})
+        patched = merge_patch(obj, body)
+        for field in self.pruned:
+            *parents, last = field.split(".")
+            node = patched.get("spec")
+            for part in parents:
+                node = node.get(part) if isinstance(node, dict) else None
+            if isinstance(node, dict):
+                node.pop(last, None)
+        if not dry:
+            self.items[self.items.index(obj)] = patched
+        return answer(200, patched)
 
 
 def serve_dump(

@@ -1188,6 +1188,24 @@ def test_an_unknown_kubeshare_value_is_refused_by_the_values_schema(
     assert result.returncode != 0 and "kubeshare" in result.stderr
 
 
+def test_the_default_pools_stop_policy_is_written_only_when_it_holds_the_pool(
+    helm: str, tmp_path: Path
+) -> None:
+    """None writes no field (a pool held with kubectl stays held across upgrades); Hold or
+    HoldAndDrain is the pool's spec.stopPolicy; anything else is refused by the schema."""
+    (pool,) = [d for d in _render(helm) if d["kind"] == "TrainingPool"]
+    assert "stopPolicy" not in pool["spec"]
+    values = _values_file(tmp_path, {"scheduling": {"stopPolicy": "HoldAndDrain"}})
+    (pool,) = [d for d in _render(helm, "-f", values) if d["kind"] == "TrainingPool"]
+    assert pool["spec"]["stopPolicy"] == "HoldAndDrain"
+    validate_custom(pool)
+    values = _values_file(tmp_path, {"scheduling": {"stopPolicy": "Drain"}})
+    result = subprocess.run(
+        [helm, "template", "x", str(CHART), "-f", values], capture_output=True, text=True
+    )
+    assert result.returncode != 0 and "stopPolicy" in result.stderr
+
+
 def _notes(helm: str, tmp_path: Path, *extra: str) -> str:
     """NOTES.txt as `helm install` would print it: `helm template` skips NOTES, so a copy
     of the chart renders the same text into a ConfigMap."""

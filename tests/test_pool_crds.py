@@ -85,6 +85,7 @@ def test_the_crds_defaults_are_the_webhooks_defaults() -> None:
         "policy",
         "restartSeconds",
         "starvationSeconds",
+        "stopPolicy",
         "watchAllPods",
     ]
 

@@ -188,6 +188,16 @@ def test_a_pools_status_counts_nodes_jobs_and_usage(hook: Hook) -> None:
                 "reason": "WaitingForCapacity",
             }
         ],
+        # The pool admits (spec.stopPolicy None): Kueue's Active condition, since now.
+        "conditions": [
+            {
+                "type": "Active",
+                "status": "True",
+                "reason": "Ready",
+                "message": "Can admit new jobs",
+                "lastTransitionTime": "2026-11-21T10:01:00Z",
+            }
+        ],
     }
 
 

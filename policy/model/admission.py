@@ -67,6 +67,7 @@ WAITING_FOR_PREEMPTION = "WaitingForPreemption"  # jobs it preempted are termina
 PREEMPTED = "Preempted"  # stopped as a whole and re-queued for another job
 NO_SUCH_POOL = "NoSuchPool"  # it names a TrainingPool that does not exist
 NO_KUBESHARE = "NoKubeShare"  # it asks for a fraction of a GPU; its pool has no KubeShare
+POOL_HELD = "PoolHeld"  # its pool's spec.stopPolicy is Hold or HoldAndDrain: it admits no job
 WAITING_FOR_POOL = "WaitingForPool"  # (a job's own status) no Admission yet
 
 
@@ -155,7 +156,7 @@ class Preemption(_Model):
     """Why a job was last stopped as a whole: when, for which job, and the rule."""
 
     time: str
-    by: str  # namespace/name of the job it made room for
+    by: str  # namespace/name of the job it made room for ("TrainingPool NAME": a drain)
     reason: str = ""  # in words: "higher priority (1000 > 0)", "least attained service: ..."
 
 

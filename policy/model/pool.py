@@ -62,6 +62,11 @@ DEFAULT_SCHEDULER_NAMES: Mapping[str, str] = {
 # did) or KubeShare v2 (labelled Pods for kubeshare-scheduler, which picks the device on the
 # node Dragonet admits them to).
 KubeShare = Literal["none", "v1", "v2"]
+# Kueue's ClusterQueue ``stopPolicy``, for a pool (policy/pool/stop.py): None admits as
+# usual; Hold admits nothing new and lets admitted jobs run to completion; HoldAndDrain also
+# stops every admitted job, as a preemption, so the pool empties.
+StopPolicy = Literal["None", "Hold", "HoldAndDrain"]
+STOP_POLICIES: tuple[StopPolicy, ...] = ("None", "Hold", "HoldAndDrain")
 
 
 class LabelSelector(BaseModel):
@@ -183,6 +188,9 @@ class PoolSpec(BaseModel):
     gangScheduler: GangScheduler = "none"
     # The pods' schedulerName under the gang scheduler (default: the backend's own name).
     gangSchedulerName: str | None = Field(default=None, min_length=1, max_length=253)
+    # Hold or drain the pool (``kubectl dragonet hold|drain|release``): Hold admits no new
+    # job and grows none; HoldAndDrain also preempts every admitted job. None: admit.
+    stopPolicy: StopPolicy = "None"
 
     @model_validator(mode="after")
     def _gang_needs_a_scheduler(self) -> PoolSpec:

@@ -12,21 +12,24 @@ is these steps, one call each; every phase lives in a module of its own:
    pods, workers a job gives up, pods it may not have) is releasing; nodes the
    kube-scheduler refused a job's pods on, though the pool saw room, are left out of that
    job's eligible nodes until their backoff ends (``policy.pool.refusals``).
-4. *Repair* admitted jobs first: their missing required pods, restarting pods and workers
-   below ``min-instances`` claim capacity before any queued job; admitted gangs that
-   over-commit the nodes give one back (``repair.py``, ``overcommit.py``).
+4. *Drain* a pool whose ``stopPolicy`` is ``HoldAndDrain``: every admitted job is
+   preempted (``stop.py``). *Repair* the admitted jobs that stay: their missing required
+   pods, restarting pods and workers below ``min-instances`` claim capacity before any
+   queued job; admitted gangs that over-commit the nodes give one back (``repair.py``,
+   ``overcommit.py``).
 5. *Admit* queued jobs in order as whole gangs; a job that does not fit is skipped
    (backfill). For the first job that waits, *make room*: shrink running jobs (elastic
    policies), and keep the room it waits for from younger jobs. When no shrink can,
    *preempt* whole running jobs of lower priority (or, under least attained service, of a
    later queue): they go back to the queue as whole gangs (``admit.py``, ``shrink.py``,
-   ``preempt.py``).
+   ``preempt.py``). A held pool (``stopPolicy`` ``Hold`` or ``HoldAndDrain``) admits none:
+   each waits, saying why (``stop.py``).
 6. *Top up* admitted jobs below their worker target (lost workers), then place the
    *TensorBoards* of admitted jobs into what is left (``policy.pool.tensorboard``).
 7. *Grow* running jobs into capacity nobody waiting can use (elastic policies, when the
    idle rule allows: ``grow.py``), and under the allocation rule give back workers a
    job's own reports say add nothing (``goodput.py``); a job's size is decided again
-   only ``Rules.interval`` after its last change.
+   only ``Rules.interval`` after its last change. A held pool grows nobody.
 8. *Migrate*: answer Migration requests, and move workers where it pays (``migrate.py``).
 9. *Write* each job's plan, once, from what the steps decided.
 
@@ -67,6 +70,7 @@ from policy.model.hostports import wanted
 from policy.model.jobs import WORKER, Job, child_name
 from policy.model.lifecycle import Assessment
 from policy.model.migration import MigrationAnswer, MigrationRequest, Moves
+from policy.model.pool import DEFAULT_POOL
 from policy.model.priority import Priorities
 from policy.model.speedup import Speedup
 from policy.model.tensorboard import SLOT as TENSORBOARD
@@ -92,6 +96,7 @@ from policy.pool.repair import Repair, place_for, repair
 from policy.pool.rules import Rules
 from policy.pool.running import Running, idle_since, scaled_at
 from policy.pool.shrink import Reserved, make_room
+from policy.pool.stop import drain, held_reason, holds
 from policy.pool.tensorboard import near_nodes, placed_at
 from policy.pool.view import job_view, running_of
 
@@ -214,9 +219,11 @@ def plan(
     requests: Mapping[str, Sequence[MigrationRequest]] | None = None,
     memo: Memo = NO_MEMO,
     speedups: Mapping[str, Speedup] | None = None,
+    pool: str = DEFAULT_POOL,
 ) -> Plan:
     """``memo`` (a pool's, across its syncs) only saves work: the plan is the same without.
-    ``speedups``: the reporting jobs' throughput models (the allocation rule's signal)."""
+    ``speedups``: the reporting jobs' throughput models (the allocation rule's signal).
+    ``pool``: the pool's name, for what a held pool's jobs are told."""
     admissions = admissions or {}
     by_job: dict[str, list[Pod]] = {}
     stuck: set[str] = set()
@@ -235,16 +242,22 @@ def plan(
     refused = _refusals(by_job, stuck, admissions, cluster, now)
     avoid = {k: nodes for k, r in refused.items() if (nodes := avoided(r, now))}
     ledger = open_ledger(cluster, rules, now, memo, assessed.leaving, jobs, speedups, avoid)
-    # 4. Repair admitted jobs, and take back a gang that over-commits the nodes.
-    repairs = _repair(ledger, running, memo)
-    # 5. Admit queued jobs in order, making room for the first one that waits.
-    queue = _admit_queue(ledger, assessed.queued, running, priorities, rules, now, wakes)
+    # 4. Drain (HoldAndDrain), then repair the admitted jobs that stay, and take back a
+    # gang that over-commits the nodes.
+    drained = drain(ledger, running, pool)
+    repairs = _repair(ledger, [r for r in running if r.job.key not in drained], memo)
+    # 5. Admit queued jobs in order, making room for the first one that waits (a held
+    # pool admits none).
+    if holds(rules):
+        queue = _hold_queue(assessed.queued, pool, rules)
+    else:
+        queue = _admit_queue(ledger, assessed.queued, running, priorities, rules, now, wakes)
     # 6. Top up lost workers, then place TensorBoards.
     topped = _top_up(ledger, running, repairs)
     staying = [r for r in running if r.job.key not in ledger.preempted]
     boarded = _place_tensorboards(ledger, staying, repairs, queue, assessed.boards)
-    # 7. Grow into idle capacity.
-    growth = _grow(ledger, rules, running, now)
+    # 7. Grow into idle capacity (a held pool grows nobody).
+    growth = Growth({}, None) if holds(rules) else _grow(ledger, rules, running, now)
     # 8. Migrate (never the workers of a job preempted in this cycle: all its pods go).
     moved = migrate(ledger, staying, requests or {}, rules.migration, now, _first_waiting(queue))
     # 9. Write each job's plan.
@@ -625,6 +638,16 @@ def _admit_queue(
             explain = partial(unknown_class_message, explain, job.priority_class, priorities)
         out.append(QueueOutcome(q, QUEUED, explain=explain, reason=reason, wake_at=wake_at))
     return out
+
+
+def _hold_queue(queued: Sequence[_Queued], pool: str, rules: Rules) -> list[QueueOutcome]:
+    """Step 5 in a held pool: every queued job waits, because the pool is held (a preempted
+    job whose pods still terminate says that first)."""
+    reason, explain = held_reason(pool, rules.stop)
+    return [
+        _stopping(q) if q.stopping else QueueOutcome(q, QUEUED, explain=explain, reason=reason)
+        for q in queued
+    ]
 
 
 class _Preemption:

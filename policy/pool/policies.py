@@ -33,7 +33,7 @@ def migration_rules(spec: PoolSpec) -> MigrationRules | None:
 
 
 def rules_for(spec: PoolSpec) -> Rules:
-    return replace(_rules_for(spec), migration=migration_rules(spec))
+    return replace(_rules_for(spec), migration=migration_rules(spec), stop=spec.stopPolicy)
 
 
 def _rules_for(spec: PoolSpec) -> Rules:

@@ -9,7 +9,7 @@ from datetime import timedelta
 from typing import Any
 
 from policy.model.cluster import Pod
-from policy.model.pool import MigrationScore
+from policy.model.pool import MigrationScore, StopPolicy
 from policy.model.speedup import Speedup
 from policy.pool.move_score import TargetChooser
 from policy.pool.placement import GangPlacer
@@ -72,6 +72,9 @@ class Rules:
     restart: timedelta = timedelta(seconds=30)
     interval: timedelta = timedelta(0)
     min_gain: float = 0.0
+    # The pool's spec.stopPolicy (policy.pool.stop): Hold admits and grows nothing,
+    # HoldAndDrain also stops every admitted job.
+    stop: StopPolicy = "None"
 
     @property
     def reads_service(self) -> bool:

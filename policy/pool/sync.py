@@ -45,6 +45,7 @@ from policy.pool.policies import rules_for
 from policy.pool.queue_status import queue_status
 from policy.pool.rules import Rules
 from policy.pool.running import last_scale
+from policy.pool.stop import active_condition, held_message
 
 _NO_MEMO = NO_MEMO
 _PROBLEMS_SHOWN = 10  # the status names this many unreadable objects (it counts them all)
@@ -127,7 +128,8 @@ def sync(
     except ValidationError as err:
         first = err.errors()[0]
         where = ".".join(str(p) for p in ("spec", *first["loc"]))
-        return _unchanged(children, f"the pool's {where} is invalid: {first['msg']}")
+        problem = f"the pool's {where} is invalid: {first['msg']}"
+        return _unchanged(children, problem, parent, now)
     interval = timedelta(seconds=snap.spec.decisionIntervalSeconds)
     cadence = Cadence.of(parent)
     if not due(cadence, now, interval):
@@ -136,7 +138,7 @@ def sync(
     key = _fingerprint(parent, snap, rules) if memo.limit > 0 else None
     last = memo.last if key is not None else None
     if isinstance(last, _Answered) and last.key == key and _still_valid(last, now):
-        status = _decided(last.status, now, interval)
+        status = _decided(_active(last.status, parent, snap, now), now, interval)
         return PoolDecision(last.children, status, _resync(last.wake, now, interval))
     result = plan(
         snap.jobs,
@@ -148,6 +150,7 @@ def sync(
         snap.requests,
         memo,
         snap.speedups,
+        snap.name,
     )
     stamp = format_time(now)
     hostnames = {n.name: n.hostname for n in snap.cluster.nodes if n.hostname != n.name}
@@ -186,8 +189,18 @@ def sync(
     if key is not None:
         timeless = _timeless(snap, admissions, stamp)
         memo.last = _Answered(key, admissions, status, wake, now, until, timeless)
-    status = _decided(status, now, interval)
+    status = _decided(_active(status, parent, snap, now), now, interval)
     return PoolDecision(admissions, status, _resync(wake, now, interval))
+
+
+def _active(
+    status: dict[str, Any], parent: Mapping[str, Any], snap: PoolSnapshot, now: datetime
+) -> dict[str, Any]:
+    """The status with the pool's ``Active`` condition (``policy.pool.stop``), from its
+    spec and the condition it has: no part of what a sync keeps, so an answer given again
+    keeps the observed transition time too."""
+    condition = active_condition(snap.spec.stopPolicy, parent.get("status"), format_time(now))
+    return {**status, "conditions": [condition]}
 
 
 def _decided(status: dict[str, Any], now: datetime, interval: timedelta) -> dict[str, Any]:
@@ -457,6 +470,8 @@ def _status(snap: PoolSnapshot, plans: Any, memo: Memo = NO_MEMO) -> dict[str, A
         "nodeAllocation": _node_allocation(snap, memo),
     }
     said = []
+    if snap.spec.stopPolicy != "None":
+        said.append(held_message(snap.name, snap.spec.stopPolicy).removeprefix("waiting: "))
     if snap.orphans:
         shown = ", ".join(sorted({w for _, w in snap.orphans}))
         said.append(f"{len(snap.orphans)} job(s) name pools that do not exist: {shown}")
@@ -508,10 +523,15 @@ def _usage(capacity: Resources, allocated: Resources) -> str:
     )
 
 
-def _unchanged(children: Mapping[str, Any], problem: str) -> PoolDecision:
-    """Keep every Admission as observed (leaving one out would delete it), and say why."""
+def _unchanged(
+    children: Mapping[str, Any], problem: str, parent: Mapping[str, Any], now: datetime
+) -> PoolDecision:
+    """Keep every Admission as observed (leaving one out would delete it), and say why (the
+    pool admits nothing: its ``Active`` condition is False)."""
     kept, problems = _echoed(children)
-    status: dict[str, Any] = {"message": problem}
+    observed = parent.get("status")
+    condition = active_condition(None, observed, format_time(now), problem)
+    status: dict[str, Any] = {"message": problem, "conditions": [condition]}
     if problems:
         status["problems"] = problems[:_PROBLEMS_SHOWN]
     return PoolDecision(kept, status)
