@@ -195,6 +195,7 @@ def status(kube: Kube, args: argparse.Namespace) -> int:
         cols = [
             Column("NAME", lambda i: i.metadata.name),
             Column("POLICY", lambda i: i.policy),
+            Column("STOP", lambda i: i.stopPolicy),
             Column("NODES", lambda i: i.nodes),
             Column("QUEUED", lambda i: i.queued),
             Column("ADMITTED", lambda i: i.admitted),

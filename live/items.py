@@ -76,6 +76,7 @@ class PoolSummary(Item):
 
     kind: Literal["PoolSummary"] = "PoolSummary"
     policy: str
+    stopPolicy: str
     nodes: int
     queued: int
     admitted: int

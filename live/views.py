@@ -97,6 +97,7 @@ def pool_rows(pools: Iterable[Obj]) -> list[dict[str, Any]]:
         row: dict[str, Any] = {
             "name": pool["metadata"]["name"],
             "policy": spec.get("policy") or PoolSpec.model_fields["policy"].default,
+            "stopPolicy": spec.get("stopPolicy") or PoolSpec.model_fields["stopPolicy"].default,
             "nodes": status.get("nodes", 0),
             "queued": status.get("queued", 0),
             "admitted": status.get("admitted", 0),

@@ -11,6 +11,7 @@ The run (dragonet policy, one 4-GPU node), dumped 100 s in: ``trainer`` (2 worke
 from __future__ import annotations
 
 import copy
+import json
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -165,6 +166,8 @@ def test_hold_or_drain_then_release_patch_the_pools_stop_policy(
 
     code, out, _ = run(capsys, verb, "default")
     assert "(spec.stopPolicy " + stop + "; no change)" in out and len(server.writes) == 1
+    code, out, _ = run(capsys, "status", "default", "-o", "json")
+    assert json.loads(out)["stopPolicy"] == stop  # status says the pool is held
 
     code, out, _ = run(capsys, "release", "default")
     assert out == "trainingpool.dragonet.io/default released: it admits its 1 queued job(s) again\n"

@@ -134,6 +134,7 @@ def test_status_shows_each_pools_policy_nodes_queue_admitted_and_free_room(serve
     assert row == {
         "NAME": "default",
         "POLICY": "dragonet",
+        "STOP": "None",
         "NODES": "2",
         "QUEUED": "2",
         "ADMITTED": "3",
