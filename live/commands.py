@@ -188,13 +188,22 @@ def _free_of(row: dict[str, Any], name: str, total: str) -> str:
 
 
 def queue(kube: Kube, args: argparse.Namespace) -> int:
+    """The pool's queue, naming only the jobs the caller may read; without access to the
+    pools (a tenant's namespaced role), each waiting job's place from its own status."""
+    from live.kube import Forbidden
     from live.table import emit, table
-    from live.views import listed_more, queue_rows, utc_now
+    from live.views import listed_more, queue_rows, unnamed, utc_now
 
-    pools = _pools(kube, args.pool)
     namespace = None if args.all_namespaces else args.namespace
-    messages = _messages(kube, namespace) if args.output == "wide" else None
+    try:
+        pools = _pools(kube, args.pool)
+    except Forbidden:
+        return _own_queue(kube, args, namespace)
+    readable = _readable(kube, namespace)
+    messages = _messages(kube, namespace, readable) if args.output == "wide" else None
     rows = queue_rows(pools, utc_now(), namespace, messages)
+    if readable is not None:
+        rows = unnamed(rows, readable)
     cols = [
         ("POOL", lambda r: r["pool"]),
         ("POSITION", lambda r: r["position"]),
@@ -216,21 +225,99 @@ def queue(kube: Kube, args: argparse.Namespace) -> int:
     return 0
 
 
-def _messages(kube: Kube, namespace: str | None) -> dict[str, str]:
-    """Each job's status message, by ``Kind:namespace/name`` (two lists)."""
+def _messages(
+    kube: Kube, namespace: str | None, readable: set[str] | None = None
+) -> dict[str, str]:
+    """Each job's status message, by ``Kind:namespace/name`` (two lists; of the
+    ``readable`` namespaces when the caller may not list every one)."""
+    out = {}
+    for job in _jobs(kube, namespace, readable):
+        meta = job.get("metadata") or {}
+        said = ((job.get("status") or {}).get("scheduling") or {}).get("message", "")
+        out[f"{job['kind']}:{meta.get('namespace')}/{meta.get('name')}"] = said
+    return out
+
+
+def _jobs(
+    kube: Kube, namespace: str | None, readable: set[str] | None = None
+) -> list[dict[str, Any]]:
+    """The TFJobs and MXJobs of ``namespace`` (of every namespace when None, or of the
+    ``readable`` ones), each with its kind. A kind whose CRD is not installed has none."""
     from live.kube import NotFound, job_path
 
-    out = {}
+    scopes: list[str | None] = [namespace] if readable is None else sorted(readable)
+    out = []
     for kind, plural in (("TFJob", "tfjobs"), ("MXJob", "mxjobs")):
-        path = job_path(plural, namespace) if namespace else f"/apis/kubeflow.org/v1/{plural}"
-        try:
-            for job in kube.list(path):
-                meta = job.get("metadata") or {}
-                said = ((job.get("status") or {}).get("scheduling") or {}).get("message", "")
-                out[f"{kind}:{meta.get('namespace')}/{meta.get('name')}"] = said
-        except NotFound:  # that kind's CRD is not installed
-            continue
+        for scope in scopes:
+            path = job_path(plural, scope) if scope else f"/apis/kubeflow.org/v1/{plural}"
+            try:
+                out += [{**job, "kind": kind} for job in kube.list(path)]
+            except NotFound:  # that kind's CRD is not installed
+                break
     return out
+
+
+def _readable(kube: Kube, namespace: str | None) -> set[str] | None:
+    """The namespaces whose jobs the caller may read, if not every one the command shows
+    (None): one small list tells. A job the caller may not read is never named."""
+    from live.kube import Forbidden, NotFound, job_path
+
+    scopes = [namespace] if namespace else [None, kube.namespace]
+    for scope in scopes:
+        path = job_path("tfjobs", scope) if scope else "/apis/kubeflow.org/v1/tfjobs"
+        try:
+            kube.get(path, limit=1)
+        except Forbidden:
+            continue
+        except NotFound:  # no TFJob CRD: the permission cannot be read from it
+            pass
+        return None if scope == namespace else {scope}
+    return set()
+
+
+def _own_queue(kube: Kube, args: argparse.Namespace, namespace: str | None) -> int:
+    """``queue`` for a caller who may not read the pools: its jobs' places, each from the
+    job's own status (of every namespace with -A when it may list them, else of -n or the
+    context's namespace)."""
+    from live.kube import Forbidden
+    from live.table import emit, table
+    from live.views import own_queue_rows, utc_now
+
+    scope = namespace
+    try:
+        jobs = _jobs(kube, scope)
+    except Forbidden:
+        if scope is not None:
+            raise
+        scope = kube.namespace
+        jobs = _jobs(kube, scope)
+    rows = own_queue_rows(jobs, utc_now(), args.pool)
+    where = f"namespace {scope}" if scope else "every namespace"
+    print(
+        f"(no permission to read TrainingPools: the places of the jobs of {where}, from "
+        "their status)",
+        file=sys.stderr,
+    )
+    cols = [
+        ("POOL", lambda r: r["pool"]),
+        ("POSITION", lambda r: r["position"]),
+        ("OF", lambda r: r["length"]),
+        ("IN NAMESPACE", lambda r: r["inNamespace"]),
+        ("JOB", lambda r: r["job"]),
+        ("KIND", lambda r: r["kind"]),
+        ("WAITED", lambda r: r["waited"]),
+        ("REASON", lambda r: r["reason"]),
+    ]
+    if args.output == "wide":
+        cols.append(("MESSAGE", lambda r: r["message"]))
+    else:
+        rows = [{k: v for k, v in r.items() if k != "message"} for r in rows]
+
+    def lines() -> list[str]:
+        return table(rows, cols) if rows else [f"No jobs wait in {where}."]
+
+    emit(rows, args.output, lines)
+    return 0
 
 
 def _namespace_of(kube: Kube, kinds: list[str], name: str) -> str:
@@ -300,7 +387,7 @@ def explain(kube: Kube, args: argparse.Namespace) -> int:
     pool_name = ((job.get("status") or {}).get("scheduling") or {}).get("pool") or job_pool(job)
     try:
         pool = kube.get(f"{POOLS}/{pool_name}")
-    except NotFound:
+    except LiveError:  # none, or not the caller's to read: the job's status has its place
         pool = None
     events, unread = [], ""
     try:

@@ -55,10 +55,15 @@ def _selected(obj: Mapping[str, Any], fields: str, labels: str) -> bool:
 
 class DumpServer:
     """Serves the items of a ``List``; ``forbidden`` resources answer 403, ``missing``
-    ones 404 (a CRD that is not installed). ``calls`` records each GET's path."""
+    ones 404 (a CRD that is not installed). ``calls`` records each GET's path.
+
+    ``namespaces``: the caller is bound only to Roles in these namespaces (a tenant), so
+    every cluster-scoped read (Nodes, TrainingPools, a list across namespaces) and every
+    read in another namespace answers 403, as RBAC does. None: a ClusterRole."""
 
     def __init__(self, state: Mapping[str, Any]) -> None:
         self.items = list(state["items"])
+        self.namespaces: set[str] | None = None
         self.forbidden: set[str] = set()
         self.missing: set[str] = set()
         self.calls: list[str] = []
@@ -81,14 +86,16 @@ class DumpServer:
         if rest[:1] == ["namespaces"] and len(rest) >= 3:
             namespace, rest = rest[1], rest[2:]
         resource, name = rest[0], (rest[1] if len(rest) > 1 else None)
-        if resource in self.forbidden:
+        outside = self.namespaces is not None and namespace not in self.namespaces
+        if resource in self.forbidden or outside:
+            verb = "get" if name else "list"
             where = f' in the namespace "{namespace}"' if namespace else " at the cluster scope"
             return answer(
                 403,
                 {
                     "kind": "Status",
                     "reason": "Forbidden",
-                    "message": f'{resource} is forbidden: User "alice" cannot list resource '
+                    "message": f'{resource} is forbidden: User "alice" cannot {verb} resource '
                     f'"{resource}"{where}',
                 },
             )

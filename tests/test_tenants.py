@@ -9,16 +9,24 @@ checked against its CRD by ``Hook``) and end to end through the simulator."""
 from __future__ import annotations
 
 import json
+from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from cli.main import main
 from policy.model.admission import QueuePlace
 from policy.pool.queue_status import rounded
+from sim.apiserver import EPOCH
+from sim.dump import StateDump
 from sim.engine import Scenario, SimConfig, Simulation
 from tests import metacontroller as mc
 from tests.conftest import Hook
-from tests.kube_schema import validate_custom, validate_job_status
+from tests.dumpserver import DumpServer, serve_dump
+from tests.kube_schema import validate_custom, validate_job_status, validate_k8s
+from tests.kubefake import KUBECONFIG, granted
 from tests.simkit import gpu_nodes, job, scenario
 
 JOB = "dragon-job1-cpu.yaml"  # 1 PS + 4 workers of 4 cpu, 8Gi each
@@ -272,16 +280,23 @@ class TenantProbe:
             self.seen.add(tkey.split(".")[0])
 
 
+AT = 450.0  # simulated seconds: the moment the dump shows
+NOW = EPOCH + timedelta(seconds=AT)
+
+
 @pytest.fixture(scope="module")
-def tenants_run() -> tuple[Simulation, TenantProbe]:
-    sim = Simulation(tenants_story(), SimConfig(policy="dragonet", max_time_s=450))
+def tenants_run() -> tuple[Simulation, TenantProbe, dict[str, Any]]:
+    sim = Simulation(tenants_story(), SimConfig(policy="dragonet", max_time_s=AT + 60))
     probe = TenantProbe(sim, ("team-a", "team-b"))
+    dump = StateDump(sim.api, lambda: sim.now, AT)
     sim.run()
-    return sim, probe
+    taken, when = dump.result()
+    assert when == AT
+    return sim, probe, taken
 
 
 def test_no_admission_or_job_status_names_a_job_of_another_namespace(tenants_run) -> None:
-    sim, probe = tenants_run
+    sim, probe, _ = tenants_run
     assert probe.leaks == []
     assert probe.seen == {"Admission", "TFJob"}  # the unnamed words were written
     low = sim.api.get("TFJob.kubeflow.org/v1", "team-a/low")["status"]["scheduling"]
@@ -295,7 +310,7 @@ def test_no_admission_or_job_status_names_a_job_of_another_namespace(tenants_run
 
 
 def test_the_place_in_line_is_in_each_waiting_jobs_status_end_to_end(tenants_run) -> None:
-    sim, _ = tenants_run
+    sim, _, _ = tenants_run
     status = {
         name: sim.api.get("TFJob.kubeflow.org/v1", f"team-a/{name}")["status"]
         for name in ("big", "low")
@@ -311,3 +326,157 @@ def test_the_place_in_line_is_in_each_waiting_jobs_status_end_to_end(tenants_run
     assert status["low"]["scheduling"]["queue"]["position"] == 2
     for adm in sim.api.list("Admission.dragonet.io/v1alpha1"):
         validate_custom(adm)
+
+
+# --- the plugin shows what the caller may read -----------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def server(tenants_run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DumpServer:
+    """The dump, served; the kubeconfig's context is team-a's (``--kubeconfig`` of
+    ``tenant_config``)."""
+    return serve_dump(tenants_run[2], tmp_path, monkeypatch, NOW)
+
+
+@pytest.fixture
+def tenant_config(tmp_path: Path) -> str:
+    config = yaml.safe_load(KUBECONFIG)
+    config["contexts"][0]["context"]["namespace"] = "team-a"
+    path = tmp_path / "tenant"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def _rows(out: str) -> list[list[str]]:
+    import re
+
+    return [re.split(r"\s{3,}", line.strip()) for line in out.splitlines()[1:] if line.strip()]
+
+
+def test_a_tenant_without_the_pools_reads_its_places_from_its_jobs(
+    server, capsys, tenant_config
+) -> None:
+    """A Role in team-a alone: TrainingPools (cluster-scoped) answer 403, so ``queue``
+    shows the places its jobs' statuses hold, and says where they come from."""
+    server.namespaces = {"team-a"}
+    for argv in ([], ["-n", "team-a"], ["-A"]):  # -A: it may not list every namespace
+        code, out, err = run(capsys, "queue", "--kubeconfig", tenant_config, *argv)
+        assert code == 0, err
+        assert "no permission to read TrainingPools" in err and "namespace team-a" in err
+        rows = _rows(out)
+        assert out.splitlines()[0].split() == [
+            "POOL", "POSITION", "OF", "IN", "NAMESPACE", "JOB", "KIND", "WAITED", "REASON",
+        ]  # fmt: skip
+        assert [r[:5] for r in rows] == [
+            ["default", "1", "2", "1", "team-a/big"],
+            ["default", "2", "2", "2", "team-a/low"],
+        ], argv
+        assert "team-b" not in out + err
+    code, out, _ = run(capsys, "queue", "--kubeconfig", tenant_config, "-o", "wide")
+    assert code == 0 and "waiting:" in out and "team-b" not in out
+    code, out, _ = run(capsys, "queue", "--kubeconfig", tenant_config, "-o", "json")
+    [big, low] = json.loads(out)
+    assert big["queue"] == {
+        "position": 1,
+        "length": 2,
+        "positionInNamespace": 1,
+        "lengthInNamespace": 2,
+    }
+    assert low["waited"] == "7m30s"
+
+
+def test_a_tenant_asking_for_another_namespace_gets_one_line(server, capsys, tenant_config) -> None:
+    server.namespaces = {"team-a"}
+    code, out, err = run(capsys, "queue", "--kubeconfig", tenant_config, "-n", "team-b")
+    assert code == 1 and out == ""
+    assert err.startswith("dragonet queue: no permission: tfjobs is forbidden")
+    assert len(err.splitlines()) == 1
+
+
+def test_with_the_pools_but_not_the_jobs_of_other_namespaces_their_names_are_left_out(
+    server, capsys, tenant_config
+) -> None:
+    """The pool's status names every job; the caller may read the pools but list jobs only
+    in team-a: the other namespace's rows keep their place and lose their name."""
+    server.namespaces = None
+    server.forbidden = set()
+    # A ClusterRole for the pools, and a Role in team-a for its jobs.
+    allowed = server.request
+
+    def tenant_with_pools(method: str, url: str, **kw: Any):
+        from urllib.parse import urlsplit
+
+        path = urlsplit(url).path
+        if "/kubeflow.org/" in path and "/namespaces/team-a/" not in path:
+            server.namespaces = {"team-a"}
+            try:
+                return allowed(method, url, **kw)
+            finally:
+                server.namespaces = None
+        return allowed(method, url, **kw)
+
+    server.request = tenant_with_pools  # type: ignore[method-assign]
+    code, out, err = run(capsys, "queue", "--kubeconfig", tenant_config)
+    assert code == 0 and err == ""
+    rows = _rows(out)
+    assert [(r[1], r[2]) for r in rows] == [("1", "team-a/big"), ("2", "team-a/low")]
+    assert "team-b" not in out
+    code, out, err = run(capsys, "queue", "--kubeconfig", tenant_config, "-o", "wide")
+    assert code == 0 and err == "" and "team-b" not in out
+
+
+def test_with_cluster_access_the_pools_full_queue_is_shown(server, capsys) -> None:
+    code, out, err = run(capsys, "queue", "-A")
+    assert code == 0 and err == ""
+    assert [r[2] for r in _rows(out)] == ["team-a/big", "team-a/low"]
+
+
+def test_explain_reads_the_place_from_the_jobs_status_without_the_pool(
+    server, capsys, tenant_config
+) -> None:
+    server.namespaces = {"team-a"}
+    code, out, err = run(capsys, "explain", "low", "--kubeconfig", tenant_config)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == (
+        "TFJob team-a/low in TrainingPool default: Queued (WaitingForCapacity), position 2 "
+        "of 2 in the queue, waited 7m30s"
+    )
+    [preempted] = [x for x in lines if x.startswith("Preempted:")]
+    assert "by a higher-priority job in another namespace (a job in another namespace " in (
+        preempted
+    )
+    assert "team-b" not in out
+    server.namespaces = None  # an admin
+    code, out, _ = run(capsys, "explain", "elastic", "-n", "team-b")
+    assert code == 0 and "to make room for a job in another namespace" in out
+
+
+def test_the_tenant_role_grants_every_read_queue_and_explain_make(
+    server, capsys, tenant_config
+) -> None:
+    """examples/rbac/kubectl-dragonet-tenant.yaml, checked against the requests made."""
+    role = yaml.safe_load((ROOT / "examples/rbac/kubectl-dragonet-tenant.yaml").read_text())
+    validate_k8s(role)
+    server.namespaces = {"team-a"}
+    for argv in (["queue", "-o", "wide"], ["queue"], ["explain", "big"]):
+        assert run(capsys, *argv, "--kubeconfig", tenant_config)[0] == 0
+    needed = set()
+    for path in server.calls:
+        segs = path.strip("/").split("/")
+        group = "" if segs[0] == "api" else segs[1]
+        rest = segs[2:] if segs[0] == "api" else segs[3:]
+        if rest[:1] != ["namespaces"]:
+            continue  # refused with 403, and fallen back from
+        rest = rest[2:]
+        needed.add((group, rest[0], "get" if len(rest) > 1 else "list"))
+    assert needed <= granted(role), needed - granted(role)
+    assert {v for _, _, v in granted(role)} == {"get", "list"}
