@@ -219,27 +219,37 @@ def _free_of(item: Any, name: str, total: dict[str, str]) -> str:
 
 
 def queue(kube: Kube, args: argparse.Namespace) -> int:
+    """The pool's queue, naming only the jobs the caller may read; without access to the
+    pools (a tenant's namespaced role), each waiting job's place from its own status."""
     from live.items import queue_entry
+    from live.kube import Forbidden
     from live.printer import Column
-    from live.views import duration, listed_more, queue_rows, utc_now
+    from live.views import duration, listed_more, queue_rows, unnamed, utc_now
 
     namespace = None if args.all_namespaces else args.namespace
+    try:
+        first = [_pools(kube, args.pool)]
+    except Forbidden:
+        return _own_queue(kube, args, namespace)
+    readable = _readable(kube, namespace)
     # Each job's message (-o wide, and every field for -o json|yaml), and which jobs -l takes.
     reads_jobs = args.output in ("wide", "json", "yaml") or bool(args.selector)
 
     def fetch() -> tuple[list[Item], list[str]]:
-        pools = _pools(kube, args.pool)
-        messages = _messages(kube, namespace, args.selector) if reads_jobs else None
+        pools = first.pop() if first else _pools(kube, args.pool)
+        messages = _messages(kube, namespace, readable, args.selector) if reads_jobs else None
         rows = queue_rows(pools, utc_now(), namespace, messages)
         if args.selector and messages is not None:
             rows = [r for r in rows if f"{r['kind']}:{r['job']}" in messages]
+        if readable is not None:
+            rows = unnamed(rows, readable)
         return [queue_entry(r) for r in rows], listed_more(pools)
 
     def columns(items: Sequence[Item]) -> list[Column]:
         cols = [
             Column("POOL", lambda i: i.pool),
             Column("POSITION", lambda i: i.position),
-            Column("JOB", lambda i: f"{i.metadata.namespace}/{i.metadata.name}"),
+            Column("JOB", _job_cell),
             Column("KIND", lambda i: i.regarding.kind),
             Column("PRIORITY", lambda i: i.priority),
         ]
@@ -257,22 +267,116 @@ def queue(kube: Kube, args: argparse.Namespace) -> int:
     return _show(args, fetch, columns, f"No jobs wait{where}.")
 
 
-def _messages(kube: Kube, namespace: str | None, selector: str | None = None) -> dict[str, str]:
-    """Each job's status message, by ``Kind:namespace/name`` (two lists; only the jobs
-    whose labels ``selector`` takes, when given)."""
+def _job_cell(item: Item) -> str:
+    """A job as ``namespace/name``; one the caller may not read, as it is shown."""
+    meta = item.metadata
+    return f"{meta.namespace}/{meta.name}" if meta.namespace else meta.name
+
+
+def _messages(
+    kube: Kube,
+    namespace: str | None,
+    readable: set[str] | None = None,
+    selector: str | None = None,
+) -> dict[str, str]:
+    """Each job's status message, by ``Kind:namespace/name`` (two lists; of the
+    ``readable`` namespaces when the caller may not list every one; only the jobs whose
+    labels ``selector`` takes, when given)."""
+    out = {}
+    for job in _jobs(kube, namespace, readable, selector):
+        meta = job.get("metadata") or {}
+        said = ((job.get("status") or {}).get("scheduling") or {}).get("message", "")
+        out[f"{job['kind']}:{meta.get('namespace')}/{meta.get('name')}"] = said
+    return out
+
+
+def _jobs(
+    kube: Kube,
+    namespace: str | None,
+    readable: set[str] | None = None,
+    selector: str | None = None,
+) -> list[dict[str, Any]]:
+    """The TFJobs and MXJobs of ``namespace`` (of every namespace when None, or of the
+    ``readable`` ones), each with its kind. A kind whose CRD is not installed has none."""
     from live.kube import NotFound, job_path
 
-    out = {}
+    scopes: list[str | None] = [namespace] if readable is None else sorted(readable)
+    out = []
     for kind, plural in (("TFJob", "tfjobs"), ("MXJob", "mxjobs")):
-        path = job_path(plural, namespace) if namespace else f"/apis/kubeflow.org/v1/{plural}"
-        try:
-            for job in kube.list(path, labelSelector=selector or ""):
-                meta = job.get("metadata") or {}
-                said = ((job.get("status") or {}).get("scheduling") or {}).get("message", "")
-                out[f"{kind}:{meta.get('namespace')}/{meta.get('name')}"] = said
-        except NotFound:  # that kind's CRD is not installed
-            continue
+        for scope in scopes:
+            path = job_path(plural, scope) if scope else f"/apis/kubeflow.org/v1/{plural}"
+            try:
+                out += [
+                    {**job, "kind": kind} for job in kube.list(path, labelSelector=selector or "")
+                ]
+            except NotFound:  # that kind's CRD is not installed
+                break
     return out
+
+
+def _readable(kube: Kube, namespace: str | None) -> set[str] | None:
+    """The namespaces whose jobs the caller may read, if not every one the command shows
+    (None): one small list tells. A job the caller may not read is never named."""
+    from live.kube import Forbidden, NotFound, job_path
+
+    scopes = [namespace] if namespace else [None, kube.namespace]
+    for scope in scopes:
+        path = job_path("tfjobs", scope) if scope else "/apis/kubeflow.org/v1/tfjobs"
+        try:
+            kube.get(path, limit=1)
+        except Forbidden:
+            continue
+        except NotFound:  # no TFJob CRD: the permission cannot be read from it
+            pass
+        return None if scope == namespace else {scope}
+    return set()
+
+
+def _own_queue(kube: Kube, args: argparse.Namespace, namespace: str | None) -> int:
+    """``queue`` for a caller who may not read the pools: its jobs' places, each from the
+    job's own status (of every namespace with -A when it may list them, else of -n or the
+    context's namespace)."""
+    from live.items import queue_entry
+    from live.kube import Forbidden
+    from live.printer import Column
+    from live.views import duration, own_queue_rows, place, utc_now
+
+    scope = namespace
+    try:
+        first = [_jobs(kube, scope, selector=args.selector)]
+    except Forbidden:
+        if scope is not None:
+            raise
+        scope = kube.namespace
+        first = [_jobs(kube, scope, selector=args.selector)]
+    where = f"namespace {scope}" if scope else "every namespace"
+    print(
+        f"(no permission to read TrainingPools: the places of the jobs of {where}, from "
+        "their status)",
+        file=sys.stderr,
+    )
+
+    def fetch() -> tuple[list[Item], list[str]]:
+        jobs = first.pop() if first else _jobs(kube, scope, selector=args.selector)
+        rows = own_queue_rows(jobs, utc_now(), args.pool)
+        return [queue_entry(r) for r in rows], []
+
+    def columns(items: Sequence[Item]) -> list[Column]:
+        cols = [
+            Column("POOL", lambda i: i.pool),
+            Column("POSITION", lambda i: place(i.place or {}) or "-"),
+            Column("OF", lambda i: place(i.place or {}, "length") or "-"),
+            Column("IN NAMESPACE", lambda i: place(i.place or {}, "positionInNamespace") or "-"),
+            Column("JOB", _job_cell),
+            Column("KIND", lambda i: i.regarding.kind),
+            Column("WAITED", lambda i: duration(i.waitedSeconds)),
+            Column("REASON", lambda i: i.reason),
+        ]
+        if args.output == "wide":
+            cols.append(Column("MESSAGE", lambda i: i.message))
+        return cols
+
+    return _show(args, fetch, columns, f"No jobs wait in {where}.")
 
 
 def _namespace_of(kube: Kube, kinds: list[str], name: str) -> str:
@@ -343,7 +447,7 @@ def explain(kube: Kube, args: argparse.Namespace) -> int:
     pool_name = ((job.get("status") or {}).get("scheduling") or {}).get("pool") or job_pool(job)
     try:
         pool = kube.get(f"{POOLS}/{pool_name}")
-    except NotFound:
+    except LiveError:  # none, or not the caller's to read: the job's status has its place
         pool = None
     events, unread = [], ""
     try:

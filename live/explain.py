@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from live.table import columns
-from live.views import age, job_pool
+from live.views import age, job_pool, place
 from policy.model import admission as codes
 from policy.model.jobs import MXJOB, TFJOB, InvalidJob, JobKind, parse_job
 from policy.model.resources import PODS, Resources
@@ -146,13 +146,23 @@ def explain(
         "reason": reason,
         "message": scheduling.get("message", ""),
     }
+    # Its place in line: its own status's (readable with access to its namespace alone),
+    # else the pool's list (the first 100).
+    place = scheduling.get("queue") if phase == "Queued" else None
     entry = _queue_entry(pool, key, out["kind"])
-    if entry is not None:
+    if isinstance(place, Mapping) and place.get("position"):
+        out["position"] = place["position"]
+        out["queued"] = place.get("length")
+        out["queue"] = dict(place)
+    elif entry is not None:
         out["position"] = entry.get("position")
         out["queued"] = ((pool or {}).get("status") or {}).get("queued")
-        if entry.get("enqueued"):
-            out["enqueued"] = entry["enqueued"]
-            out["waited"] = age(entry["enqueued"], now)
+    enqueued = (entry or {}).get("enqueued") or (
+        status.get("enqueueTime") if "position" in out else None
+    )
+    if enqueued:
+        out["enqueued"] = enqueued
+        out["waited"] = age(enqueued, now)
     if scheduling.get("workers"):
         out["workers"] = scheduling["workers"]
     need = gang_need(job)
@@ -216,6 +226,16 @@ def _admission(admission: Obj) -> dict[str, Any]:
     return out
 
 
+def _place_words(queue: Mapping[str, Any], job: str) -> str:
+    """ "position 3 of 4 in the queue" (ranges past ten: "position 11-20 of 21-50"), and
+    its place among its namespace's waiting jobs when that says more."""
+    words = f"position {place(queue)} of {place(queue, 'length')} in the queue"
+    mine = (place(queue, "positionInNamespace"), place(queue, "lengthInNamespace"))
+    if mine != (place(queue), place(queue, "length")):
+        words += f" ({mine[0]} of {mine[1]} in namespace {job.partition('/')[0]})"
+    return words
+
+
 def _last_seen(event: Obj) -> str | None:
     series = event.get("series") or {}
     return (
@@ -255,7 +275,9 @@ def render(info: Mapping[str, Any]) -> list[str]:
     head = f"{info['kind']} {info['job']} in TrainingPool {info['pool']}: {info['phase'] or '?'}"
     if info.get("reason"):
         head += f" ({info['reason']})"
-    if info.get("position") is not None:
+    if info.get("queue"):
+        head += f", {_place_words(info['queue'], info['job'])}"
+    elif info.get("position") is not None:
         head += f", position {info['position']} of {info.get('queued') or '?'} in the queue"
     if info.get("waited"):
         head += f", waited {info['waited']}"

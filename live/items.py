@@ -93,12 +93,15 @@ class QueueEntry(Item):
     CLOCK = frozenset({"waitedSeconds"})
     pool: str
     position: int | None
-    priority: int
+    priority: int | None = None  # not in a job's own status (a tenant's view)
     lasQueue: int | None = None
     enqueued: str | None = None
     waitedSeconds: int
     reason: str
     message: str | None = None
+    # The job's place as its own status holds it (status.scheduling.queue: position and
+    # length in the pool and in its namespace, with a range's upper ends): a tenant's view.
+    place: dict[str, int] | None = None
 
 
 class NodeUsage(Item):
@@ -124,6 +127,8 @@ class JobExplanation(Item):
     message: str
     position: int | None = None
     queued: int | None = None
+    # Its place as its own status holds it (status.scheduling.queue), ranges included.
+    place: dict[str, int] | None = None
     enqueued: str | None = None
     waitedSeconds: int | None = None
     workers: dict[str, Any] | None = None
@@ -175,7 +180,10 @@ def job_explanation(info: Mapping[str, Any], now: datetime) -> JobExplanation:
     from live.views import seconds_since
 
     ref = _job_ref(str(info["kind"]), str(info["job"]))
-    fields = {k: v for k, v in info.items() if k not in ("job", "kind", "waited", "events")}
+    skip = ("job", "kind", "waited", "events", "queue")
+    fields = {k: v for k, v in info.items() if k not in skip}
+    if info.get("queue"):
+        fields["place"] = info["queue"]
     if info.get("enqueued"):
         fields["waitedSeconds"] = seconds_since(info["enqueued"], now)
     events = [{k: v for k, v in e.items() if k != "age"} for e in info.get("events") or []]

@@ -28,6 +28,10 @@ class NotFound(LiveError):
     """The API server has no such object (404)."""
 
 
+class Forbidden(LiveError):
+    """The caller may not read it (403): a command that can read less falls back."""
+
+
 def job_path(plural: str, namespace: str, name: str = "") -> str:
     base = f"/apis/kubeflow.org/v1/namespaces/{namespace}/{plural}"
     return f"{base}/{name}" if name else base
@@ -194,7 +198,7 @@ def _error(status: int, body: Mapping[str, Any], path: str) -> LiveError:
     if status == 401:
         return LiveError("not logged in: the API server refused the kubeconfig's credentials")
     if status == 403:
-        return LiveError(f"no permission: {said or path}")
+        return Forbidden(f"no permission: {said or path}")
     return LiveError(f"the API server answered {status}: {said or path}")
 
 

@@ -145,6 +145,55 @@ def queue_rows(
     return rows
 
 
+ELSEWHERE = "(another namespace)"
+
+
+def unnamed(rows: list[dict[str, Any]], readable: Iterable[str]) -> list[dict[str, Any]]:
+    """The rows of jobs the caller may not read (outside ``readable`` namespaces) with
+    their name left out: their place in line stays, whose job it is does not."""
+    mine = set(readable)
+    return [
+        r if str(r["job"]).partition("/")[0] in mine else {**r, "job": ELSEWHERE, "message": ""}
+        for r in rows
+    ]
+
+
+def place(queue: Mapping[str, Any], key: str = "position") -> str:
+    """A place or a length as a job's status writes it: exact, or its range ("11-20")."""
+    first, last = queue.get(key), queue.get(f"{key}Max")
+    return f"{first}-{last}" if last is not None else str(first or "")
+
+
+def own_queue_rows(
+    jobs: Iterable[Obj], now: datetime, pool: str | None = None
+) -> list[dict[str, Any]]:
+    """``queue`` without access to the pools: each waiting job's place, from its own
+    status (``status.scheduling.queue``, which the pool writes into the job's Admission
+    and the job's sync copies), ordered as the pool admits them."""
+    rows = []
+    for job in jobs:
+        meta, status = job.get("metadata") or {}, job.get("status") or {}
+        scheduling = status.get("scheduling") or {}
+        if scheduling.get("phase") != "Queued" or (pool and scheduling.get("pool") != pool):
+            continue
+        queue = dict(scheduling.get("queue") or {})
+        enqueued = status.get("enqueueTime")
+        rows.append(
+            {
+                "pool": scheduling.get("pool", ""),
+                "position": queue.get("position"),
+                "job": f"{meta.get('namespace')}/{meta.get('name')}",
+                "kind": job.get("kind", ""),
+                "enqueued": enqueued,
+                "waitedSeconds": seconds_since(enqueued, now) if enqueued else 0,
+                "reason": scheduling.get("reason", ""),
+                "message": scheduling.get("message", ""),
+                "place": queue or None,
+            }
+        )
+    return sorted(rows, key=lambda r: (r["pool"], r["position"] or 2**31, r["job"]))
+
+
 def listed_more(pools: Iterable[Obj]) -> list[str]:
     """One line per pool whose status lists fewer waiting jobs than it counts."""
     out = []

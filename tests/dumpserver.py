@@ -140,10 +140,15 @@ class DumpServer:
     ones 404 (a CRD that is not installed); ``denied`` (verb, resource) pairs answer 403 to
     that verb alone; ``pruned`` spec fields ("stopPolicy", "runPolicy.suspend") are
     dropped from what a patch stores, as a CRD without them prunes them. ``calls`` records
-    each request's path, ``writes`` each PATCH and DELETE."""
+    each request's path, ``writes`` each PATCH and DELETE.
+
+    ``namespaces``: the caller is bound only to Roles in these namespaces (a tenant), so
+    every cluster-scoped read (Nodes, TrainingPools, a list across namespaces) and every
+    read in another namespace answers 403, as RBAC does. None: a ClusterRole."""
 
     def __init__(self, state: Mapping[str, Any]) -> None:
         self.items = list(state["items"])
+        self.namespaces: set[str] | None = None
         self.forbidden: set[str] = set()
         self.missing: set[str] = set()
         self.denied: set[tuple[str, str]] = set()
@@ -169,8 +174,9 @@ class DumpServer:
         if rest[:1] == ["namespaces"] and len(rest) >= 3:
             namespace, rest = rest[1], rest[2:]
         resource, name = rest[0], (rest[1] if len(rest) > 1 else None)
-        verb = {"PATCH": "patch", "DELETE": "delete"}.get(method, "list")
-        if resource in self.forbidden or (verb, resource) in self.denied:
+        verb = {"PATCH": "patch", "DELETE": "delete"}.get(method, "get" if name else "list")
+        outside = self.namespaces is not None and namespace not in self.namespaces
+        if resource in self.forbidden or (verb, resource) in self.denied or outside:
             return _forbidden(verb, resource, namespace)
         known = RESOURCES.get((*root, resource))
         if known is None or resource in self.missing:

@@ -241,6 +241,7 @@ def test_printer_columns() -> None:
         "Scheduling": (".status.scheduling.phase", "string", 0),
         "Pool": (".status.scheduling.pool", "string", 0),
         "Reason": (".status.scheduling.reason", "string", 0),
+        "Position": (".status.scheduling.queue.position", "integer", 0),
         "Workers": (".status.scheduling.workers.current", "integer", 0),
         "Max": (".status.scheduling.workers.max", "integer", 1),
         "Message": (".status.scheduling.message", "string", 1),

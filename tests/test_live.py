@@ -162,8 +162,13 @@ def test_queue_lists_the_order_with_position_priority_wait_and_reason_in_one_rea
         ("2", "default/low", "-100", "7m30s", "WaitingForCapacity"),  # since it was created
     ]
     assert "LAS QUEUE" not in out  # dragonet has no least-attained-service queues
-    # A job's position is one read of its pool, not a read (or a write) per job.
-    assert server.calls == ["/apis/dragonet.io/v1alpha1/trainingpools"]
+    # A job's position is one read of its pool, not a read (or a write) per job; and one
+    # list of at most one job says whether the caller may read every namespace's jobs
+    # (else their names are left out: tests/test_tenants.py).
+    assert server.calls == [
+        "/apis/dragonet.io/v1alpha1/trainingpools",
+        "/apis/kubeflow.org/v1/tfjobs",
+    ]
 
 
 def test_queue_wide_adds_each_jobs_message_and_yaml_keeps_every_field(server, capsys) -> None:

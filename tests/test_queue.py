@@ -31,8 +31,10 @@ def test_the_job_enqueued_first_is_admitted_first_whatever_its_name(hook: Hook) 
     body = hook.sync(w)
     assert _phases(hook) == {"team-z/zulu": "Admitted", "team-a/alpha": "Queued"}
     assert body["children"] == []
+    # zulu is of another namespace: alpha's tenant reads that it is ahead, not its name.
     assert body["status"]["scheduling"]["message"] == (
-        "waiting: jobs ahead in the queue (team-z/zulu) claim the free capacity it needs"
+        "waiting: jobs ahead in the queue (a job in another namespace) claim the free "
+        "capacity it needs"
     )
     assert len(pods_of(hook.render(older))) == 3  # PS + 2 workers fill the 12 cpu
 

@@ -174,6 +174,9 @@ def scheduling(v: JobSyncView, nodes: list[str]) -> dict[str, Any]:
     reason = _reason(v)
     if reason:
         section["reason"] = reason
+    place = v.admission.queue if v.admission is not None and v.phase == QUEUED else None
+    if place is not None:  # its place in the pool's queue, readable in its own namespace
+        section["queue"] = place.to_json()
     scale = v.admission.last_scale if v.admission is not None else None
     if scale is None:
         scale = LastScale.from_json((job.status.get("scheduling") or {}).get(LAST_SCALE))

@@ -31,7 +31,7 @@ from pydantic import (
     field_serializer,
 )
 
-from policy.model.bounds import MAX_REPLICAS, Events, GpuSeconds, WholeSeconds
+from policy.model.bounds import MAX_QUEUE, MAX_REPLICAS, Events, GpuSeconds, WholeSeconds
 from policy.model.migration import MigrationAnswer, Moves
 from policy.model.pool import ADMISSION_KIND, GROUP, VERSION, Binding, admission_name
 
@@ -241,6 +241,43 @@ class Refusal(_Model):
         return self.model_dump(by_alias=True, exclude_none=True)
 
 
+class QueuePlace(_Model):
+    """A waiting job's place in its pool's queue (Kueue's ``positionInClusterQueue`` and
+    ``positionInLocalQueue``), in the job's own Admission, so that reading it needs no
+    access beyond the job's namespace. 1 is next. A number past ``EXACT_UP_TO`` is written
+    as the range it falls in (``position`` to ``positionMax``): a job's range changes a
+    few times while it waits, where its exact place would change with every job admitted
+    ahead of it, and each change is a write of its Admission and of its status
+    (``policy.pool.queue_status.place``, docs/architecture.md)."""
+
+    position: int = Field(ge=1, le=MAX_QUEUE)
+    position_max: int | None = Field(default=None, alias="positionMax", ge=1, le=MAX_QUEUE)
+    length: int = Field(ge=1, le=MAX_QUEUE)
+    length_max: int | None = Field(default=None, alias="lengthMax", ge=1, le=MAX_QUEUE)
+    # Among the waiting jobs of the job's own namespace, in the same order.
+    in_namespace: int = Field(alias="positionInNamespace", ge=1, le=MAX_QUEUE)
+    in_namespace_max: int | None = Field(
+        default=None, alias="positionInNamespaceMax", ge=1, le=MAX_QUEUE
+    )
+    namespace_length: int = Field(alias="lengthInNamespace", ge=1, le=MAX_QUEUE)
+    namespace_length_max: int | None = Field(
+        default=None, alias="lengthInNamespaceMax", ge=1, le=MAX_QUEUE
+    )
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+    @classmethod
+    def from_json(cls, raw: Any) -> QueuePlace | None:
+        """From an Admission or a job's status; None if absent or unreadable."""
+        if raw is None:
+            return None
+        try:
+            return cls.model_validate(raw)
+        except ValidationError:
+            return None
+
+
 _MOVES = TypeAdapter(tuple[_MovesEntry, ...])
 _ANSWERS = TypeAdapter(tuple[_AnswerEntry, ...])
 
@@ -309,6 +346,8 @@ class Admission(_Model):
     grace_seconds: WholeSeconds | None = Field(default=None, alias="gracePeriodSeconds")
     # Nodes the kube-scheduler refused its pods on, each avoided until its backoff ends.
     refused: tuple[Refusal, ...] = ()
+    # Queued in a planned queue: its place there (positions, the queue's length).
+    queue: QueuePlace | None = None
     namespace: str = Field(default="", exclude=True)
     generation: int = Field(default=0, exclude=True)  # 0 for one not written yet
 

@@ -45,6 +45,8 @@ MAX_EVENTS = 10**6
 # minAvailable, scheduleTimeoutSeconds).
 MAX_INT32 = 2**31 - 1
 MAX_TTL_SECONDS = MAX_INT32
+# A place in a queue, or its length (int32, as Kueue's positions).
+MAX_QUEUE = MAX_INT32
 # A relative gain (a migration's minimum speed-up): 100 is a worker 101 times faster.
 MAX_GAIN = 100.0
 

@@ -600,7 +600,7 @@ def _admit_queue(
             out.append(_stopping(q))
             continue
         if blocked:
-            waits = partial(blocked_message, blocked)
+            waits = partial(blocked_message, blocked, job.namespace)
             out.append(QueueOutcome(q, QUEUED, explain=waits, reason=BLOCKED_BEHIND_HEAD))
             continue
         decided = admit(ledger, job)
@@ -693,11 +693,11 @@ def _preempted_plan(
         gpu_seconds=total,
         preemptions=past.preemptions + 1,
         las_preemptions=past.las_preemptions + (1 if stopped.las else 0),
-        last=Preemption(time=format_time(now), by=stopped.by, reason=stopped.reason),
+        last=Preemption(time=format_time(now), by=stopped.shown, reason=stopped.reason),
     )
     count = record.preemptions
     words = (
-        f"preempted by {stopped.by} ({stopped.reason}); queued again as a whole gang "
+        f"preempted by {stopped.shown} ({stopped.reason}); queued again as a whole gang "
         f"({count} preemption{'s' if count != 1 else ''}, {total / 3600:.1f} GPU-h attained)"
     )
     return JobPlan(

@@ -3,6 +3,10 @@
 Each is written into the job's Admission and from there into its status, so a message
 changes only when its reason does: a word that changed with every pod event (how much is
 free right now) would rewrite every waiting job's Admission and status on every event.
+
+Each is read by the job's tenant, with access to its own namespace only: a job of its
+namespace is named, one of another namespace never is ("a job in another namespace",
+``named``). The pool's own status, cluster-scoped and for admins, may name any.
 """
 
 from __future__ import annotations
@@ -34,6 +38,29 @@ def wait_reason(
     if any(not eligible.get(t) for t in gang_types):
         return NO_FEASIBLE_NODE
     return WAITING_FOR_CAPACITY if fits or fits_empty else TOO_LARGE
+
+
+ELSEWHERE = "a job in another namespace"
+HIGHER_ELSEWHERE = "a higher-priority job in another namespace"
+
+
+def named(key: str, namespace: str, elsewhere: str = ELSEWHERE) -> str:
+    """A job's ``key`` (namespace/name) as words a tenant of ``namespace`` reads: the key
+    itself when the job is in that namespace, else ``elsewhere``."""
+    return key if key.partition("/")[0] == namespace else elsewhere
+
+
+def listed(keys: Sequence[str], namespace: str, shown: int = 3) -> str:
+    """Jobs as a tenant of ``namespace`` reads them: its own by name (the first
+    ``shown``), the others counted ("a, b, 2 more and 3 jobs in other namespaces")."""
+    mine = [k for k in keys if k.partition("/")[0] == namespace]
+    others = len(keys) - len(mine)
+    parts = list(mine[:shown])
+    if len(mine) > shown:
+        parts.append(f"{len(mine) - shown} more")
+    if others:
+        parts.append(ELSEWHERE if others == 1 else f"{others} jobs in other namespaces")
+    return ", ".join(parts[:-1]) + f" and {parts[-1]}" if len(parts) > 1 else "".join(parts)
 
 
 _NAMES = {"PS": "parameter server", "Chief": "chief", "Master": "master", "Evaluator": "evaluator"}
@@ -94,7 +121,7 @@ def wait_message(
             why = [rejection(n, spec) for n in cluster.nodes][:3]
             return f"no node can take its {rtype} pods: {'; '.join(filter(None, why))}"
     if fits_without_claims:
-        shown = ", ".join(ahead[:3]) + (f" and {len(ahead) - 3} more" if len(ahead) > 3 else "")
+        shown = listed(ahead, job.namespace)
         return f"jobs ahead in the queue ({shown}) claim the free capacity it needs"
     need = Resources.total(s.request for s in gang)
     # A kind that is not elastic (MXJob) has no min-instances: its gang is all its workers.
@@ -138,12 +165,17 @@ def repair_message(
 
 
 def awaited_message(awaited: Sequence[tuple[str, Pod]], own: str) -> str:
-    """Who the job waits for: "waiting for 2 workers of team-a/job3 to terminate"."""
+    """Who the job waits for: "waiting for 2 workers of team-a/job3 to terminate"; the
+    jobs of other namespaces than ``own``'s, counted together, unnamed."""
+    namespace = own.partition("/")[0]
+    elsewhere = {key for key, _ in awaited if key and key.partition("/")[0] != namespace}
+    together = ELSEWHERE if len(elsewhere) == 1 else f"{len(elsewhere)} jobs in other namespaces"
     by_job: dict[str, dict[str, int]] = {}
     for key, pod in awaited:
         if key == own:
             continue
-        kinds = by_job.setdefault(key or "other jobs", {})
+        label = together if key in elsewhere else key or "other jobs"
+        kinds = by_job.setdefault(label, {})
         word = "worker" if pod.replica_type == "worker" else "pod"
         kinds[word] = kinds.get(word, 0) + 1
     parts = [
@@ -155,10 +187,10 @@ def awaited_message(awaited: Sequence[tuple[str, Pod]], own: str) -> str:
     return f"waiting for {', '.join(parts)} to terminate"
 
 
-def blocked_message(head: str) -> str:
+def blocked_message(head: str, namespace: str) -> str:
     return (
-        f"waiting behind {head}, which has waited longest and for which no shrink of running "
-        "jobs can make room (policy dragon admits no one behind it)"
+        f"waiting behind {named(head, namespace)}, which has waited longest and for which no "
+        "shrink of running jobs can make room (policy dragon admits no one behind it)"
     )
 
 

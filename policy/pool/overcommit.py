@@ -28,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from policy.model.cluster import Pod
 from policy.model.resources import Resources
 from policy.model.timeutil import parse_time
+from policy.pool.explain import named
 from policy.pool.ledger import Ledger
 from policy.pool.placement import Free, place_repairs
 from policy.pool.preempt import Stopped
@@ -109,13 +110,15 @@ def _completes(ledger: Ledger, r: Running, repaired: Repair, free: Free) -> bool
 
 
 def _why(r: Running, kept: Running, by_priority: bool) -> Stopped:
+    who = named(kept.job.key, r.job.namespace)  # what the stopped job's tenant reads
     if by_priority and kept.priority > r.priority:
-        first = f"{kept.job.key} has higher priority ({kept.priority} > {r.priority})"
+        first = f"{who} has higher priority ({kept.priority} > {r.priority})"
     else:
-        first = f"{kept.job.key} was admitted first"
+        first = f"{who} was admitted first"
     return Stopped(
         kept.job.key,
         "the two gangs were admitted into the same room (a stale view) and the "
         f"kube-scheduler could place only part of each; {first}",
         las=False,
+        shown=who,
     )

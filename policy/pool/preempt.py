@@ -31,7 +31,7 @@ from policy.model.cluster import Pod
 from policy.model.jobs import Job
 from policy.model.resources import Resources
 from policy.pool.attained_service import Attained, attained
-from policy.pool.explain import awaited_message
+from policy.pool.explain import HIGHER_ELSEWHERE, awaited_message, named
 from policy.pool.ledger import Ledger
 from policy.pool.placement import Assignment, place_gang, required_slots, slots, used_per_node
 from policy.pool.queue import enqueue_time
@@ -41,11 +41,15 @@ from policy.pool.running import Running
 
 @dataclass(frozen=True)
 class Stopped:
-    """A preemption decided in this cycle: for whom, why, and whether LAS chose it."""
+    """A preemption decided in this cycle: for whom (``by``, its key), why, and whether
+    LAS chose it. ``shown`` and ``reason`` are what the stopped job's tenant reads: the job
+    it was stopped for by name if it is of the same namespace, else unnamed
+    (``policy.pool.explain.named``)."""
 
     by: str
     reason: str
     las: bool
+    shown: str
 
 
 @dataclass(frozen=True)
@@ -64,10 +68,9 @@ def _service(r: Running, now: datetime) -> Attained:
 
 
 def _las_reason(r: Running, waiting: Job, queue: int, service: Attained) -> str:
+    who = named(waiting.key, r.job.namespace)
     where = (
-        f"{waiting.key} is in queue {queue}"
-        if service.queue != queue
-        else f"{waiting.key} was enqueued before it"
+        f"{who} is in queue {queue}" if service.queue != queue else f"{who} was enqueued before it"
     )
     if service.left is not None:
         rank = (
@@ -178,8 +181,9 @@ def _allowed(
     if rules.preempt_priority and r.priority < prio:
         return Stopped(
             waiting.key,
-            f"{waiting.key} has higher priority ({prio} > {r.priority})",
+            f"{named(waiting.key, r.job.namespace)} has higher priority ({prio} > {r.priority})",
             las=False,
+            shown=named(waiting.key, r.job.namespace, HIGHER_ELSEWHERE),
         )
     if not rules.preempt_las or r.priority != prio or r.attained is None:
         return None
@@ -202,4 +206,9 @@ def _allowed(
         if due is not None:
             wakes.append(due)  # not one checkpoint yet in this run
         return None
-    return Stopped(waiting.key, _las_reason(r, waiting, queue, service), las=True)
+    return Stopped(
+        waiting.key,
+        _las_reason(r, waiting, queue, service),
+        las=True,
+        shown=named(waiting.key, r.job.namespace),
+    )

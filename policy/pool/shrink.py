@@ -23,7 +23,7 @@ from policy.model.jobs import Job
 from policy.model.resources import Resources
 from policy.model.speedup import PRIOR, Speedup
 from policy.model.throughput import Config
-from policy.pool.explain import awaited_message
+from policy.pool.explain import awaited_message, named
 from policy.pool.ledger import Ledger, Scale
 from policy.pool.placement import (
     Eligible,
@@ -213,7 +213,8 @@ def _record(ledger: Ledger, waiting: Job, chosen: list[Victim], claim: _Claim) -
         ledger.scales[key] = Scale(
             before,
             after,
-            f"shrunk from {before} to {after} workers to make room for {waiting.key}, which {why}",
+            f"shrunk from {before} to {after} workers to make room for "
+            f"{named(waiting.key, r.job.namespace)}, which {why}",
         )
 
 

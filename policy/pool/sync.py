@@ -28,6 +28,7 @@ from policy.model.admission import (
     JobRef,
     LastScale,
     Placement,
+    QueuePlace,
 )
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.bounds import MAX_DEPTH, nested_within
@@ -42,7 +43,7 @@ from policy.pool.devices import name_devices
 from policy.pool.gang_backends import gang_of, note
 from policy.pool.observe import PoolSnapshot, items, observe
 from policy.pool.policies import rules_for
-from policy.pool.queue_status import queue_status
+from policy.pool.queue_status import places, queue_status, ranked
 from policy.pool.rules import Rules
 from policy.pool.running import last_scale
 from policy.pool.stop import active_condition, held_message
@@ -161,8 +162,12 @@ def sync(
         }
         gpus = name_devices(snap.cluster, admitted)
     renamed = tuple(sorted(hostnames.items()))
+    queued = ranked(result.jobs.values(), now, snap.priorities)
+    placed = places(queued)
     admissions = [
-        _answer(snap, jp, stamp, hostnames, renamed, gpus.get(jp.job.key), memo)
+        _answer(
+            snap, jp, stamp, hostnames, renamed, gpus.get(jp.job.key), memo, placed.get(jp.job.key)
+        )
         for jp in result.jobs.values()
         if jp.phase in (QUEUED, ADMITTED)
     ]
@@ -178,7 +183,7 @@ def sync(
     elsewhere = [(j, NO_SUCH_POOL) for j, _ in snap.orphans]
     elsewhere += [(j, NO_KUBESHARE) for j in snap.no_kubeshare]
     queue = queue_status(
-        result.jobs.values(),
+        queued,
         now,
         rules,
         snap.priorities,
@@ -269,13 +274,15 @@ def _answer(
     renamed: tuple[tuple[str, str], ...],
     gpus: Mapping[tuple[str, int], str | None] | None,
     memo: Memo,
+    place: QueuePlace | None = None,
 ) -> dict[str, Any]:
-    """The Admission object for a plan. A running job's plan that is the very object of an
-    earlier sync (nothing in this cycle touched it: policy.pool.cycle), answered from the
-    same Admission, under the same pool spec, gets the same object (written without
-    ``stamp``: its admission time and last scale are on record)."""
+    """The Admission object for a plan (``place``: a queued job's place in the queue). A
+    running job's plan that is the very object of an earlier sync (nothing in this cycle
+    touched it: policy.pool.cycle), answered from the same Admission, under the same pool
+    spec, gets the same object (written without ``stamp``: its admission time and last
+    scale are on record)."""
     previous = snap.admissions.get(jp.job.key)
-    make = partial(_admission, snap, jp, stamp, hostnames)
+    make = partial(_admission, snap, jp, stamp, hostnames, place=place)
     if gpus is None and previous is not None:
         if jp.phase == ADMITTED and jp.scale is None and previous.admitted and previous.admitted_at:
             return memo.derive(
@@ -294,6 +301,7 @@ def _answer(
                 (jp.job, previous, snap.spec),
                 lambda: make().to_object(),
                 jp.reason,
+                place,
                 snap.name,
                 snap.other_gangs,
             )
@@ -323,6 +331,7 @@ def _admission(
     stamp: str,
     hostnames: Mapping[str, str],
     gpus: Mapping[tuple[str, int], str | None] | None = None,
+    place: QueuePlace | None = None,
 ) -> Admission:
     job = jp.job
     previous = snap.admissions.get(job.key)
@@ -370,6 +379,7 @@ def _admission(
         service=service,
         grace_seconds=snap.spec.preemptionGraceSeconds,
         refused=jp.refused,
+        queue=place if jp.phase == QUEUED else None,
         kubeshare=snap.spec.kubeshare
         if job.wants_kubeshare and snap.spec.kubeshare != "none"
         else "",
