@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = process.settings(NAME, __doc__, argv, RecorderSettings)
         from recorder.kube import KubeEvents, KubeObjects
-        from recorder.loop import run
+        from recorder.loop import Writer, run
         from recorder.write import TokenBucket, Written
         from webhooks.kubeapi import Api
 
@@ -29,16 +29,15 @@ def main(argv: list[str] | None = None) -> int:
     except process.Exit as done:
         return done.status
     stop = process.until_signalled(settings.log_level)
-    run(
-        KubeObjects(api, settings.page_size),
+    writer = Writer(
         KubeEvents(api, settings.page_size),
         Written(timedelta(seconds=settings.max_age_seconds)),
         settings.instance,
-        # Waiting for a token ends at SIGTERM; then the pass writes nothing more.
+        # Waiting for a token ends at SIGTERM; then nothing more is written.
         TokenBucket(settings.qps, settings.burst, sleep=stop.wait),
-        settings.interval_seconds,
         stop,
     )
+    run(KubeObjects(api, settings.page_size), writer, settings.watch_seconds)
     return 0
 
 

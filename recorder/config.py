@@ -12,12 +12,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class RecorderSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DRAGONET_RECORDER_", frozen=True)
 
-    # The objects are listed this often: a state that lasts less than this (a waiting
-    # reason replaced within seconds) may never be seen; each fact the objects record
-    # (an admission, a scale, a preemption, a move, an end) is kept by them and is not.
-    interval_seconds: float = Field(default=10.0, gt=0, le=3600)
+    # The objects are listed once, then watched: each watch lasts this long before it is
+    # renewed from where it left off (client-go's reflector: 5 to 10 minutes).
+    watch_seconds: int = Field(default=300, ge=1, le=3600)
     # Its own API client's budget for Event writes (creates and series patches), apart
-    # from Metacontroller's: writes a second on average, and at once.
+    # from Metacontroller's: writes a second on average, and at once. (Each object has
+    # a budget of its own besides, client-go's: recorder.correlate.)
     qps: float = Field(default=2.0, ge=0, le=100)
     burst: int = Field(default=10, ge=1, le=1000)
     # Facts older than this are not written (the API server's --event-ttl, 1 h by default,

@@ -308,32 +308,44 @@ def test_the_write_budget_paces_writes_at_its_rate_after_its_burst() -> None:
     assert clock[0] == pytest.approx(2.0)
 
 
-def test_the_loop_lists_what_was_written_first_and_stops_when_told() -> None:
+def test_the_loop_lists_what_was_written_first_then_watches_and_stops_when_told() -> None:
     import threading
+    import time
 
-    from recorder.kube import ADMISSIONS
-    from recorder.loop import run
+    from recorder.kube import ADMISSIONS, Change, Listing
+    from recorder.loop import Writer, run
 
     admission = _admission("a", lastScale={"time": "2026-01-01T00:00:10Z", "from": 4, "to": 2})
     stop = threading.Event()
-    passes = []
+    watched: list[str] = []
 
     class Objects:
         def list(self, resource):
-            if resource == ADMISSIONS:
-                passes.append(1)
-                if len(passes) == 3:
-                    stop.set()
-                return iter([admission])
-            return iter(())
+            return Listing([admission] if resource == ADMISSIONS else [], "7")
+
+        def watch(self, resource, version, timeout):
+            if resource != ADMISSIONS or len(watched) == 3:
+                stop.wait(0.05)  # the API server ends an idle watch
+                return
+            watched.append(version)
+            yield Change("MODIFIED", admission)  # seen again: nothing new
 
     api = _Events()
     earlier = Written(timedelta(hours=1))
     record(admission_facts(admission), api, earlier, T0, "r0", TokenBucket(0, 1))
     assert api.writes == 1  # the Shrunk Event, by a recorder that is gone
     clock = lambda: T0 + timedelta(minutes=1)  # noqa: E731
-    run(Objects(), api, Written(timedelta(hours=1)), "r1", TokenBucket(0, 1), 0.01, stop, clock)
-    assert len(passes) == 3 and api.writes == 1  # three passes, nothing written again
+    writer = Writer(api, Written(timedelta(hours=1)), "r1", TokenBucket(0, 1), stop, clock)
+    loop = threading.Thread(target=run, args=(Objects(), writer, 1, 0.01))
+    loop.start()
+    deadline = time.monotonic() + 10
+    while writer.handed < 4 and time.monotonic() < deadline:  # listed once, watched 3 times
+        time.sleep(0.01)
+    stop.set()
+    loop.join(5)
+    assert not loop.is_alive()
+    assert watched == ["7", "7", "7"]  # watched from the list's resourceVersion
+    assert writer.handed == 4 and api.writes == 1  # nothing written again
 
 
 def test_a_recorder_told_to_stop_writes_nothing_more() -> None:
@@ -541,12 +553,34 @@ def test_the_charts_cluster_role_grants_exactly_what_the_recorder_calls(kube, he
     later = T0 + timedelta(minutes=1)
     done = record_once(objects, events, Written(timedelta(hours=1)), later, "r", TokenBucket(0, 1))
     assert done.tally.counted == 1
+    # The running recorder lists and watches every source.
+    _watch_all(objects, events, server)
     role = next(
         d
         for d in _render(helm)
         if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "dragonet-recorder"
     )
     assert granted(role) == server.used
+
+
+def _watch_all(objects: KubeObjects, events: KubeEvents, server: FakeApi) -> None:
+    """Run the recorder's loop until it has watched every source once."""
+    import threading
+    import time
+
+    from recorder.loop import Writer, run
+
+    stop = threading.Event()
+    writer = Writer(events, Written(timedelta(hours=1)), "r", TokenBucket(0, 1), stop)
+    loop = threading.Thread(target=run, args=(objects, writer, 1, 0.01))
+    loop.start()
+    deadline = time.monotonic() + 10
+    plurals = {"admissions", "tfjobs", "mxjobs", "trainingpools"}
+    while {p for p, _ in server.watched} != plurals and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stop.set()
+    loop.join(5)
+    assert {p for p, _ in server.watched} == plurals
 
 
 # --- the process and the chart --------------------------------------------------------------
@@ -583,7 +617,7 @@ def recorder_docs(helm: str) -> list[dict[str, Any]]:
     return _render(
         helm,
         "--set",
-        "recorder.intervalSeconds=7",
+        "recorder.watchSeconds=7",
         "--set",
         "recorder.qps=3",
         "--set",
@@ -633,7 +667,7 @@ def test_the_recorder_reads_the_environment_the_chart_sets(
             assert e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
             monkeypatch.setenv(e["name"], "dragonet-recorder-abc")
     s = RecorderSettings()
-    assert (s.interval_seconds, s.qps, s.burst, s.instance) == (7, 3, 4, "dragonet-recorder-abc")
+    assert (s.watch_seconds, s.qps, s.burst, s.instance) == (7, 3, 4, "dragonet-recorder-abc")
 
 
 def test_the_recorder_can_be_turned_off(helm: str) -> None:
