@@ -85,7 +85,7 @@ class Bucket:
             self.tokens = min(burst, self.tokens + (now - self.at).total_seconds() * qps)
         if self.at is None or now > self.at:
             self.at = now
-        if self.tokens < 1:
+        if self.tokens < 1 - 1e-9:  # five refills of a fifth are one token, in floats too
             return False
         self.tokens -= 1
         return True
@@ -146,6 +146,10 @@ class Correlator:
             return fact
         del group.notes[next(iter(group.notes))]  # PopAny: the oldest, deterministically
         return combined(fact)
+
+    def grouped(self, fact: Fact) -> bool:
+        """Whether this process has seen facts similar to this one."""
+        return self._groups.get(aggregate_key(fact)) is not None
 
     def allow(self, fact: Fact, now: datetime) -> bool:
         """Whether the object has a token left for this write (``Filter``, negated)."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from recorder.correlate import Correlator, is_combined
+from recorder.correlate import Correlator, combined, is_combined
 from recorder.story import Fact
 from webhooks.kubeapi import AlreadyExists, ApiError
 
@@ -217,6 +217,8 @@ def record(
             continue  # written already
         if correlator.handled(key, fact.at):
             continue  # folded or dropped already
+        if seen is None and not correlator.grouped(fact) and _in_aggregate(fact, written):
+            continue  # folded by an earlier recorder (whose memory is gone)
         when = fact.at or now
         target = correlator.aggregate(fact, when)
         if not correlator.allow(target, when):
@@ -237,6 +239,15 @@ def record(
             log.warning("cannot write Event %s/%s: %s", key[0], key[1], err)
             tally.failed += 1
     return tally
+
+
+def _in_aggregate(fact: Fact, written: Written) -> bool:
+    """Whether an aggregate Event of its object and reason was observed at or after the
+    fact: a fact with no Event of its own that old was folded into it (or dropped)."""
+    if fact.at is None:
+        return False
+    found = written.get((event_namespace(fact), event_name(combined(fact))))
+    return found is not None and found.last is not None and fact.at <= found.last
 
 
 def _later(fact: Fact, seen: Seen) -> bool:
