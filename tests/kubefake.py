@@ -98,8 +98,9 @@ class FakeApi:
     (paged with ``limit``/``continue``, filtered by an equality ``labelSelector``, with the
     store's resourceVersion), get, create (409 if the name is taken), merge patch, delete,
     and watch: each watch of a (group/version, plural) answers the next script queued in
-    ``watches`` (a list of events, ``WatchStream.DROP``, or an HTTP status such as 410),
-    and an empty watch once none is left; ``watched`` records each watch's query.
+    ``watches`` (a list of events and ``WatchStream.DROP``, a ``WatchStream``, an HTTP
+    status such as 410, or a function called then that returns one of those), and an
+    empty watch once none is left; ``watched`` records each watch's query.
     ``used`` records each (API group, resource, verb) called, to compare with what a
     ClusterRole grants; ``fail`` answers every request with that status; ``writes``
     counts creates, patches and deletes."""
@@ -115,7 +116,7 @@ class FakeApi:
         self.version = 0  # the store's resourceVersion
         self.watches: dict[tuple[str, str], list[Any]] = {}
         self.watched: list[tuple[str, dict[str, list[str]]]] = []  # (plural, query)
-        self.lists: list[str] = []  # the plural of each list request
+        self.lists: list[tuple[str, str]] = []  # each list's plural and resourceVersion
 
     def put(self, gv: str, plural: str, obj: dict[str, Any]) -> None:
         """Store ``obj`` as the cluster holds it (a uid and a resourceVersion added)."""
@@ -183,11 +184,15 @@ class FakeApi:
             self.watched.append((plural, query))
             script = self.watches.get((gv, plural)) or []
             step = script.pop(0) if script else []
+            if callable(step):  # what happens by the time of this watch
+                step = step()
+            if isinstance(step, WatchStream):
+                return RESTResponse(step)
             if isinstance(step, int):
                 return answer(step, {"kind": "Status", "code": step, "reason": "Expired"})
             return RESTResponse(WatchStream(step))
         if verb == "list":
-            self.lists.append(plural)
+            self.lists.append((plural, str(self.version)))
             return self._list(bucket, namespace, query)
         if verb == "create":
             meta = payload["metadata"]
