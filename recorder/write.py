@@ -7,7 +7,13 @@ in the API server, by a restarted recorder as by the one that wrote it. ``Writte
 only a cache of that (filled by one list of the recorder's own Events at start, then by
 its writes): a fact whose Event exists is written again only if it happened later than
 the Event's last observation, as one more in its series (``series.count``), the way
-client-go's event recorder counts repeats instead of flooding.
+client-go's event recorder counts repeats instead of flooding. A series patch carries only
+``series`` (``tools/events/event_broadcaster.go``, ``createPatchBytesForSeries``): the API
+server keeps an events.k8s.io/v1 Event's note and reason as they were first written.
+
+Before a write, client-go's correlator (``recorder.correlate``) may fold the fact into its
+group's aggregate Event or drop it (its object's budget is spent); the client's own rate
+(``TokenBucket``) then paces what is written.
 """
 
 from __future__ import annotations
