@@ -685,3 +685,66 @@ def test_the_notes_say_where_the_events_are(helm: str, tmp_path: Path) -> None:
     )
     off = _notes(helm, tmp_path / "off", "--set", "recorder.enabled=false")
     assert "Recorder:              off (recorder.enabled=false): no Events" in off
+
+
+# --- one Event per fact; other namespaces ---------------------------------------------------
+
+
+def test_the_admitted_event_tells_the_placement_at_admission_not_a_later_growth() -> None:
+    admitted = _admission("a", admittedTime="2026-01-01T00:00:10Z")
+    [fact] = admission_facts(admitted)
+    assert (
+        fact.note == "admitted by pool default with 2 workers: n1 (1 PS, 1 Worker), n2 (1 Worker)"
+    )
+    # Read only after it grew (a recorder that missed the admission): the growth is the
+    # Grown Event's, not told again as the placement the job was admitted with.
+    grown = _admission(
+        "a",
+        admittedTime="2026-01-01T00:00:10Z",
+        workers=3,
+        lastScale={"time": "2026-01-01T00:01:00Z", "from": 2, "to": 3, "reason": "room"},
+    )
+    grown["spec"]["pods"].append({"type": "Worker", "index": 2, "node": "n2"})
+    by_reason = {f.reason: f for f in admission_facts(grown)}
+    assert "3 workers" not in by_reason["Admitted"].note
+    assert "scaled or moved since" in by_reason["Admitted"].note
+    assert by_reason["Grown"].note == "workers from 2 to 3: room"
+    # The same admission either way: one Event.
+    assert event_name(by_reason["Admitted"]) == event_name(fact)
+
+
+def test_no_note_names_another_namespaces_job() -> None:
+    spec = {
+        "reason": "WaitingForCapacity",
+        "message": "waiting: jobs ahead in the queue (team-c/urgent, team/b) claim it",
+        "service": {
+            "gpuSeconds": 1.0,
+            "preemptions": 1,
+            "lastPreemption": {
+                "time": "2026-01-01T00:01:00Z",
+                "by": "team-c/urgent",
+                "reason": "team-c/urgent has higher priority (1000 > 0)",
+            },
+        },
+        "lastScale": {
+            "time": "2026-01-01T00:00:50Z",
+            "from": 4,
+            "to": 2,
+            "reason": "shrunk from 4 to 2 workers to make room for team-x/big, which waited 30 s",
+        },
+    }
+    notes = {f.reason: f.note for f in admission_facts(_admission("a", "Queued", **spec))}
+    assert notes["Preempted"] == (
+        "preempted: a job in another namespace has higher priority (1000 > 0); "
+        "it queues again as a whole gang"
+    )
+    # The same namespace's job may be named; resource names are not job keys.
+    assert notes["WaitingForCapacity"] == (
+        "waiting: jobs ahead in the queue (a job in another namespace, team/b) claim it"
+    )
+    assert "team-x" not in notes["Shrunk"] and "for a job in another namespace," in notes["Shrunk"]
+    from recorder.story import private
+
+    assert private("needs 4 nvidia.com/gpu on kubernetes.io/hostname", "team") == (
+        "needs 4 nvidia.com/gpu on kubernetes.io/hostname"
+    )
