@@ -23,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
         settings = process.settings(NAME, __doc__, argv, RecorderSettings)
         from policy.model.jobs import COEXIST_SELECTOR
         from recorder.kube import KubeEvents, KubeObjects
-        from recorder.loop import run
+        from recorder.loop import Writer, caches, run
         from recorder.metrics import RecorderMetrics
         from recorder.probe import ObservedEvents, ObservedObjects
         from recorder.write import TokenBucket, Written
@@ -39,16 +39,18 @@ def main(argv: list[str] | None = None) -> int:
         return done.status
     stop = process.until_signalled(settings.log_level)
     jobs_selector = COEXIST_SELECTOR if settings.kubeflow_coexist else ""
-    run(
-        ObservedObjects(KubeObjects(api, settings.page_size, jobs_selector), metrics, pulse),
+    writer = Writer(
         ObservedEvents(KubeEvents(api, settings.page_size), metrics, pulse),
         Written(timedelta(seconds=settings.max_age_seconds)),
         settings.instance,
-        # Waiting for a token ends at SIGTERM; then the pass writes nothing more.
+        # Waiting for a token ends at SIGTERM; then nothing more is written.
         TokenBucket(settings.qps, settings.burst, sleep=stop.wait),
-        settings.interval_seconds,
         stop,
     )
+    cached = caches()
+    metrics.follow((r.kind, r.plural, cache) for r, cache in cached.items())
+    objects = ObservedObjects(KubeObjects(api, settings.page_size, jobs_selector), metrics, pulse)
+    run(objects, writer, settings.watch_seconds, cached=cached, tick=metrics.refresh)
     return 0
 
 

@@ -12,12 +12,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class RecorderSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DRAGONET_RECORDER_", frozen=True)
 
-    # The objects are listed this often: a state that lasts less than this (a waiting
-    # reason replaced within seconds) may never be seen; each fact the objects record
-    # (an admission, a scale, a preemption, a move, an end) is kept by them and is not.
-    interval_seconds: float = Field(default=10.0, gt=0, le=3600)
+    # The objects are listed once, then watched: each watch lasts this long before it is
+    # renewed from where it left off (client-go's reflector: 5 to 10 minutes).
+    watch_seconds: int = Field(default=300, ge=1, le=3600)
     # Its own API client's budget for Event writes (creates and series patches), apart
-    # from Metacontroller's: writes a second on average, and at once.
+    # from Metacontroller's: writes a second on average, and at once. (Each object has
+    # a budget of its own besides, client-go's: recorder.correlate.)
     qps: float = Field(default=2.0, ge=0, le=100)
     burst: int = Field(default=10, ge=1, le=1000)
     # Facts older than this are not written (the API server's --event-ttl, 1 h by default,
@@ -35,12 +35,13 @@ class RecorderSettings(BaseSettings):
     # /healthz, /readyz and /metrics (webhooks/health.py); 0: none.
     host: str = "0.0.0.0"
     port: int = Field(default=8080, ge=0, le=65535)
-    # Not alive once no API call has returned for this long (None: three intervals and a
-    # minute, plus the wait for three write tokens).
+    # Not alive once no API call has returned and no watched change has come for this long
+    # (None: two watches and a minute, plus the wait for three write tokens; a watch ends
+    # after watch_seconds even when nothing changed, and the API server sends bookmarks).
     stall_seconds: float | None = Field(default=None, gt=0)
 
     @property
     def liveness_seconds(self) -> float:
         if self.stall_seconds is not None:
             return self.stall_seconds
-        return 3 * self.interval_seconds + 60 + (3 / self.qps if self.qps else 0)
+        return 2 * self.watch_seconds + 60 + (3 / self.qps if self.qps else 0)

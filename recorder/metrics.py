@@ -7,8 +7,9 @@ writer (the recorder, one replica) from the objects it lists anyway to tell the 
 stories.
 
 * **State** (``dragonet_pool_queued_jobs``, ``_nodes``, ``_capacity``, ``_allocated``,
-  ...) is each TrainingPool's ``status`` in the last complete listing, read at scrape time:
-  a deleted pool is not listed, and its series are gone at once.
+  ...) is each TrainingPool's ``status`` as the recorder's informer holds it (its cache:
+  the last whole list and every change watched since), read at scrape time: a deleted
+  pool is gone from the cache, and its series are gone at once.
 * **Decisions** (``dragonet_pool_decisions_total{pool, reason}``): the pool's admissions,
   preemptions, shrinks, grows and migrations, the facts ``recorder.story`` derives from
   the Admissions (the same facts its Events tell), each counted once: a fact is known by
@@ -21,17 +22,19 @@ stories.
   Admission's ``admittedTime``.
 
 The series of a pool that is no longer listed (deleted) leave ``/metrics`` with the
-listing that misses it.
+listing that misses it. The informers' caches are read as listings (``follow``): whenever
+one has changed, at most once a second from the recorder's loop, and at every scrape.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
@@ -174,12 +177,40 @@ class _PoolGauges:
         ]
 
 
+class _Refresh:
+    """A collector that collects nothing: registered first, it brings the metrics up to
+    date with the informers' caches before the others are collected."""
+
+    def __init__(self, refresh: Any) -> None:
+        self._refresh = refresh
+
+    def describe(self) -> list[Metric]:
+        return []
+
+    def collect(self) -> list[Metric]:
+        self._refresh()
+        return []
+
+
+class Listed(Protocol):
+    """What ``follow`` reads: an informer's cache (``recorder.informer.Cache``)."""
+
+    version: int
+    synced: bool
+
+    def items(self) -> list[Mapping[str, Any]]: ...
+
+
 class RecorderMetrics:
     """The recorder's ``/metrics``: the pools' (module docstring) and its own."""
 
     def __init__(self, clock: Any = time.time) -> None:
         self._clock = clock
         self.registry = r = CollectorRegistry()
+        self._lock = threading.Lock()
+        self._followed: list[tuple[str, str, Listed]] = []
+        self._read: dict[str, int] = {}  # each followed cache's version as last read
+        r.register(_Refresh(self.refresh))  # type: ignore[arg-type]
         self._gauges = _PoolGauges()
         r.register(self._gauges)  # type: ignore[arg-type]
         self.decisions = Counter(
@@ -220,6 +251,21 @@ class RecorderMetrics:
         self._waiting: dict[JobKey, tuple[str, datetime]] = {}  # admitted, job not yet read
 
     # --- what the recorder lists -----------------------------------------------------
+
+    def follow(self, caches: Iterable[tuple[str, str, Listed]]) -> None:
+        """Read these caches (kind, plural, cache), in this order, as listings."""
+        self._followed = list(caches)
+
+    def refresh(self) -> None:
+        """Each followed cache that changed since it was last read, as a whole listing
+        (from the loop and from each scrape: one at a time)."""
+        with self._lock:
+            for kind, plural, cache in self._followed:
+                version = cache.version
+                if not cache.synced or self._read.get(plural) == version:
+                    continue
+                self._read[plural] = version
+                self.resource_listed(kind, plural, cache.items())
 
     def resource_listed(self, kind: str, plural: str, items: list[Mapping[str, Any]]) -> None:
         """A whole listing of one resource (none when the listing failed part-way)."""

@@ -1,13 +1,14 @@
 """The recorder's probes and metrics, hooked in around its API clients rather than into its
-loop: each call it makes beats its ``Pulse`` (``/healthz``, ``/readyz``) and is counted,
-and each whole listing is handed to ``RecorderMetrics`` (the pools' metrics)."""
+loop: each call it makes, and each change a watch brings, beats its ``Pulse``
+(``/healthz``, ``/readyz``), and each call is counted. (The pools' metrics read the
+informers' caches: ``RecorderMetrics.follow``.)"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar
 
-from recorder.kube import Objects, Resource
+from recorder.kube import Change, Listing, Objects, Resource
 from recorder.metrics import RecorderMetrics
 from recorder.write import Events
 from webhooks.health import Pulse, api_result
@@ -32,19 +33,30 @@ class _Observer:
 
 
 class ObservedObjects:
-    """``Objects`` whose whole listings the pools' metrics read (a listing that fails
-    part-way is not handed on: the last whole one stays)."""
+    """``Objects`` whose lists and watches beat the pulse and are counted: a watch beats
+    with each change it brings (bookmarks included), and is counted when it ends."""
 
     def __init__(self, objects: Objects, metrics: RecorderMetrics, pulse: Pulse) -> None:
         self._objects = objects
         self._observer = _Observer(metrics, pulse)
 
-    def list(self, resource: Resource) -> Iterator[Mapping[str, Any]]:
-        items = self._observer.call(
-            f"list_{resource.plural}", lambda: list(self._objects.list(resource))
-        )
-        self._observer.metrics.resource_listed(resource.kind, resource.plural, items)
-        return iter(items)
+    def list(self, resource: Resource) -> Listing:
+        return self._observer.call(f"list_{resource.plural}", lambda: self._objects.list(resource))
+
+    def watch(
+        self, resource: Resource, resource_version: str, timeout_seconds: int
+    ) -> Iterator[Change]:
+        name, observer = f"watch_{resource.plural}", self._observer
+        try:
+            for change in self._objects.watch(resource, resource_version, timeout_seconds):
+                observer.pulse.beat(True)
+                yield change
+        except Exception as err:
+            observer.pulse.beat(False)
+            observer.metrics.api_call(name, api_result(err))
+            raise
+        observer.pulse.beat(True)
+        observer.metrics.api_call(name, "ok")
 
 
 class ObservedEvents:

@@ -15,10 +15,17 @@ and the job's own syncs say what is wrong with it).
 * A **TrainingPool**: each object its status says it left out of the plan; that it was held
   or drained (its ``Active`` condition False, reason ``Stopped``: ``policy.pool.stop``), at
   the condition's transition time.
+
+One Event per fact: the Admitted Event tells the placement the job was admitted with, never
+a later scale or move (those are Grown, Shrunk, Migrated); an Admission read only after it
+was scaled or moved no longer holds that placement, so its Admitted note says so instead of
+telling the scaling again. A note never names another namespace's job (``private``): an
+Event is read by whoever may read its namespace's Events.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -45,6 +52,21 @@ _STUCK = frozenset(
     }
 )
 NOTE_LIMIT = 1024  # bytes: the API server refuses a longer events.k8s.io/v1 note
+ANOTHER_NAMESPACE = "a job in another namespace"
+# A job's key as the pool writes it (``namespace/name``): a DNS label with a letter, a slash,
+# a name. Not a resource or label name such as ``nvidia.com/gpu`` (a dot before the slash).
+_JOB_KEY = re.compile(
+    r"(?<![\w./-])(?=[0-9-]*[a-z])([a-z0-9](?:[-a-z0-9]{0,61}[a-z0-9])?)"
+    r"/([a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?)(?![\w/-])"
+)
+
+
+def private(text: str, namespace: str) -> str:
+    """``text`` with every other namespace's job key (``team-c/urgent``) replaced by
+    "a job in another namespace": the same namespace's may be named."""
+    return _JOB_KEY.sub(
+        lambda m: m.group(0) if m.group(1) == namespace else ANOTHER_NAMESPACE, text
+    )
 
 
 @dataclass(frozen=True)
@@ -107,6 +129,16 @@ def _placement(pods: Iterable[adm.Placement]) -> str:
     )
 
 
+def _changed_since(a: adm.Admission, admitted_at: str) -> bool:
+    """Whether a scale or a move since the admission has changed its placement."""
+    admitted = parse_time(admitted_at)
+    if admitted is None:
+        return False
+    times = [a.last_scale.time] if a.last_scale is not None else []
+    times += [m.time for m in a.moves if m.time and m.count >= 1]
+    return any((t := parse_time(x)) is not None and t >= admitted for x in times)
+
+
 def admission_facts(obj: Mapping[str, Any]) -> list[Fact]:
     """What one Admission records about its job."""
     try:
@@ -120,15 +152,19 @@ def admission_facts(obj: Mapping[str, Any]) -> list[Fact]:
 
     def add(kind: EventType, reason: str, action: str, note: str, at: Any, ident: str) -> None:
         when = parse_time(at) if isinstance(at, str) else None
-        facts.append(Fact(job, kind, reason, action, _note(note), when, ident))
+        text = _note(private(note, a.namespace))
+        facts.append(Fact(job, kind, reason, action, text, when, ident))
 
     last = a.service.last if a.service is not None else None
     if a.phase == adm.ADMITTED and a.admitted_at:
-        where = _placement(a.pods)
-        workers = f"{a.workers} worker{'' if a.workers == 1 else 's'}"
-        note = f"admitted by pool {a.pool} with {workers}: {where}"
-        # One Event per admission (its placement as first seen: later moves and scaling
-        # have Events of their own).
+        # One Event per admission, with the placement it was admitted with: later moves and
+        # scaling have Events of their own, so an Admission changed since no longer tells it.
+        if _changed_since(a, a.admitted_at):
+            note = f"admitted by pool {a.pool} (its placement then was not seen: it has been"
+            note += " scaled or moved since)"
+        else:
+            workers = f"{a.workers} worker{'' if a.workers == 1 else 's'}"
+            note = f"admitted by pool {a.pool} with {workers}: {_placement(a.pods)}"
         add("Normal", "Admitted", "Admit", note, a.admitted_at, a.admitted_at)
     if a.reason and a.reason != adm.PREEMPTED:
         # Once per reason code while the job waits; a preemption starts a new spell.
@@ -182,7 +218,8 @@ def job_facts(obj: Mapping[str, Any]) -> list[Fact]:
         at = parse_time(c.get("lastTransitionTime"))
         kind: EventType = "Normal" if ctype == SUCCEEDED else "Warning"
         reason = reason or f"{job.kind}{ctype}"
-        facts.append(Fact(job, kind, reason, "Finish", _note(note or reason), at, str(ctype)))
+        note = private(note or reason, job.namespace)
+        facts.append(Fact(job, kind, reason, "Finish", _note(note), at, str(ctype)))
     due = expiry(obj)
     if due is not None:
         # Said when it is decided (the job ended): an Event written once the job is gone
@@ -204,8 +241,10 @@ def pool_facts(obj: Mapping[str, Any]) -> list[Fact]:
         return []
     pool = Regarding(VERSION, POOL_KIND, "", name, str(meta.get("uid") or ""))
     problems = status.get("problems")
+    # Its Events go to the default namespace (a cluster-scoped object's): other
+    # namespaces' jobs are not named there either.
     facts = [
-        Fact(pool, "Warning", "ObjectLeftOut", "Plan", _note(p), None, p)
+        Fact(pool, "Warning", "ObjectLeftOut", "Plan", _note(private(p, "default")), None, p)
         for p in (problems if isinstance(problems, list) else ())
         if isinstance(p, str) and p
     ]

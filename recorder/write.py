@@ -7,7 +7,13 @@ in the API server, by a restarted recorder as by the one that wrote it. ``Writte
 only a cache of that (filled by one list of the recorder's own Events at start, then by
 its writes): a fact whose Event exists is written again only if it happened later than
 the Event's last observation, as one more in its series (``series.count``), the way
-client-go's event recorder counts repeats instead of flooding.
+client-go's event recorder counts repeats instead of flooding. A series patch carries only
+``series`` (``tools/events/event_broadcaster.go``, ``createPatchBytesForSeries``): the API
+server keeps an events.k8s.io/v1 Event's note and reason as they were first written.
+
+Before a write, client-go's correlator (``recorder.correlate``) may fold the fact into its
+group's aggregate Event or drop it (its object's budget is spent); the client's own rate
+(``TokenBucket``) then paces what is written.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
+from recorder.correlate import Correlator, combined, is_combined
 from recorder.story import Fact
 from webhooks.kubeapi import AlreadyExists, ApiError
 
@@ -146,6 +153,8 @@ class Tally:
     created: int = 0
     counted: int = 0  # series patches
     failed: int = 0
+    folded: int = 0  # similar facts written as their group's aggregate Event
+    dropped: int = 0  # over their object's budget (the spam filter)
 
 
 class Written:
@@ -190,12 +199,18 @@ def record(
     instance: str,
     limit: TokenBucket,
     stopping: Callable[[], bool] = lambda: False,
+    correlator: Correlator | None = None,
 ) -> Tally:
     """Write what is new in ``facts``: an Event for a story not written yet, one more in
     the series of a story that happened again (a later ``at``), nothing for the rest.
+    What is new goes through ``correlator`` first, client-go's rules
+    (``recorder.correlate``): a tenth similar fact about an object within 10 minutes is
+    folded into the aggregate Event, and a write beyond the object's budget is dropped.
     A fact older than ``written.max_age`` is history the API server no longer keeps: not
-    written. Each write takes a token of ``limit``; once ``stopping`` says so, nothing
-    more is written (what is left is found again by the next recorder)."""
+    written. Each write takes a token of ``limit`` (the client's own rate); once
+    ``stopping`` says so, nothing more is written (what is left is found again by the
+    next recorder)."""
+    correlator = correlator if correlator is not None else Correlator()
     tally = Tally()
     for fact in sorted(facts, key=lambda f: (f.at or now, event_name(f))):
         if stopping():
@@ -204,28 +219,82 @@ def record(
             continue
         key = (event_namespace(fact), event_name(fact))
         seen = written.get(key)
+        if seen is not None and not _later(fact, seen):
+            continue  # written already
+        if correlator.handled(key, fact.at):
+            continue  # folded or dropped already
+        if seen is None and not correlator.grouped(fact) and _in_aggregate(fact, written):
+            continue  # folded by an earlier recorder (whose memory is gone)
+        when = fact.at or now
+        target = correlator.aggregate(fact, when)
+        if not correlator.allow(target, when):
+            correlator.remember(key, fact.at, now)
+            tally.dropped += 1
+            continue
         try:
-            if seen is None:
-                limit.take()
-                try:
-                    api.create(new_event(fact, instance, fact.at or now))
-                except AlreadyExists:  # written by an earlier recorder since it listed
-                    found = api.read(*key)
-                    seen = Seen.of(found) if found is not None else Seen(1, fact.at)
-                    written.put(key, seen, now)
-                else:
-                    written.put(key, Seen(1, fact.at or now), now)
-                    tally.created += 1
-                    continue
-            if fact.at is None or (seen.last is not None and fact.at <= seen.last):
-                continue
-            limit.take()
-            count = seen.count + 1
-            series = {"count": count, "lastObservedTime": micro_time(fact.at)}
-            api.patch(key[0], key[1], {"series": series})
-            written.put(key, Seen(count, fact.at), now)
-            tally.counted += 1
-        except ApiError as err:  # the other facts are still written; the next pass retries
+            if target is fact:
+                _write(fact, key, seen, api, written, now, instance, limit, tally)
+            else:
+                folded = (event_namespace(target), event_name(target))
+                _write(
+                    target, folded, written.get(folded), api, written, now, instance, limit, tally
+                )
+                correlator.remember(key, fact.at, now)
+                tally.folded += 1
+        except ApiError as err:  # the other facts are still written; seen again, retried
             log.warning("cannot write Event %s/%s: %s", key[0], key[1], err)
             tally.failed += 1
     return tally
+
+
+def _in_aggregate(fact: Fact, written: Written) -> bool:
+    """Whether an aggregate Event of its object and reason was observed at or after the
+    fact: a fact with no Event of its own that old was folded into it (or dropped)."""
+    if fact.at is None:
+        return False
+    found = written.get((event_namespace(fact), event_name(combined(fact))))
+    return found is not None and found.last is not None and fact.at <= found.last
+
+
+def _later(fact: Fact, seen: Seen) -> bool:
+    """Whether the fact happened again after its Event's last observation."""
+    return fact.at is not None and seen.last is not None and fact.at > seen.last
+
+
+def _write(
+    fact: Fact,
+    key: tuple[str, str],
+    seen: Seen | None,
+    api: Events,
+    written: Written,
+    now: datetime,
+    instance: str,
+    limit: TokenBucket,
+    tally: Tally,
+) -> None:
+    """Create the fact's Event, or count it once more in its series. An aggregate fact
+    (``recorder.correlate``) counts each time it comes, whatever its time."""
+    again = is_combined(fact)
+    if seen is None:
+        limit.take()
+        try:
+            api.create(new_event(fact, instance, fact.at or now))
+        except AlreadyExists:  # written by an earlier recorder since it listed
+            found = api.read(*key)
+            seen = Seen.of(found) if found is not None else Seen(1, fact.at)
+            written.put(key, seen, now)
+        else:
+            written.put(key, Seen(1, fact.at or now), now)
+            tally.created += 1
+            return
+        if not again and not _later(fact, seen):
+            return
+    at = fact.at or now
+    if seen.last is not None and at < seen.last:
+        at = seen.last
+    limit.take()
+    count = seen.count + 1
+    series = {"count": count, "lastObservedTime": micro_time(at)}
+    api.patch(key[0], key[1], {"series": series})
+    written.put(key, Seen(count, at), now)
+    tally.counted += 1

@@ -4,17 +4,21 @@ the run or as they stood at a simulated time (``--dump-at``), for ``kubectl drag
 tests and the HTML view.
 
 The capture at a time watches the API server instead of adding an event to the run, so a
-run with a dump decides and measures exactly what the same run without one does.
+run with a dump decides and measures exactly what the same run without one does. So does
+the recorder a dump runs beside it (``sim.recorder``, the chart's, on by default): the
+dump holds the ``events.k8s.io/v1`` Events a cluster would have, each written as its fact
+happened, and ``kubectl dragonet explain`` shows them as it would a cluster's.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from sim.apiserver import ApiServer, Obj
+from sim.apiserver import EPOCH, ApiServer, Obj
 
 
 @dataclass
@@ -25,11 +29,18 @@ class StateDump:
     api: ApiServer
     clock: Callable[[], float]  # simulated seconds since the run began
     at: float | None = None
+    events: bool = True  # run the recorder beside it, so the dump holds the Events
     _taken: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.at is not None:
             self.api.watchers.append(self._watch)
+        if self.events:
+            from sim.recorder import Recorder
+
+            # After the capture's watcher: the change that ends the capture is left out,
+            # and so are the Events written for it.
+            Recorder(self.api, lambda: EPOCH + timedelta(seconds=self.clock())).start()
 
     def _watch(self, tkey: str, old: Obj | None, new: Obj | None) -> None:
         if self._taken is None and self.at is not None and self.clock() > self.at:

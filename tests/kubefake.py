@@ -61,14 +61,49 @@ def granted(role: dict[str, Any]) -> set[tuple[str, str, str]]:
     }
 
 
+class WatchStream:
+    """A watch's answer as urllib3 streams it: one JSON line per event; ``DROP`` in the
+    events breaks the connection there (urllib3's ProtocolError), as a lost API server
+    does. Past its events it waits ``idle`` seconds and ends, as the API server's
+    ``timeoutSeconds`` ends a watch."""
+
+    DROP = object()
+
+    def __init__(self, events: list[Any], idle: float = 0.05) -> None:
+        self.status, self.reason, self.headers = 200, "OK", {}
+        self.data = b""
+        self._events, self._idle = events, idle
+
+    def stream(self, amt: Any = None, decode_content: Any = None) -> Any:
+        import time
+
+        from urllib3.exceptions import ProtocolError
+
+        for event in self._events:
+            if event is WatchStream.DROP:
+                raise ProtocolError("Connection broken: IncompleteRead")
+            yield (json.dumps(event) + "\n").encode()
+        time.sleep(self._idle)
+
+    def close(self) -> None:
+        pass
+
+    def release_conn(self) -> None:
+        pass
+
+
 class FakeApi:
     """A small in-memory API server at the HTTP layer, for any client that routes its
     requests to ``request``: objects by (group/version, plural), namespaced or not; list
-    (paged with ``limit``/``continue``, filtered by an equality ``labelSelector``), get,
-    create (409 if the name is taken), merge patch, delete. ``used`` records each
-    (API group, resource, verb) called, to compare with what a ClusterRole grants;
-    ``fail`` answers every request with that status; ``writes`` counts creates, patches
-    and deletes."""
+    (paged with ``limit``/``continue``, filtered by an equality ``labelSelector``, with the
+    store's resourceVersion), get, create (409 if the name is taken), merge patch, delete,
+    and watch: each watch of a (group/version, plural) answers the next script queued in
+    ``watches`` (a list of events and ``WatchStream.DROP``, a ``WatchStream``, an HTTP
+    status such as 410, or a function called then that returns one of those), and an
+    empty watch once none is left; ``watched`` records each watch's query.
+    ``used`` records each (API group, resource, verb) called, to compare with what a
+    ClusterRole grants; ``fail`` answers every request with that status; ``writes``
+    counts creates, patches and deletes."""
 
     def __init__(self) -> None:
         # (group/version, plural) -> {(namespace, name): object}
@@ -78,15 +113,31 @@ class FakeApi:
         self.fail: int | None = None
         self.patch_types: list[str] = []  # Content-Type of each patch
         self._uid = 0
+        self.version = 0  # the store's resourceVersion
+        self.watches: dict[tuple[str, str], list[Any]] = {}
+        self.watched: list[tuple[str, dict[str, list[str]]]] = []  # (plural, query)
+        self.lists: list[tuple[str, str]] = []  # each list's plural and resourceVersion
 
     def put(self, gv: str, plural: str, obj: dict[str, Any]) -> None:
         """Store ``obj`` as the cluster holds it (a uid and a resourceVersion added)."""
         meta = obj.setdefault("metadata", {})
         self._uid += 1
+        self.version += 1
         meta.setdefault("uid", f"uid-{self._uid}")
-        meta.setdefault("resourceVersion", str(self._uid))
+        meta["resourceVersion"] = str(self.version)
         key = (str(meta.get("namespace") or ""), meta["name"])
         self.store.setdefault((gv, plural), {})[key] = obj
+
+    def change(self, gv: str, plural: str, obj: dict[str, Any], kind: str = "MODIFIED") -> Any:
+        """Store ``obj`` and return the watch event that tells it (as a list item: no
+        apiVersion or kind)."""
+        self.put(gv, plural, obj)
+        shown = {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}
+        return {"type": kind, "object": json.loads(json.dumps(shown))}
+
+    def bookmark(self) -> Any:
+        """A BOOKMARK event at the store's resourceVersion."""
+        return {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": str(self.version)}}}
 
     def objects(self, gv: str, plural: str) -> list[dict[str, Any]]:
         return list(self.store.get((gv, plural), {}).values())
@@ -106,14 +157,20 @@ class FakeApi:
         if not rest:
             return answer(404, {"kind": "Status", "reason": "NotFound"})
         plural, name = rest[0], (rest[1] if len(rest) > 1 else None)
-        verb = {
-            ("GET", False): "list",
-            ("GET", True): "get",
-            ("POST", False): "create",
-            ("PATCH", True): "patch",
-            ("PUT", True): "update",
-            ("DELETE", True): "delete",
-        }.get((method, name is not None))
+        query = parse_qs(parts.query)
+        watching = method == "GET" and name is None and query.get("watch") == ["true"]
+        verb = (
+            "watch"
+            if watching
+            else {
+                ("GET", False): "list",
+                ("GET", True): "get",
+                ("POST", False): "create",
+                ("PATCH", True): "patch",
+                ("PUT", True): "update",
+                ("DELETE", True): "delete",
+            }.get((method, name is not None))
+        )
         if verb is None:
             return answer(405, {"kind": "Status", "reason": "MethodNotAllowed"})
         self.used.add((group, plural, verb))
@@ -123,8 +180,20 @@ class FakeApi:
             return answer(self.fail, {"kind": "Status", "message": "injected"})
         bucket = self.store.setdefault((gv, plural), {})
         payload = json.loads(body) if isinstance(body, (str, bytes)) else body
+        if verb == "watch":
+            self.watched.append((plural, query))
+            script = self.watches.get((gv, plural)) or []
+            step = script.pop(0) if script else []
+            if callable(step):  # what happens by the time of this watch
+                step = step()
+            if isinstance(step, WatchStream):
+                return RESTResponse(step)
+            if isinstance(step, int):
+                return answer(step, {"kind": "Status", "code": step, "reason": "Expired"})
+            return RESTResponse(WatchStream(step))
         if verb == "list":
-            return self._list(bucket, namespace, parse_qs(parts.query))
+            self.lists.append((plural, str(self.version)))
+            return self._list(bucket, namespace, query)
         if verb == "create":
             meta = payload["metadata"]
             if (namespace, meta["name"]) in bucket:
@@ -156,5 +225,7 @@ class FakeApi:
         start = int(query.get("continue", ["0"])[0])
         limit = int(query.get("limit", [str(len(items) or 1)])[0])
         page = items[start : start + limit]
-        meta = {"continue": str(start + limit)} if start + limit < len(items) else {}
+        meta: dict[str, str] = {"resourceVersion": str(self.version)}
+        if start + limit < len(items):
+            meta["continue"] = str(start + limit)
         return answer(200, {"kind": "List", "metadata": meta, "items": page})

@@ -270,6 +270,20 @@ def test_explain_a_shrunk_job_says_from_and_to_how_many_and_why(server, capsys) 
     assert "by default/high" in out
 
 
+def test_explain_shows_the_events_the_recorder_wrote_in_the_dump(server, capsys, state) -> None:
+    """``simulate --dump`` holds the Events the chart's recorder writes: explain shows
+    them, the oldest first."""
+    mine = sorted(
+        (e["eventTime"], e["reason"])
+        for e in state["items"]
+        if e["kind"] == "Event" and e["regarding"]["name"] == "elastic"
+    )
+    assert {"Admitted", "Preempted", "Shrunk"} <= {r for _, r in mine}
+    _, out, _ = run(capsys, "explain", "elastic")
+    shown = [line.split()[1] for line in out.split("Events:\n", 1)[1].splitlines()[1:]]
+    assert shown == [r for _, r in mine]
+
+
 def test_explain_shows_the_jobs_own_events_oldest_first(server, capsys, state) -> None:
     [elastic] = [
         o for o in state["items"] if o["metadata"]["name"] == "elastic" and o["kind"] == "TFJob"
@@ -296,6 +310,13 @@ def test_explain_shows_the_jobs_own_events_oldest_first(server, capsys, state) -
             "action": reason,
         }
 
+    # The dump's own Events of elastic (the recorder's, next test) give way to these,
+    # whose order and counts this test sets.
+    server.items[:] = [
+        o
+        for o in server.items
+        if not (o["kind"] == "Event" and o["regarding"]["name"] == "elastic")
+    ]
     server.items += [
         event("elastic.2", "Shrunk", "2026-01-01T00:03:50.000000Z", uid),
         event("elastic.1", "Preempted", "2026-01-01T00:01:00.000000Z", uid, count=2),

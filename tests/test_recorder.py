@@ -308,32 +308,44 @@ def test_the_write_budget_paces_writes_at_its_rate_after_its_burst() -> None:
     assert clock[0] == pytest.approx(2.0)
 
 
-def test_the_loop_lists_what_was_written_first_and_stops_when_told() -> None:
+def test_the_loop_lists_what_was_written_first_then_watches_and_stops_when_told() -> None:
     import threading
+    import time
 
-    from recorder.kube import ADMISSIONS
-    from recorder.loop import run
+    from recorder.kube import ADMISSIONS, Change, Listing
+    from recorder.loop import Writer, run
 
     admission = _admission("a", lastScale={"time": "2026-01-01T00:00:10Z", "from": 4, "to": 2})
     stop = threading.Event()
-    passes = []
+    watched: list[str] = []
 
     class Objects:
         def list(self, resource):
-            if resource == ADMISSIONS:
-                passes.append(1)
-                if len(passes) == 3:
-                    stop.set()
-                return iter([admission])
-            return iter(())
+            return Listing([admission] if resource == ADMISSIONS else [], "7")
+
+        def watch(self, resource, version, timeout):
+            if resource != ADMISSIONS or len(watched) == 3:
+                stop.wait(0.05)  # the API server ends an idle watch
+                return
+            watched.append(version)
+            yield Change("MODIFIED", admission)  # seen again: nothing new
 
     api = _Events()
     earlier = Written(timedelta(hours=1))
     record(admission_facts(admission), api, earlier, T0, "r0", TokenBucket(0, 1))
     assert api.writes == 1  # the Shrunk Event, by a recorder that is gone
     clock = lambda: T0 + timedelta(minutes=1)  # noqa: E731
-    run(Objects(), api, Written(timedelta(hours=1)), "r1", TokenBucket(0, 1), 0.01, stop, clock)
-    assert len(passes) == 3 and api.writes == 1  # three passes, nothing written again
+    writer = Writer(api, Written(timedelta(hours=1)), "r1", TokenBucket(0, 1), stop, clock)
+    loop = threading.Thread(target=run, args=(Objects(), writer, 1, 0.01))
+    loop.start()
+    deadline = time.monotonic() + 10
+    while writer.handed < 4 and time.monotonic() < deadline:  # listed once, watched 3 times
+        time.sleep(0.01)
+    stop.set()
+    loop.join(5)
+    assert not loop.is_alive()
+    assert watched == ["7", "7", "7"]  # watched from the list's resourceVersion
+    assert writer.handed == 4 and api.writes == 1  # nothing written again
 
 
 def test_a_recorder_told_to_stop_writes_nothing_more() -> None:
@@ -541,12 +553,34 @@ def test_the_charts_cluster_role_grants_exactly_what_the_recorder_calls(kube, he
     later = T0 + timedelta(minutes=1)
     done = record_once(objects, events, Written(timedelta(hours=1)), later, "r", TokenBucket(0, 1))
     assert done.tally.counted == 1
+    # The running recorder lists and watches every source.
+    _watch_all(objects, events, server)
     role = next(
         d
         for d in _render(helm)
         if d["kind"] == "ClusterRole" and d["metadata"]["name"] == "dragonet-recorder"
     )
     assert granted(role) == server.used
+
+
+def _watch_all(objects: KubeObjects, events: KubeEvents, server: FakeApi) -> None:
+    """Run the recorder's loop until it has watched every source once."""
+    import threading
+    import time
+
+    from recorder.loop import Writer, run
+
+    stop = threading.Event()
+    writer = Writer(events, Written(timedelta(hours=1)), "r", TokenBucket(0, 1), stop)
+    loop = threading.Thread(target=run, args=(objects, writer, 1, 0.01))
+    loop.start()
+    deadline = time.monotonic() + 10
+    plurals = {"admissions", "tfjobs", "mxjobs", "trainingpools"}
+    while {p for p, _ in server.watched} != plurals and time.monotonic() < deadline:
+        time.sleep(0.01)
+    stop.set()
+    loop.join(5)
+    assert {p for p, _ in server.watched} == plurals
 
 
 # --- the process and the chart --------------------------------------------------------------
@@ -583,7 +617,7 @@ def recorder_docs(helm: str) -> list[dict[str, Any]]:
     return _render(
         helm,
         "--set",
-        "recorder.intervalSeconds=7",
+        "recorder.watchSeconds=7",
         "--set",
         "recorder.qps=3",
         "--set",
@@ -633,7 +667,7 @@ def test_the_recorder_reads_the_environment_the_chart_sets(
             assert e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
             monkeypatch.setenv(e["name"], "dragonet-recorder-abc")
     s = RecorderSettings()
-    assert (s.interval_seconds, s.qps, s.burst, s.instance) == (7, 3, 4, "dragonet-recorder-abc")
+    assert (s.watch_seconds, s.qps, s.burst, s.instance) == (7, 3, 4, "dragonet-recorder-abc")
 
 
 def test_the_recorder_can_be_turned_off(helm: str) -> None:
@@ -651,3 +685,66 @@ def test_the_notes_say_where_the_events_are(helm: str, tmp_path: Path) -> None:
     )
     off = _notes(helm, tmp_path / "off", "--set", "recorder.enabled=false")
     assert "Recorder:              off (recorder.enabled=false): no Events" in off
+
+
+# --- one Event per fact; other namespaces ---------------------------------------------------
+
+
+def test_the_admitted_event_tells_the_placement_at_admission_not_a_later_growth() -> None:
+    admitted = _admission("a", admittedTime="2026-01-01T00:00:10Z")
+    [fact] = admission_facts(admitted)
+    assert (
+        fact.note == "admitted by pool default with 2 workers: n1 (1 PS, 1 Worker), n2 (1 Worker)"
+    )
+    # Read only after it grew (a recorder that missed the admission): the growth is the
+    # Grown Event's, not told again as the placement the job was admitted with.
+    grown = _admission(
+        "a",
+        admittedTime="2026-01-01T00:00:10Z",
+        workers=3,
+        lastScale={"time": "2026-01-01T00:01:00Z", "from": 2, "to": 3, "reason": "room"},
+    )
+    grown["spec"]["pods"].append({"type": "Worker", "index": 2, "node": "n2"})
+    by_reason = {f.reason: f for f in admission_facts(grown)}
+    assert "3 workers" not in by_reason["Admitted"].note
+    assert "scaled or moved since" in by_reason["Admitted"].note
+    assert by_reason["Grown"].note == "workers from 2 to 3: room"
+    # The same admission either way: one Event.
+    assert event_name(by_reason["Admitted"]) == event_name(fact)
+
+
+def test_no_note_names_another_namespaces_job() -> None:
+    spec = {
+        "reason": "WaitingForCapacity",
+        "message": "waiting: jobs ahead in the queue (team-c/urgent, team/b) claim it",
+        "service": {
+            "gpuSeconds": 1.0,
+            "preemptions": 1,
+            "lastPreemption": {
+                "time": "2026-01-01T00:01:00Z",
+                "by": "team-c/urgent",
+                "reason": "team-c/urgent has higher priority (1000 > 0)",
+            },
+        },
+        "lastScale": {
+            "time": "2026-01-01T00:00:50Z",
+            "from": 4,
+            "to": 2,
+            "reason": "shrunk from 4 to 2 workers to make room for team-x/big, which waited 30 s",
+        },
+    }
+    notes = {f.reason: f.note for f in admission_facts(_admission("a", "Queued", **spec))}
+    assert notes["Preempted"] == (
+        "preempted: a job in another namespace has higher priority (1000 > 0); "
+        "it queues again as a whole gang"
+    )
+    # The same namespace's job may be named; resource names are not job keys.
+    assert notes["WaitingForCapacity"] == (
+        "waiting: jobs ahead in the queue (a job in another namespace, team/b) claim it"
+    )
+    assert "team-x" not in notes["Shrunk"] and "for a job in another namespace," in notes["Shrunk"]
+    from recorder.story import private
+
+    assert private("needs 4 nvidia.com/gpu on kubernetes.io/hostname", "team") == (
+        "needs 4 nvidia.com/gpu on kubernetes.io/hostname"
+    )

@@ -11,6 +11,7 @@ and succeeds, served over real HTTP; the chart wires them to the port the proces
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -19,7 +20,8 @@ import requests
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from recorder.kube import POOLS, Resource
+from recorder.informer import Cache, Informer
+from recorder.kube import POOLS, Change, Gone, Listing, Resource
 from recorder.metrics import RecorderMetrics
 from recorder.probe import ObservedEvents, ObservedObjects
 from webhooks.health import Pulse, create_app, serve
@@ -110,25 +112,34 @@ def test_the_gauges_are_the_listed_pools_statuses_and_a_deleted_pools_series_go(
 
 
 def test_a_listing_that_fails_part_way_keeps_the_last_whole_one() -> None:
-    metrics, pulse = RecorderMetrics(), Pulse(60)
+    """The pools' gauges read the informer's cache: a list that fails (after a watch that
+    expired) leaves the last whole one there; each call is counted by its result."""
+    metrics, pulse, stop = RecorderMetrics(), Pulse(60), threading.Event()
+    cache = Cache()
+    metrics.follow([(POOLS.kind, POOLS.plural, cache)])
 
-    class Broken:
-        def list(self, resource: Resource) -> Iterator[Mapping[str, Any]]:
-            yield pool("default", 1, 1)
+    class Flaky:
+        lists = 0
+
+        def list(self, resource: Resource) -> Listing:
+            self.lists += 1
+            if self.lists == 1:
+                return Listing([pool("default", 4, 1)], "1")
+            stop.set()
             raise ApiError("the connection broke", None)
 
-    class Whole:
-        def list(self, resource: Resource) -> Iterator[Mapping[str, Any]]:
-            yield pool("default", 4, 1)
+        def watch(self, resource: Resource, version: str, timeout: int) -> Iterator[Change]:
+            raise Gone("410 Gone: too old", 410)
+            yield  # a generator, as a watch is
 
-    assert list(ObservedObjects(Whole(), metrics, pulse).list(POOLS))
-    with pytest.raises(ApiError):
-        list(ObservedObjects(Broken(), metrics, pulse).list(POOLS))
+    observed = ObservedObjects(Flaky(), metrics, pulse)
+    Informer(observed, POOLS, lambda r, o: None, stop, cache=cache).run()
     m = samples(metrics)
     assert m[("dragonet_pool_queued_jobs", (("pool", "default"),))] == 4
     calls = "dragonet_recorder_api_calls_total"
     assert m[(calls, (("call", "list_trainingpools"), ("result", "ok")))] == 1
     assert m[(calls, (("call", "list_trainingpools"), ("result", "error")))] == 1
+    assert m[(calls, (("call", "watch_trainingpools"), ("result", "410")))] == 1
 
 
 # --- decisions, once each --------------------------------------------------------------
@@ -251,7 +262,7 @@ def test_shrinks_and_grows_are_counted_once_each_as_the_pool_decides_them() -> N
     events = [e for e in sim.api.list(EVENTS) if e["reason"] in ("Grown", "Shrunk")]
     told = sum((e.get("series") or {}).get("count", 1) for e in events)
     assert told == ups + downs
-    assert recorder.passes > 10  # each fact listed again and again
+    assert recorder.refreshes > 5  # each fact read again and again
 
 
 # --- probes ------------------------------------------------------------------------------

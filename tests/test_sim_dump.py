@@ -99,3 +99,27 @@ def test_a_capture_leaves_out_the_first_change_after_its_time() -> None:
     assert [(o["metadata"]["name"], o["status"]) for o in state["items"]] == [
         ("n", {"phase": "at ten"})
     ]
+
+
+def test_the_dump_holds_the_events_a_cluster_would_have(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The chart's recorder runs beside the dump: its Events are in the List, valid
+    ``events.k8s.io/v1`` Events, each written as its fact happened (none after the time
+    the dump shows)."""
+    from tests.kube_schema import validate_k8s
+
+    at_30, end = tmp_path / "at30.json", tmp_path / "end.json"
+    assert _simulate(capsys, "--dump", str(at_30), "--dump-at", "30")[0] == 0
+    assert _simulate(capsys, "--dump", str(end))[0] == 0
+    early = [o for o in json.loads(at_30.read_text())["items"] if o["kind"] == "Event"]
+    late = [o for o in json.loads(end.read_text())["items"] if o["kind"] == "Event"]
+    for event in late:
+        validate_k8s(event)
+        assert event["regarding"]["name"] == "job1"
+    assert [e["reason"] for e in early] == ["Admitted"]
+    # The job finished and was deleted after it; its Events remain (until the API
+    # server's --event-ttl), as in a cluster.
+    reasons = sorted(e["reason"] for e in late)
+    assert reasons == ["Admitted", "TFJobSucceeded"], reasons
+    assert early[0] == next(e for e in late if e["reason"] == "Admitted")

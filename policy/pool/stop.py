@@ -54,7 +54,8 @@ def drain(ledger: Ledger, running: Sequence[Running], pool: str) -> tuple[str, .
     its pods' room is releasing and it queues again as a whole gang. The jobs stopped."""
     if ledger.rules.stop != "HoldAndDrain":
         return ()
-    stopped = Stopped(drainer(pool), "the pool is drained: spec.stopPolicy is HoldAndDrain", False)
+    by = drainer(pool)  # a pool, not a job: every tenant may read its name
+    stopped = Stopped(by, "the pool is drained: spec.stopPolicy is HoldAndDrain", False, by)
     out = []
     for r in running:
         key = r.job.key
