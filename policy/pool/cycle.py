@@ -49,7 +49,6 @@ from types import MappingProxyType
 from policy.memo import NO_MEMO, Memo
 from policy.model.admission import (
     ADMITTED,
-    BLOCKED_BEHIND_HEAD,
     FINISHED,
     NO_SHRINK_HELPS,
     PODS_WAITING_FOR_ROOM,
@@ -57,7 +56,6 @@ from policy.model.admission import (
     QUEUED,
     SUSPENDED,
     WAITING_FOR_CAPACITY,
-    WAITING_FOR_SHRINK,
     Admission,
     AttainedService,
     JobPhase,
@@ -75,13 +73,11 @@ from policy.model.priority import Priorities
 from policy.model.speedup import Speedup
 from policy.model.tensorboard import SLOT as TENSORBOARD
 from policy.model.timeutil import format_time, parse_time
-from policy.pool.admit import Admitted, admit
+from policy.pool.admission_checks import CHECKS
 from policy.pool.attained_service import Attained, attained, recorded, service_of
+from policy.pool.checks import Admit, Check, QueueCycle, Turn, run
 from policy.pool.explain import (
-    blocked_message,
     repair_message,
-    unhelped_message,
-    unknown_class_message,
 )
 from policy.pool.goodput import give_back
 from policy.pool.grow import grow
@@ -89,14 +85,13 @@ from policy.pool.ledger import Ledger, Scale
 from policy.pool.migrate import JobMoves, migrate
 from policy.pool.overcommit import take_back
 from policy.pool.placement import Placed
-from policy.pool.preempt import Preempted, Stopped, preempt
-from policy.pool.queue import NEVER, enqueue_time, priority, queue_key
+from policy.pool.preempt import Stopped
+from policy.pool.queue import NEVER, priority, queue_key
 from policy.pool.refusals import avoided, next_end, refusals, unexplained
 from policy.pool.repair import Repair, place_for, repair
 from policy.pool.rules import Rules
 from policy.pool.running import Running, idle_since, scaled_at
-from policy.pool.shrink import Reserved, make_room
-from policy.pool.stop import drain, held_reason, holds
+from policy.pool.stop import drain, holds
 from policy.pool.tensorboard import near_nodes, placed_at
 from policy.pool.view import job_view, running_of
 
@@ -220,10 +215,12 @@ def plan(
     memo: Memo = NO_MEMO,
     speedups: Mapping[str, Speedup] | None = None,
     pool: str = DEFAULT_POOL,
+    checks: Sequence[Check] = CHECKS,
 ) -> Plan:
     """``memo`` (a pool's, across its syncs) only saves work: the plan is the same without.
     ``speedups``: the reporting jobs' throughput models (the allocation rule's signal).
-    ``pool``: the pool's name, for what a held pool's jobs are told."""
+    ``pool``: the pool's name, for what a held pool's jobs are told. ``checks``: the
+    admission rules each queued job meets, in order."""
     admissions = admissions or {}
     by_job: dict[str, list[Pod]] = {}
     stuck: set[str] = set()
@@ -246,12 +243,9 @@ def plan(
     # gang that over-commits the nodes.
     drained = drain(ledger, running, pool)
     repairs = _repair(ledger, [r for r in running if r.job.key not in drained], memo)
-    # 5. Admit queued jobs in order, making room for the first one that waits (a held
-    # pool admits none).
-    if holds(rules):
-        queue = _hold_queue(assessed.queued, pool, rules)
-    else:
-        queue = _admit_queue(ledger, assessed.queued, running, priorities, rules, now, wakes)
+    # 5. Admit queued jobs in order through the admission checks, making room for the
+    # first one that waits (a held pool admits none).
+    queue = _admit_queue(ledger, assessed.queued, running, priorities, wakes, pool, checks)
     # 6. Top up lost workers, then place TensorBoards.
     topped = _top_up(ledger, running, repairs)
     staying = [r for r in running if r.job.key not in ledger.preempted]
@@ -585,101 +579,25 @@ def _admit_queue(
     queued: Sequence[_Queued],
     running: Sequence[Running],
     priorities: Priorities,
-    rules: Rules,
-    now: datetime,
     wakes: list[datetime],
+    pool: str,
+    checks: Sequence[Check],
 ) -> list[QueueOutcome]:
-    """Step 5: each queued job in order, admitted as a whole gang or waiting (and why)."""
+    """Step 5: each queued job in order through the admission checks
+    (``policy.pool.admission_checks``): admitted as a whole gang, or waiting (and why)."""
+    cycle = QueueCycle(ledger, running, priorities, pool, wakes)
+    starvation = ledger.rules.starvation
     out: list[QueueOutcome] = []
-    blocked: str | None = None  # DRAGON: the starving head nothing can help
-    room_made = False
-    preemption = _Preemption(rules, running)
     for q in queued:
-        job = q.job
-        if q.stopping:  # preempted: it is admitted again once all its pods are gone
-            out.append(_stopping(q))
-            continue
-        if blocked:
-            waits = partial(blocked_message, blocked)
-            out.append(QueueOutcome(q, QUEUED, explain=waits, reason=BLOCKED_BEHIND_HEAD))
-            continue
-        decided = admit(ledger, job)
-        if isinstance(decided, Admitted):
-            placed = MappingProxyType(dict(decided.placed))
-            out.append(QueueOutcome(q, ADMITTED, decided.workers, placed))
-            continue
-        explain: Callable[[], str] = decided.explain
-        reason = decided.reason
-        since = enqueue_time(job, now)
-        starving = now - since >= rules.starvation
-        # DRAGON makes room for the head of the queue only; Dragonet for the first job that
-        # some shrink can help, so a head nothing can help does not starve the jobs behind.
-        if rules.elastic and not room_made:
-            room = make_room(ledger, job, priority(job, priorities), since, running, q.queue)
-            room_made = isinstance(room, Reserved) or rules.block_behind_head
-            if isinstance(room, Reserved):
-                explain, reason = room.explain, room.reason
-                ledger.head_waits = ledger.head_waits or starving
-            elif starving:
-                ledger.head_waits = True
-                blocked = job.key if rules.block_behind_head else None
-                if room.could_shrink:
-                    explain, reason = partial(unhelped_message, explain), NO_SHRINK_HELPS
-        if reason != WAITING_FOR_SHRINK and preemption.may_help(job, priorities, q.queue):
-            prio = priority(job, priorities)
-            got = preempt(ledger, job, prio, q.queue, running, wakes)
-            if isinstance(got, Preempted):
-                preemption.done = True
-                explain, reason = got.explain, got.reason
-        wake_at = None
-        if rules.elastic and not starving and since != NEVER:  # NEVER: no time to wake at
-            wake_at = since + rules.starvation
-        if priorities.value(job.priority_class) is None:
-            explain = partial(unknown_class_message, explain, job.priority_class, priorities)
-        out.append(QueueOutcome(q, QUEUED, explain=explain, reason=reason, wake_at=wake_at))
+        turn = Turn(q.job, ledger.now, starvation, q.queue, q.stopping)
+        got = run(checks, turn, cycle)
+        if isinstance(got, Admit):
+            out.append(QueueOutcome(q, ADMITTED, got.workers, got.placed))
+        else:
+            out.append(
+                QueueOutcome(q, QUEUED, explain=got.explain, reason=got.reason, wake_at=got.wake_at)
+            )
     return out
-
-
-def _hold_queue(queued: Sequence[_Queued], pool: str, rules: Rules) -> list[QueueOutcome]:
-    """Step 5 in a held pool: every queued job waits, because the pool is held (a preempted
-    job whose pods still terminate says that first)."""
-    reason, explain = held_reason(pool, rules.stop)
-    return [
-        _stopping(q) if q.stopping else QueueOutcome(q, QUEUED, explain=explain, reason=reason)
-        for q in queued
-    ]
-
-
-class _Preemption:
-    """Whether preempting for a waiting job is worth trying: the policy allows it, no job
-    preempted in this cycle yet, and some running job is of lower priority or (LAS) in a
-    later queue. Checked before any victim is sought, so a pool whose jobs share one
-    priority pays nothing for it."""
-
-    def __init__(self, rules: Rules, running: Sequence[Running]) -> None:
-        self.rules = rules
-        self.done = False
-        self.lowest = min((r.priority for r in running), default=None)
-        self.latest = max((r.queue for r in running), default=0)
-
-    def may_help(self, job: Job, priorities: Priorities, queue: int) -> bool:
-        if self.done or self.lowest is None:
-            return False
-        rules = self.rules
-        if rules.preempt_priority and self.lowest < priority(job, priorities):
-            return True
-        if rules.las_later_in_queue:  # a later arrival of its own queue may be a victim
-            return rules.preempt_las and self.latest >= queue
-        return rules.preempt_las and self.latest > queue
-
-
-def _stopping(q: _Queued) -> QueueOutcome:
-    """A preempted job whose pods still terminate: it waits for them (and says why)."""
-    return QueueOutcome(q, QUEUED, explain=_still_stopping, reason=PREEMPTED)
-
-
-def _still_stopping() -> str:
-    return "preempted: waiting for its pods to terminate before it queues again as a whole"
 
 
 def _preempted_plan(
