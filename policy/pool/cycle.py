@@ -73,7 +73,7 @@ from policy.model.priority import Priorities
 from policy.model.speedup import Speedup
 from policy.model.tensorboard import SLOT as TENSORBOARD
 from policy.model.timeutil import format_time, parse_time
-from policy.pool.admission_checks import CHECKS
+from policy.pool import admission_checks
 from policy.pool.attained_service import Attained, attained, recorded, service_of
 from policy.pool.checks import Admit, Check, QueueCycle, Turn, run
 from policy.pool.explain import (
@@ -215,12 +215,13 @@ def plan(
     memo: Memo = NO_MEMO,
     speedups: Mapping[str, Speedup] | None = None,
     pool: str = DEFAULT_POOL,
-    checks: Sequence[Check] = CHECKS,
+    checks: Sequence[Check] | None = None,
 ) -> Plan:
     """``memo`` (a pool's, across its syncs) only saves work: the plan is the same without.
     ``speedups``: the reporting jobs' throughput models (the allocation rule's signal).
     ``pool``: the pool's name, for what a held pool's jobs are told. ``checks``: the
-    admission rules each queued job meets, in order."""
+    admission rules each queued job meets, in order (None: ``admission_checks.CHECKS``,
+    read at each call)."""
     admissions = admissions or {}
     by_job: dict[str, list[Pod]] = {}
     stuck: set[str] = set()
@@ -245,6 +246,7 @@ def plan(
     repairs = _repair(ledger, [r for r in running if r.job.key not in drained], memo)
     # 5. Admit queued jobs in order through the admission checks, making room for the
     # first one that waits (a held pool admits none).
+    checks = admission_checks.CHECKS if checks is None else checks
     queue = _admit_queue(ledger, assessed.queued, running, priorities, wakes, pool, checks)
     # 6. Top up lost workers, then place TensorBoards.
     topped = _top_up(ledger, running, repairs)
