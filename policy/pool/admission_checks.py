@@ -86,10 +86,11 @@ def _make_room(turn: Turn, cycle: QueueCycle) -> Verdict:
     room = make_room(ledger, job, prio, turn.since, cycle.running, turn.queue)
     cycle.room_made = isinstance(room, Reserved) or rules.block_behind_head
     if isinstance(room, Reserved):
-        ledger.head_waits = ledger.head_waits or starving
+        if starving:
+            ledger.mark_head_waits()
         return Wait(room.reason, room.explain)
     if starving:
-        ledger.head_waits = True
+        ledger.mark_head_waits()
         cycle.blocked_by = job.key if rules.block_behind_head else None
         if room.could_shrink:
             return Wait(NO_SHRINK_HELPS, partial(unhelped_message, waits.explain))

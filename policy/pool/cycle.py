@@ -70,6 +70,7 @@ from policy.model.lifecycle import Assessment
 from policy.model.migration import MigrationAnswer, MigrationRequest, Moves
 from policy.model.pool import DEFAULT_POOL
 from policy.model.priority import Priorities
+from policy.model.slot import Slot, SlotLabel
 from policy.model.speedup import Speedup
 from policy.model.tensorboard import SLOT as TENSORBOARD
 from policy.model.timeutil import format_time, parse_time
@@ -81,11 +82,10 @@ from policy.pool.explain import (
 )
 from policy.pool.goodput import give_back
 from policy.pool.grow import grow
-from policy.pool.ledger import Ledger, Scale
+from policy.pool.ledger import Ledger, Scale, Stopped
 from policy.pool.migrate import JobMoves, migrate
 from policy.pool.overcommit import take_back
 from policy.pool.placement import Placed
-from policy.pool.preempt import Stopped
 from policy.pool.queue import NEVER, priority, queue_key
 from policy.pool.refusals import avoided, next_end, refusals, unexplained
 from policy.pool.repair import Repair, place_for, repair
@@ -103,7 +103,7 @@ def _nothing() -> str:
     return ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class JobPlan:
     job: Job
     pods: tuple[Pod, ...]
@@ -452,7 +452,14 @@ def _plans(
     for st in assessed.settled:
         m = moved.get(st.job.key)
         decisions = m.decisions if m is not None else ()
-        result[st.job.key] = JobPlan(st.job, st.pods, st.verdict, st.phase, 0, migrations=decisions)
+        result[st.job.key] = JobPlan(
+            job=st.job,
+            pods=st.pods,
+            assessment=st.verdict,
+            phase=st.phase,
+            workers_target=0,
+            migrations=decisions,
+        )
     # A queue or a job's preemptibility changes at the soonest wake: the queue's first
     # job plans again then.
     soonest = min((w for w in wakes if w > now), default=None) if queue else None
@@ -511,12 +518,12 @@ def _queued_plan(
     if board is not None:
         placements[TENSORBOARD] = board
     return JobPlan(
-        q.job,
-        q.pods,
-        q.verdict,
-        o.phase,
-        o.workers,
-        MappingProxyType(placements),
+        job=q.job,
+        pods=q.pods,
+        assessment=q.verdict,
+        phase=o.phase,
+        workers_target=o.workers,
+        placements=MappingProxyType(placements),
         explain=o.explain,
         wake_at=wake,
         reason=o.reason,
@@ -526,7 +533,7 @@ def _queued_plan(
     )
 
 
-def _moved(placements: dict[tuple[str, int], Placement], m: JobMoves) -> None:
+def _moved(placements: dict[Slot, Placement], m: JobMoves) -> None:
     """Migrations into ``placements``: a moving slot is placed on its target, under its new
     name, with the node it leaves; the old pod runs until the replacement does (the job's
     sync sees ``source``). A slot whose pod has another name keeps that name. (A shrink
@@ -621,11 +628,11 @@ def _preempted_plan(
         f"({count} preemption{'s' if count != 1 else ''}, {total / 3600:.1f} GPU-h attained)"
     )
     return JobPlan(
-        r.job,
-        r.pods,
-        r.verdict,
-        QUEUED,
-        0,
+        job=r.job,
+        pods=r.pods,
+        assessment=r.verdict,
+        phase=QUEUED,
+        workers_target=0,
         explain=partial(str, words),
         reason=PREEMPTED,
         service=record,
@@ -724,7 +731,7 @@ def _running_plan(
     placed = {**repaired.placed, **(topped or {}), **(grown or {})}
     gone = removed.union(p.name for p in r.verdict.restarts)
     kept = {
-        (p.replica_type, p.index): p.node
+        SlotLabel(p.replica_type, p.index): p.node
         for p in r.pods
         if not p.terminating and not p.stuck and p.name not in gone
     }
@@ -755,29 +762,29 @@ def _running_plan(
         explain = partial(repair_message, job, repaired.unplaced, active)
         reason = PODS_WAITING_FOR_ROOM
     return JobPlan(
-        job,
-        r.pods,
-        r.verdict,
-        ADMITTED,
-        target,
-        MappingProxyType(placements),
-        explain,
-        removed,
-        scale,
-        wake_at,
-        reason,
-        moves.moves if moves is not None else (),
-        moves.decisions if moves is not None else (),
+        job=job,
+        pods=r.pods,
+        assessment=r.verdict,
+        phase=ADMITTED,
+        workers_target=target,
+        placements=MappingProxyType(placements),
+        explain=explain,
+        remove=removed,
+        scale=scale,
+        wake_at=wake_at,
+        reason=reason,
+        moves=moves.moves if moves is not None else (),
+        migrations=moves.decisions if moves is not None else (),
         refused=refused,
     )
 
 
-def _typed(job: Job, by_label: Mapping[tuple[str, int], str | None]) -> Placed:
+def _typed(job: Job, by_label: Mapping[SlotLabel, str | None]) -> Placed:
     """Pods' (lower-case type label, index) on their nodes, placed as the job's (replica
     type, index)."""
     types = job.type_of
     return {
-        (rt, i): Placement(type=rt, index=i, node=node)
+        Slot(rt, i): Placement(type=rt, index=i, node=node)
         for (t, i), node in by_label.items()
         if (rt := types(t)) and i >= 0
     }
