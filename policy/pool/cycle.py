@@ -67,8 +67,7 @@ from policy.model.cluster import Cluster, Pod
 from policy.model.hostports import wanted
 from policy.model.jobs import WORKER, Job, child_name
 from policy.model.lifecycle import Assessment
-from policy.model.migration import MigrationAnswer, MigrationRequest, Moves
-from policy.model.pool import DEFAULT_POOL
+from policy.model.migration import MigrationAnswer, Moves
 from policy.model.priority import Priorities
 from policy.model.slot import Slot, SlotLabel
 from policy.model.speedup import Speedup
@@ -84,6 +83,7 @@ from policy.pool.goodput import give_back
 from policy.pool.grow import grow
 from policy.pool.ledger import Ledger, Scale, Stopped
 from policy.pool.migrate import JobMoves, migrate
+from policy.pool.observe import PoolSnapshot
 from policy.pool.overcommit import take_back
 from policy.pool.placement import Placed
 from policy.pool.queue import NEVER, priority, queue_key
@@ -205,24 +205,18 @@ class Growth:
 
 
 def plan(
-    jobs: Sequence[Job],
-    cluster: Cluster,
+    snap: PoolSnapshot,
     now: datetime,
     rules: Rules,
-    priorities: Priorities = Priorities(),  # noqa: B008 - immutable
-    admissions: Mapping[str, Admission] | None = None,
-    requests: Mapping[str, Sequence[MigrationRequest]] | None = None,
     memo: Memo = NO_MEMO,
-    speedups: Mapping[str, Speedup] | None = None,
-    pool: str = DEFAULT_POOL,
     checks: Sequence[Check] | None = None,
 ) -> Plan:
-    """``memo`` (a pool's, across its syncs) only saves work: the plan is the same without.
-    ``speedups``: the reporting jobs' throughput models (the allocation rule's signal).
-    ``pool``: the pool's name, for what a held pool's jobs are told. ``checks``: the
-    admission rules each queued job meets, in order (None: ``admission_checks.CHECKS``,
-    read at each call)."""
-    admissions = admissions or {}
+    """The pool's plan for what its sync observed (``snap``, whole) at ``now``. ``memo``
+    (a pool's, across its syncs) only saves work: the plan is the same without.
+    ``checks``: the admission rules each queued job meets, in order (None:
+    ``admission_checks.CHECKS``, read at each call)."""
+    jobs, cluster, admissions = snap.jobs, snap.cluster, snap.admissions
+    priorities, pool = snap.priorities, snap.name
     by_job: dict[str, list[Pod]] = {}
     stuck: set[str] = set()
     for p in cluster.pods:
@@ -231,7 +225,7 @@ def plan(
             if p.stuck:
                 stuck.add(p.job)
     # 1. Attained service: each job's, and when one may change (least attained service).
-    service, wakes = _attained_service(jobs, by_job, admissions, now, rules, speedups or {})
+    service, wakes = _attained_service(jobs, by_job, admissions, now, rules, snap.speedups)
     # 2. Assess every job, in queue order.
     assessed = assess_jobs(jobs, by_job, admissions, service, now, priorities, memo)
     running = assessed.running
@@ -239,7 +233,7 @@ def plan(
     # and the nodes each job avoids (the kube-scheduler refused its pods there).
     refused = _refusals(by_job, stuck, admissions, cluster, now)
     avoid = {k: nodes for k, r in refused.items() if (nodes := avoided(r, now))}
-    ledger = open_ledger(cluster, rules, now, memo, assessed.leaving, jobs, speedups, avoid)
+    ledger = open_ledger(cluster, rules, now, memo, assessed.leaving, jobs, snap.speedups, avoid)
     # 4. Drain (HoldAndDrain), then repair the admitted jobs that stay, and take back a
     # gang that over-commits the nodes.
     drained = drain(ledger, running, pool)
@@ -255,7 +249,7 @@ def plan(
     # 7. Grow into idle capacity (a held pool grows nobody).
     growth = Growth({}, None) if holds(rules) else _grow(ledger, rules, running, now)
     # 8. Migrate (never the workers of a job preempted in this cycle: all its pods go).
-    moved = migrate(ledger, staying, requests or {}, rules.migration, now, _first_waiting(queue))
+    moved = migrate(ledger, staying, snap.requests, rules.migration, now, _first_waiting(queue))
     # 9. Write each job's plan.
     return _plans(
         assessed, queue, repairs, topped, growth, boarded, moved, ledger, wakes, memo, refused

@@ -145,18 +145,7 @@ def sync(
     if isinstance(last, _Answered) and last.key == key and _still_valid(last, now):
         status = _decided(_active(last.status, parent, snap, now), now, interval)
         return PoolDecision(last.children, status, _resync(last.wake, now, interval))
-    result = plan(
-        snap.jobs,
-        snap.cluster,
-        now,
-        rules,
-        snap.priorities,
-        snap.admissions,
-        snap.requests,
-        memo,
-        snap.speedups,
-        snap.name,
-    )
+    result = plan(snap, now, rules, memo)
     stamp = format_time(now)
     hostnames = {n.name: n.hostname for n in snap.cluster.nodes if n.hostname != n.name}
     gpus: dict[str, dict[Slot, str | None]] = {}
