@@ -17,7 +17,8 @@ is these steps, one call each; every phase lives in a module of its own:
    pods, restarting pods and workers below ``min-instances`` claim capacity before any
    queued job; admitted gangs that over-commit the nodes give one back (``repair.py``,
    ``overcommit.py``).
-5. *Admit* queued jobs in order as whole gangs; a job that does not fit is skipped
+5. *Admit* queued jobs in order, each through the admission checks
+   (``policy.pool.admission_checks.CHECKS``), as whole gangs; a job that does not fit is skipped
    (backfill). For the first job that waits, *make room*: shrink running jobs (elastic
    policies), and keep the room it waits for from younger jobs. When no shrink can,
    *preempt* whole running jobs of lower priority (or, under least attained service, of a
