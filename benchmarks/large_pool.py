@@ -104,16 +104,7 @@ def measure(request: dict[str, Any], repeats: int) -> dict[str, Any]:
     t0 = time.process_time()
     snap = observe(req["parent"], req["children"], req["related"], Memo(limit=0))
     t1 = time.process_time()
-    result = plan(
-        snap.jobs,
-        snap.cluster,
-        NOW,
-        rules_for(snap.spec),
-        snap.priorities,
-        snap.admissions,
-        snap.requests,
-        speedups=snap.speedups,
-    )
+    result = plan(snap, NOW, rules_for(snap.spec))
     t2 = time.process_time()
     pool_sync(req["parent"], req["children"], req["related"], NOW)
     t3 = time.process_time()

@@ -153,9 +153,7 @@ def measure(pool_request: dict[str, Any], job_request: dict[str, Any], repeats: 
     t0 = time.process_time()
     snap = observe(req["parent"], req["children"], req["related"], Memo(limit=0))
     t1 = time.process_time()
-    result = plan(
-        snap.jobs, snap.cluster, NOW, rules_for(snap.spec), snap.priorities, snap.admissions
-    )
+    result = plan(snap, NOW, rules_for(snap.spec))
     t2 = time.process_time()
     answer = pool_sync(req["parent"], req["children"], req["related"], NOW)
     orjson.dumps({"status": answer.status, "children": answer.children})

@@ -452,7 +452,7 @@ def test_the_kubeshare_example_runs_every_job_at_once_under_every_policy(
 def test_room_reserved_for_a_waiting_job_stays_device_aware() -> None:
     """A shrink reserves room (free capacity floored at zero): on a KubeShare node the floor
     keeps the devices, so a younger job's half cannot squeeze into a device with 0.4 left."""
-    from policy.pool.shrink import _floor0
+    from policy.pool.ledger import floor0 as _floor0
 
     free = DeviceFree.empty("n", Resources({"cpu": 8000, GPU: 1000}), None) - _share(600)
     kept = _floor0(free - Resources({"cpu": 9000}))

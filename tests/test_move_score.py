@@ -8,7 +8,7 @@ import pytest
 
 from policy.model.cluster import L_INDEX, L_JOB, L_OPERATOR, L_TYPE, OPERATOR_NAME, Pod
 from policy.model.resources import Resources
-from policy.pool.move_score import NodeLoad, Refusal, dragon_target, dragonet_target
+from policy.pool.move_score import MoveRefused, NodeLoad, dragon_target, dragonet_target
 
 NODE = Resources.parse({"cpu": "4", "memory": "16Gi"})
 
@@ -46,7 +46,7 @@ def test_dragon_does_not_move_a_pod_whose_node_is_among_the_least_loaded() -> No
     moving = pod("w", "n-1")
     loads = load(moving, pod("x", "n-2"), pod("y", "n-3"))
     refused = dragon_target(loads, moving, ["n-2", "n-3"], frozenset(), 0.2, False)
-    assert refused == Refusal("SameNode", "n-1 is already among the least loaded nodes")
+    assert refused == MoveRefused("SameNode", "n-1 is already among the least loaded nodes")
     assert load(moving, pod("x", "n-2"), pod("y", "n-3")).limits == loads.limits  # unchanged
 
 
@@ -57,7 +57,12 @@ def test_dragon_does_not_move_a_pod_whose_node_is_among_the_least_loaded() -> No
         # away from the PS (0.65 > 0.33): the PS's node is preferred only on a tie.
         (frozenset({"n-1"}), ("n-1", "n-1"), False, "n-2"),
         # Alone on its PS's node: no node is faster.
-        (frozenset({"n-1"}), (), False, Refusal("SameNode", "no node would run w faster than n-1")),
+        (
+            frozenset({"n-1"}),
+            (),
+            False,
+            MoveRefused("SameNode", "no node would run w faster than n-1"),
+        ),
         # ... but an operator's request moves it anyway, to the first best node.
         (frozenset({"n-1"}), (), True, "n-2"),
         # Its PS on n-3 with room: there, at full speed.
@@ -79,7 +84,7 @@ def test_dragonet_refuses_a_move_that_gains_less_than_min_gain() -> None:
     ps = frozenset({"n-1"})
     assert dragonet_target(loads, moving, ["n-2"], ps, 0.2, False) == "n-2"
     refused = dragonet_target(loads, moving, ["n-2"], ps, 0.5, False)
-    assert isinstance(refused, Refusal) and refused.reason == "NoGain"
+    assert isinstance(refused, MoveRefused) and refused.reason == "NoGain"
     assert "only 30% faster" in refused.message
 
 

@@ -127,7 +127,7 @@ def _plan(
     request = mc.pool_request(w, admissions, parent=mc.pool(policy=policy))
     snap = observe(request["parent"], request["children"], request["related"], Memo(limit=0))
     rules = rules_for(snap.spec)
-    return plan(snap.jobs, snap.cluster, NOW, rules, snap.priorities, snap.admissions)
+    return plan(snap, NOW, rules)
 
 
 HALF = [("n0", "bound")] * 2 + [("n0", "stuck")] * 2

@@ -40,15 +40,7 @@ def _plan(b: PoolBuilder) -> Plan:
     """The whole cycle, as the pool's sync runs it."""
     request = b.request()
     snap = observe(request["parent"], request["children"], request["related"], Memo(limit=0))
-    return plan(
-        snap.jobs,
-        snap.cluster,
-        NOW,
-        rules_for(snap.spec),
-        snap.priorities,
-        snap.admissions,
-        pool=snap.name,
-    )
+    return plan(snap, NOW, rules_for(snap.spec))
 
 
 @dataclass(frozen=True)

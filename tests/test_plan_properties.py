@@ -71,7 +71,7 @@ def _plan(nodes: list[dict], jobs: list[dict]):
     request = mc.pool_request(mc.world(jobs[0], nodes, jobs=jobs))
     snap = observe(request["parent"], request["children"], request["related"], Memo(limit=0))
     rules = rules_for(snap.spec)
-    return snap, plan(snap.jobs, snap.cluster, NOW, rules, snap.priorities, snap.admissions)
+    return snap, plan(snap, NOW, rules)
 
 
 @settings(max_examples=150, deadline=None)

@@ -323,9 +323,7 @@ def _plan(refused: list[dict[str, Any]], now: datetime):
     w = mc.world(job, [mc.node("n1", cpu="8"), mc.node("n2", cpu="8")], pods=pods)
     request = mc.pool_request(w, [_admission(job, "n1", refused)], parent=mc.pool(policy="dragon"))
     snap = observe(request["parent"], request["children"], request["related"], Memo(limit=0))
-    result = plan(
-        snap.jobs, snap.cluster, now, rules_for(snap.spec), snap.priorities, snap.admissions
-    )
+    result = plan(snap, now, rules_for(snap.spec))
     return result.jobs["default/a"]
 
 

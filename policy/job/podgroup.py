@@ -19,6 +19,7 @@ from policy.model.admission import Admission, Gang
 from policy.model.cluster import L_JOB, L_OPERATOR, OPERATOR_NAME
 from policy.model.jobs import Job
 from policy.model.resources import HOST_PORT, PODS, Resources, format_quantity
+from policy.model.slot import Slot
 
 API_VERSIONS: Mapping[str, str] = {
     "kube-batch": "scheduling.incubator.k8s.io/v1alpha1",
@@ -69,7 +70,7 @@ def decorate(pod: dict[str, Any], job: Job, rtype: str, gang: Gang) -> None:
         annotations[TASK_SPEC_ANNOTATION] = rtype.lower()
 
 
-def members(job: Job, admission: Admission) -> list[tuple[str, int]]:
+def members(job: Job, admission: Admission) -> list[Slot]:
     """The pods the Admission places that the job may have: the gang the pool admitted."""
     return [p.slot for p in admission.pods if job.holds(*p.slot)]
 

@@ -45,6 +45,7 @@ from policy.model.jobs import (
 from policy.model.lifecycle import assess
 from policy.model.pool import Binding, admission_name, pool_of
 from policy.model.request import UNREADABLE, MalformedRequest, objects
+from policy.model.slot import Slot
 from policy.model.timeutil import format_time, parse_time
 from policy.model.ttl import deletion_note
 
@@ -349,7 +350,7 @@ def _render(job: Job, placement: Placement, terms: PodTerms) -> dict[str, Any]:
 Desired = dict[str, Placement]  # pod name -> where it is or goes
 
 
-def _at(slot: tuple[str, int], name: str, node: str | None, host: str | None) -> Placement:
+def _at(slot: Slot, name: str, node: str | None, host: str | None) -> Placement:
     """The pod ``name`` of ``slot`` on ``node`` (``host``: its kubernetes.io/hostname)."""
     return Placement(
         type=slot[0], index=slot[1], node=node, hostname=host if host != node else None, pod=name
@@ -427,14 +428,14 @@ def _held_stuck(v: JobSyncView) -> frozenset[str]:
     return frozenset(held)
 
 
-def _host(admission: Admission | None, slot: tuple[str, int], node: str | None) -> str | None:
+def _host(admission: Admission | None, slot: Slot, node: str | None) -> str | None:
     placement = admission.slots.get(slot) if admission is not None else None
     if placement is not None and placement.node == node:
         return placement.host
     return node
 
 
-def _finished_kept(v: JobSyncView) -> dict[tuple[str, int], Pod]:
+def _finished_kept(v: JobSyncView) -> dict[Slot, Pod]:
     """What ``cleanPodPolicy`` keeps of a finished job."""
     outcome = v.assessment.outcome
     policy = v.job.clean_pod_policy
@@ -446,7 +447,7 @@ def _finished_kept(v: JobSyncView) -> dict[tuple[str, int], Pod]:
     return {slot: p for p in pods if (slot := _slot_of(v.job, p))}
 
 
-def _slot_of(job: Job, pod: Pod) -> tuple[str, int] | None:
+def _slot_of(job: Job, pod: Pod) -> Slot | None:
     return job.slot(pod.replica_type, pod.index)
 
 

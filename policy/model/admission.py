@@ -34,6 +34,7 @@ from pydantic import (
 from policy.model.bounds import MAX_QUEUE, MAX_REPLICAS, Events, GpuSeconds, WholeSeconds
 from policy.model.migration import MigrationAnswer, Moves
 from policy.model.pool import ADMISSION_KIND, GROUP, VERSION, Binding, admission_name
+from policy.model.slot import Slot, SlotLabel
 
 # Where a job stands, the one set of phases both tiers use: the Admission's two (Queued,
 # Admitted), and the job's own beyond them (a job's sync writes them into its status).
@@ -51,7 +52,6 @@ GENERATION_ANNOTATION = f"{GROUP}/admission"
 L_POOL = f"{GROUP}/pool"
 L_JOB = f"{GROUP}/job-name"
 
-Slot = tuple[str, int]  # (replica type, index)
 
 # Why a job waits, as a code (the Admission's and the job status's ``reason``). While the
 # code stays the same, the pool keeps the message it first wrote for it (explain.py).
@@ -106,7 +106,7 @@ class Placement:
 
     @property
     def slot(self) -> Slot:
-        return (self.type, self.index)
+        return Slot(self.type, self.index)
 
     @property
     def host(self) -> str | None:
@@ -356,9 +356,9 @@ class Admission(_Model):
         return {p.slot: p for p in self.pods}
 
     @cached_property
-    def labelled(self) -> frozenset[Slot]:
+    def labelled(self) -> frozenset[SlotLabel]:
         """The slots as pods label them: (lower-case type, index)."""
-        return frozenset((t.lower(), i) for t, i in self.slots)
+        return frozenset(SlotLabel(t.lower(), i) for t, i in self.slots)
 
     @property
     def job_kind(self) -> str:

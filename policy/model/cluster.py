@@ -35,6 +35,7 @@ from policy.model.hashed import HashedTuple
 from policy.model.hostports import host_ports
 from policy.model.jobs import pod_limits, pod_request
 from policy.model.resources import Resources
+from policy.model.slot import Slot
 
 HOSTNAME = "kubernetes.io/hostname"
 OPERATOR_NAME = "dragonet"
@@ -253,7 +254,7 @@ class Pod:
         cls,
         namespace: str,
         job: str,
-        slot: tuple[str, int],
+        slot: Slot,
         node: str | None,
         request: Resources,
         name: str | None = None,

@@ -37,6 +37,7 @@ from policy.model.hashed import HashedTuple
 from policy.model.hostports import host_ports
 from policy.model.pool import DEFAULT_POOL, pool_of
 from policy.model.resources import PODS, Resources, to_milli
+from policy.model.slot import Slot
 from policy.model.templates import PodTemplate
 from policy.model.tensorboard import ANNOTATION as TENSORBOARD_ANNOTATION
 from policy.model.tensorboard import LABEL as TENSORBOARD_LABEL
@@ -394,11 +395,11 @@ class Job:
         its type's count (``ps-1`` once ``PS.replicas`` is 1), with its Service."""
         return rtype in self.replicas and 0 <= index < self.size(rtype)
 
-    def slot(self, label: str, index: int) -> tuple[str, int] | None:
+    def slot(self, label: str, index: int) -> Slot | None:
         """The (replica type, index) of a pod with this replica-type label and index, or
         None for a pod that is not part of the job (see ``holds``)."""
         rtype = self._types.get(label)
-        return (rtype, index) if rtype is not None and self.holds(rtype, index) else None
+        return Slot(rtype, index) if rtype is not None and self.holds(rtype, index) else None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "_types", {t.lower(): t for t in self.replicas})

@@ -24,11 +24,13 @@ import orjson
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from policy.model.slot import Slot
+
 ANNOTATION = "dragonet.io/tensorboard"
 # Its slot in an Admission's pods: type TensorBoard, index 0. Its pod's replica-type label.
 TYPE = "TensorBoard"
 LABEL = "tensorboard"
-SLOT = (TYPE, 0)
+SLOT = Slot(TYPE, 0)
 CONTAINER = "tensorboard"
 PORT = 6006
 PORT_NAME = "tensorboard"

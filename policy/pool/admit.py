@@ -80,7 +80,7 @@ def admit(ledger: Ledger, job: Job) -> Admitted | Waits:
     )
     if gang is not None:
         ledger.take(job.key, gang.free)
-        ledger.acted = True
+        ledger.mark_acted()
         return Admitted(gang.placed(), gang.placed_workers)
     ledger.cache.failed.add(key)
     return _waits(ledger, job, key, eligible, (required, workers))

@@ -17,7 +17,8 @@ is these steps, one call each; every phase lives in a module of its own:
    pods, restarting pods and workers below ``min-instances`` claim capacity before any
    queued job; admitted gangs that over-commit the nodes give one back (``repair.py``,
    ``overcommit.py``).
-5. *Admit* queued jobs in order as whole gangs; a job that does not fit is skipped
+5. *Admit* queued jobs in order, each through the admission checks
+   (``policy.pool.admission_checks.CHECKS``), as whole gangs; a job that does not fit is skipped
    (backfill). For the first job that waits, *make room*: shrink running jobs (elastic
    policies), and keep the room it waits for from younger jobs. When no shrink can,
    *preempt* whole running jobs of lower priority (or, under least attained service, of a
@@ -49,7 +50,6 @@ from types import MappingProxyType
 from policy.memo import NO_MEMO, Memo
 from policy.model.admission import (
     ADMITTED,
-    BLOCKED_BEHIND_HEAD,
     FINISHED,
     NO_SHRINK_HELPS,
     PODS_WAITING_FOR_ROOM,
@@ -57,7 +57,6 @@ from policy.model.admission import (
     QUEUED,
     SUSPENDED,
     WAITING_FOR_CAPACITY,
-    WAITING_FOR_SHRINK,
     Admission,
     AttainedService,
     JobPhase,
@@ -69,34 +68,31 @@ from policy.model.cluster import Cluster, Pod
 from policy.model.hostports import wanted
 from policy.model.jobs import WORKER, Job, child_name
 from policy.model.lifecycle import Assessment
-from policy.model.migration import MigrationAnswer, MigrationRequest, Moves
-from policy.model.pool import DEFAULT_POOL
+from policy.model.migration import MigrationAnswer, Moves
 from policy.model.priority import Priorities
+from policy.model.slot import Slot, SlotLabel
 from policy.model.speedup import Speedup
 from policy.model.tensorboard import SLOT as TENSORBOARD
 from policy.model.timeutil import format_time, parse_time
-from policy.pool.admit import Admitted, admit
+from policy.pool import admission_checks
 from policy.pool.attained_service import Attained, attained, recorded, service_of
+from policy.pool.checks import Admit, Check, QueueCycle, Turn, run
 from policy.pool.explain import (
-    blocked_message,
     repair_message,
-    unhelped_message,
-    unknown_class_message,
 )
 from policy.pool.goodput import give_back
 from policy.pool.grow import grow
-from policy.pool.ledger import Ledger, Scale
+from policy.pool.ledger import Ledger, Scale, Stopped
 from policy.pool.migrate import JobMoves, migrate
+from policy.pool.observe import PoolSnapshot
 from policy.pool.overcommit import take_back
 from policy.pool.placement import Placed
-from policy.pool.preempt import Preempted, Stopped, preempt
-from policy.pool.queue import NEVER, enqueue_time, priority, queue_key
+from policy.pool.queue import NEVER, priority, queue_key
 from policy.pool.refusals import avoided, next_end, refusals, unexplained
 from policy.pool.repair import Repair, place_for, repair
 from policy.pool.rules import Rules
 from policy.pool.running import Running, idle_since, scaled_at
-from policy.pool.shrink import Reserved, make_room
-from policy.pool.stop import drain, held_reason, holds
+from policy.pool.stop import drain, holds
 from policy.pool.tensorboard import near_nodes, placed_at
 from policy.pool.view import job_view, running_of
 
@@ -108,7 +104,7 @@ def _nothing() -> str:
     return ""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class JobPlan:
     job: Job
     pods: tuple[Pod, ...]
@@ -210,21 +206,18 @@ class Growth:
 
 
 def plan(
-    jobs: Sequence[Job],
-    cluster: Cluster,
+    snap: PoolSnapshot,
     now: datetime,
     rules: Rules,
-    priorities: Priorities = Priorities(),  # noqa: B008 - immutable
-    admissions: Mapping[str, Admission] | None = None,
-    requests: Mapping[str, Sequence[MigrationRequest]] | None = None,
     memo: Memo = NO_MEMO,
-    speedups: Mapping[str, Speedup] | None = None,
-    pool: str = DEFAULT_POOL,
+    checks: Sequence[Check] | None = None,
 ) -> Plan:
-    """``memo`` (a pool's, across its syncs) only saves work: the plan is the same without.
-    ``speedups``: the reporting jobs' throughput models (the allocation rule's signal).
-    ``pool``: the pool's name, for what a held pool's jobs are told."""
-    admissions = admissions or {}
+    """The pool's plan for what its sync observed (``snap``, whole) at ``now``. ``memo``
+    (a pool's, across its syncs) only saves work: the plan is the same without.
+    ``checks``: the admission rules each queued job meets, in order (None:
+    ``admission_checks.CHECKS``, read at each call)."""
+    jobs, cluster, admissions = snap.jobs, snap.cluster, snap.admissions
+    priorities, pool = snap.priorities, snap.name
     by_job: dict[str, list[Pod]] = {}
     stuck: set[str] = set()
     for p in cluster.pods:
@@ -233,7 +226,7 @@ def plan(
             if p.stuck:
                 stuck.add(p.job)
     # 1. Attained service: each job's, and when one may change (least attained service).
-    service, wakes = _attained_service(jobs, by_job, admissions, now, rules, speedups or {})
+    service, wakes = _attained_service(jobs, by_job, admissions, now, rules, snap.speedups)
     # 2. Assess every job, in queue order.
     assessed = assess_jobs(jobs, by_job, admissions, service, now, priorities, memo)
     running = assessed.running
@@ -241,17 +234,15 @@ def plan(
     # and the nodes each job avoids (the kube-scheduler refused its pods there).
     refused = _refusals(by_job, stuck, admissions, cluster, now)
     avoid = {k: nodes for k, r in refused.items() if (nodes := avoided(r, now))}
-    ledger = open_ledger(cluster, rules, now, memo, assessed.leaving, jobs, speedups, avoid)
+    ledger = open_ledger(cluster, rules, now, memo, assessed.leaving, jobs, snap.speedups, avoid)
     # 4. Drain (HoldAndDrain), then repair the admitted jobs that stay, and take back a
     # gang that over-commits the nodes.
     drained = drain(ledger, running, pool)
     repairs = _repair(ledger, [r for r in running if r.job.key not in drained], memo)
-    # 5. Admit queued jobs in order, making room for the first one that waits (a held
-    # pool admits none).
-    if holds(rules):
-        queue = _hold_queue(assessed.queued, pool, rules)
-    else:
-        queue = _admit_queue(ledger, assessed.queued, running, priorities, rules, now, wakes)
+    # 5. Admit queued jobs in order through the admission checks, making room for the
+    # first one that waits (a held pool admits none).
+    checks = admission_checks.CHECKS if checks is None else checks
+    queue = _admit_queue(ledger, assessed.queued, running, priorities, wakes, pool, checks)
     # 6. Top up lost workers, then place TensorBoards.
     topped = _top_up(ledger, running, repairs)
     staying = [r for r in running if r.job.key not in ledger.preempted]
@@ -259,7 +250,7 @@ def plan(
     # 7. Grow into idle capacity (a held pool grows nobody).
     growth = Growth({}, None) if holds(rules) else _grow(ledger, rules, running, now)
     # 8. Migrate (never the workers of a job preempted in this cycle: all its pods go).
-    moved = migrate(ledger, staying, requests or {}, rules.migration, now, _first_waiting(queue))
+    moved = migrate(ledger, staying, snap.requests, rules.migration, now, _first_waiting(queue))
     # 9. Write each job's plan.
     return _plans(
         assessed, queue, repairs, topped, growth, boarded, moved, ledger, wakes, memo, refused
@@ -456,7 +447,14 @@ def _plans(
     for st in assessed.settled:
         m = moved.get(st.job.key)
         decisions = m.decisions if m is not None else ()
-        result[st.job.key] = JobPlan(st.job, st.pods, st.verdict, st.phase, 0, migrations=decisions)
+        result[st.job.key] = JobPlan(
+            job=st.job,
+            pods=st.pods,
+            assessment=st.verdict,
+            phase=st.phase,
+            workers_target=0,
+            migrations=decisions,
+        )
     # A queue or a job's preemptibility changes at the soonest wake: the queue's first
     # job plans again then.
     soonest = min((w for w in wakes if w > now), default=None) if queue else None
@@ -515,12 +513,12 @@ def _queued_plan(
     if board is not None:
         placements[TENSORBOARD] = board
     return JobPlan(
-        q.job,
-        q.pods,
-        q.verdict,
-        o.phase,
-        o.workers,
-        MappingProxyType(placements),
+        job=q.job,
+        pods=q.pods,
+        assessment=q.verdict,
+        phase=o.phase,
+        workers_target=o.workers,
+        placements=MappingProxyType(placements),
         explain=o.explain,
         wake_at=wake,
         reason=o.reason,
@@ -530,7 +528,7 @@ def _queued_plan(
     )
 
 
-def _moved(placements: dict[tuple[str, int], Placement], m: JobMoves) -> None:
+def _moved(placements: dict[Slot, Placement], m: JobMoves) -> None:
     """Migrations into ``placements``: a moving slot is placed on its target, under its new
     name, with the node it leaves; the old pod runs until the replacement does (the job's
     sync sees ``source``). A slot whose pod has another name keeps that name. (A shrink
@@ -585,101 +583,25 @@ def _admit_queue(
     queued: Sequence[_Queued],
     running: Sequence[Running],
     priorities: Priorities,
-    rules: Rules,
-    now: datetime,
     wakes: list[datetime],
+    pool: str,
+    checks: Sequence[Check],
 ) -> list[QueueOutcome]:
-    """Step 5: each queued job in order, admitted as a whole gang or waiting (and why)."""
+    """Step 5: each queued job in order through the admission checks
+    (``policy.pool.admission_checks``): admitted as a whole gang, or waiting (and why)."""
+    cycle = QueueCycle(ledger, running, priorities, pool, wakes)
+    starvation = ledger.rules.starvation
     out: list[QueueOutcome] = []
-    blocked: str | None = None  # DRAGON: the starving head nothing can help
-    room_made = False
-    preemption = _Preemption(rules, running)
     for q in queued:
-        job = q.job
-        if q.stopping:  # preempted: it is admitted again once all its pods are gone
-            out.append(_stopping(q))
-            continue
-        if blocked:
-            waits = partial(blocked_message, blocked, job.namespace)
-            out.append(QueueOutcome(q, QUEUED, explain=waits, reason=BLOCKED_BEHIND_HEAD))
-            continue
-        decided = admit(ledger, job)
-        if isinstance(decided, Admitted):
-            placed = MappingProxyType(dict(decided.placed))
-            out.append(QueueOutcome(q, ADMITTED, decided.workers, placed))
-            continue
-        explain: Callable[[], str] = decided.explain
-        reason = decided.reason
-        since = enqueue_time(job, now)
-        starving = now - since >= rules.starvation
-        # DRAGON makes room for the head of the queue only; Dragonet for the first job that
-        # some shrink can help, so a head nothing can help does not starve the jobs behind.
-        if rules.elastic and not room_made:
-            room = make_room(ledger, job, priority(job, priorities), since, running, q.queue)
-            room_made = isinstance(room, Reserved) or rules.block_behind_head
-            if isinstance(room, Reserved):
-                explain, reason = room.explain, room.reason
-                ledger.head_waits = ledger.head_waits or starving
-            elif starving:
-                ledger.head_waits = True
-                blocked = job.key if rules.block_behind_head else None
-                if room.could_shrink:
-                    explain, reason = partial(unhelped_message, explain), NO_SHRINK_HELPS
-        if reason != WAITING_FOR_SHRINK and preemption.may_help(job, priorities, q.queue):
-            prio = priority(job, priorities)
-            got = preempt(ledger, job, prio, q.queue, running, wakes)
-            if isinstance(got, Preempted):
-                preemption.done = True
-                explain, reason = got.explain, got.reason
-        wake_at = None
-        if rules.elastic and not starving and since != NEVER:  # NEVER: no time to wake at
-            wake_at = since + rules.starvation
-        if priorities.value(job.priority_class) is None:
-            explain = partial(unknown_class_message, explain, job.priority_class, priorities)
-        out.append(QueueOutcome(q, QUEUED, explain=explain, reason=reason, wake_at=wake_at))
+        turn = Turn(q.job, ledger.now, starvation, q.queue, q.stopping)
+        got = run(checks, turn, cycle)
+        if isinstance(got, Admit):
+            out.append(QueueOutcome(q, ADMITTED, got.workers, got.placed))
+        else:
+            out.append(
+                QueueOutcome(q, QUEUED, explain=got.explain, reason=got.reason, wake_at=got.wake_at)
+            )
     return out
-
-
-def _hold_queue(queued: Sequence[_Queued], pool: str, rules: Rules) -> list[QueueOutcome]:
-    """Step 5 in a held pool: every queued job waits, because the pool is held (a preempted
-    job whose pods still terminate says that first)."""
-    reason, explain = held_reason(pool, rules.stop)
-    return [
-        _stopping(q) if q.stopping else QueueOutcome(q, QUEUED, explain=explain, reason=reason)
-        for q in queued
-    ]
-
-
-class _Preemption:
-    """Whether preempting for a waiting job is worth trying: the policy allows it, no job
-    preempted in this cycle yet, and some running job is of lower priority or (LAS) in a
-    later queue. Checked before any victim is sought, so a pool whose jobs share one
-    priority pays nothing for it."""
-
-    def __init__(self, rules: Rules, running: Sequence[Running]) -> None:
-        self.rules = rules
-        self.done = False
-        self.lowest = min((r.priority for r in running), default=None)
-        self.latest = max((r.queue for r in running), default=0)
-
-    def may_help(self, job: Job, priorities: Priorities, queue: int) -> bool:
-        if self.done or self.lowest is None:
-            return False
-        rules = self.rules
-        if rules.preempt_priority and self.lowest < priority(job, priorities):
-            return True
-        if rules.las_later_in_queue:  # a later arrival of its own queue may be a victim
-            return rules.preempt_las and self.latest >= queue
-        return rules.preempt_las and self.latest > queue
-
-
-def _stopping(q: _Queued) -> QueueOutcome:
-    """A preempted job whose pods still terminate: it waits for them (and says why)."""
-    return QueueOutcome(q, QUEUED, explain=_still_stopping, reason=PREEMPTED)
-
-
-def _still_stopping() -> str:
-    return "preempted: waiting for its pods to terminate before it queues again as a whole"
 
 
 def _preempted_plan(
@@ -701,11 +623,11 @@ def _preempted_plan(
         f"({count} preemption{'s' if count != 1 else ''}, {total / 3600:.1f} GPU-h attained)"
     )
     return JobPlan(
-        r.job,
-        r.pods,
-        r.verdict,
-        QUEUED,
-        0,
+        job=r.job,
+        pods=r.pods,
+        assessment=r.verdict,
+        phase=QUEUED,
+        workers_target=0,
         explain=partial(str, words),
         reason=PREEMPTED,
         service=record,
@@ -804,7 +726,7 @@ def _running_plan(
     placed = {**repaired.placed, **(topped or {}), **(grown or {})}
     gone = removed.union(p.name for p in r.verdict.restarts)
     kept = {
-        (p.replica_type, p.index): p.node
+        SlotLabel(p.replica_type, p.index): p.node
         for p in r.pods
         if not p.terminating and not p.stuck and p.name not in gone
     }
@@ -835,29 +757,29 @@ def _running_plan(
         explain = partial(repair_message, job, repaired.unplaced, active)
         reason = PODS_WAITING_FOR_ROOM
     return JobPlan(
-        job,
-        r.pods,
-        r.verdict,
-        ADMITTED,
-        target,
-        MappingProxyType(placements),
-        explain,
-        removed,
-        scale,
-        wake_at,
-        reason,
-        moves.moves if moves is not None else (),
-        moves.decisions if moves is not None else (),
+        job=job,
+        pods=r.pods,
+        assessment=r.verdict,
+        phase=ADMITTED,
+        workers_target=target,
+        placements=MappingProxyType(placements),
+        explain=explain,
+        remove=removed,
+        scale=scale,
+        wake_at=wake_at,
+        reason=reason,
+        moves=moves.moves if moves is not None else (),
+        migrations=moves.decisions if moves is not None else (),
         refused=refused,
     )
 
 
-def _typed(job: Job, by_label: Mapping[tuple[str, int], str | None]) -> Placed:
+def _typed(job: Job, by_label: Mapping[SlotLabel, str | None]) -> Placed:
     """Pods' (lower-case type label, index) on their nodes, placed as the job's (replica
     type, index)."""
     types = job.type_of
     return {
-        (rt, i): Placement(type=rt, index=i, node=node)
+        Slot(rt, i): Placement(type=rt, index=i, node=node)
         for (t, i), node in by_label.items()
         if (rt := types(t)) and i >= 0
     }

@@ -157,9 +157,7 @@ def give_back(ledger: Ledger, running: Sequence[Running]) -> None:
         below = r.count <= worker.replicas
         if adds is None or adds >= (-rules.min_gain / 2 if below else rules.min_gain / 2):
             continue
-        ledger.victims[r.job.key] = [pod]
-        ledger.release(r.job.key, pod)
-        ledger.scales[r.job.key] = Scale(
+        scale = Scale(
             r.target,
             r.count - 1,
             f"gave back a worker: its reported speed says worker {r.count} "
@@ -170,3 +168,4 @@ def give_back(ledger: Ledger, running: Sequence[Running]) -> None:
                 f"({rules.min_gain:.0%})"
             ),
         )
+        ledger.shrink(r.job.key, [pod], scale)

@@ -14,15 +14,15 @@ the pool's memo across syncs). Emptying the cache changes no decision.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any
 
 from policy.memo import NO_MEMO, Memo
 from policy.model.admission import LastScale
 from policy.model.cluster import Cluster, Pod
+from policy.model.gpushare import DeviceFree
 from policy.model.hostports import capacity
 from policy.model.jobs import Job, constraints_key
 from policy.model.resources import Resources
@@ -42,6 +42,27 @@ class Scale:
 
     def recorded(self, stamp: str) -> LastScale:
         return LastScale(time=stamp, before=self.before, after=self.after, reason=self.reason)
+
+
+@dataclass(frozen=True)
+class Stopped:
+    """A preemption decided in this cycle: for whom (a job's key, or "TrainingPool NAME"
+    for a drain), why, and whether least attained service chose it. ``shown`` and
+    ``reason`` are what the stopped job's tenant reads: the job it was stopped for by name
+    if it is of the same namespace, else unnamed (``policy.pool.explain.named``)."""
+
+    by: str
+    reason: str
+    las: bool
+    shown: str
+
+
+def floor0(r: Resources) -> Resources:
+    """``r`` without what is at or below zero (a KubeShare node keeps its devices:
+    ``policy.model.gpushare``)."""
+    if isinstance(r, DeviceFree):
+        return DeviceFree({k: v for k, v in r.items() if v > 0}, r.devices)
+    return Resources({k: v for k, v in r.items() if v > 0})
 
 
 @dataclass
@@ -94,7 +115,7 @@ class Ledger:
     victims: dict[str, list[Pod]] = field(default_factory=dict)
     scales: dict[str, Scale] = field(default_factory=dict)
     # Running jobs preempted in this cycle: job key -> for whom and why (policy.pool.preempt).
-    preempted: dict[str, Any] = field(default_factory=dict)
+    preempted: dict[str, Stopped] = field(default_factory=dict)
     acted: bool = False  # admitted or shrank something in this cycle
     head_waits: bool = False  # a starving queue head still waits (DRAGON: no growth)
     cache: CycleCache = field(default_factory=CycleCache)
@@ -143,6 +164,38 @@ class Ledger:
         """A phase placed pods for ``job_key``: what it left is what is free now."""
         self.free = dict(free)
         self.claimed_by = (*self.claimed_by, job_key)
+
+    def reserve(self, used: Mapping[str, Resources], keep_devices: bool = True) -> None:
+        """Keep room on each node for a waiting job whose room is on its way out: younger
+        jobs get only what it will not need. (``keep_devices`` False: a KubeShare node's
+        free room is kept as a plain vector, as preemption always kept it.)"""
+        for node, request in used.items():
+            left = self.free[node] - request
+            if keep_devices:
+                self.free[node] = floor0(left)
+            else:
+                self.free[node] = Resources({k: v for k, v in left.items() if v > 0})
+
+    def shrink(self, job_key: str, pods: Sequence[Pod], scale: Scale) -> None:
+        """Workers of ``job_key`` a shrink takes: their room is releasing; its new target."""
+        for p in pods:
+            self.release(job_key, p)
+        self.victims.setdefault(job_key, []).extend(pods)
+        self.scales[job_key] = scale
+
+    def stop(self, job_key: str, why: Stopped, pods: Iterable[Pod]) -> None:
+        """A running job preempted as a whole: its ``pods``' room is releasing."""
+        self.preempted[job_key] = why
+        for p in pods:
+            self.release(job_key, p)
+
+    def mark_acted(self) -> None:
+        """Something was admitted, shrunk or preempted in this cycle (the idle rule)."""
+        self.acted = True
+
+    def mark_head_waits(self) -> None:
+        """A starving queue head still waits (DRAGON grows nobody then)."""
+        self.head_waits = True
 
     def eligible(self, job: Job) -> Eligible:
         """Nodes that may take each replica type (less the nodes that refused the job's

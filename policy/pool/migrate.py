@@ -63,7 +63,7 @@ from policy.model.migration import (
 from policy.model.timeutil import format_time, parse_time
 from policy.pool.admit import gang_fits
 from policy.pool.ledger import Ledger
-from policy.pool.move_score import NodeLoad, Refusal
+from policy.pool.move_score import MoveRefused, NodeLoad
 from policy.pool.rules import MigrationRules
 from policy.pool.running import Running, cpu_worker, current_pod
 from policy.pool.running import bursting as is_bursting
@@ -399,7 +399,7 @@ def _target(
     if not roomy:
         return None, (NO_ROOM, f"no other node has room for {pod.name}'s requests")
     chosen = rules.target(state.load, pod, roomy, state.r.ps_nodes, rules.min_gain, manual)
-    if isinstance(chosen, Refusal):
+    if isinstance(chosen, MoveRefused):
         return None, (chosen.reason, chosen.message)
     return chosen, (PLANNED, "")
 

@@ -30,14 +30,18 @@ _SERVERS = ("ps", "server", "scheduler")
 
 
 @dataclass(frozen=True)
-class Refusal:
+class MoveRefused:
+    """No move: the score finds no better node for the worker (a reason code of
+    ``policy.model.migration`` and its words). Not ``policy.model.admission.Refusal``, a
+    node that refused a job's pods."""
+
     reason: str
     message: str
 
 
 # (loads, the pod, nodes with room (sorted), its job's PS nodes, minGain, manual) -> node
 TargetChooser = Callable[
-    ["NodeLoad", Pod, Sequence[str], frozenset[str], float, bool], "str | Refusal"
+    ["NodeLoad", Pod, Sequence[str], frozenset[str], float, bool], "str | MoveRefused"
 ]
 
 
@@ -148,7 +152,7 @@ def dragon_target(
     ps_nodes: frozenset[str],
     min_gain: float,
     manual: bool,
-) -> str | Refusal:
+) -> str | MoveRefused:
     """The least loaded node by DRAGON's score, unless the source is among the least."""
     source = pod.node or ""
     usage = _limits(pod)
@@ -157,7 +161,7 @@ def dragon_target(
         here = load.dragon(source)
         best = min(roomy, key=lambda n: (load.dragon(n), n))
         if load.dragon(best) >= here:
-            return Refusal(SAME_NODE, f"{source} is already among the least loaded nodes")
+            return MoveRefused(SAME_NODE, f"{source} is already among the least loaded nodes")
         return best
     finally:
         load.limits[source] = load.limits[source] + usage
@@ -170,7 +174,7 @@ def dragonet_target(
     ps_nodes: frozenset[str],
     min_gain: float,
     manual: bool,
-) -> str | Refusal:
+) -> str | MoveRefused:
     """The node where the worker would run fastest (its PS's node, then the least DRAGON
     load, then the first name on ties), if that pays ``min_gain`` (or it is asked by hand)."""
     source = pod.node or ""
@@ -183,9 +187,9 @@ def dragonet_target(
     best = max(roomy, key=lambda n: (speed(n, True), n in ps_nodes, -load.dragon(n), _neg(n)))
     gain = speed(best, True) / here - 1.0 if here > 0 else float("inf")
     if gain <= 0 and not manual:
-        return Refusal(SAME_NODE, f"no node would run {pod.name} faster than {source}")
+        return MoveRefused(SAME_NODE, f"no node would run {pod.name} faster than {source}")
     if gain < min_gain and not manual:
-        return Refusal(
+        return MoveRefused(
             NO_GAIN,
             f"the best node, {best}, would make {pod.name} only {gain:.0%} faster "
             f"(the pool moves for at least {min_gain:.0%})",

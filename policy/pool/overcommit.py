@@ -29,9 +29,8 @@ from policy.model.cluster import Pod
 from policy.model.resources import Resources
 from policy.model.timeutil import parse_time
 from policy.pool.explain import named
-from policy.pool.ledger import Ledger
+from policy.pool.ledger import Ledger, Stopped
 from policy.pool.placement import Free, place_repairs
-from policy.pool.preempt import Stopped
 from policy.pool.queue import NEVER
 from policy.pool.repair import Repair
 from policy.pool.running import Running
@@ -80,10 +79,8 @@ def take_back(
             continue
         out = {r.job.key: _why(r, kept, by_priority) for r in pooled}
         for r in pooled:
-            ledger.preempted[r.job.key] = out[r.job.key]
-            for p in holding(r):
-                ledger.release(r.job.key, p)
-        ledger.acted = True
+            ledger.stop(r.job.key, out[r.job.key], holding(r))
+        ledger.mark_acted()
         ledger.cache.candidates.clear()  # shrink victims: some jobs are gone now
         return out
     return {}

@@ -32,24 +32,11 @@ from policy.model.jobs import Job
 from policy.model.resources import Resources
 from policy.pool.attained_service import Attained, attained
 from policy.pool.explain import HIGHER_ELSEWHERE, awaited_message, named
-from policy.pool.ledger import Ledger
+from policy.pool.ledger import Ledger, Stopped
 from policy.pool.placement import Assignment, place_gang, required_slots, slots, used_per_node
 from policy.pool.queue import enqueue_time
 from policy.pool.rules import Rules
 from policy.pool.running import Running
-
-
-@dataclass(frozen=True)
-class Stopped:
-    """A preemption decided in this cycle: for whom (``by``, its key), why, and whether
-    LAS chose it. ``shown`` and ``reason`` are what the stopped job's tenant reads: the job
-    it was stopped for by name if it is of the same namespace, else unnamed
-    (``policy.pool.explain.named``)."""
-
-    by: str
-    reason: str
-    las: bool
-    shown: str
 
 
 @dataclass(frozen=True)
@@ -154,15 +141,11 @@ def preempt(
         if fit is None:  # cannot happen: the last trial kept fits
             return None
         for r, pods, why in chosen:
-            ledger.preempted[r.job.key] = why
-            for p in pods:
-                ledger.release(r.job.key, p)
-        ledger.acted = True
+            ledger.stop(r.job.key, why, pods)
+        ledger.mark_acted()
         ledger.cache.candidates.clear()  # shrink victims: some jobs are gone now
     used = used_per_node(fit)
-    for node, request in used.items():
-        left = ledger.free[node] - request
-        ledger.free[node] = Resources({k: v for k, v in left.items() if v > 0})
+    ledger.reserve(used, keep_devices=False)
     awaited = [(k, p) for n in sorted(used) for k, p in ledger.releasing.get(n, ())]
     victims = tuple(sorted(k for k, s in ledger.preempted.items() if s.by == job.key))
     return Preempted(victims, partial(awaited_message, awaited, job.key))

@@ -13,12 +13,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from functools import cached_property
 
-from policy.model.admission import Admission, LastScale, Slot
+from policy.model.admission import Admission, LastScale
 from policy.model.cluster import Pod
 from policy.model.gpushare import GPU
 from policy.model.jobs import WORKER, Job, child_name
 from policy.model.lifecycle import Assessment
 from policy.model.migration import move_of
+from policy.model.slot import Slot, SlotLabel
 from policy.model.timeutil import parse_time
 from policy.pool.attained_service import Attained
 
@@ -90,7 +91,7 @@ def _listed(pod: Pod, admission: Admission) -> bool:
     """In the Admission, or newer than the Admission we read (then our view of it is stale
     and the pod was created from one that lists it)."""
     newer = (pod.admission_generation or 0) > admission.generation > 0
-    return newer or (pod.replica_type, pod.index) in admission.labelled
+    return newer or SlotLabel(pod.replica_type, pod.index) in admission.labelled
 
 
 def current_pod(job: Job, slot: Slot, pods: Sequence[Pod], admission: Admission | None) -> Pod:

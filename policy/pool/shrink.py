@@ -18,7 +18,6 @@ from functools import partial
 
 from policy.model.admission import WAITING_FOR_SHRINK
 from policy.model.cluster import Pod
-from policy.model.gpushare import DeviceFree
 from policy.model.jobs import Job
 from policy.model.resources import Resources
 from policy.model.speedup import PRIOR, Speedup
@@ -52,12 +51,6 @@ class Unresolvable:
     to take, they were just not enough."""
 
     could_shrink: bool
-
-
-def _floor0(r: Resources) -> Resources:
-    if isinstance(r, DeviceFree):  # a KubeShare node keeps its devices (policy.model.gpushare)
-        return DeviceFree({k: v for k, v in r.items() if v > 0}, r.devices)
-    return Resources({k: v for k, v in r.items() if v > 0})
 
 
 def make_room(
@@ -113,9 +106,9 @@ def make_room(
     ledger.cache.candidates.clear()  # victims and free capacity changed
     # Keep the room from younger jobs: they get only what this job will not need.
     used = used_per_node(fit)
-    for node, request in used.items():
-        ledger.free[node] = _floor0(ledger.free[node] - request)
-    ledger.acted = ledger.acted or bool(chosen)
+    ledger.reserve(used)
+    if chosen:
+        ledger.mark_acted()
     awaited = [(k, p) for n in sorted(used) for k, p in ledger.releasing.get(n, ())]
     return Reserved(partial(awaited_message, awaited, job.key))
 
@@ -203,18 +196,20 @@ def _record(ledger: Ledger, waiting: Job, chosen: list[Victim], claim: _Claim) -
     for r, pod in chosen:
         by_job.setdefault(r.job.key, []).append(pod)
         runs[r.job.key] = r
-        ledger.release(r.job.key, pod)
     for key, pods in by_job.items():
         r = runs[key]
-        ledger.victims.setdefault(key, []).extend(pods)
         before = r.target
-        after = r.count - len(ledger.victims[key])
+        after = r.count - len(ledger.victims.get(key, ())) - len(pods)
         why = claim.over(r, ledger.now)
-        ledger.scales[key] = Scale(
-            before,
-            after,
-            f"shrunk from {before} to {after} workers to make room for "
-            f"{named(waiting.key, r.job.namespace)}, which {why}",
+        ledger.shrink(
+            key,
+            pods,
+            Scale(
+                before,
+                after,
+                f"shrunk from {before} to {after} workers to make room for "
+                f"{named(waiting.key, r.job.namespace)}, which {why}",
+            ),
         )
 
 

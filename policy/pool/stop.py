@@ -28,8 +28,7 @@ from typing import Any
 
 from policy.model.admission import POOL_HELD
 from policy.model.pool import StopPolicy
-from policy.pool.ledger import Ledger
-from policy.pool.preempt import Stopped
+from policy.pool.ledger import Ledger, Stopped
 from policy.pool.rules import Rules
 from policy.pool.running import Running
 
@@ -61,13 +60,10 @@ def drain(ledger: Ledger, running: Sequence[Running], pool: str) -> tuple[str, .
         key = r.job.key
         if r.verdict.outcome is not None or key in ledger.preempted:
             continue
-        ledger.preempted[key] = stopped
-        for p in r.pods:
-            if p.occupies and not p.terminating:
-                ledger.release(key, p)
+        ledger.stop(key, stopped, [p for p in r.pods if p.occupies and not p.terminating])
         out.append(key)
     if out:
-        ledger.acted = True
+        ledger.mark_acted()
     return tuple(out)
 
 

@@ -25,17 +25,22 @@ from policy.model.admission import (
     QUEUED,
     Admission,
     AttainedService,
+    Gang,
     JobRef,
     LastScale,
+    Phase,
     Placement,
     QueuePlace,
+    Refusal,
 )
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.bounds import MAX_DEPTH, nested_within
 from policy.model.cluster import Cluster, Node
 from policy.model.jobs import Job
+from policy.model.migration import MigrationAnswer, Moves
 from policy.model.pool import DEFAULT_POOL
 from policy.model.resources import PODS, Resources, format_quantity
+from policy.model.slot import Slot
 from policy.model.timeutil import format_time
 from policy.pool.cadence import DECIDED_AT, DEFERRED_SINCE, Cadence, due, next_tick, tick_from
 from policy.pool.cycle import JobPlan, plan
@@ -141,21 +146,10 @@ def sync(
     if isinstance(last, _Answered) and last.key == key and _still_valid(last, now):
         status = _decided(_active(last.status, parent, snap, now), now, interval)
         return PoolDecision(last.children, status, _resync(last.wake, now, interval))
-    result = plan(
-        snap.jobs,
-        snap.cluster,
-        now,
-        rules,
-        snap.priorities,
-        snap.admissions,
-        snap.requests,
-        memo,
-        snap.speedups,
-        snap.name,
-    )
+    result = plan(snap, now, rules, memo)
     stamp = format_time(now)
     hostnames = {n.name: n.hostname for n in snap.cluster.nodes if n.hostname != n.name}
-    gpus: dict[str, dict[tuple[str, int], str | None]] = {}
+    gpus: dict[str, dict[Slot, str | None]] = {}
     if snap.spec.kubeshare == "v1":
         admitted = {
             k: (jp.job, jp.placements) for k, jp in result.jobs.items() if jp.phase == ADMITTED
@@ -272,7 +266,7 @@ def _answer(
     stamp: str,
     hostnames: Mapping[str, str],
     renamed: tuple[tuple[str, str], ...],
-    gpus: Mapping[tuple[str, int], str | None] | None,
+    gpus: Mapping[Slot, str | None] | None,
     memo: Memo,
     place: QueuePlace | None = None,
 ) -> dict[str, Any]:
@@ -330,7 +324,7 @@ def _admission(
     jp: JobPlan,
     stamp: str,
     hostnames: Mapping[str, str],
-    gpus: Mapping[tuple[str, int], str | None] | None = None,
+    gpus: Mapping[Slot, str | None] | None = None,
     place: QueuePlace | None = None,
 ) -> Admission:
     job = jp.job
@@ -388,9 +382,9 @@ def _admission(
 
 def _written(
     job: Job,
-    placements: Mapping[tuple[str, int], Placement],
+    placements: Mapping[Slot, Placement],
     hostnames: Mapping[str, str],
-    gpus: Mapping[tuple[str, int], str | None],
+    gpus: Mapping[Slot, str | None],
 ) -> tuple[Placement, ...]:
     """The plan's placements as the Admission lists them: in the kind's replica order (a
     TensorBoard last), each with its node's hostname when that is not the node's name and
@@ -398,7 +392,7 @@ def _written(
     again next sync)."""
     types = job.kind.replica_types
 
-    def order(slot: tuple[str, int]) -> tuple[int, int]:
+    def order(slot: Slot) -> tuple[int, int]:
         t, i = slot
         return (types.index(t) if t in types else len(types), i)
 
@@ -423,9 +417,30 @@ def _status_service(job: Job) -> AttainedService | None:
     )
 
 
-def _admission_for(job: Job, snap: PoolSnapshot, phase: str, **spec: Any) -> Admission:
+def _admission_for(
+    job: Job,
+    snap: PoolSnapshot,
+    phase: Phase,
+    *,
+    message: str = "",
+    reason: str = "",
+    workers: int = 0,
+    pods: tuple[Placement, ...] = (),
+    last_scale: LastScale | None = None,
+    admitted_at: str | None = None,
+    gang: Gang | None = None,
+    gang_note: str = "",
+    moves: tuple[Moves, ...] = (),
+    migrations: tuple[MigrationAnswer, ...] = (),
+    service: AttainedService | None = None,
+    grace_seconds: int | None = None,
+    refused: tuple[Refusal, ...] = (),
+    kubeshare: str = "",
+    queue: QueuePlace | None = None,
+) -> Admission:
     """The job's Admission in this pool: what every one says of its job and pool, and the
-    ``spec`` fields the plan decided (by their names in ``Admission``)."""
+    fields the plan decided, each by its name in ``Admission`` (a misspelt one is a
+    TypeError here, never a field left out)."""
     return Admission(
         pool=snap.name,
         namespace=job.namespace,
@@ -434,7 +449,21 @@ def _admission_for(job: Job, snap: PoolSnapshot, phase: str, **spec: Any) -> Adm
         ),
         phase=phase,
         binding=snap.spec.binding,
-        **spec,
+        message=message,
+        reason=reason,
+        workers=workers,
+        pods=pods,
+        last_scale=last_scale,
+        admitted_at=admitted_at,
+        gang=gang,
+        gang_note=gang_note,
+        moves=moves,
+        migrations=migrations,
+        service=service,
+        grace_seconds=grace_seconds,
+        refused=refused,
+        kubeshare=kubeshare,
+        queue=queue,
     )
 
 
