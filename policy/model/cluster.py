@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from functools import cached_property
 from operator import attrgetter
 from types import MappingProxyType
@@ -20,6 +21,7 @@ from policy.model.gpushare import (
     GPU,
     V1_REQUEST,
     V2_REQUEST,
+    VGPU_POD,
     BadShare,
     DeviceFree,
     GpuShare,
@@ -35,6 +37,7 @@ from policy.model.hashed import HashedTuple
 from policy.model.hostports import host_ports
 from policy.model.jobs import pod_limits, pod_request
 from policy.model.resources import Resources
+from policy.model.timeutil import parse_time
 
 HOSTNAME = "kubernetes.io/hostname"
 OPERATOR_NAME = "dragonet"
@@ -175,6 +178,16 @@ class Pod:
             )
         )
 
+    @cached_property
+    def created_at(self) -> datetime | None:
+        """``created``, parsed once (what the plan compares; ``created`` is what is written)."""
+        return parse_time(self.created)
+
+    @cached_property
+    def started_at(self) -> datetime | None:
+        """``started``, parsed once (least attained service reads it every sync)."""
+        return parse_time(self.started)
+
     def __post_init__(self) -> None:
         terminal = self.phase in TERMINAL_PHASES
         labels = self.labels
@@ -241,6 +254,23 @@ class Pod:
             admission_generation=_generation(meta.get("annotations")),
             limits=pod_limits(spec),
         )
+
+    @classmethod
+    def in_pool(cls, obj: Mapping[str, Any], container: str, kubeshare: str = "none") -> Pod | None:
+        """The pod as a pool reads it (``kubeshare``: the pool's mode). With KubeShare a
+        fractional GPU joins its request; None for the Pod KubeShare v1 runs for a SharePod
+        (the SharePod is counted) and for its ``kubeshare-vgpu`` pods (seen with
+        ``watchAllPods``), as DRAGON skipped both."""
+        if kubeshare == "none":
+            return cls.from_object(obj, container)
+        if kubeshare == "v1" and obj.get("kind") != SHAREPOD:
+            meta = obj.get("metadata") or {}
+            owners = meta.get("ownerReferences") or ()
+            if any(isinstance(o, Mapping) and o.get("kind") == SHAREPOD for o in owners):
+                return None
+            if str(meta.get("name", "")).startswith(VGPU_POD):
+                return None  # its GPU is the vGPU the SharePods on it account for
+        return cls.from_object(obj, container, shares=True)
 
     def on_nodes(self, node_of_host: Mapping[str, str]) -> Pod:
         """The pod with a pinned hostname read as that node's name."""

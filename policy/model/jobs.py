@@ -405,6 +405,15 @@ class Job:
         return next((r.gpu_share for r in self.replicas.values() if r.gpu_share), None)
 
     @cached_property
+    def uses_gpus(self) -> bool:
+        """A replica requests GPUs (``*/gpu``): its service is measured in GPUs, else in CPU
+        cores (``policy.pool.attained_service``). Once per job, not per use in each sync."""
+        return any(
+            sum(v for k, v in r.request.items() if k.endswith("/gpu")) != 0
+            for r in self.replicas.values()
+        )
+
+    @cached_property
     def wants_kubeshare(self) -> bool:
         """Asks for fractional GPUs: a pod with a share, or DRAGON's job annotation."""
         flag = str(self.annotations.get(KUBESHARE_ANNOTATION, "")).lower() == "true"

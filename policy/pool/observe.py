@@ -18,7 +18,7 @@ from policy.memo import Memo
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.admission import Admission, Placement
 from policy.model.cluster import L_JOB, Cluster, Node, Pod
-from policy.model.gpushare import SHAREPOD_KIND, SHAREPODS, VGPU_POD, with_device
+from policy.model.gpushare import SHAREPODS, with_device
 from policy.model.jobs import (
     KINDS,
     TFJOB,
@@ -197,10 +197,9 @@ def observe(
     renamed = {n.hostname: n.name for n in nodes if n.hostname != n.name}
     pods: dict[tuple[str, str], Pod] = {}
     types = (PODS, SHAREPODS) if spec.kubeshare == "v1" else (PODS,)
-    if spec.kubeshare == "none":
-        read_pod, tag = _plain_pod, ""
-    else:  # (how a pod reads depends on the mode: the memo keys on it)
-        read_pod, tag = partial(_pod, kubeshare=spec.kubeshare), f" {spec.kubeshare}"
+    # (How a pod reads depends on the mode: the memo keys on it.)
+    read_pod = partial(Pod.in_pool, container=TFJOB.container, kubeshare=spec.kubeshare)
+    tag = "" if spec.kubeshare == "none" else f" {spec.kubeshare}"
     for type_key in types:
         for pod in _each(related, type_key, read_pod, problems, memo, type_key + tag):
             if pod is not None:
@@ -244,7 +243,7 @@ def observe(
         for pod in _assumed(by_key[key], adm, existing, by_name, boarded, memo)
     ]
     cluster = Cluster.observe(nodes, [*pods.values(), *assumed], spec.kubeshare != "none", memo)
-    classes = _each(related, PRIORITY_CLASSES, _decoded, problems, memo)
+    classes = _each(related, PRIORITY_CLASSES, dict, problems, memo)  # (once decoded)
     priorities = Priorities.observe(classes)
     requests = _requests(related, pods, by_key, problems)
     speedups = speedups_of(jobs, memo.get, problems)
@@ -327,34 +326,6 @@ def _each(
     return memo.parsed_all(tag or type_key, pairs, read, UNREADABLE, failed)
 
 
-def _decoded(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The object itself, once its bytes are known to decode (``Undecodable`` if not)."""
-    len(obj)
-    return obj
-
-
 def _why(err: BaseException) -> str:
     text = str(err) or type(err).__name__
     return text if len(text) <= 200 else text[:197] + "..."
-
-
-def _pod(obj: Mapping[str, Any], kubeshare: str) -> Pod | None:
-    """A pod that holds room in a pool with KubeShare; None for the Pod KubeShare v1 runs
-    for a SharePod (the SharePod is counted) and for its ``kubeshare-vgpu`` pods (seen with
-    ``watchAllPods``), as DRAGON skipped both."""
-    if kubeshare == "v1" and obj.get("kind") != SHAREPOD_KIND:
-        meta = obj.get("metadata") or {}
-        owners = meta.get("ownerReferences") or ()
-        if any(isinstance(o, Mapping) and o.get("kind") == SHAREPOD_KIND for o in owners):
-            return None
-        if str(meta.get("name", "")).startswith(VGPU_POD):
-            return None  # its GPU is the vGPU the SharePods on it account for
-    return _shares_pod(obj)
-
-
-def _plain_pod(obj: Mapping[str, Any]) -> Pod:
-    return Pod.from_object(obj, TFJOB.container)
-
-
-def _shares_pod(obj: Mapping[str, Any]) -> Pod:
-    return Pod.from_object(obj, TFJOB.container, shares=True)
