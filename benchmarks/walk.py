@@ -37,7 +37,7 @@ from typing import Any
 import orjson
 
 from benchmarks.sync_latency import scenario
-from policy.memo import Memo
+from policy.memo import Encoded, Memo
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.pool import sync as pool_sync_module
 from policy.pool.observe import observe
@@ -118,11 +118,18 @@ class _Call:
     codes: frozenset = frozenset()  # every function of ours in this call and below it
 
 
-def trace(call: Callable[[], Any], start: str, until: str | None = None) -> Walk:
+def trace(
+    call: Callable[[], Any],
+    start: str,
+    until: str | None = None,
+    carries: Callable[[FrameType], bool] | None = None,
+) -> Walk:
     """The stays of ``call`` (beginning in module ``start``), up to the first call of a
     function named ``until`` if given. As a reader follows code: a call is followed unless
     everything it runs (it and all it calls) was read before (the next object of a loop,
-    a helper read already), so each function counts once, where it is first met."""
+    a helper read already), so each function counts once, where it is first met. With
+    ``carries``, only calls it is true of are stays (the others are passed through, as a
+    library's are): a reader following one thing, e.g. the request's objects."""
     root = _Call(None, start, [])
     stack = [root]
     done = False
@@ -135,7 +142,10 @@ def trace(call: Callable[[], Any], start: str, until: str | None = None) -> Walk
             if until is not None and frame.f_code.co_name == until:
                 done = True
                 return
-            node = _Call(frame.f_code, _module_of(frame.f_code.co_filename), [])
+            module = _module_of(frame.f_code.co_filename)
+            if module is not None and carries is not None and not carries(frame):
+                module = None
+            node = _Call(frame.f_code, module, [])
             stack[-1].calls.append(node)
             stack.append(node)
         elif event == "return" and len(stack) > 1:
@@ -183,6 +193,40 @@ def _module_of(filename: str) -> str | None:
     return ".".join(rel.with_suffix("").parts) if rel.parts[0] in OURS else None
 
 
+def carrier(*roots: Any) -> Callable[[FrameType], bool]:
+    """Whether a call is handed any of ``roots`` or what is inside them (a related object,
+    its decoded form, any part of it), or a list or tuple of such (a map's pairs)."""
+    ids: set[int] = set()
+
+    def add(value: Any) -> None:
+        if isinstance(value, Encoded):
+            ids.add(id(value))
+            len(value)  # (decoded now, once: what any reader of it is handed)
+            value = value._decoded
+        if isinstance(value, dict | list):
+            ids.add(id(value))
+            for v in value.values() if isinstance(value, dict) else value:
+                add(v)
+
+    for root in roots:
+        add(root)
+
+    def held(value: Any, depth: int = 0) -> bool:
+        if id(value) in ids:
+            return True
+        if depth < 2 and isinstance(value, list | tuple):
+            return any(held(v, depth + 1) for v in value[:3])
+        return False
+
+    def carries(frame: FrameType) -> bool:
+        code = frame.f_code
+        n = code.co_argcount + code.co_kwonlyargcount + bool(code.co_flags & 0x04)
+        local = frame.f_locals
+        return any(held(local.get(name)) for name in code.co_varnames[:n])
+
+    return carries
+
+
 def parse_time_calls() -> Counter[str]:
     """``parse_time(...)`` call sites per module of ``policy/`` and ``webhooks/``."""
     out: Counter[str] = Counter()
@@ -209,6 +253,14 @@ def main() -> None:
         return trace(
             lambda: observe(req.parent, req.children, req.related, Memo()),
             "policy.pool.sync",
+            carries=carrier(req.related),
+        )
+
+    def related_code() -> Walk:
+        req = read_sync_request(body)
+        return trace(
+            lambda: observe(req.parent, req.children, req.related, Memo()),
+            "policy.pool.sync",
         )
 
     def into_plan() -> Walk:
@@ -219,7 +271,12 @@ def main() -> None:
         return trace(run, "webhooks.app", until="plan")
 
     print(f"{'walk':<20} {'stays':>5} {'modules':>7} {'returns':>7}  entered more than once")
-    for name, walk in (("related objects", related()), ("request into plan()", into_plan())):
+    walks = (
+        ("related objects", related()),
+        ("all of observe()", related_code()),
+        ("request into plan()", into_plan()),
+    )
+    for name, walk in walks:
         again = ", ".join(f"{m.rsplit('.', 1)[-1]} {n}" for m, n in walk.again().items())
         print(f"{name:<20} {len(walk.stays):>5} {walk.modules:>7} {walk.returns:>7}  {again}")
         if args.show:

@@ -34,8 +34,7 @@ from policy.model.gpushare import (
     SHAREPOD_KIND as SHAREPOD,
 )
 from policy.model.hashed import HashedTuple
-from policy.model.hostports import host_ports
-from policy.model.jobs import pod_limits, pod_request
+from policy.model.podspec import pod_needs
 from policy.model.resources import Resources
 from policy.model.timeutil import parse_time
 
@@ -231,9 +230,7 @@ class Pod:
                     finished = term.get("finishedAt")
         for cs in status.get("initContainerStatuses") or []:
             restarts += int(cs.get("restartCount") or 0)
-        request = pod_request(spec)
-        if ports := host_ports(spec):  # held on its node like any resource
-            request = request + ports
+        request, limits = pod_needs(spec)
         return cls(
             namespace=_name(meta.get("namespace", "default"), "Pod metadata.namespace"),
             name=_name(meta.get("name"), "Pod metadata.name"),
@@ -252,7 +249,7 @@ class Pod:
             unschedulable=_unschedulable(status),
             preferred=node is not None and not bound_to and not required,
             admission_generation=_generation(meta.get("annotations")),
-            limits=pod_limits(spec),
+            limits=limits,
         )
 
     @classmethod
@@ -327,22 +324,24 @@ def _with_share(request: Resources, meta: Mapping[str, Any]) -> Resources:
 
 
 def _parts(obj: Mapping[str, Any], kind: str) -> tuple[Mapping, Mapping, Mapping]:
-    """metadata, spec and status, each an object (absent: empty)."""
-    out = []
-    for part in ("metadata", "spec", "status"):
-        value = obj.get(part) or {}
+    """metadata, spec and status, each an object (absent: empty). (Read for every pod of
+    a pool at every cold sync: no loop, no list.)"""
+    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    if type(meta) is dict and type(spec) is dict and type(status) is dict:
+        return meta, spec, status
+    for part, value in (("metadata", meta), ("spec", spec), ("status", status)):
         if not isinstance(value, Mapping):
             raise ValueError(f"{kind} {part} is not an object")
-        out.append(value)
-    return out[0], out[1], out[2]
+    return meta, spec, status
 
 
 def _labels(meta: Mapping[str, Any]) -> dict[str, str]:
     labels = meta.get("labels") or {}
-    if not isinstance(labels, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
-    ):
+    if not isinstance(labels, Mapping):
         raise ValueError("metadata.labels must map strings to strings")
+    for k, v in labels.items():
+        if not (isinstance(k, str) and isinstance(v, str)):
+            raise ValueError("metadata.labels must map strings to strings")
     return dict(labels)
 
 

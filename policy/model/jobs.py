@@ -35,8 +35,9 @@ from policy.model.bounds import (
 from policy.model.gpushare import GPU, BadShare, GpuShare, share_of
 from policy.model.hashed import HashedTuple
 from policy.model.hostports import host_ports
+from policy.model.podspec import pod_request
 from policy.model.pool import DEFAULT_POOL, pool_of
-from policy.model.resources import PODS, Resources, to_milli
+from policy.model.resources import Resources, to_milli
 from policy.model.templates import PodTemplate
 from policy.model.tensorboard import ANNOTATION as TENSORBOARD_ANNOTATION
 from policy.model.tensorboard import LABEL as TENSORBOARD_LABEL
@@ -446,43 +447,6 @@ def _format_validation_error(err: ValidationError, prefix: str) -> str:
     return "; ".join(problems)
 
 
-def pod_request(pod_spec: Mapping[str, Any]) -> Resources:
-    """What the scheduler reserves for a pod: containers' requests (limits where a container
-    gives only limits, as the API server defaults them), at least each init container's,
-    plus overhead and one ``pods`` slot. A sidecar (an init container that restarts
-    ``Always``) runs beside the containers and the init containers after it, so it adds up
-    (component-helpers' ``PodRequests``)."""
-
-    def container_request(c: Mapping[str, Any]) -> dict[str, int]:
-        res = c.get("resources") or {}
-        merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
-        return {k: to_milli(v) for k, v in merged.items()}
-
-    total: dict[str, int] = {}
-    for c in pod_spec.get("containers") or []:
-        for k, v in container_request(c).items():
-            total[k] = total.get(k, 0) + v
-    sidecars: dict[str, int] = {}
-    init_peak: dict[str, int] = {}
-    for c in pod_spec.get("initContainers") or []:
-        own = container_request(c)
-        if c.get("restartPolicy") == "Always":
-            for k, v in own.items():
-                total[k] = total.get(k, 0) + v
-                sidecars[k] = sidecars.get(k, 0) + v
-            step = sidecars
-        else:
-            step = {k: own.get(k, 0) + sidecars.get(k, 0) for k in own.keys() | sidecars.keys()}
-        for k, v in step.items():
-            init_peak[k] = max(init_peak.get(k, 0), v)
-    for k, v in init_peak.items():
-        total[k] = max(total.get(k, 0), v)
-    for k, v in (pod_spec.get("overhead") or {}).items():
-        total[k] = total.get(k, 0) + to_milli(v)
-    total[PODS] = total.get(PODS, 0) + to_milli(1)
-    return Resources(total)
-
-
 @lru_cache(maxsize=4096)
 def _interned(shape: HashedTuple) -> HashedTuple:
     """The first equal shape seen: jobs of one shape then share one object, which a cycle's
@@ -497,18 +461,6 @@ def constraints_key(pod_spec: Mapping[str, Any]) -> bytes:
         [pod_spec.get("nodeSelector"), pod_spec.get("affinity"), pod_spec.get("tolerations")],
         option=orjson.OPT_SORT_KEYS,
     )
-
-
-def pod_limits(pod_spec: Mapping[str, Any]) -> Resources:
-    """The containers' limits (a container without a limit on a resource counts its request
-    there): what a burstable pod may use, DRAGON's per-node "load" (§7.3)."""
-    total: dict[str, int] = {}
-    for c in pod_spec.get("containers") or []:
-        res = c.get("resources") or {}
-        merged = {**(res.get("requests") or {}), **(res.get("limits") or {})}
-        for k, v in merged.items():
-            total[k] = total.get(k, 0) + to_milli(v)
-    return Resources(total)
 
 
 def _unreadable_quantity(pod_spec: Mapping[str, Any]) -> str:

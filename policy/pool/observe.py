@@ -26,12 +26,13 @@ from policy.model.jobs import (
     Job,
     child_name,
     job_or_why,
-    pod_limits,
 )
 from policy.model.migration import TYPE_KEY as MIGRATIONS
 from policy.model.migration import MigrationRequest
+from policy.model.podspec import pod_limits
 from policy.model.pool import DEFAULT_POOL, POOL_KIND, VERSION, PoolSpec
 from policy.model.priority import Priorities
+from policy.model.priority import entry as priority_class
 from policy.model.request import (
     UNREADABLE,
     MalformedRequest,
@@ -243,8 +244,7 @@ def observe(
         for pod in _assumed(by_key[key], adm, existing, by_name, boarded, memo)
     ]
     cluster = Cluster.observe(nodes, [*pods.values(), *assumed], spec.kubeshare != "none", memo)
-    classes = _each(related, PRIORITY_CLASSES, dict, problems, memo)  # (once decoded)
-    priorities = Priorities.observe(classes)
+    priorities = Priorities.of(_each(related, PRIORITY_CLASSES, priority_class, problems, memo))
     requests = _requests(related, pods, by_key, problems)
     speedups = speedups_of(jobs, memo.get, problems)
     return PoolSnapshot(
