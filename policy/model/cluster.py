@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from functools import cached_property
 from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
@@ -34,6 +33,7 @@ from policy.model.gpushare import (
     SHAREPOD_KIND as SHAREPOD,
 )
 from policy.model.hashed import HashedTuple
+from policy.model.once import cached_property
 from policy.model.podspec import pod_needs
 from policy.model.resources import Resources
 from policy.model.timeutil import parse_time

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cached_property, lru_cache, partial
+from functools import lru_cache, partial
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -35,6 +35,7 @@ from policy.model.bounds import (
 from policy.model.gpushare import GPU, BadShare, GpuShare, share_of
 from policy.model.hashed import HashedTuple
 from policy.model.hostports import host_ports
+from policy.model.once import cached_property
 from policy.model.podspec import pod_request
 from policy.model.pool import DEFAULT_POOL, pool_of
 from policy.model.resources import Resources, to_milli
