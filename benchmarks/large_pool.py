@@ -26,8 +26,9 @@ answers).
 With ``--concurrent``: ``dragonet serve`` with the chart's defaults (2 processes x 4
 threads, the 8 s deadline) on 127.0.0.1, and K such pools (each its own name) posted at
 once, each retried as Metacontroller retries (after ``Retry-After`` on a 429, after 1 s on
-anything else but a 200) for at most ``--window`` seconds. Printed: each pool's answers in
-order, and how long until its 200.
+anything else but a 200) for at most ``--window`` seconds; first one pool alone, the
+baseline of the same run. Printed: each pool's answers in order, how long until the first
+and the last 200, and both as ratios to the pool alone.
 
 Not a test: the figures depend on the machine (record them in benchmarks/README.md as
 ratios).
@@ -174,15 +175,21 @@ def _send(url: str, body: bytes, window: float, out: list[tuple[float, int]]) ->
 
 
 def concurrent(args: argparse.Namespace) -> None:
+    """K pools at once; first one pool alone (the baseline, same run): how long until the
+    first and the last 200, and those as ratios to the pool alone."""
     request = pool_of(args.nodes)
-    counts = [int(k) for k in args.concurrent.split(",")]
+    counts = [1] + [int(k) for k in args.concurrent.split(",") if int(k) != 1]
     bodies = {n: _pool_bodies(request, f"pool-{n}", 1)[0] for n in range(max(counts))}
     print(
         f"\n{len(bodies)} pools of {args.nodes} nodes, at once, to dragonet serve "
         "(chart defaults), retried as Metacontroller retries:"
     )
-    print(f"{'at once':>7} {'200 in 8 s':>10} {'200s':>4} {'last 200 s':>10}  answers (s:code)")
+    print(
+        f"{'at once':>7} {'200 in 8 s':>10} {'200s':>4} {'first 200 s':>11} {'x alone':>7}"
+        f" {'last 200 s':>10} {'x alone':>7}  answers (s:code)"
+    )
     env = {"DRAGONET_WORKERS": "2", "DRAGONET_THREADS": "4"}
+    alone: float | None = None
     with tempfile.TemporaryDirectory() as tmp:
         for k in counts:
             proc, url = start(env, Path(tmp) / f"server-{k}.log")  # fresh: every memo cold
@@ -202,8 +209,20 @@ def concurrent(args: argparse.Namespace) -> None:
             done = [s[-1][0] for s in seen if s and s[-1][1] == 200]
             fast = sum(1 for s in seen if s and s[-1][1] == 200 and s[-1][0] < 8.0)
             shown = " | ".join(" ".join(f"{t:.1f}:{c}" for t, c in s) for s in seen)
-            last = f"{max(done):.1f}" if done else "-"
-            print(f"{k:>7} {fast:>10} {len(done):>4} {last:>10}  {shown}")
+            first, last = (min(done), max(done)) if done else (None, None)
+            alone = alone or first
+            print(
+                f"{k:>7} {fast:>10} {len(done):>4} {_s(first):>11} {_x(first, alone):>7}"
+                f" {_s(last):>10} {_x(last, alone):>7}  {shown}"
+            )
+
+
+def _s(seconds: float | None) -> str:
+    return f"{seconds:.1f}" if seconds is not None else "-"
+
+
+def _x(seconds: float | None, alone: float | None) -> str:
+    return f"{seconds / alone:.1f}" if seconds is not None and alone else "-"
 
 
 def main() -> None:

@@ -356,6 +356,11 @@ class Job:
         return parse_time(self.status.get("enqueueTime")) or self.created
 
     @cached_property
+    def started_at(self) -> datetime | None:
+        """The startTime its status keeps, parsed once (the pool reads it every cycle)."""
+        return parse_time(self.status.get("startTime"))
+
+    @cached_property
     def gang_shape(self) -> tuple:
         """What decides whether its gang fits, but for where each type may go: each gang
         type's count and request, the workers', and min-instances."""

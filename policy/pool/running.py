@@ -54,7 +54,7 @@ def idle_since(jobs: Iterable[tuple[Job, Admission | None]]) -> datetime | None:
     times = []
     for job, admission in jobs:
         admitted = admission.admitted_at if admission is not None else None
-        started = parse_time(admitted) or parse_time(job.status.get("startTime"))
+        started = parse_time(admitted) or job.started_at
         if started is not None:
             times.append(started)
         scale = last_scale(job, admission)
