@@ -44,11 +44,11 @@ def test_walk_benchmark_follows_the_related_objects_into_the_snapshot(
     walk.main()
     out = capsys.readouterr().out.splitlines()
     assert out[0].split()[:4] == ["walk", "stays", "modules", "returns"]
-    related, whole = out[2].split(" > "), out[4].split(" > ")
-    assert related[0].strip() == "sync" and {"cluster", "jobs", "priority"} <= set(related)
+    related, whole = ([m.strip() for m in out[i].split(" > ")] for i in (2, 4))
+    assert related[0] == "sync" and {"cluster", "jobs", "priority"} <= set(related)
     assert out[1].startswith("related objects") and out[3].startswith("all of observe()")
     assert int(out[1].split()[2]) < int(out[3].split()[3])  # fewer stays than all the code
-    assert set(related) <= set(w.strip() for w in whole)
+    assert set(related) <= set(whole)
     assert any(line.startswith("parse_time call sites:") for line in out)
 
 
