@@ -191,7 +191,7 @@ def observe(
         spec_content = None
     spec = memo.get(
         ("pool-spec", spec_content) if spec_content is not None else None,
-        lambda: PoolSpec.model_validate(raw_spec),
+        partial(PoolSpec.model_validate, raw_spec),
     )
     problems: list[str] = []
     nodes = _each(related, NODES, Node.from_object, problems, memo)
