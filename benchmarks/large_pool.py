@@ -12,7 +12,8 @@ same shape at ``--base`` nodes (100: 148 jobs, 102 queued), measured in the same
 Through the real Flask app (``webhooks.app.create_app``), CPU time (``time.process_time``)
 per pool sync:
 
-* *cold*: a fresh app (nothing parsed before), median of ``--repeats``;
+* *cold*: a fresh app (nothing parsed before), median of ``--repeats`` (``--stat min``:
+  their minimum);
 * *warm*: the same app after one pod event (a container restarted in place: the plan
   reads it, so the pool plans again; every other object is in the memo);
 * where a cold sync goes, without Flask: reading the objects (``observe``), the plan
@@ -26,8 +27,9 @@ answers).
 With ``--concurrent``: ``dragonet serve`` with the chart's defaults (2 processes x 4
 threads, the 8 s deadline) on 127.0.0.1, and K such pools (each its own name) posted at
 once, each retried as Metacontroller retries (after ``Retry-After`` on a 429, after 1 s on
-anything else but a 200) for at most ``--window`` seconds. Printed: each pool's answers in
-order, and how long until its 200.
+anything else but a 200) for at most ``--window`` seconds; first one pool alone, the
+baseline of the same run. Printed: each pool's answers in order, how long until the first
+and the last 200, and both as ratios to the pool alone.
 
 Not a test: the figures depend on the machine (record them in benchmarks/README.md as
 ratios).
@@ -84,7 +86,10 @@ def digest(answer: bytes) -> str:
     return hashlib.sha256(canonical).hexdigest()[:16]
 
 
-def measure(request: dict[str, Any], repeats: int) -> dict[str, Any]:
+def measure(request: dict[str, Any], repeats: int, stat: str = "median") -> dict[str, Any]:
+    """``stat``: of the repeats, the median or the minimum (on a busy host the minimum
+    moves less from run to run)."""
+    pick = min if stat == "min" else statistics.median
     body = orjson.dumps(request)
     answers: list[bytes] = []
 
@@ -113,8 +118,8 @@ def measure(request: dict[str, Any], repeats: int) -> dict[str, Any]:
         "pods": len(request["related"]["Pod.v1"]),
         "jobs": len(snap.jobs),
         "queued": sum(1 for jp in result.jobs.values() if jp.phase == "Queued"),
-        "cold": statistics.median(colds),
-        "warm": statistics.median(warms),
+        "cold": pick(colds),
+        "warm": pick(warms),
         "observe": t1 - t0,
         "plan": t2 - t1,
         "whole": t3 - t2,  # the pure sync: reading, the plan, the answer (no Flask, no JSON)
@@ -131,7 +136,7 @@ def per_sync(args: argparse.Namespace) -> None:
     )
     base: dict[str, Any] | None = None
     for nodes in (args.base, args.nodes):
-        r = measure(pool_of(nodes), args.repeats)
+        r = measure(pool_of(nodes), args.repeats, args.stat)
         base = base or r
         print(
             f"{nodes:>5} {r['jobs']:>5} {r['pods']:>5} {r['queued']:>6} {r['mib']:>6.1f}"
@@ -165,15 +170,21 @@ def _send(url: str, body: bytes, window: float, out: list[tuple[float, int]]) ->
 
 
 def concurrent(args: argparse.Namespace) -> None:
+    """K pools at once; first one pool alone (the baseline, same run): how long until the
+    first and the last 200, and those as ratios to the pool alone."""
     request = pool_of(args.nodes)
-    counts = [int(k) for k in args.concurrent.split(",")]
+    counts = [1] + [int(k) for k in args.concurrent.split(",") if int(k) != 1]
     bodies = {n: _pool_bodies(request, f"pool-{n}", 1)[0] for n in range(max(counts))}
     print(
         f"\n{len(bodies)} pools of {args.nodes} nodes, at once, to dragonet serve "
         "(chart defaults), retried as Metacontroller retries:"
     )
-    print(f"{'at once':>7} {'200 in 8 s':>10} {'200s':>4} {'last 200 s':>10}  answers (s:code)")
+    print(
+        f"{'at once':>7} {'200 in 8 s':>10} {'200s':>4} {'first 200 s':>11} {'x alone':>7}"
+        f" {'last 200 s':>10} {'x alone':>7}  answers (s:code)"
+    )
     env = {"DRAGONET_WORKERS": "2", "DRAGONET_THREADS": "4"}
+    alone: float | None = None
     with tempfile.TemporaryDirectory() as tmp:
         for k in counts:
             proc, url = start(env, Path(tmp) / f"server-{k}.log")  # fresh: every memo cold
@@ -193,8 +204,20 @@ def concurrent(args: argparse.Namespace) -> None:
             done = [s[-1][0] for s in seen if s and s[-1][1] == 200]
             fast = sum(1 for s in seen if s and s[-1][1] == 200 and s[-1][0] < 8.0)
             shown = " | ".join(" ".join(f"{t:.1f}:{c}" for t, c in s) for s in seen)
-            last = f"{max(done):.1f}" if done else "-"
-            print(f"{k:>7} {fast:>10} {len(done):>4} {last:>10}  {shown}")
+            first, last = (min(done), max(done)) if done else (None, None)
+            alone = alone or first
+            print(
+                f"{k:>7} {fast:>10} {len(done):>4} {_s(first):>11} {_x(first, alone):>7}"
+                f" {_s(last):>10} {_x(last, alone):>7}  {shown}"
+            )
+
+
+def _s(seconds: float | None) -> str:
+    return f"{seconds:.1f}" if seconds is not None else "-"
+
+
+def _x(seconds: float | None, alone: float | None) -> str:
+    return f"{seconds / alone:.1f}" if seconds is not None and alone else "-"
 
 
 def main() -> None:
@@ -203,6 +226,7 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=1000)
     parser.add_argument("--base", type=int, default=100, help="the baseline pool's nodes")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--stat", choices=("median", "min"), default="median")
     parser.add_argument("--concurrent", default="", help="e.g. 2,3,4: pools sent at once")
     parser.add_argument("--window", type=float, default=30.0, help="seconds each pool retries")
     parser.add_argument("--dump", default="", help="write each pool's answer into this folder")

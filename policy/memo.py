@@ -33,7 +33,6 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any, TypeVar
 
 import orjson
@@ -87,7 +86,8 @@ class Encoded(Mapping[str, Any]):
         self.raw = raw
         self._decoded: dict[str, Any] | None = None
 
-    def _object(self) -> dict[str, Any]:
+    def decoded(self) -> dict[str, Any]:
+        """The object itself (decoded once; ``Undecodable`` if its bytes cannot be)."""
         if self._decoded is None:
             try:
                 value = orjson.loads(self.raw)
@@ -97,16 +97,16 @@ class Encoded(Mapping[str, Any]):
         return self._decoded
 
     def __getitem__(self, key: str) -> Any:
-        return self._object()[key]
+        return self.decoded()[key]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._object())
+        return iter(self.decoded())
 
     def __len__(self) -> int:
-        return len(self._object())
+        return len(self.decoded())
 
     def get(self, key: str, default: Any = None) -> Any:
-        return self._object().get(key, default)
+        return self.decoded().get(key, default)
 
 
 def content_key(kind: str, obj: Mapping[str, Any], *extra: Hashable) -> tuple | None:
@@ -170,15 +170,18 @@ class Memo:
         per object: a pool's sync looks up thousands). With the ``name`` the request maps
         the object under, the entry is found by name and kept only while the bytes are
         equal: comparing bytes costs a third of hashing them, and an object's older
-        versions leave the memo as it changes."""
-        if self.limit <= 0 or type(obj) is not Encoded:
+        versions leave the memo as it changes. ``make`` is handed the decoded object (one
+        look-up covers a whole parse: the parser never comes back here to decode)."""
+        if type(obj) is not Encoded:
             return make(obj)
+        if self.limit <= 0:
+            return make(obj.decoded())
         if name is not None:
             return self._named(kind, name, obj.raw, obj, make)
         key = (kind, obj.raw)
         value = self.current.get(key, _MISSING)
         if value is _MISSING:
-            return self.get(key, partial(make, obj))
+            return self.get(key, lambda: make(obj.decoded()))
         self.used += 1
         self.hits += 1
         return value  # type: ignore[no-any-return]
@@ -213,9 +216,7 @@ class Memo:
         self.used += hits
         return out
 
-    def _named(
-        self, kind: str, name: str, raw: bytes, obj: Mapping[str, Any], make: Callable[[Any], T]
-    ) -> T:
+    def _named(self, kind: str, name: str, raw: bytes, obj: Encoded, make: Callable[[Any], T]) -> T:
         self.used += 1
         key = ("named", kind, name)
         entry = self.current.get(key, _MISSING)
@@ -227,7 +228,7 @@ class Memo:
             self.hits += 1
         else:
             self.misses += 1
-            entry = (raw, _detached(make(obj)))
+            entry = (raw, _detached(make(obj.decoded())))
         self._keep(key, entry)
         return entry[1]  # type: ignore[index, no-any-return]
 

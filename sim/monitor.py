@@ -33,9 +33,9 @@ from typing import Literal, Protocol
 from monitor.convergence import ConvergenceTracker
 from monitor.imbalance import NodeLoad, overloaded
 from policy.model.cluster import L_TYPE
-from policy.model.jobs import pod_limits, pod_request
 from policy.model.migration import REFUSED, request_object
 from policy.model.migration import TYPE_KEY as MIGRATIONS
+from policy.model.podspec import pod_limits, pod_request
 from policy.model.resources import Resources
 from sim.apiserver import ApiServer, Conflict, Obj, object_key
 from sim.cpu import Usage

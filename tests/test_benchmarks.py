@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks import large_pool, sync_latency
+from benchmarks import large_pool, sync_latency, walk
 
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 
@@ -33,6 +33,23 @@ def test_large_pool_benchmark_runs_and_the_answers_digest_alike(
     assert [r.split()[:2] for r in rows[1:]] == [["12", "18"], ["40", "59"]]
     assert all(int(r.split()[3]) > 0 for r in rows[1:])  # jobs wait in both pools
     assert large_pool.digest(b'{"a":1,"b":[2]}') == large_pool.digest(b'{"b":[2],"a":1}')
+
+
+def test_walk_benchmark_follows_the_related_objects_into_the_snapshot(
+    monkeypatch: pytest.MonkeyPatch, capsys
+) -> None:
+    """Every kind of related object is followed from sync.py into its parser, and the walk
+    that follows only them is part of the walk through all of observe()."""
+    monkeypatch.setattr(sys, "argv", ["walk", "--show"])
+    walk.main()
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split()[:4] == ["walk", "stays", "modules", "returns"]
+    related, whole = ([m.strip() for m in out[i].split(" > ")] for i in (2, 4))
+    assert related[0] == "sync" and {"cluster", "jobs", "priority"} <= set(related)
+    assert out[1].startswith("related objects") and out[3].startswith("all of observe()")
+    assert int(out[1].split()[2]) < int(out[3].split()[3])  # fewer stays than all the code
+    assert set(related) <= set(whole)
+    assert any(line.startswith("parse_time call sites:") for line in out)
 
 
 def test_elastic_benchmark_compares_every_policy_and_checks_the_targets(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from datetime import datetime
 from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
@@ -20,6 +20,7 @@ from policy.model.gpushare import (
     GPU,
     V1_REQUEST,
     V2_REQUEST,
+    VGPU_POD,
     BadShare,
     DeviceFree,
     GpuShare,
@@ -32,10 +33,11 @@ from policy.model.gpushare import (
     SHAREPOD_KIND as SHAREPOD,
 )
 from policy.model.hashed import HashedTuple
-from policy.model.hostports import host_ports
-from policy.model.jobs import pod_limits, pod_request
+from policy.model.once import cached_property
+from policy.model.podspec import pod_needs
 from policy.model.resources import Resources
 from policy.model.slot import Slot
+from policy.model.timeutil import parse_time
 
 HOSTNAME = "kubernetes.io/hostname"
 OPERATOR_NAME = "dragonet"
@@ -176,6 +178,16 @@ class Pod:
             )
         )
 
+    @cached_property
+    def created_at(self) -> datetime | None:
+        """``created``, parsed once (what the plan compares; ``created`` is what is written)."""
+        return parse_time(self.created)
+
+    @cached_property
+    def started_at(self) -> datetime | None:
+        """``started``, parsed once (least attained service reads it every sync)."""
+        return parse_time(self.started)
+
     def __post_init__(self) -> None:
         terminal = self.phase in TERMINAL_PHASES
         labels = self.labels
@@ -219,9 +231,7 @@ class Pod:
                     finished = term.get("finishedAt")
         for cs in status.get("initContainerStatuses") or []:
             restarts += int(cs.get("restartCount") or 0)
-        request = pod_request(spec)
-        if ports := host_ports(spec):  # held on its node like any resource
-            request = request + ports
+        request, limits = pod_needs(spec)
         return cls(
             namespace=_name(meta.get("namespace", "default"), "Pod metadata.namespace"),
             name=_name(meta.get("name"), "Pod metadata.name"),
@@ -240,8 +250,25 @@ class Pod:
             unschedulable=_unschedulable(status),
             preferred=node is not None and not bound_to and not required,
             admission_generation=_generation(meta.get("annotations")),
-            limits=pod_limits(spec),
+            limits=limits,
         )
+
+    @classmethod
+    def in_pool(cls, obj: Mapping[str, Any], container: str, kubeshare: str = "none") -> Pod | None:
+        """The pod as a pool reads it (``kubeshare``: the pool's mode). With KubeShare a
+        fractional GPU joins its request; None for the Pod KubeShare v1 runs for a SharePod
+        (the SharePod is counted) and for its ``kubeshare-vgpu`` pods (seen with
+        ``watchAllPods``), as DRAGON skipped both."""
+        if kubeshare == "none":
+            return cls.from_object(obj, container)
+        if kubeshare == "v1" and obj.get("kind") != SHAREPOD:
+            meta = obj.get("metadata") or {}
+            owners = meta.get("ownerReferences") or ()
+            if any(isinstance(o, Mapping) and o.get("kind") == SHAREPOD for o in owners):
+                return None
+            if str(meta.get("name", "")).startswith(VGPU_POD):
+                return None  # its GPU is the vGPU the SharePods on it account for
+        return cls.from_object(obj, container, shares=True)
 
     def on_nodes(self, node_of_host: Mapping[str, str]) -> Pod:
         """The pod with a pinned hostname read as that node's name."""
@@ -298,22 +325,24 @@ def _with_share(request: Resources, meta: Mapping[str, Any]) -> Resources:
 
 
 def _parts(obj: Mapping[str, Any], kind: str) -> tuple[Mapping, Mapping, Mapping]:
-    """metadata, spec and status, each an object (absent: empty)."""
-    out = []
-    for part in ("metadata", "spec", "status"):
-        value = obj.get(part) or {}
+    """metadata, spec and status, each an object (absent: empty). (Read for every pod of
+    a pool at every cold sync: no loop, no list.)"""
+    meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
+    if type(meta) is dict and type(spec) is dict and type(status) is dict:
+        return meta, spec, status
+    for part, value in (("metadata", meta), ("spec", spec), ("status", status)):
         if not isinstance(value, Mapping):
             raise ValueError(f"{kind} {part} is not an object")
-        out.append(value)
-    return out[0], out[1], out[2]
+    return meta, spec, status
 
 
 def _labels(meta: Mapping[str, Any]) -> dict[str, str]:
     labels = meta.get("labels") or {}
-    if not isinstance(labels, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in labels.items()
-    ):
+    if not isinstance(labels, Mapping):
         raise ValueError("metadata.labels must map strings to strings")
+    for k, v in labels.items():
+        if not (isinstance(k, str) and isinstance(v, str)):
+            raise ValueError("metadata.labels must map strings to strings")
     return dict(labels)
 
 

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from functools import cached_property, lru_cache, partial
+from functools import lru_cache, partial
 from types import MappingProxyType
 from typing import Any, Literal
 
@@ -35,8 +35,10 @@ from policy.model.bounds import (
 from policy.model.gpushare import GPU, BadShare, GpuShare, share_of
 from policy.model.hashed import HashedTuple
 from policy.model.hostports import host_ports
+from policy.model.once import cached_property
+from policy.model.podspec import pod_request
 from policy.model.pool import DEFAULT_POOL, pool_of
-from policy.model.resources import PODS, Resources, to_milli
+from policy.model.resources import Resources, to_milli
 from policy.model.slot import Slot
 from policy.model.templates import PodTemplate
 from policy.model.tensorboard import ANNOTATION as TENSORBOARD_ANNOTATION
@@ -363,6 +365,11 @@ class Job:
         return parse_time(self.status.get("enqueueTime")) or self.created
 
     @cached_property
+    def started_at(self) -> datetime | None:
+        """The startTime its status keeps, parsed once (the pool reads it every cycle)."""
+        return parse_time(self.status.get("startTime"))
+
+    @cached_property
     def gang_shape(self) -> tuple:
         """What decides whether its gang fits, but for where each type may go: each gang
         type's count and request, the workers', and min-instances."""
@@ -414,6 +421,15 @@ class Job:
         return next((r.gpu_share for r in self.replicas.values() if r.gpu_share), None)
 
     @cached_property
+    def uses_gpus(self) -> bool:
+        """A replica requests GPUs (``*/gpu``): its service is measured in GPUs, else in CPU
+        cores (``policy.pool.attained_service``). Once per job, not per use in each sync."""
+        return any(
+            sum(v for k, v in r.request.items() if k.endswith("/gpu")) != 0
+            for r in self.replicas.values()
+        )
+
+    @cached_property
     def wants_kubeshare(self) -> bool:
         """Asks for fractional GPUs: a pod with a share, or DRAGON's job annotation."""
         flag = str(self.annotations.get(KUBESHARE_ANNOTATION, "")).lower() == "true"
@@ -446,43 +462,6 @@ def _format_validation_error(err: ValidationError, prefix: str) -> str:
     return "; ".join(problems)
 
 
-def pod_request(pod_spec: Mapping[str, Any]) -> Resources:
-    """What the scheduler reserves for a pod: containers' requests (limits where a container
-    gives only limits, as the API server defaults them), at least each init container's,
-    plus overhead and one ``pods`` slot. A sidecar (an init container that restarts
-    ``Always``) runs beside the containers and the init containers after it, so it adds up
-    (component-helpers' ``PodRequests``)."""
-
-    def container_request(c: Mapping[str, Any]) -> dict[str, int]:
-        res = c.get("resources") or {}
-        merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
-        return {k: to_milli(v) for k, v in merged.items()}
-
-    total: dict[str, int] = {}
-    for c in pod_spec.get("containers") or []:
-        for k, v in container_request(c).items():
-            total[k] = total.get(k, 0) + v
-    sidecars: dict[str, int] = {}
-    init_peak: dict[str, int] = {}
-    for c in pod_spec.get("initContainers") or []:
-        own = container_request(c)
-        if c.get("restartPolicy") == "Always":
-            for k, v in own.items():
-                total[k] = total.get(k, 0) + v
-                sidecars[k] = sidecars.get(k, 0) + v
-            step = sidecars
-        else:
-            step = {k: own.get(k, 0) + sidecars.get(k, 0) for k in own.keys() | sidecars.keys()}
-        for k, v in step.items():
-            init_peak[k] = max(init_peak.get(k, 0), v)
-    for k, v in init_peak.items():
-        total[k] = max(total.get(k, 0), v)
-    for k, v in (pod_spec.get("overhead") or {}).items():
-        total[k] = total.get(k, 0) + to_milli(v)
-    total[PODS] = total.get(PODS, 0) + to_milli(1)
-    return Resources(total)
-
-
 @lru_cache(maxsize=4096)
 def _interned(shape: HashedTuple) -> HashedTuple:
     """The first equal shape seen: jobs of one shape then share one object, which a cycle's
@@ -497,18 +476,6 @@ def constraints_key(pod_spec: Mapping[str, Any]) -> bytes:
         [pod_spec.get("nodeSelector"), pod_spec.get("affinity"), pod_spec.get("tolerations")],
         option=orjson.OPT_SORT_KEYS,
     )
-
-
-def pod_limits(pod_spec: Mapping[str, Any]) -> Resources:
-    """The containers' limits (a container without a limit on a resource counts its request
-    there): what a burstable pod may use, DRAGON's per-node "load" (§7.3)."""
-    total: dict[str, int] = {}
-    for c in pod_spec.get("containers") or []:
-        res = c.get("resources") or {}
-        merged = {**(res.get("requests") or {}), **(res.get("limits") or {})}
-        for k, v in merged.items():
-            total[k] = total.get(k, 0) + to_milli(v)
-    return Resources(total)
 
 
 def _unreadable_quantity(pod_spec: Mapping[str, Any]) -> str:

@@ -15,7 +15,6 @@ from datetime import datetime, timedelta
 from policy.model import conditions as cond
 from policy.model.cluster import Pod
 from policy.model.jobs import WORKER, Job, child_name
-from policy.model.timeutil import parse_time
 
 # Kubeflow's sentinel for "the main container never terminated" (e.g. evicted): retryable.
 NO_EXIT_CODE = 0xBEEF
@@ -96,7 +95,7 @@ def assess(job: Job, pods: Sequence[Pod], now: datetime) -> Assessment:
         return Assessment(recorded, False, (), False, None)
     # The start a suspended job kept is over once it resumes (its startTime starts anew, as
     # in Kubeflow): a deadline never counts the time it spent suspended.
-    start = None if job.resumed else parse_time(job.status.get("startTime"))
+    start = None if job.resumed else job.started_at
     if not pods and start is None:
         return _WAITING  # nothing has run: nothing to judge, no deadline running
 

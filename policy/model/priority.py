@@ -24,15 +24,16 @@ class Priorities:
 
     @classmethod
     def observe(cls, objects: Iterable[Mapping[str, Any]]) -> Priorities:
+        return cls.of(entry(obj) for obj in objects)
+
+    @classmethod
+    def of(cls, entries: Iterable[Entry | None]) -> Priorities:
+        """From each PriorityClass's ``entry`` (None: one that is left out)."""
         classes = dict(SYSTEM_CLASSES)
         default = 0
-        for obj in sorted(objects, key=_name):
-            name = _name(obj)
-            value = obj.get("value")
-            if not name or type(value) is not int or not -MAX_INT32 - 1 <= value <= MAX_INT32:
-                continue  # (the API server stores an int32; a user's class at most 10^9)
+        for name, value, is_default in sorted((e for e in entries if e), key=_first):
             classes[name] = value
-            if obj.get("globalDefault") is True:
+            if is_default:
                 default = value
         return cls(MappingProxyType(classes), default)
 
@@ -41,6 +42,23 @@ class Priorities:
         if not name:
             return self.default
         return self.classes.get(name)
+
+
+Entry = tuple[str, int, bool]  # a PriorityClass's name, value, and whether it is the default
+
+
+def entry(obj: Mapping[str, Any]) -> Entry | None:
+    """What a PriorityClass says (None for one without a name or an int32 value: the API
+    server stores an int32; a user's class is at most 10^9)."""
+    name = _name(obj)
+    value = obj.get("value")
+    if not name or type(value) is not int or not -MAX_INT32 - 1 <= value <= MAX_INT32:
+        return None
+    return name, value, obj.get("globalDefault") is True
+
+
+def _first(e: Entry) -> str:
+    return e[0]
 
 
 def _name(obj: Mapping[str, Any]) -> str:

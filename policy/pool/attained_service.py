@@ -52,7 +52,8 @@ def units(request: Resources, on_gpus: bool = True) -> float:
 
 
 def uses_gpus(job: Job) -> bool:
-    return any(gpus(r.request) for r in job.replicas.values())
+    """Whether the job's service is measured in GPUs (``Job.uses_gpus``, once per job)."""
+    return job.uses_gpus
 
 
 def recorded(job: Job, admission: Admission | None) -> AttainedService:
@@ -75,7 +76,7 @@ def running_units(
     for p in pods:
         if p.phase != "Running" or p.terminating or not p.live:
             continue
-        started = parse_time(p.started)
+        started = p.started_at
         if started is None:
             continue
         u = units(p.request, on_gpus)

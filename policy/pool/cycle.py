@@ -574,7 +574,7 @@ def _place_tensorboards(
 
 def _victim_order(r: Running) -> tuple:
     admitted = r.admission.admitted_at if r.admission is not None else None
-    started = parse_time(admitted) or parse_time(r.job.status.get("startTime")) or NEVER
+    started = parse_time(admitted) or r.job.started_at or NEVER
     return (r.priority, started, r.job.namespace, r.job.name)
 
 

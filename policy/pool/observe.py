@@ -18,7 +18,7 @@ from policy.memo import Memo
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.admission import Admission, Placement
 from policy.model.cluster import L_JOB, Cluster, Node, Pod
-from policy.model.gpushare import SHAREPOD_KIND, SHAREPODS, VGPU_POD, with_device
+from policy.model.gpushare import SHAREPODS, with_device
 from policy.model.jobs import (
     KINDS,
     TFJOB,
@@ -26,12 +26,13 @@ from policy.model.jobs import (
     Job,
     child_name,
     job_or_why,
-    pod_limits,
 )
 from policy.model.migration import TYPE_KEY as MIGRATIONS
 from policy.model.migration import MigrationRequest
+from policy.model.podspec import pod_limits
 from policy.model.pool import DEFAULT_POOL, POOL_KIND, VERSION, PoolSpec
 from policy.model.priority import Priorities
+from policy.model.priority import entry as priority_class
 from policy.model.request import (
     UNREADABLE,
     MalformedRequest,
@@ -190,17 +191,16 @@ def observe(
         spec_content = None
     spec = memo.get(
         ("pool-spec", spec_content) if spec_content is not None else None,
-        lambda: PoolSpec.model_validate(raw_spec),
+        partial(PoolSpec.model_validate, raw_spec),
     )
     problems: list[str] = []
     nodes = _each(related, NODES, Node.from_object, problems, memo)
     renamed = {n.hostname: n.name for n in nodes if n.hostname != n.name}
     pods: dict[tuple[str, str], Pod] = {}
     types = (PODS, SHAREPODS) if spec.kubeshare == "v1" else (PODS,)
-    if spec.kubeshare == "none":
-        read_pod, tag = _plain_pod, ""
-    else:  # (how a pod reads depends on the mode: the memo keys on it)
-        read_pod, tag = partial(_pod, kubeshare=spec.kubeshare), f" {spec.kubeshare}"
+    # (How a pod reads depends on the mode: the memo keys on it.)
+    read_pod = partial(Pod.in_pool, container=TFJOB.container, kubeshare=spec.kubeshare)
+    tag = "" if spec.kubeshare == "none" else f" {spec.kubeshare}"
     for type_key in types:
         for pod in _each(related, type_key, read_pod, problems, memo, type_key + tag):
             if pod is not None:
@@ -244,8 +244,7 @@ def observe(
         for pod in _assumed(by_key[key], adm, existing, by_name, boarded, memo)
     ]
     cluster = Cluster.observe(nodes, [*pods.values(), *assumed], spec.kubeshare != "none", memo)
-    classes = _each(related, PRIORITY_CLASSES, _decoded, problems, memo)
-    priorities = Priorities.observe(classes)
+    priorities = Priorities.of(_each(related, PRIORITY_CLASSES, priority_class, problems, memo))
     requests = _requests(related, pods, by_key, problems)
     speedups = speedups_of(jobs, memo.get, problems)
     return PoolSnapshot(
@@ -327,34 +326,6 @@ def _each(
     return memo.parsed_all(tag or type_key, pairs, read, UNREADABLE, failed)
 
 
-def _decoded(obj: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The object itself, once its bytes are known to decode (``Undecodable`` if not)."""
-    len(obj)
-    return obj
-
-
 def _why(err: BaseException) -> str:
     text = str(err) or type(err).__name__
     return text if len(text) <= 200 else text[:197] + "..."
-
-
-def _pod(obj: Mapping[str, Any], kubeshare: str) -> Pod | None:
-    """A pod that holds room in a pool with KubeShare; None for the Pod KubeShare v1 runs
-    for a SharePod (the SharePod is counted) and for its ``kubeshare-vgpu`` pods (seen with
-    ``watchAllPods``), as DRAGON skipped both."""
-    if kubeshare == "v1" and obj.get("kind") != SHAREPOD_KIND:
-        meta = obj.get("metadata") or {}
-        owners = meta.get("ownerReferences") or ()
-        if any(isinstance(o, Mapping) and o.get("kind") == SHAREPOD_KIND for o in owners):
-            return None
-        if str(meta.get("name", "")).startswith(VGPU_POD):
-            return None  # its GPU is the vGPU the SharePods on it account for
-    return _shares_pod(obj)
-
-
-def _plain_pod(obj: Mapping[str, Any]) -> Pod:
-    return Pod.from_object(obj, TFJOB.container)
-
-
-def _shares_pod(obj: Mapping[str, Any]) -> Pod:
-    return Pod.from_object(obj, TFJOB.container, shares=True)

@@ -45,7 +45,7 @@ def holding(r: Running) -> list[Pod]:
 def keep_order(r: Running, by_priority: bool) -> tuple:
     """Which stalled gang keeps its admission first (see the module's docstring)."""
     admitted = r.admission.admitted_at if r.admission is not None else None
-    started = parse_time(admitted) or parse_time(r.job.status.get("startTime")) or NEVER
+    started = parse_time(admitted) or r.job.started_at or NEVER
     if by_priority:
         return (-r.priority, started, r.job.namespace, r.job.name)
     return (started, -r.priority, r.job.namespace, r.job.name)

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from functools import cached_property
 
 from policy.model.admission import Admission, LastScale
 from policy.model.cluster import Pod
@@ -19,6 +18,7 @@ from policy.model.gpushare import GPU
 from policy.model.jobs import WORKER, Job, child_name
 from policy.model.lifecycle import Assessment
 from policy.model.migration import move_of
+from policy.model.once import cached_property
 from policy.model.slot import Slot, SlotLabel
 from policy.model.timeutil import parse_time
 from policy.pool.attained_service import Attained
@@ -55,7 +55,7 @@ def idle_since(jobs: Iterable[tuple[Job, Admission | None]]) -> datetime | None:
     times = []
     for job, admission in jobs:
         admitted = admission.admitted_at if admission is not None else None
-        started = parse_time(admitted) or parse_time(job.status.get("startTime"))
+        started = parse_time(admitted) or job.started_at
         if started is not None:
             times.append(started)
         scale = last_scale(job, admission)
