@@ -32,6 +32,7 @@ from policy.pool.placement import (
     slots,
     used_per_node,
 )
+from policy.pool.rules import Behaviour
 from policy.pool.running import Running, shrinkable, waited
 
 Victim = tuple[Running, Pod]  # a worker a shrink takes, and its job
@@ -128,7 +129,7 @@ def _candidates(
         later = bool(ledger.rules.las) and r.priority == prio and r.queue > queue
         if r.priority < prio or (starving and r.priority == prio) or later:
             floor = r.job.min_workers
-        elif ledger.rules.reclaim_borrowed and r.priority <= prio:
+        elif Behaviour.RECLAIM_BORROWED in ledger.rules.does and r.priority <= prio:
             floor = max(r.job.min_workers, r.job.worker.replicas)
         else:
             continue
