@@ -2,13 +2,14 @@
 
 Kueue's preemption, made checkpoint-aware. A running job may be preempted for a waiting job
 
-* of higher priority (``preempt_priority``), whether it declares a checkpoint interval or
-  not; or
-* of the same priority in an earlier least-attained-service queue (``preempt_las``; or of
-  the same queue and enqueued earlier, with ``las_later_in_queue``), only
-  if it declares a checkpoint interval (``dragonet.io/checkpoint-interval-seconds``), has
-  run at least one interval in this run (so it saved its progress at least once), and was
-  preempted for LAS fewer than ``max_preemptions`` times (the starvation guard).
+* of higher priority (``Behaviour.PREEMPT_PRIORITY``), whether it declares a checkpoint
+  interval or not; or
+* of the same priority in an earlier least-attained-service queue
+  (``Behaviour.PREEMPT_LAS``; or of the same queue and enqueued earlier, with
+  ``LAS_LATER_IN_QUEUE``), only if it declares a checkpoint interval
+  (``dragonet.io/checkpoint-interval-seconds``), has run at least one interval in this run
+  (so it saved its progress at least once), and was preempted for LAS fewer than
+  ``max_preemptions`` times (the starvation guard).
 
 Victims are taken least work lost first (units held x seconds since their last checkpoint;
 the whole run for a job without an interval), then lowest priority, then namespace/name,

@@ -3,7 +3,7 @@ jobs to make it (DRAGON's starvation rule, with the parameter servers counted).
 
 Victims come from running jobs of the waiting job's priority or lower (lower at once; equal
 once it has waited ``starvation``, or at once if in a later least-attained-service queue;
-borrowed workers at once under ``reclaim_borrowed``),
+borrowed workers at once under ``Behaviour.RECLAIM_BORROWED``),
 never below ``min-instances``, never a PS or the chief; lonely workers first. The choice is
 greedy until the gang fits, then pruned of victims whose room it does not need. The room
 is kept from younger jobs while the victims terminate.
