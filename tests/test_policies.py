@@ -10,14 +10,13 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import get_args
 
 import pytest
 
 from policy.model.admission import BLOCKED_BEHIND_HEAD
-from policy.model.pool import PolicyName, PoolSpec
+from policy.model.pool import POLICIES, PoolSpec
 from policy.pool.cycle import plan
-from policy.pool.policies import POLICIES, rules_for
+from policy.pool.policies import POLICY_TABLE, rules_for
 from policy.pool.rules import Behaviour
 from tests.conftest import NOW
 from tests.poolbuilder import PoolBuilder
@@ -26,9 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_every_policy_a_pool_may_name_has_its_row() -> None:
-    assert set(POLICIES) == set(get_args(PolicyName))
+    assert set(POLICY_TABLE) == set(POLICIES)
     switches = ("lasPreemptLaterInQueue", "lasPromotion", "lasByRemaining")
-    for name, row in POLICIES.items():
+    for name, row in POLICY_TABLE.items():
         on = PoolSpec(policy=name, **dict.fromkeys(switches, True))
         off = PoolSpec(policy=name, **dict.fromkeys(switches, False))
         assert rules_for(on).does == row.does | row.switchable

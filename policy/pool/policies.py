@@ -1,8 +1,8 @@
 """Each named policy's rules, chosen once per pool spec (``spec.policy``), so no phase
-checks a policy's name: one row per policy (``POLICIES``), whose strategies come from the
-phases' own modules and whose behaviours are named ``Behaviour`` flags. A new policy is a
-row here (and its name in ``PolicyName``); a new behaviour is a ``Behaviour`` member, set
-in the rows that do it and read where it acts."""
+checks a policy's name: one row per policy (``POLICY_TABLE``), whose strategies come from
+the phases' own modules and whose behaviours are named ``Behaviour`` flags. A new policy
+is a row here (and its name in ``policy.model.pool.PolicyName``); a new behaviour is a
+``Behaviour`` member, set in the rows that do it and read where it acts."""
 
 from __future__ import annotations
 
@@ -66,7 +66,7 @@ _DRAGONET = B.ELASTIC | B.RECLAIM_BORROWED | B.PREEMPT_PRIORITY
 _LAS_SWITCHES = B.LAS_LATER_IN_QUEUE | B.LAS_PROMOTION
 
 # Every named policy (``PoolSpec.policy``), one row each.
-POLICIES: Mapping[PolicyName, Policy] = MappingProxyType(
+POLICY_TABLE: Mapping[PolicyName, Policy] = MappingProxyType(
     {
         "dragon": Policy(
             place_gang=place_gang,
@@ -124,7 +124,7 @@ SPEC_SWITCHES: tuple[tuple[Behaviour, Callable[[PoolSpec], bool]], ...] = (
 
 def rules_for(spec: PoolSpec) -> Rules:
     """The pool's rules: its policy's row, with the behaviours and thresholds its spec sets."""
-    row = POLICIES[spec.policy]
+    row = POLICY_TABLE[spec.policy]
     does = row.does
     for behaviour, switched_on in SPEC_SWITCHES:
         if behaviour in row.switchable and switched_on(spec):

@@ -1,6 +1,6 @@
 """What a policy's rules are: its thresholds, its strategies as functions the phases
 call, and its behaviours as one ``Behaviour`` flag set the phases ask by name, so no phase
-checks a policy's name (each named policy's row: ``policy.pool.policies.POLICIES``)."""
+checks a policy's name (each named policy's row: ``policies.POLICY_TABLE``)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ VictimOrder = Callable[[Running, Pod, int, int, int, Speedup | None], tuple]
 
 class Behaviour(Flag):
     """What a named policy does beyond gang admission, one named switch each: a policy's
-    ``Rules.does`` holds the ones it does (its row in ``policy.pool.policies.POLICIES``,
+    ``Rules.does`` holds the ones it does (its row in ``policy.pool.policies.POLICY_TABLE``,
     and the ones its pool's spec switches on), and a phase asks by name
     (``Behaviour.ELASTIC in rules.does``)."""
 
