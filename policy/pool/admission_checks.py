@@ -115,8 +115,7 @@ def _may_preempt(turn: Turn, cycle: QueueCycle) -> bool:
     if Behaviour.PREEMPT_PRIORITY in rules.does and lowest < priority(turn.job, cycle.priorities):
         return True
     las = Behaviour.PREEMPT_LAS in rules.does
-    # (a later arrival of its own queue may be a victim)
-    if Behaviour.LAS_LATER_IN_QUEUE in rules.does:
+    if Behaviour.LAS_LATER_IN_QUEUE in rules.does:  # a later arrival of its queue too
         return las and cycle.latest_queue >= turn.queue
     return las and cycle.latest_queue > turn.queue
 

@@ -25,7 +25,7 @@ from policy.pool.placement import (
 from policy.pool.rules import NOTHING, Behaviour, Growth, MigrationRules, Rules, VictimOrder
 from policy.pool.shrink import victims_least_loss, victims_oldest_first
 
-B = Behaviour
+B = Behaviour  # (short, for the table's rows)
 
 
 def migration_rules(spec: PoolSpec) -> MigrationRules | None:
