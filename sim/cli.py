@@ -511,13 +511,14 @@ def never_under(
     whole runs under an elastic policy and never under a static one: the comparison still
     runs, and shows it."""
     from policy.pool.policies import rules_for
+    from policy.pool.rules import Behaviour
 
     found: dict[str, list[tuple[str, str]]] = {}
     # kube-default leaves placement to the kube-scheduler: its pool never judges a job.
     judging = 0
     for policy in policies:
         own = pool.model_copy(update={"policy": policy})
-        if rules_for(own).kube_scheduler_places:
+        if Behaviour.KUBE_SCHEDULER_PLACES in rules_for(own).does:
             continue
         judging += 1
         for key, line in never_running(scenario, own, where_of, fallback).items():

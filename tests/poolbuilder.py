@@ -173,9 +173,7 @@ class PoolBuilder:
         assessed = assess_jobs(
             snap.jobs, by_job, snap.admissions, service, now, snap.priorities, memo
         )
-        ledger = open_ledger(
-            snap.cluster, rules, now, memo, assessed.leaving, snap.jobs, snap.speedups
-        )
+        ledger = open_ledger(snap, rules, now, memo, assessed.leaving)
         return CycleView(snap, rules, assessed, ledger, now)
 
 

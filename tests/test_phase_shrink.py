@@ -4,7 +4,7 @@ Each row: a node full of one running job's pods, a queued job, and the workers a
 takes (worked out by hand): never below ``min-instances``, never a parameter server or the
 chief (worker 0 of a job without a Chief); lonely workers first, then the highest index;
 equal priority only once the waiting job starves (DRAGON), borrowed workers at once
-(Dragonet's ``reclaim_borrowed``)."""
+(Dragonet's ``Behaviour.RECLAIM_BORROWED``)."""
 
 from __future__ import annotations
 

@@ -37,6 +37,7 @@ from policy.pool.checks import Admit, Check, QueueCycle, Turn, Verdict, Wait
 from policy.pool.explain import blocked_message, unhelped_message, unknown_class_message
 from policy.pool.preempt import Preempted, preempt
 from policy.pool.queue import NEVER, priority
+from policy.pool.rules import Behaviour
 from policy.pool.shrink import Reserved, make_room
 from policy.pool.stop import held_reason, holds
 
@@ -83,19 +84,20 @@ def _make_room(turn: Turn, cycle: QueueCycle) -> Verdict:
     """DRAGON makes room for the head of the queue only; Dragonet for the first job that
     some shrink can help, so a head nothing can help does not starve the jobs behind."""
     rules, waits = cycle.rules, turn.waits
-    if not rules.elastic or cycle.room_made or waits is None:
+    if Behaviour.ELASTIC not in rules.does or cycle.room_made or waits is None:
         return None
     job, ledger, starving = turn.job, cycle.ledger, turn.starving
+    blocks = Behaviour.BLOCK_BEHIND_HEAD in rules.does
     prio = priority(job, cycle.priorities)
     room = make_room(ledger, job, prio, turn.since, cycle.running, turn.queue)
-    cycle.room_made = isinstance(room, Reserved) or rules.block_behind_head
+    cycle.room_made = isinstance(room, Reserved) or blocks
     if isinstance(room, Reserved):
         if starving:
             ledger.mark_head_waits()
         return Wait(room.reason, room.explain)
     if starving:
         ledger.mark_head_waits()
-        cycle.blocked_by = job.key if rules.block_behind_head else None
+        cycle.blocked_by = job.key if blocks else None
         if room.could_shrink:
             return Wait(NO_SHRINK_HELPS, partial(unhelped_message, waits.explain))
     return None
@@ -110,11 +112,12 @@ def _may_preempt(turn: Turn, cycle: QueueCycle) -> bool:
     if cycle.preempted or lowest is None:
         return False
     rules = cycle.rules
-    if rules.preempt_priority and lowest < priority(turn.job, cycle.priorities):
+    if Behaviour.PREEMPT_PRIORITY in rules.does and lowest < priority(turn.job, cycle.priorities):
         return True
-    if rules.las_later_in_queue:  # a later arrival of its own queue may be a victim
-        return rules.preempt_las and cycle.latest_queue >= turn.queue
-    return rules.preempt_las and cycle.latest_queue > turn.queue
+    las = Behaviour.PREEMPT_LAS in rules.does
+    if Behaviour.LAS_LATER_IN_QUEUE in rules.does:  # a later arrival of its queue too
+        return las and cycle.latest_queue >= turn.queue
+    return las and cycle.latest_queue > turn.queue
 
 
 def _preempt(turn: Turn, cycle: QueueCycle) -> Verdict:
@@ -133,8 +136,8 @@ def _preempt(turn: Turn, cycle: QueueCycle) -> Verdict:
 
 def _starvation_wake(turn: Turn, cycle: QueueCycle) -> Verdict:
     """An elastic policy decides again once the job starves (it may then shrink others)."""
-    waits = turn.waits
-    if waits is None or not cycle.rules.elastic or turn.starving or turn.since == NEVER:
+    waits, elastic = turn.waits, Behaviour.ELASTIC in cycle.rules.does
+    if waits is None or not elastic or turn.starving or turn.since == NEVER:
         return None  # (NEVER: no time to wake at)
     return Wait(waits.reason, waits.explain, wake_at=turn.since + cycle.rules.starvation)
 

@@ -24,6 +24,7 @@ from policy.pool.placement import (
     slots,
     unplaced,
 )
+from policy.pool.rules import Behaviour
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def gang_fits(ledger: Ledger, job: Job, free: Free) -> bool:
 
 def admit(ledger: Ledger, job: Job) -> Admitted | Waits:
     """Admit a queued job's whole gang, or explain why it waits."""
-    if ledger.rules.kube_scheduler_places:  # no admission: everything, unplaced
+    if Behaviour.KUBE_SCHEDULER_PLACES in ledger.rules.does:  # no admission: everything, unplaced
         required, workers = _gang(job)
         return Admitted(unplaced([*required, *workers]), len(workers))
     eligible = ledger.eligible(job)
@@ -132,6 +133,6 @@ def _waits(
             ledger.claimed_by,
             ledger.cache.fits_observed[key],
             ledger.cache.fits_empty[key],
-            ledger.rules.static,
+            Behaviour.STATIC in ledger.rules.does,
         ),
     )

@@ -11,7 +11,7 @@ Queues: a job that attained less than ``las[0]`` GPU-seconds is in queue 0, less
 ``las[1]`` in queue 1, and so on. The starvation guard (Tiresias' promotion): a preempted
 job that has waited as long as it ran goes back to queue 0.
 
-Shortest remaining first (``Rules.las_remaining``, ``by_remaining``): a job that reports
+Shortest remaining first (``Behaviour.LAS_REMAINING``, ``by_remaining``): a job that reports
 how far it is (``policy.model.throughput.Progress``) is queued by the GPU-hours it has
 left, on a finer ladder (``REMAINING_LADDER_S``), as SRPT minimises the average completion
 time; Optimus (Peng et al., EuroSys'18, §4) orders by remaining time the same way. Its

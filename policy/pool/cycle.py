@@ -90,7 +90,7 @@ from policy.pool.placement import Placed
 from policy.pool.queue import NEVER, priority, queue_key
 from policy.pool.refusals import avoided, next_end, refusals, unexplained
 from policy.pool.repair import Repair, place_for, repair
-from policy.pool.rules import Rules
+from policy.pool.rules import Behaviour, Rules
 from policy.pool.running import Running, idle_since, scaled_at
 from policy.pool.stop import drain, holds
 from policy.pool.tensorboard import near_nodes, placed_at
@@ -234,7 +234,7 @@ def plan(
     # and the nodes each job avoids (the kube-scheduler refused its pods there).
     refused = _refusals(by_job, stuck, admissions, cluster, now)
     avoid = {k: nodes for k, r in refused.items() if (nodes := avoided(r, now))}
-    ledger = open_ledger(cluster, rules, now, memo, assessed.leaving, jobs, snap.speedups, avoid)
+    ledger = open_ledger(snap, rules, now, memo, assessed.leaving, avoid)
     # 4. Drain (HoldAndDrain), then repair the admitted jobs that stay, and take back a
     # gang that over-commits the nodes.
     drained = drain(ledger, running, pool)
@@ -300,8 +300,8 @@ def _attained_service(
             admissions.get(job.key),
             now,
             rules.las,
-            promotion=rules.las_promotion,
-            remaining=rules.las_remaining,
+            promotion=Behaviour.LAS_PROMOTION in rules.does,
+            remaining=Behaviour.LAS_REMAINING in rules.does,
             left_worker_s=model.left_worker_s if model is not None else None,
         )
         service[job.key] = got
@@ -369,19 +369,18 @@ def assess_jobs(
 
 
 def open_ledger(
-    cluster: Cluster,
+    snap: PoolSnapshot,
     rules: Rules,
     now: datetime,
     memo: Memo,
     leaving: Sequence[tuple[str, Pod]],
-    jobs: Sequence[Job] = (),
-    speedups: Mapping[str, Speedup] | None = None,
     avoid: Mapping[str, frozenset[str]] | None = None,
 ) -> Ledger:
-    """The ledger over ``cluster``, with the host ports ``jobs`` want counted on each node,
-    and the nodes each job avoids."""
-    ports = wanted(r.request for j in jobs for r in j.replicas.values())
-    ledger = Ledger.open(cluster, rules, now, memo, ports, speedups, avoid)
+    """The ledger over the snapshot's cluster, with the host ports its jobs want counted on
+    each node, their throughput models, ``leaving`` releasing, and the nodes each job
+    avoids."""
+    ports = wanted(r.request for j in snap.jobs for r in j.replicas.values())
+    ledger = Ledger.open(snap.cluster, rules, now, memo, ports, snap.speedups, avoid)
     for key, p in leaving:
         ledger.release(key, p)
     return ledger
@@ -647,9 +646,9 @@ def _growth_allowed(
     rules: Rules, ledger: Ledger, running: Sequence[Running], now: datetime
 ) -> tuple[bool, datetime | None]:
     """Whether the idle rule lets running jobs grow now, else when it may."""
-    if not rules.elastic:
+    if Behaviour.ELASTIC not in rules.does:
         return False, None
-    if not rules.grow_when_idle_only:
+    if Behaviour.GROW_WHEN_IDLE_ONLY not in rules.does:
         return True, None
     if ledger.acted or ledger.head_waits:
         return False, None

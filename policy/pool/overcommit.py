@@ -33,6 +33,7 @@ from policy.pool.ledger import Ledger, Stopped
 from policy.pool.placement import Free, place_repairs
 from policy.pool.queue import NEVER
 from policy.pool.repair import Repair
+from policy.pool.rules import Behaviour
 from policy.pool.running import Running
 
 
@@ -63,7 +64,7 @@ def take_back(
     ]
     if len(stalled) < 2:
         return {}
-    by_priority = ledger.rules.preempt_priority
+    by_priority = Behaviour.PREEMPT_PRIORITY in ledger.rules.does
     stalled.sort(key=lambda r: keep_order(r, by_priority))
     free: Free = dict(ledger.free)
     pooled: list[Running] = []

@@ -2,13 +2,14 @@
 
 Kueue's preemption, made checkpoint-aware. A running job may be preempted for a waiting job
 
-* of higher priority (``preempt_priority``), whether it declares a checkpoint interval or
-  not; or
-* of the same priority in an earlier least-attained-service queue (``preempt_las``; or of
-  the same queue and enqueued earlier, with ``las_later_in_queue``), only
-  if it declares a checkpoint interval (``dragonet.io/checkpoint-interval-seconds``), has
-  run at least one interval in this run (so it saved its progress at least once), and was
-  preempted for LAS fewer than ``max_preemptions`` times (the starvation guard).
+* of higher priority (``Behaviour.PREEMPT_PRIORITY``), whether it declares a checkpoint
+  interval or not; or
+* of the same priority in an earlier least-attained-service queue
+  (``Behaviour.PREEMPT_LAS``; or of the same queue and enqueued earlier, with
+  ``LAS_LATER_IN_QUEUE``), only if it declares a checkpoint interval
+  (``dragonet.io/checkpoint-interval-seconds``), has run at least one interval in this run
+  (so it saved its progress at least once), and was preempted for LAS fewer than
+  ``max_preemptions`` times (the starvation guard).
 
 Victims are taken least work lost first (units held x seconds since their last checkpoint;
 the whole run for a job without an interval), then lowest priority, then namespace/name,
@@ -35,7 +36,7 @@ from policy.pool.explain import HIGHER_ELSEWHERE, awaited_message, named
 from policy.pool.ledger import Ledger, Stopped
 from policy.pool.placement import Assignment, place_gang, required_slots, slots, used_per_node
 from policy.pool.queue import enqueue_time
-from policy.pool.rules import Rules
+from policy.pool.rules import Behaviour, Rules
 from policy.pool.running import Running
 
 
@@ -94,7 +95,8 @@ def preempt(
     if failed in ledger.cache.unhelped:
         return None
     required = required_slots(job)
-    count = job.worker.replicas if rules.static and job.worker else job.min_workers
+    static = Behaviour.STATIC in rules.does
+    count = job.worker.replicas if static and job.worker else job.min_workers
     gang = slots(job.worker, count)
 
     def fits(extra: Sequence[Pod]) -> Assignment | None:
@@ -161,19 +163,19 @@ def _allowed(
     wakes: list[datetime],
 ) -> Stopped | None:
     """Why ``r`` may be preempted for ``waiting``, or None."""
-    if rules.preempt_priority and r.priority < prio:
+    if Behaviour.PREEMPT_PRIORITY in rules.does and r.priority < prio:
         return Stopped(
             waiting.key,
             f"{named(waiting.key, r.job.namespace)} has higher priority ({prio} > {r.priority})",
             las=False,
             shown=named(waiting.key, r.job.namespace, HIGHER_ELSEWHERE),
         )
-    if not rules.preempt_las or r.priority != prio or r.attained is None:
+    if Behaviour.PREEMPT_LAS not in rules.does or r.priority != prio or r.attained is None:
         return None
     interval = r.job.checkpoint_interval
     service = r.attained
     enqueued_after = (
-        rules.las_later_in_queue
+        Behaviour.LAS_LATER_IN_QUEUE in rules.does
         and service.queue == queue
         and enqueue_time(r.job, now) > enqueue_time(waiting, now)
     )

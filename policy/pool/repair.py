@@ -21,6 +21,7 @@ from policy.pool.placement import (
     slots_at,
     unplaced,
 )
+from policy.pool.rules import Behaviour
 from policy.pool.running import Running
 
 
@@ -44,7 +45,7 @@ def place_for(ledger: Ledger, r: Running, wanted: Sequence[PodRequest]) -> Place
     slots that find no room are left out."""
     if not wanted:
         return {}
-    if ledger.rules.kube_scheduler_places:
+    if Behaviour.KUBE_SCHEDULER_PLACES in ledger.rules.does:
         return unplaced(wanted)
     near: dict[str, tuple[int, int]] = {}
     for p in r.pods:

@@ -1,11 +1,13 @@
-"""What a policy's rules are: its thresholds, and its strategies as functions the phases
-call, so no phase checks a policy's name (each named policy's: ``policy.pool.policies``)."""
+"""What a policy's rules are: its thresholds, its strategies as functions the phases
+call, and its behaviours as one ``Behaviour`` flag set the phases ask by name, so no phase
+checks a policy's name (each named policy's row: ``policies.POLICY_TABLE``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from enum import Flag, auto
 from typing import Any
 
 from policy.model.cluster import Pod
@@ -25,45 +27,62 @@ Growth = Callable[..., Mapping[str, Any]]
 VictimOrder = Callable[[Running, Pod, int, int, int, Speedup | None], tuple]
 
 
-@dataclass(frozen=True)
+class Behaviour(Flag):
+    """What a named policy does beyond gang admission, one named switch each: a policy's
+    ``Rules.does`` holds the ones it does (its row in ``policy.pool.policies.POLICY_TABLE``,
+    and the ones its pool's spec switches on), and a phase asks by name
+    (``Behaviour.ELASTIC in rules.does``)."""
+
+    # Shrink and grow at all.
+    ELASTIC = auto()
+    # Every pod created at once, unplaced: the kube-scheduler places each (kube-default).
+    KUBE_SCHEDULER_PLACES = auto()
+    # Workers a job holds beyond Worker.replicas (grown into idle room) go back to a
+    # waiting job at once, without the starvation wait.
+    RECLAIM_BORROWED = auto()
+    # While the starving queue head cannot be helped, admit no one behind it (DRAGON).
+    BLOCK_BEHIND_HEAD = auto()
+    # Growth needs the idle wait (DRAGON); without it, growth happens as soon as nobody
+    # waiting can use the room.
+    GROW_WHEN_IDLE_ONLY = auto()
+    # A static-size policy admits every worker of Worker.replicas, never fewer.
+    STATIC = auto()
+    # Preempt whole running jobs of lower priority when no shrink makes room.
+    PREEMPT_PRIORITY = auto()
+    # Preempt whole running jobs in a later LAS queue (ones that declare a checkpoint
+    # interval, ran at least one interval, and were preempted fewer than max_preemptions).
+    PREEMPT_LAS = auto()
+    # A victim may also be in the waiting job's own queue, enqueued after it
+    # (spec.lasPreemptLaterInQueue).
+    LAS_LATER_IN_QUEUE = auto()
+    # A preempted job that waited as long as it ran goes back to queue 0 (spec.lasPromotion).
+    LAS_PROMOTION = auto()
+    # Jobs that report how far they are queue by the GPU-time they have left, shortest
+    # first (policy.pool.attained_service.by_remaining); the others as least attained
+    # service places them (spec.lasByRemaining).
+    LAS_REMAINING = auto()
+
+
+NOTHING = Behaviour(0)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Rules:
-    """What a named policy does beyond gang admission."""
+    """What a named policy does beyond gang admission: its strategies, its behaviours
+    (``does``) and its thresholds."""
 
     # How a queued gang is placed: locality first (DRAGON's, with or without every
     # worker at once), or each pod on its own (Volcano's binpack).
     place_gang: GangPlacer
     grow: Growth
     victim_order: VictimOrder
-    elastic: bool  # shrink and grow at all
+    does: Behaviour
     starvation: timedelta  # a waiting job waiting this long may shrink jobs of its priority
     idle: timedelta  # growth waits this long after the last admission or shrink
-    # Every pod created at once, unplaced: the kube-scheduler places each (kube-default).
-    kube_scheduler_places: bool = False
-    # Workers a job holds beyond Worker.replicas (grown into idle room) go back to a
-    # waiting job at once, without the starvation wait.
-    reclaim_borrowed: bool = False
-    # While the starving queue head cannot be helped, admit no one behind it (DRAGON).
-    block_behind_head: bool = False
-    # Growth needs the idle wait (DRAGON) or happens as soon as nobody waiting can use the room.
-    grow_when_idle_only: bool = True
-    # A static-size policy admits every worker of Worker.replicas, never fewer.
-    static: bool = False
     # Least attained service: the queues' limits in GPU-seconds (empty: arrival order).
     las: tuple[float, ...] = ()
-    # Preempt whole running jobs of lower priority when no shrink makes room.
-    preempt_priority: bool = False
-    # Preempt whole running jobs in a later LAS queue (ones that declare a checkpoint
-    # interval, ran at least one interval, and were preempted fewer than max_preemptions).
-    preempt_las: bool = False
+    # A job is preempted for least attained service at most this often (PREEMPT_LAS).
     max_preemptions: int = 3
-    # A victim may also be in the waiting job's own queue, enqueued after it.
-    las_later_in_queue: bool = False
-    # A preempted job that waited as long as it ran goes back to queue 0.
-    las_promotion: bool = True
-    # Jobs that report how far they are queue by the GPU-time they have left, shortest
-    # first (policy.pool.attained_service.by_remaining); the others as least attained
-    # service places them.
-    las_remaining: bool = False
     migration: MigrationRules | None = None  # None: Migration requests are refused
     # The allocation rule (policy.pool.goodput): how long a new worker takes to train
     # (start and restore), how often growth is decided again (0: at every event), and the
@@ -80,7 +99,7 @@ class Rules:
     def reads_service(self) -> bool:
         """Whether the plan reads attained service, and so when each pod started (least
         attained service's queues, or its preemption): the LAS policies' rules."""
-        return bool(self.las) or self.preempt_las
+        return bool(self.las) or Behaviour.PREEMPT_LAS in self.does
 
 
 @dataclass(frozen=True)

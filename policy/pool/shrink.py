@@ -3,7 +3,7 @@ jobs to make it (DRAGON's starvation rule, with the parameter servers counted).
 
 Victims come from running jobs of the waiting job's priority or lower (lower at once; equal
 once it has waited ``starvation``, or at once if in a later least-attained-service queue;
-borrowed workers at once under ``reclaim_borrowed``),
+borrowed workers at once under ``Behaviour.RECLAIM_BORROWED``),
 never below ``min-instances``, never a PS or the chief; lonely workers first. The choice is
 greedy until the gang fits, then pruned of victims whose room it does not need. The room
 is kept from younger jobs while the victims terminate.
@@ -32,6 +32,7 @@ from policy.pool.placement import (
     slots,
     used_per_node,
 )
+from policy.pool.rules import Behaviour
 from policy.pool.running import Running, shrinkable, waited
 
 Victim = tuple[Running, Pod]  # a worker a shrink takes, and its job
@@ -128,7 +129,7 @@ def _candidates(
         later = bool(ledger.rules.las) and r.priority == prio and r.queue > queue
         if r.priority < prio or (starving and r.priority == prio) or later:
             floor = r.job.min_workers
-        elif ledger.rules.reclaim_borrowed and r.priority <= prio:
+        elif Behaviour.RECLAIM_BORROWED in ledger.rules.does and r.priority <= prio:
             floor = max(r.job.min_workers, r.job.worker.replicas)
         else:
             continue

@@ -14,6 +14,7 @@ from policy.model.cluster import Pod
 from policy.model.jobs import Job
 from policy.model.tensorboard import LABEL
 from policy.pool.ledger import Ledger
+from policy.pool.rules import Behaviour
 
 
 def is_tensorboard(pod: Pod) -> bool:
@@ -36,7 +37,7 @@ def placed_at(ledger: Ledger, job: Job, boards: Sequence[Pod], near: Sequence[st
         return False, None  # the old pod is on its way out: its room is not free yet
     # None yet, or one that ended or is stuck on a node that cannot take it (a lost node,
     # a stale plan): placed (again) where there is room; the job's sync moves it there.
-    if ledger.rules.kube_scheduler_places:
+    if Behaviour.KUBE_SCHEDULER_PLACES in ledger.rules.does:
         return True, None  # the kube-scheduler places it
     eligible = ledger.eligible_for(job.tensorboard_constraints)
     shape = ("tensorboard", request, eligible)
