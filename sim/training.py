@@ -34,6 +34,7 @@ from typing import Any
 
 from policy.model.cluster import L_INDEX, L_JOB, L_OPERATOR, L_TYPE, OPERATOR_NAME
 from policy.model.jobs import CHECKPOINT_ANNOTATION, pod_request
+from policy.model.kinds import BY_KIND, TFJOB
 from policy.model.migration import move_of
 from policy.model.resources import Resources
 from sim.apiserver import ApiServer, Obj, object_key
@@ -167,9 +168,9 @@ class Training:
 
 
 def replica_specs(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A TFJob's ``tfReplicaSpecs`` or an MXJob's ``mxReplicaSpecs``."""
-    spec = manifest["spec"]
-    return spec.get("tfReplicaSpecs") or spec.get("mxReplicaSpecs") or {}
+    """A job's replica specs (a TFJob's ``tfReplicaSpecs``, an MXJob's ``mxReplicaSpecs``...)."""
+    kind = BY_KIND.get(manifest.get("kind") or TFJOB.kind)
+    return manifest["spec"].get((kind or TFJOB).replica_specs_field) or {}
 
 
 @dataclass

@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from cli.main import main
-from policy.model.jobs import MXJOB, TFJOB, parse_job
+from policy.model.jobs import parse_job
+from policy.model.kinds import MXJOB, TFJOB
 from sim.engine import SimConfig, Simulation
 from sim.spec import JobSpec
 from tests.kube_schema import validate_custom, validate_k8s

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from kubernetes.client.rest import RESTResponse
 
-from policy.model.jobs import MXJOB, TFJOB
+from policy.model.kinds import MXJOB, TFJOB
 from reaper.config import ReaperSettings
 from reaper.kube import KubeJobs
 from reaper.loop import reap_once
