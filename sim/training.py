@@ -32,8 +32,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from policy.model.cluster import L_INDEX, L_JOB, L_OPERATOR, L_TYPE, OPERATOR_NAME
-from policy.model.jobs import CHECKPOINT_ANNOTATION, pod_request
+from policy.model.jobs import CHECKPOINT_ANNOTATION, InvalidJob, pod_request
 from policy.model.kinds import BY_KIND, TFJOB
 from policy.model.migration import move_of
 from policy.model.resources import Resources
@@ -120,7 +122,7 @@ class Training:
         worker = replicas.get("Worker") or {}
         bounds = {**spec.manifest["spec"], **worker}
         w = int(worker.get("replicas", 0) or 0)
-        min_workers = int(bounds.get("min-instances", w) or 0) if w else 0
+        min_workers = int(_min_workers(spec.manifest, bounds.get("min-instances")) or w) if w else 0
         gang = ps + chief + root + min_workers
         annotations = spec.manifest["metadata"].get("annotations") or {}
         raw = annotations.get(CHECKPOINT_ANNOTATION)
@@ -165,6 +167,19 @@ class Training:
             self.progress = min(self.progress, self.saved)
         self.since_saved_s = self.since_saved_gpu_s = 0.0
         self.losses += 1
+
+
+def _min_workers(manifest: Mapping[str, Any], declared: Any) -> Any:
+    """The fewest workers the job trains with: DRAGON's ``min-instances`` as the kind reads
+    it with its own fields (a PyTorchJob's ``elasticPolicy.minReplicas``); as declared
+    where the kind cannot read them (the webhook fails such a job)."""
+    kind = BY_KIND.get(manifest.get("kind") or TFJOB.kind) or TFJOB
+    try:
+        extension = kind.extension.model_validate(manifest["spec"])
+        low, _ = extension.worker_bounds(kind, declared, None)
+    except (InvalidJob, ValidationError, TypeError):
+        return declared
+    return low
 
 
 def replica_specs(manifest: Mapping[str, Any]) -> Mapping[str, Any]:

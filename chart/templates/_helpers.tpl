@@ -161,7 +161,7 @@ of policy.model.kinds.KINDS (tests/test_chart.py checks the two agree). To add a
 its plural here.
 */}}
 {{- define "dragonet.jobPlurals" -}}
-{{- list "tfjobs" "mxjobs" | toJson -}}
+{{- list "tfjobs" "mxjobs" "pytorchjobs" | toJson -}}
 {{- end -}}
 
 {{/* The job resources with each suffix, kind by kind: (list "" "/status") gives tfjobs,

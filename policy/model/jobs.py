@@ -1,5 +1,6 @@
-"""Typed training jobs (``kubeflow.org/v1`` TFJob and MXJob), with DRAGON's
-``max-instances``/``min-instances`` for the kinds that are elastic.
+"""Typed training jobs (Kubeflow's ``kubeflow.org/v1`` kinds: ``JobKind``, each defined in
+its module under ``policy/model/kinds/``), with DRAGON's ``max-instances``/``min-instances``
+for the kinds that are elastic.
 
 ``parse_job`` turns the raw object Metacontroller sends into an immutable ``Job``, or
 raises ``InvalidJob`` whose message names exactly what is wrong, in the user's field

@@ -12,9 +12,11 @@ from typing import Any
 
 from policy.model.jobs import JobKind
 from policy.model.kinds.mxjob import MXJOB
+from policy.model.kinds.pytorchjob import PYTORCHJOB
 from policy.model.kinds.tfjob import TFJOB
 
-KINDS: tuple[JobKind, ...] = (TFJOB, MXJOB)  # every kind Dragonet runs: one queue for all
+# Every kind Dragonet runs: one queue for all.
+KINDS: tuple[JobKind, ...] = (TFJOB, MXJOB, PYTORCHJOB)
 BY_KIND: Mapping[str, JobKind] = {k.kind: k for k in KINDS}
 
 
@@ -32,4 +34,4 @@ def kinds_text(conjunction: str = "or") -> str:
     return f"{', '.join(names[:-1])} {conjunction} {names[-1]}" if len(names) > 1 else names[0]
 
 
-__all__ = ["BY_KIND", "KINDS", "MXJOB", "TFJOB", "kind_of", "kinds_text"]
+__all__ = ["BY_KIND", "KINDS", "MXJOB", "PYTORCHJOB", "TFJOB", "kind_of", "kinds_text"]
