@@ -427,6 +427,18 @@ def test_an_elastic_pytorchjob_is_admitted_with_its_minimum_when_that_is_all_tha
     assert [a["spec"]["phase"] for a in pool["children"]] == ["Queued"]
 
 
+def test_a_waiting_pytorchjob_says_what_its_gang_needs_in_its_own_fields(hook: Hook) -> None:
+    node = [mc.node("n-1", cpu="1", memory="64Gi")]  # room for no gang below
+    job = mc.tfjob(elastic(workers=3, minReplicas=2, maxReplicas=4))
+    hook.pool_sync(mc.pool_request(mc.world(job, node)))
+    said = hook.render(job)["status"]["scheduling"]["message"]
+    assert "for its 2 workers (elasticPolicy.minReplicas) at once" in said
+    fixed = mc.tfjob(pytorchjob("fx", workers=2))
+    hook.pool_sync(mc.pool_request(mc.world(fixed, node)))
+    said = hook.render(fixed)["status"]["scheduling"]["message"]
+    assert "for its 1 master plus 2 workers at once" in said  # no minimum: all of them
+
+
 # --- lifecycle: Kubeflow's success rule ---------------------------------------------------
 
 

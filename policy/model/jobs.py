@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cached_property, lru_cache, partial
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
@@ -80,6 +80,8 @@ class KindSpec(BaseModel):
     ``elasticPolicy``), parsed into ``Job.extension``. A kind without any has none."""
 
     model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
+    # The field a user gives the fewest workers in, for a message.
+    min_field: ClassVar[str] = "min-instances"
 
     def worker_bounds(
         self, kind: JobKind, min_instances: int | None, max_instances: int | None

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -85,6 +85,7 @@ class PyTorchSpec(KindSpec):
 
     elasticPolicy: ElasticPolicy | None = None
     nprocPerNode: str | None = Field(default=None, max_length=63)
+    min_field: ClassVar[str] = "elasticPolicy.minReplicas"
 
     @property
     def scalable(self) -> bool:
