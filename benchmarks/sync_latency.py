@@ -36,6 +36,7 @@ from policy.job.render import render_pod
 from policy.memo import Memo
 from policy.model.admission import Placement
 from policy.model.jobs import parse_job
+from policy.model.kinds import TFJOB
 from policy.pool.cycle import plan
 from policy.pool.observe import observe
 from policy.pool.policies import rules_for
@@ -76,7 +77,7 @@ def scenario(nodes: int, jobs: int) -> tuple[dict[str, Any], dict[str, Any]]:
     pods, admissions = [], []
     cursor = 0
     for job in all_jobs[:running]:
-        parsed = parse_job(job)
+        parsed = parse_job(job, TFJOB)
         placed = []
         for rtype, replica in parsed.replicas.items():
             for index in range(replica.replicas):

@@ -261,7 +261,9 @@ def convert_files(args: argparse.Namespace) -> int:
             notes.extend(f"dragonet convert: {name}:{line}: {what}: {n}" for n in dropped)
             documents.append(new)
     if not documents:
-        raise ManifestError(f"{', '.join(args.files)}: no TFJob or MXJob to convert")
+        from policy.model.kinds import kinds_text
+
+        raise ManifestError(f"{', '.join(args.files)}: no {kinds_text()} to convert")
     sys.stdout.write(dump(documents))
     for line in notes:
         print(line, file=sys.stderr)
@@ -327,8 +329,9 @@ examples:
   DRAGONET_WORKERS=4 dragonet serve
 
 Metacontroller calls POST /pools/sync and /pools/customize (the TrainingPool controller),
-/tfjobs/sync, /tfjobs/customize, /tfjobs/finalize and /mxjobs/sync, /mxjobs/customize,
-/mxjobs/finalize (the job controllers), /migrations/sync and /migrations/customize (the
+/tfjobs/sync, /tfjobs/customize, /tfjobs/finalize, /mxjobs/sync, /mxjobs/customize,
+/mxjobs/finalize and /pytorchjobs/sync, /pytorchjobs/customize, /pytorchjobs/finalize (the
+job controllers, one per kind), /migrations/sync and /migrations/customize (the
 Migration controller); GET /healthz (alive), /readyz (ready) and /metrics answer probes
 and Prometheus. Requests are read in full before a thread takes them: one not received
 DRAGONET_REQUEST_TIMEOUT_SECONDS after its first byte is answered 408.

@@ -302,7 +302,9 @@ def _jobs(
 
     scopes: list[str | None] = [namespace] if readable is None else sorted(readable)
     out = []
-    for kind, plural in (("TFJob", "tfjobs"), ("MXJob", "mxjobs")):
+    from policy.model.kinds import KINDS
+
+    for kind, plural in ((k.kind, k.plural) for k in KINDS):
         for scope in scopes:
             path = job_path(plural, scope) if scope else f"/apis/kubeflow.org/v1/{plural}"
             try:
@@ -409,6 +411,7 @@ def explain(kube: Kube, args: argparse.Namespace) -> int:
     from live.kube import POOLS, LiveError, NotFound, admission_path, events_path, job_path
     from live.printer import Printer
     from live.views import utc_now
+    from policy.model.kinds import kinds_text
     from policy.model.pool import admission_name
 
     namespace = args.namespace or kube.namespace
@@ -418,8 +421,8 @@ def explain(kube: Kube, args: argparse.Namespace) -> int:
     kind_word = resource.removesuffix("s") if group in ("", "kubeflow.org") else kind_word
     if kind_word and kind_word not in KINDS:
         raise LiveError(
-            f"{args.job}: not a TFJob or MXJob (give NAME, tfjob/NAME, mxjob/NAME or "
-            "tfjobs.kubeflow.org/NAME)"
+            f"{args.job}: not a {kinds_text()} (give NAME, "
+            f"{', '.join(k + '/NAME' for k in KINDS)} or tfjobs.kubeflow.org/NAME)"
         )
     kinds = [KINDS[kind_word]] if kind_word else list(KINDS.values())
     if args.all_namespaces:

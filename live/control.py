@@ -236,24 +236,26 @@ def _ended(job: Mapping[str, Any]) -> str:
 
 
 def _job(kube: Kube, given: str, namespace: str) -> _Target:
-    """The job ``given`` names (``NAME``: a TFJob, else an MXJob; ``tfjob/NAME``,
-    ``tfjobs.kubeflow.org/NAME``... as kubectl names it) in ``namespace``, as read now."""
+    """The job ``given`` names (``NAME``: of the first kind that has it, in ``KINDS``' order;
+    ``tfjob/NAME``, ``tfjobs.kubeflow.org/NAME``... as kubectl names it) in ``namespace``,
+    as read now."""
     from live.kube import LiveError, NotFound, job_path
-    from policy.model.jobs import MXJOB, TFJOB
+    from policy.model.kinds import KINDS
 
-    kinds_by_word = {"tfjob": TFJOB, "mxjob": MXJOB}
+    kinds_by_word = {k.kind.lower(): k for k in KINDS}
+    names = ", ".join(k.kind for k in KINDS[:-1]) + f" or {KINDS[-1].kind}"
     word, _, name = given.rpartition("/")
     resource, _, group = word.lower().partition(".")
     word = resource.removesuffix("s") if group in ("", "kubeflow.org") else word
     if (word and word not in kinds_by_word) or not name:
         raise LiveError(
-            f"{given}: not a TFJob or MXJob (give NAME, tfjob/NAME, mxjob/NAME or "
+            f"{given}: not a {names} (give NAME, tfjob/NAME, mxjob/NAME or "
             "tfjobs.kubeflow.org/NAME)"
         )
-    kinds = [kinds_by_word[word]] if word else [TFJOB, MXJOB]
+    kinds = [kinds_by_word[word]] if word else list(KINDS)
     served = False
     for kind in kinds:
-        plural = kind.kind.lower() + "s"
+        plural = kind.plural
         path = job_path(plural, namespace, name)
         try:
             obj = kube.get(path)

@@ -17,13 +17,15 @@ from typing import Any
 from live.table import columns
 from live.views import age, job_pool, place
 from policy.model import admission as codes
-from policy.model.jobs import MXJOB, TFJOB, InvalidJob, JobKind, parse_job
+from policy.model.jobs import InvalidJob, JobKind, parse_job
+from policy.model.kinds import BY_KIND, TFJOB
+from policy.model.kinds import KINDS as ALL_KINDS
 from policy.model.resources import PODS, Resources
 from policy.pool.explain import describe_gang
 from policy.pool.placement import required_slots, slots
 
 Obj = Mapping[str, Any]
-KINDS: dict[str, JobKind] = {"tfjob": TFJOB, "mxjob": MXJOB}
+KINDS: dict[str, JobKind] = {k.singular: k for k in ALL_KINDS}  # by kubectl's word
 
 # What would let a job that waits for this reason run (the reason codes of
 # policy/model/admission.py), in words for the person asking.
@@ -81,7 +83,7 @@ _HINTS = {
 
 
 def kind_of(obj: Obj) -> JobKind:
-    return MXJOB if obj.get("kind") == MXJOB.kind else TFJOB
+    return BY_KIND.get(str(obj.get("kind"))) or TFJOB
 
 
 def gang_need(job: Obj) -> tuple[str, Resources] | None:

@@ -152,24 +152,33 @@ class Kube:
                 return
 
 
-# What a pool's page shows (``dragonet view --live``): (API path, apiVersion, kind,
-# namespaced), the kinds of ``kubectl get nodes,pods,trainingpools,tfjobs,mxjobs,admissions``.
-SHOWN = (
-    ("/api/v1", "nodes", "v1", "Node", False),
-    ("/api/v1", "pods", "v1", "Pod", True),
-    ("/apis/dragonet.io/v1alpha1", "trainingpools", "dragonet.io/v1alpha1", "TrainingPool", False),
-    ("/apis/kubeflow.org/v1", "tfjobs", "kubeflow.org/v1", "TFJob", True),
-    ("/apis/kubeflow.org/v1", "mxjobs", "kubeflow.org/v1", "MXJob", True),
-    ("/apis/dragonet.io/v1alpha1", "admissions", "dragonet.io/v1alpha1", "Admission", True),
-)
+def shown() -> tuple[tuple[str, str, str, str, bool], ...]:
+    """What a pool's page shows (``dragonet view --live``): (API path, plural, apiVersion,
+    kind, namespaced), the kinds of ``kubectl get nodes,pods,trainingpools,tfjobs,...,
+    admissions``: every job kind of ``KINDS`` (imported here, when a page is drawn)."""
+    from policy.model.kinds import KINDS
+
+    return (
+        ("/api/v1", "nodes", "v1", "Node", False),
+        ("/api/v1", "pods", "v1", "Pod", True),
+        (
+            "/apis/dragonet.io/v1alpha1",
+            "trainingpools",
+            "dragonet.io/v1alpha1",
+            "TrainingPool",
+            False,
+        ),
+        *((f"/apis/{k.api_version}", k.plural, k.api_version, k.kind, True) for k in KINDS),
+        ("/apis/dragonet.io/v1alpha1", "admissions", "dragonet.io/v1alpha1", "Admission", True),
+    )
 
 
 def objects(kube: Kube, namespace: str | None) -> list[dict[str, Any]]:
-    """Every Node and TrainingPool, and the Pods, TFJobs, MXJobs and Admissions of
+    """Every Node and TrainingPool, and the Pods, jobs (every kind) and Admissions of
     ``namespace`` (of every namespace when None), each with its apiVersion and kind, as
     ``kubectl get ... -o json`` lists them. A kind whose CRD is not installed is left out."""
     out: list[dict[str, Any]] = []
-    for group, plural, api_version, kind, namespaced in SHOWN:
+    for group, plural, api_version, kind, namespaced in shown():
         path = f"{group}/namespaces/{namespace}/{plural}" if namespaced and namespace else ""
         try:
             items = list(kube.list(path or f"{group}/{plural}"))

@@ -17,12 +17,13 @@ from typing import Any, Protocol
 
 from monitor.imbalance import RESOURCES, amount
 from policy.model.cluster import L_JOB, L_TYPE
+from policy.model.kinds import KINDS
 from policy.model.migration import request_object
 from webhooks.kubeapi import AlreadyExists, Api, ApiError  # noqa: F401 - the monitor's errors
 
 GROUP, VERSION = "dragonet.io", "v1alpha1"
 JOB_GROUP, JOB_VERSION = "kubeflow.org", "v1"
-JOB_PLURALS = {"TFJob": "tfjobs", "MXJob": "mxjobs"}  # the kinds whose speed is kept
+JOB_PLURALS = {k.kind: k.plural for k in KINDS}  # the kinds whose speed is kept
 MIGRATIONS, POOLS = "migrations", "trainingpools"
 WORKER = "worker"  # the lower-case replica-type label of a TFJob's workers
 

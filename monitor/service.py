@@ -29,6 +29,7 @@ from monitor.kube import JOB_PLURALS, AlreadyExists, ApiError, Cluster, PodInfo,
 from monitor.metrics import MonitorMetrics
 from monitor.throughput import JobWindow, WriterRules, config_of
 from policy.model.bounds import OutOfBounds
+from policy.model.kinds import kinds_text
 from policy.model.throughput import ANNOTATION, History, Progress, history_of
 
 log = logging.getLogger("dragonet.monitor")
@@ -311,7 +312,7 @@ class Monitor:
         pod = self._speed_pod(name, self._claimed(name, namespace, caller), caller)
         self._from_the_pod(pod, source_ip)
         if pod.owner is None or pod.owner[0] not in JOB_PLURALS:
-            raise ReportError(400, f"pod {pod.name!r} belongs to no TFJob or MXJob")
+            raise ReportError(400, f"pod {pod.name!r} belongs to no {kinds_text()}")
         kind, job = pod.owner
         key = (pod.namespace, job)
         with self._lock:

@@ -8,7 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from policy.model.jobs import KINDS, JobKind
+from policy.model.jobs import JobKind
+from policy.model.kinds import KINDS
 from policy.model.timeutil import format_time
 from policy.model.ttl import sweep
 from reaper.kube import Jobs

@@ -14,7 +14,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from policy.model.jobs import KINDS, JobKind
+from policy.model.jobs import JobKind
+from policy.model.kinds import KINDS
 from policy.model.pool import ADMISSION_KIND, POOL_KIND, VERSION
 from recorder.write import SELECTOR
 from webhooks.kubeapi import Api, ApiError

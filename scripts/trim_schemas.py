@@ -30,7 +30,9 @@ K8S_VERSION = "1.33.0"
 ROOT_DEFINITION = "io.k8s.api.core.v1.PodTemplateSpec"
 REPO = Path(__file__).resolve().parent.parent
 SCHEMAS = REPO / "policy/model/schema"
-JOB_CRDS = {"TFJob": "tfjobs.kubeflow.org.yaml", "MXJob": "mxjobs.kubeflow.org.yaml"}
+# The training-job CRDs: every CRD of Kubeflow's group in crd/ (one per kind in
+# policy.model.kinds.KINDS; tests/test_crd.py checks the two agree).
+JOB_GROUP = "kubeflow.org"
 _KEEP = ("$ref", "type", "properties", "additionalProperties", "items", "required", "oneOf",
          "enum", "format", "minimum", "maximum", "maxLength", "maxItems")  # fmt: skip
 _REF = re.compile(r"^.*#/\$defs/")
@@ -104,8 +106,9 @@ def pod_template_schema() -> dict[str, Any]:
 def job_status_schemas() -> dict[str, Any]:
     """Each job kind's status schema (its CRD's storage version), as the shipped file holds it."""
     out = {}
-    for kind, file in JOB_CRDS.items():
-        crd = yaml.safe_load((REPO / "crd" / file).read_text())
+    for path in sorted((REPO / "crd").glob(f"*.{JOB_GROUP}.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        kind = crd["spec"]["names"]["kind"]
         (version,) = [v for v in crd["spec"]["versions"] if v.get("storage")]
         out[kind] = _trim(version["schema"]["openAPIV3Schema"]["properties"]["status"])
     return {"source": "crd/ (storage versions)", "kinds": out}

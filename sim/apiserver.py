@@ -17,7 +17,8 @@ from typing import Any
 
 import orjson
 
-from policy.model.request import object_key, type_key
+from policy.model.kinds import KINDS
+from policy.model.request import job_type_key, object_key, type_key
 
 Obj = Mapping[str, Any]
 Watcher = Callable[[str, Obj | None, Obj | None], None]
@@ -25,13 +26,13 @@ Watcher = Callable[[str, Obj | None, Obj | None], None]
 EPOCH = datetime(2026, 1, 1, tzinfo=UTC)
 
 # What ``dump`` writes, in this order: what ``kubectl get nodes,pods,trainingpools,tfjobs,
-# mxjobs,admissions,events.events.k8s.io -A -o json`` returns (Events only if the run has any).
+# mxjobs,...,admissions,events.events.k8s.io -A -o json`` returns, every job kind in KINDS
+# (Events only if the run has any).
 DUMPED_TYPES = (
     "Node.v1",
     "Pod.v1",
     "TrainingPool.dragonet.io/v1alpha1",
-    "TFJob.kubeflow.org/v1",
-    "MXJob.kubeflow.org/v1",
+    *(job_type_key(k) for k in KINDS),
     "Admission.dragonet.io/v1alpha1",
     "Event.events.k8s.io/v1",
 )

@@ -439,7 +439,8 @@ def check_jobs(
     is valid, but never runs."""
     from pydantic import ValidationError
 
-    from policy.model.jobs import MXJOB, TFJOB, InvalidJob, parse_job
+    from policy.model.jobs import InvalidJob, parse_job
+    from policy.model.kinds import BY_KIND, TFJOB
     from policy.model.pool import DEFAULT_POOL, PoolSpec
     from policy.pool.gang_backends import note
 
@@ -448,7 +449,7 @@ def check_jobs(
     never: list[str] = []
     pool = pool or PoolSpec()
     for spec in scenario.jobs:
-        kind = MXJOB if spec.manifest.get("kind") == MXJOB.kind else TFJOB
+        kind = BY_KIND.get(str(spec.manifest.get("kind"))) or TFJOB
         origin = (where_of or {}).get(spec.key, fallback or scenario.name)
         where = f"{origin}: {kind.kind} {spec.key}"
         try:

@@ -1,7 +1,7 @@
 """``dragonet simulate --dump``: the simulated API server's objects as ``kubectl get nodes,
-pods,trainingpools,tfjobs,mxjobs,admissions -A -o json`` would return them, at the end of
-the run or as they stood at a simulated time (``--dump-at``), for ``kubectl dragonet``'s
-tests and the HTML view.
+pods,trainingpools,tfjobs,mxjobs,...,admissions -A -o json`` (every kind of ``KINDS``) would
+return them, at the end of the run or as they stood at a simulated time (``--dump-at``),
+for ``kubectl dragonet``'s tests and the HTML view.
 
 The capture at a time watches the API server instead of adding an event to the run, so a
 run with a dump decides and measures exactly what the same run without one does. So does

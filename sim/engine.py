@@ -29,6 +29,7 @@ from policy.job.podgroup import pod_group_child
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.cluster import L_JOB
 from policy.model.jobs import COEXIST_LABEL, COEXIST_LABEL_VALUE, pod_request
+from policy.model.kinds import KINDS
 from policy.model.pool import (
     DEFAULT_POOL,
     POOL_KIND,
@@ -73,8 +74,7 @@ MANIFESTS = Path(__file__).resolve().parent / "data" / "manifests"
 # The CompositeControllers Metacontroller hosts, in the order its workers are served.
 CONTROLLERS = (
     MANIFESTS / "pool-controller.yaml",
-    MANIFESTS / "tfjob-controller.yaml",
-    MANIFESTS / "mxjob-controller.yaml",
+    *(MANIFESTS / f"{k.singular}-controller.yaml" for k in KINDS),
     MANIFESTS / "migration-controller.yaml",
 )
 POOLS, JOBS = "dragonet-pools", "dragonet-tfjobs"
@@ -227,7 +227,7 @@ def load_controllers(
 COEXIST_SELECTOR = {"matchLabels": {COEXIST_LABEL: COEXIST_LABEL_VALUE}}
 
 
-JOB_RESOURCES = ("tfjobs", "mxjobs")  # the job controllers (not the pools', migrations')
+JOB_RESOURCES = tuple(k.plural for k in KINDS)  # the job controllers (not pools', migrations')
 SHAREPOD_CHILD = {
     "apiVersion": "kubeshare.nthu/v1",
     "resource": "sharepods",

@@ -69,6 +69,7 @@ from urllib.parse import urlsplit
 
 import orjson
 
+from policy.model.kinds import KINDS
 from sim.apiserver import ApiServer, Conflict, Obj, object_key, type_key
 from sim.webhook import HookResponse, WebhookClient
 
@@ -88,8 +89,7 @@ RESOURCES: dict[str, tuple[str, bool]] = {
     "nodes": ("Node", False),
     "namespaces": ("Namespace", False),
     "priorityclasses": ("PriorityClass", False),
-    "tfjobs": ("TFJob", True),
-    "mxjobs": ("MXJob", True),
+    **{k.plural: (k.kind, True) for k in KINDS},
     "trainingpools": ("TrainingPool", False),
     "admissions": ("Admission", True),
     "podgroups": ("PodGroup", True),  # kube-batch's, Volcano's, scheduler-plugins'

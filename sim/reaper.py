@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
-from policy.model.jobs import COEXIST_LABEL, COEXIST_LABEL_VALUE, KINDS, JobKind, labels_of
+from policy.model.jobs import COEXIST_LABEL, COEXIST_LABEL_VALUE, JobKind, labels_of
+from policy.model.kinds import KINDS
 from policy.model.request import job_type_key
 from policy.model.ttl import ttl_seconds
 from reaper.loop import reap_once, wait_seconds

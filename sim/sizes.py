@@ -29,6 +29,8 @@ from typing import Any
 
 import orjson
 
+from policy.model.kinds import BY_KIND, KINDS
+
 Obj = Mapping[str, Any]
 NODE_IMAGES = 50  # the kubelet's --node-status-max-images default
 KUBECTL_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
@@ -36,8 +38,7 @@ KUBECTL_LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
 # the controller hosting it: Metacontroller).
 CREATORS = {
     "Node": "kubelet",
-    "TFJob": "kubectl-client-side-apply",
-    "MXJob": "kubectl-client-side-apply",
+    **{k.kind: "kubectl-client-side-apply" for k in KINDS},
     "TrainingPool": "helm",
     "PriorityClass": "helm",
 }
@@ -313,9 +314,7 @@ def dress(old: Obj | None, new: dict[str, Any], when: str, ssa: bool = False) ->
             new = {**new, "status": node_status(meta["name"], new.get("status") or {}, when)}
         elif kind == "Pod":
             new = {**new, "spec": _pod_spec(new.get("spec") or {}, meta["name"])}
-        elif kind in ("TFJob", "MXJob") and KUBECTL_LAST_APPLIED not in (
-            meta.get("annotations") or {}
-        ):
+        elif kind in BY_KIND and KUBECTL_LAST_APPLIED not in (meta.get("annotations") or {}):
             applied = {k: v for k, v in new.items() if k != "status"}
             applied["metadata"] = {
                 k: v

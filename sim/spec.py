@@ -14,6 +14,7 @@ from typing import Any
 
 IMAGE = "tensorflow/tensorflow:1.15.5"
 MX_IMAGE = "mxjob/mxnet:gpu"
+PYTORCH_IMAGE = "kubeflow/pytorch-dist-mnist:latest"
 
 
 class ScenarioError(ValueError):
@@ -181,4 +182,42 @@ def as_mxjob(manifest: Mapping[str, Any]) -> dict[str, Any]:
         "kind": "MXJob",
         "metadata": dict(manifest["metadata"]),
         "spec": {"jobMode": "MXTrain", "mxReplicaSpecs": specs},
+    }
+
+
+def as_pytorchjob(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The PyTorchJob with a TFJob's shape: all-reduce needs no parameter servers. An
+    elastic TFJob (DRAGON's ``min-instances``/``max-instances``) becomes torchrun workers
+    under an ``elasticPolicy`` with the same bounds; a fixed one, a Master (rank 0) and the
+    other workers, each sized like a worker."""
+    tf = manifest["spec"]["tfReplicaSpecs"]
+    worker = tf["Worker"]
+    (container,) = worker["template"]["spec"]["containers"]
+    main = {**_container(container["resources"]["requests"]), "name": "pytorch"}
+    main["image"] = PYTORCH_IMAGE
+    main["ports"] = [{"name": "pytorchjob-port", "containerPort": 23456}]
+
+    def replica(n: int) -> dict[str, Any]:
+        policy = worker.get("restartPolicy", "OnFailure")
+        return {
+            "replicas": n,
+            "restartPolicy": policy,
+            "template": {"spec": {"containers": [main]}},
+        }
+
+    spec = manifest["spec"]
+    n = worker["replicas"]
+    low, high = spec.get("min-instances"), spec.get("max-instances")
+    body: dict[str, Any]
+    if low is not None or high is not None:
+        bounds = {"minReplicas": low or min(n, high), "maxReplicas": high or max(n, low)}
+        body = {"elasticPolicy": bounds, "pytorchReplicaSpecs": {"Worker": replica(n)}}
+    else:
+        specs = {"Master": replica(1), **({"Worker": replica(n - 1)} if n > 1 else {})}
+        body = {"pytorchReplicaSpecs": specs}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": dict(manifest["metadata"]),
+        "spec": body,
     }

@@ -32,8 +32,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import ValidationError
+
 from policy.model.cluster import L_INDEX, L_JOB, L_OPERATOR, L_TYPE, OPERATOR_NAME
-from policy.model.jobs import CHECKPOINT_ANNOTATION, pod_request
+from policy.model.jobs import CHECKPOINT_ANNOTATION, InvalidJob, pod_request
+from policy.model.kinds import BY_KIND, TFJOB
 from policy.model.migration import move_of
 from policy.model.resources import Resources
 from sim.apiserver import ApiServer, Obj, object_key
@@ -119,7 +122,7 @@ class Training:
         worker = replicas.get("Worker") or {}
         bounds = {**spec.manifest["spec"], **worker}
         w = int(worker.get("replicas", 0) or 0)
-        min_workers = int(bounds.get("min-instances", w) or 0) if w else 0
+        min_workers = int(_min_workers(spec.manifest, bounds.get("min-instances")) or w) if w else 0
         gang = ps + chief + root + min_workers
         annotations = spec.manifest["metadata"].get("annotations") or {}
         raw = annotations.get(CHECKPOINT_ANNOTATION)
@@ -166,10 +169,23 @@ class Training:
         self.losses += 1
 
 
+def _min_workers(manifest: Mapping[str, Any], declared: Any) -> Any:
+    """The fewest workers the job trains with: DRAGON's ``min-instances`` as the kind reads
+    it with its own fields (a PyTorchJob's ``elasticPolicy.minReplicas``); as declared
+    where the kind cannot read them (the webhook fails such a job)."""
+    kind = BY_KIND.get(manifest.get("kind") or TFJOB.kind) or TFJOB
+    try:
+        extension = kind.extension.model_validate(manifest["spec"])
+        low, _ = extension.worker_bounds(kind, declared, None)
+    except (InvalidJob, ValidationError, TypeError):
+        return declared
+    return low
+
+
 def replica_specs(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
-    """A TFJob's ``tfReplicaSpecs`` or an MXJob's ``mxReplicaSpecs``."""
-    spec = manifest["spec"]
-    return spec.get("tfReplicaSpecs") or spec.get("mxReplicaSpecs") or {}
+    """A job's replica specs (a TFJob's ``tfReplicaSpecs``, an MXJob's ``mxReplicaSpecs``...)."""
+    kind = BY_KIND.get(manifest.get("kind") or TFJOB.kind)
+    return manifest["spec"].get((kind or TFJOB).replica_specs_field) or {}
 
 
 @dataclass

@@ -118,6 +118,7 @@ class Hook:
         jobs = {
             **related.get("TFJob.kubeflow.org/v1", {}),
             **related.get("MXJob.kubeflow.org/v1", {}),
+            **related.get("PyTorchJob.kubeflow.org/v1", {}),
         }
         return self.render(jobs[job])
 

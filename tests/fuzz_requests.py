@@ -124,15 +124,17 @@ def _world() -> tuple[mc.World, list[dict[str, Any]]]:
 
 def _pod_child(job: dict[str, Any], rtype: str, index: int, node: str) -> dict[str, Any]:
     from policy.model.jobs import parse_job
+    from policy.model.kinds import TFJOB
 
     return render_pod(
-        parse_job(job), Placement(type=rtype, index=index, node=node), "affinity", "", 1
+        parse_job(job, TFJOB), Placement(type=rtype, index=index, node=node), "affinity", "", 1
     )
 
 
 def _mx_world() -> tuple[mc.World, dict[str, Any]]:
     """An MXJob running with all its pods on n-1, and its Admission."""
-    from policy.model.jobs import MXJOB, parse_job
+    from policy.model.jobs import parse_job
+    from policy.model.kinds import MXJOB
 
     container = {"name": "mxnet", "image": "mx:1", "resources": {"requests": {"cpu": "1"}}}
     spec = {
@@ -423,7 +425,8 @@ def two_tier(
     field of one job or node of the pool's request is mutated (``mutate``)."""
     from datetime import timedelta
 
-    from policy.model.jobs import MXJOB, TFJOB, parse_job
+    from policy.model.jobs import parse_job
+    from policy.model.kinds import MXJOB, TFJOB
     from tests.conftest import NOW
 
     gang = rng.choice(("none", "none", "volcano", "coscheduling"))

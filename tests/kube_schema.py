@@ -357,6 +357,7 @@ def _tfjob_status_validator() -> jsonschema.Draft4Validator:
 _OWN_CRDS = {
     "TFJob": "tfjobs.kubeflow.org.yaml",
     "MXJob": "mxjobs.kubeflow.org.yaml",
+    "PyTorchJob": "pytorchjobs.kubeflow.org.yaml",
     "TrainingPool": "trainingpools.dragonet.io.yaml",
     "Admission": "admissions.dragonet.io.yaml",
     "Migration": "migrations.dragonet.io.yaml",

@@ -45,6 +45,7 @@ POOL_RELATED_TYPES = [
     "Pod.v1",
     "TFJob.kubeflow.org/v1",
     "MXJob.kubeflow.org/v1",
+    "PyTorchJob.kubeflow.org/v1",
     PRIORITY_CLASSES,
 ]
 
@@ -366,8 +367,9 @@ def job_request(
     """The v2 sync request of ``w.parent``: its own pods and services (and PodGroups, when
     its controller owns the ``gang`` backends' ones) as children, its own Admission (if the
     pool wrote one) as related."""
-    mx = w.parent.get("kind") == "MXJob"
-    path = MX_CONTROLLER_YAML if mx else CONTROLLER_YAML
+    kind = w.parent.get("kind", "TFJob")
+    path = ROOT / "metacontroller" / f"{kind.lower()}-controller.yaml"
+    mx = kind != "TFJob"  # only a TFJob's controller owns Deployments (its TensorBoard)
     backends = list(gang)
     base = CHILD_TYPES if mx else TF_CHILD_TYPES
     types = [*base, *(f"PodGroup.{POD_GROUP_API_VERSIONS[b]}" for b in backends)]

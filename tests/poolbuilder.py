@@ -17,6 +17,7 @@ from policy.job.render import render_pod
 from policy.memo import Memo
 from policy.model.admission import Placement
 from policy.model.jobs import Job, parse_job
+from policy.model.kinds import TFJOB
 from policy.model.priority import Priorities
 from policy.pool.attained_service import Attained
 from policy.pool.cycle import Assessed, assess_jobs, open_ledger
@@ -139,7 +140,7 @@ class PoolBuilder:
         status = {"startTime": started}
         job = mc.tfjob(manifest, created=started, status=status)
         self.jobs.append(job)
-        parsed = parse_job(job)
+        parsed = parse_job(job, TFJOB)
         for t, i, node in placed:
             child = render_pod(parsed, Placement(type=t, index=i, node=node), "affinity", "", 1)
             phase = (phases or {}).get(f"{t}-{i}", "Running")

@@ -25,6 +25,7 @@ PLAIN = {
     "pools": ROOT / "metacontroller" / "pool-controller.yaml",
     "tfjobs": ROOT / "metacontroller" / "tfjob-controller.yaml",
     "mxjobs": ROOT / "metacontroller" / "mxjob-controller.yaml",
+    "pytorchjobs": ROOT / "metacontroller" / "pytorchjob-controller.yaml",
     "migrations": ROOT / "metacontroller" / "migration-controller.yaml",
 }
 JOB_HOOKS = ("customize", "sync", "finalize")
@@ -32,6 +33,7 @@ HOOKS = {
     "pools": ("customize", "sync"),
     "tfjobs": JOB_HOOKS,
     "mxjobs": JOB_HOOKS,
+    "pytorchjobs": JOB_HOOKS,
     "migrations": ("customize", "sync"),
 }
 
@@ -228,10 +230,12 @@ def test_default_render_has_the_expected_objects(default_docs: list[dict[str, An
         ("CompositeController", "dragonet-migrations"),
         ("CompositeController", "dragonet-mxjobs"),
         ("CompositeController", "dragonet-pools"),
+        ("CompositeController", "dragonet-pytorchjobs"),
         ("CompositeController", "dragonet-tfjobs"),
         ("CustomResourceDefinition", "admissions.dragonet.io"),
         ("CustomResourceDefinition", "migrations.dragonet.io"),
         ("CustomResourceDefinition", "mxjobs.kubeflow.org"),
+        ("CustomResourceDefinition", "pytorchjobs.kubeflow.org"),
         ("CustomResourceDefinition", "tfjobs.kubeflow.org"),
         ("CustomResourceDefinition", "trainingpools.dragonet.io"),
         ("Deployment", "dragonet-reaper"),
@@ -607,7 +611,7 @@ def test_tfjob_permissions_are_aggregated_into_the_default_roles(
             for v in rule["verbs"]
         }
 
-    for jobs in ("tfjobs", "mxjobs"):
+    for jobs in ("tfjobs", "mxjobs", "pytorchjobs"):
         assert {"create", "delete", "get", "list", "watch", "patch", "update"} <= verbs(edit, jobs)
         assert verbs(view, jobs) == {"get", "list", "watch"}
         assert verbs(view, f"{jobs}/status") == {"get", "list", "watch"}
@@ -665,7 +669,8 @@ def _controller(docs: list[dict[str, Any]], which: str) -> dict[str, Any]:
 def test_plain_controller_manifests_validate() -> None:
     pools, tfjobs = _plain_controller("pools"), _plain_controller("tfjobs")
     mxjobs, migrations = _plain_controller("mxjobs"), _plain_controller("migrations")
-    for controller in (pools, tfjobs, mxjobs, migrations):
+    pytorchjobs = _plain_controller("pytorchjobs")
+    for controller in (pools, tfjobs, mxjobs, pytorchjobs, migrations):
         validate_composite_controller(controller)
         assert controller["spec"]["generateSelector"] is True
     # A Migration's controller writes its status only: no children, its own status ignored.
@@ -688,7 +693,7 @@ def test_plain_controller_manifests_validate() -> None:
             "updateStrategy": {"method": "InPlace"},
         }
     ]
-    for plural, jobs in (("tfjobs", tfjobs), ("mxjobs", mxjobs)):
+    for plural, jobs in (("tfjobs", tfjobs), ("mxjobs", mxjobs), ("pytorchjobs", pytorchjobs)):
         assert jobs["metadata"]["name"] == f"dragonet-{plural}"
         assert jobs["spec"]["parentResource"] == {
             "apiVersion": "kubeflow.org/v1",
@@ -708,7 +713,8 @@ def test_plain_controller_manifests_validate() -> None:
                 }
             )
         assert jobs["spec"]["childResources"] == children
-    for which, controller in (("pools", pools), ("tfjobs", tfjobs), ("mxjobs", mxjobs)):
+    plain = (("pools", pools), ("tfjobs", tfjobs), ("mxjobs", mxjobs), ("pytorchjobs", pytorchjobs))
+    for which, controller in plain:
         hooks = controller["spec"]["hooks"]
         assert set(hooks) == set(HOOKS[which])
         for hook in HOOKS[which]:
@@ -718,7 +724,7 @@ def test_plain_controller_manifests_validate() -> None:
             assert hooks[hook] == {"version": "v2", "webhook": {"url": url, "timeout": "10s"}}
 
 
-@pytest.mark.parametrize("which", ["pools", "tfjobs", "mxjobs", "migrations"])
+@pytest.mark.parametrize("which", ["pools", "tfjobs", "mxjobs", "pytorchjobs", "migrations"])
 def test_chart_controller_equals_the_plain_manifest_for_release_dragonet_in_dragonet(
     default_docs: list[dict[str, Any]], helm: str, which: str
 ) -> None:
@@ -735,7 +741,7 @@ def test_chart_controller_equals_the_plain_manifest_for_release_dragonet_in_drag
     assert _plain_transport(default) == plain["spec"]
 
 
-@pytest.mark.parametrize("which", ["pools", "tfjobs", "mxjobs", "migrations"])
+@pytest.mark.parametrize("which", ["pools", "tfjobs", "mxjobs", "pytorchjobs", "migrations"])
 def test_chart_controller_differs_from_the_plain_manifest_only_in_name_and_url(
     custom_docs: list[dict[str, Any]], which: str
 ) -> None:
@@ -777,7 +783,7 @@ def test_a_gang_scheduler_reaches_the_default_pool(gang_docs: list[dict[str, Any
     assert PoolSpec.model_validate(pool["spec"]).scheduler_name == "volcano-ml"
 
 
-@pytest.mark.parametrize("which", ["tfjobs", "mxjobs"])
+@pytest.mark.parametrize("which", ["tfjobs", "mxjobs", "pytorchjobs"])
 def test_the_job_controllers_own_each_backends_pod_groups_as_the_simulator_runs_them(
     gang_docs: list[dict[str, Any]], which: str
 ) -> None:
@@ -1157,7 +1163,9 @@ def test_kubeshare_v1_makes_the_job_controllers_own_sharepods_and_users_read_the
     for name, c in controllers(docs).items():
         validate_composite_controller(c)
         children = c["spec"]["childResources"]
-        assert (sharepods in children) == name.endswith(("-tfjobs", "-mxjobs")), name
+        assert (sharepods in children) == name.endswith(("-tfjobs", "-mxjobs", "-pytorchjobs")), (
+            name
+        )
     (pool,) = [d for d in docs if d["kind"] == "TrainingPool"]
     assert pool["spec"]["kubeshare"] == "v1"
     validate_custom(pool)
@@ -1255,3 +1263,27 @@ def test_readme_installs_the_chart_once() -> None:
     at = readme.index("helm install dragonet ")
     command = readme[at : readme.index("\n\n", at)]
     assert "image.repository=" in command and "poolSelector" in command
+
+
+def test_the_charts_job_kinds_are_the_kinds_dragonet_runs(
+    default_docs: list[dict[str, Any]],
+) -> None:
+    """One CompositeController, one CRD and one plain manifest per kind of ``KINDS``: a kind
+    added to the webhook and not to the chart's ``dragonet.jobPlurals`` (or the reverse)
+    fails here."""
+    from policy.model.kinds import KINDS
+
+    plurals = {k.plural for k in KINDS}
+    controllers = {
+        d["spec"]["parentResource"]["resource"]
+        for d in default_docs
+        if d["kind"] == "CompositeController"
+        and d["spec"]["parentResource"]["apiVersion"] == "kubeflow.org/v1"
+    }
+    crds = {
+        d["spec"]["names"]["plural"]
+        for d in default_docs
+        if d["kind"] == "CustomResourceDefinition" and d["spec"]["group"] == "kubeflow.org"
+    }
+    assert controllers == crds == plurals
+    assert plurals <= set(PLAIN) and plurals <= set(HOOKS)

@@ -184,7 +184,7 @@ def test_the_role_is_bound_to_the_monitors_account_only(monitor_docs) -> None:
     assert verbs <= {"get", "list", "create", "delete", "patch"}  # never update, watch or *
     # It patches only jobs (their throughput annotation, docs/speedup.md).
     patched = {r for rule in role["rules"] if "patch" in rule["verbs"] for r in rule["resources"]}
-    assert patched == {"tfjobs", "mxjobs"}
+    assert patched == {"tfjobs", "mxjobs", "pytorchjobs"}
     assert all("*" not in rule["resources"] for rule in role["rules"])
     (pools,) = [r for r in role["rules"] if r["resources"] == ["trainingpools"]]
     assert pools["resourceNames"] == ["gpu-pool"]

@@ -62,7 +62,7 @@ def test_by_default_the_chart_makes_a_ca_and_a_certificate_for_the_service(docs)
 def test_by_default_metacontroller_calls_https_with_the_charts_ca_and_token(docs) -> None:
     """The same Secrets, keys and host in the CompositeControllers (Metacontroller's
     endpointConfigs, matched by host: pkg/hooks/endpoint_config.go) and the webhook pod."""
-    for which in ("pools", "tfjobs", "mxjobs", "migrations"):
+    for which in ("pools", "tfjobs", "mxjobs", "pytorchjobs", "migrations"):
         spec = _controller(docs, which)["spec"]
         assert spec["endpointConfigs"] == [
             {
@@ -145,7 +145,9 @@ def test_the_monitor_may_review_tokens_only_when_it_checks_them(docs, helm: str)
 def test_the_reaper_may_list_and_delete_jobs_and_nothing_else(docs) -> None:
     role = _named(docs, "ClusterRole", "dragonet-reaper")
     assert granted(role) == {
-        ("kubeflow.org", p, v) for p in ("tfjobs", "mxjobs") for v in ("list", "delete")
+        ("kubeflow.org", p, v)
+        for p in ("tfjobs", "mxjobs", "pytorchjobs")
+        for v in ("list", "delete")
     }
 
 

@@ -482,11 +482,12 @@ def test_render_plans_tfjobs_and_mxjobs_in_one_queue(
 
 def test_render_refuses_another_kind(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     job = tmp_path / "job.yaml"
-    job.write_text("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: p}\n")
+    job.write_text("apiVersion: kubeflow.org/v1\nkind: XGBoostJob\nmetadata: {name: p}\n")
     code, _, err = _render(capsys, str(job), "--nodes", NODES)
     assert code == 2
-    assert "not a training job (expected apiVersion kubeflow.org/v1, kind TFJob or MXJob)" in (
-        _one_line(err)
+    assert (
+        "not a training job (expected apiVersion kubeflow.org/v1, kind TFJob, MXJob or PyTorchJob)"
+        in (_one_line(err))
     )
 
 
@@ -602,8 +603,9 @@ def test_render_skips_another_kind_in_a_bundle(
     )
     code, out, err = _render(capsys, str(bundle), "--nodes", NODES)
     assert code == 0
-    assert f"dragonet render: {bundle}:1: skipped ConfigMap settings: not a TFJob or MXJob" in (
-        err.splitlines()
+    assert (
+        f"dragonet render: {bundle}:1: skipped ConfigMap settings: not a TFJob, MXJob or PyTorchJob"
+        in (err.splitlines())
     )
     assert "ConfigMap" not in out
     assert "default/job1: Admitted" in err

@@ -396,7 +396,8 @@ def test_another_kind_in_a_bundle_is_skipped_with_one_line(
     )
     assert code == 0
     assert err.strip().splitlines()[0] == (
-        f"dragonet simulate: {bundle}:1: skipped ConfigMap settings: not a TFJob or MXJob"
+        f"dragonet simulate: {bundle}:1: skipped ConfigMap settings: "
+        "not a TFJob, MXJob or PyTorchJob"
     )
     (summary,) = _summaries(out)
     assert summary["jobs_finished"] == summary["jobs"] == 1

@@ -189,7 +189,7 @@ def test_no_such_job_or_pool_is_one_line(server, capsys) -> None:
     said = _one_line(*run(capsys, "delete", "mxjob/trainer"), "dragonet delete: ")
     assert said.endswith("no MXJob 'trainer' in namespace default")
     said = _one_line(*run(capsys, "resume", "pod/trainer"), "dragonet resume: ")
-    assert "pod/trainer: not a TFJob or MXJob" in said
+    assert "pod/trainer: not a TFJob, MXJob or PyTorchJob" in said
     said = _one_line(*run(capsys, "hold", "gpu"), "dragonet hold: ")
     assert said.endswith("no TrainingPool 'gpu' (kubectl get trainingpools)")
     server.missing.add("trainingpools")

@@ -14,7 +14,8 @@ import pytest
 import yaml
 
 from cli.main import main
-from policy.model.jobs import MXJOB, TFJOB, parse_job
+from policy.model.jobs import parse_job
+from policy.model.kinds import MXJOB, TFJOB
 from sim.engine import SimConfig, Simulation
 from sim.spec import JobSpec
 from tests.kube_schema import validate_custom, validate_k8s
@@ -179,7 +180,7 @@ def test_strict_fails_when_a_field_was_not_carried_over(
 @pytest.mark.parametrize(
     ("content", "words"),
     [
-        ("apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: x}\n", "'PyTorchJob'"),
+        ("apiVersion: kubeflow.org/v1\nkind: XGBoostJob\nmetadata: {name: x}\n", "'XGBoostJob'"),
         ("apiVersion: kubeflow.org/v1alpha2\nkind: TFJob\n", "kind 'TFJob'"),
         ("", "no objects in this file"),
         ("kind: [\n", "not valid YAML"),
@@ -208,8 +209,9 @@ def test_another_kind_in_a_bundle_is_skipped_with_one_line(
     code, out, err = _run(capsys, str(bundle))
     assert code == 0
     assert [d["kind"] for d in yaml.safe_load_all(out)] == ["TFJob"]
-    assert f"dragonet convert: {bundle}:1: skipped ConfigMap settings: not a TFJob or MXJob" in (
-        err.splitlines()
+    assert (
+        f"dragonet convert: {bundle}:1: skipped ConfigMap settings: "
+        "not a TFJob, MXJob or PyTorchJob" in (err.splitlines())
     )
 
 

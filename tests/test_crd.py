@@ -400,3 +400,27 @@ def test_crd_rejects_a_status_the_api_server_would_refuse_or_prune(
 ) -> None:
     with pytest.raises(AssertionError, match=expected_in_error):
         validate_tfjob_status(status)
+
+
+def test_every_job_kind_has_its_crd_and_every_job_crd_a_kind() -> None:
+    """``KINDS`` and the Kubeflow CRDs in crd/ (which scripts/trim_schemas.py reads for the
+    status schemas) name the same kinds, each CRD in its kind's file with its kind's names,
+    and chart/crds/ holds a byte-identical copy of each."""
+    from policy.model.kinds import KINDS
+
+    files = sorted(p.name for p in (ROOT / "crd").glob("*.kubeflow.org.yaml"))
+    assert files == sorted(f"{k.crd_name}.yaml" for k in KINDS)
+    for kind in KINDS:
+        path = ROOT / "crd" / f"{kind.crd_name}.yaml"
+        crd = yaml.safe_load(path.read_text())
+        names = crd["spec"]["names"]
+        assert (crd["metadata"]["name"], names["kind"], names["plural"], names["singular"]) == (
+            kind.crd_name,
+            kind.kind,
+            kind.plural,
+            kind.singular,
+        )
+        assert crd["spec"]["group"] == kind.group
+        required = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+        assert kind.replica_specs_field in required["properties"], kind.kind
+        assert (ROOT / "chart" / "crds" / path.name).read_bytes() == path.read_bytes()

@@ -21,7 +21,8 @@ import pytest
 
 from policy.memo import Encoded, Memo
 from policy.model import cluster, jobs
-from policy.model.jobs import TFJOB, InvalidJob, Job, parse_job
+from policy.model.jobs import InvalidJob, Job, parse_job
+from policy.model.kinds import MXJOB, TFJOB
 from policy.model.resources import Resources
 from policy.pool.sync import sync as pool_sync
 from tests import metacontroller as mc
@@ -63,7 +64,7 @@ def test_a_template_shared_by_many_jobs_is_checked_once(monkeypatch: pytest.Monk
     b = PoolBuilder()
     for i in range(30):
         b.queued(f"sweep-{i}", ps=1, workers=4, cpu="2")
-    parsed = [parse_job(j) for j in b.jobs]
+    parsed = [parse_job(j, TFJOB) for j in b.jobs]
     assert len(checked) == 2
     assert {j.replicas["Worker"].request for j in parsed} == {parsed[0].replicas["Worker"].request}
     assert all(j.replicas["Worker"].replicas == 4 for j in parsed)
@@ -80,7 +81,7 @@ def test_an_invalid_template_says_the_same_from_the_cache() -> None:
     messages = []
     for job in b.jobs:
         with pytest.raises(InvalidJob) as err:
-            parse_job(job)
+            parse_job(job, TFJOB)
         messages.append(str(err.value))
     assert messages[0] == messages[1]
     assert "has an unreadable resource quantity" in messages[0]
@@ -103,7 +104,7 @@ def test_generated_jobs_parse_alike_with_and_without_the_template_cache() -> Non
         for tkey, objs in related.items():
             if not tkey.startswith(("TFJob", "MXJob")):
                 continue
-            kind = jobs.MXJOB if tkey.startswith("MXJob") else TFJOB
+            kind = MXJOB if tkey.startswith("MXJob") else TFJOB
             for obj in objs.values():
                 warm = jobs.job_or_why(copy.deepcopy(obj), kind)
                 _clear_template_cache()

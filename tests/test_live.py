@@ -393,7 +393,7 @@ def test_explain_all_namespaces_finds_the_job_wherever_it_is(server, capsys, sta
     server.items = _moved(state, "big", "team-a")
     code, out, err = run(capsys, "explain", "big")
     said = _one_line_error(code, out, err, "dragonet explain: ")
-    assert said.endswith("no TFJob or MXJob 'big' in namespace default")
+    assert said.endswith("no TFJob or MXJob or PyTorchJob 'big' in namespace default")
     for argv in (["-A"], ["--all-namespaces"], ["-A", "-n", "default"]):
         code, out, err = run(capsys, "explain", "big", *argv)
         assert code == 0 and err == "", argv
@@ -406,7 +406,7 @@ def test_explain_all_namespaces_finds_the_job_wherever_it_is(server, capsys, sta
     assert code == 0 and json.loads(out)["position"] == 2
     code, out, err = run(capsys, "explain", "nope", "-A")
     said = _one_line_error(code, out, err, "dragonet explain: ")
-    assert said.endswith("no TFJob or MXJob 'nope' in any namespace")
+    assert said.endswith("no TFJob or MXJob or PyTorchJob 'nope' in any namespace")
     [other] = [
         o
         for o in _moved(state, "big", "team-b")
@@ -416,16 +416,19 @@ def test_explain_all_namespaces_finds_the_job_wherever_it_is(server, capsys, sta
     code, out, err = run(capsys, "explain", "big", "-A")
     said = _one_line_error(code, out, err, "dragonet explain: ")
     assert said.endswith(
-        "a TFJob or MXJob 'big' is in several namespaces (team-a, team-b): give one with -n"
+        "a TFJob or MXJob or PyTorchJob 'big' is in several namespaces (team-a, team-b): "
+        "give one with -n"
     )
 
 
 def test_no_such_job_is_one_line(server, capsys) -> None:
     code, out, err = run(capsys, "explain", "nope")
     said = _one_line_error(code, out, err, "dragonet explain: ")
-    assert said.endswith("no TFJob or MXJob 'nope' in namespace default")
+    assert said.endswith("no TFJob or MXJob or PyTorchJob 'nope' in namespace default")
     code, out, err = run(capsys, "explain", "pod/nope")
-    assert "not a TFJob or MXJob" in _one_line_error(code, out, err, "dragonet explain: ")
+    assert "not a TFJob, MXJob or PyTorchJob" in _one_line_error(
+        code, out, err, "dragonet explain: "
+    )
 
 
 def test_no_such_pool_and_no_dragonet_are_one_line(server, capsys) -> None:
@@ -553,6 +556,7 @@ def test_view_live_draws_the_pool_page_the_dump_draws(
         "/apis/dragonet.io/v1alpha1/trainingpools",
         "/apis/kubeflow.org/v1/tfjobs",
         "/apis/kubeflow.org/v1/mxjobs",
+        "/apis/kubeflow.org/v1/pytorchjobs",
         "/apis/dragonet.io/v1alpha1/admissions",
     }
     dumped = tmp_path / "state.json"
@@ -733,10 +737,13 @@ def test_status_shows_the_crds_default_policy_for_a_pool_that_names_none(server,
 
 
 def test_explain_with_the_job_crds_missing_says_so(server, capsys) -> None:
-    server.missing = {"tfjobs", "mxjobs"}
+    server.missing = {"tfjobs", "mxjobs", "pytorchjobs"}
     code, out, err = run(capsys, "explain", "big")
     said = _one_line_error(code, out, err, "dragonet explain: ")
-    assert "the API server has no TFJob or MXJobs" in said and "CRDs are not installed" in said
+    assert (
+        "the API server has no TFJob or MXJob or PyTorchJobs" in said
+        and "CRDs are not installed" in said
+    )
 
 
 def test_explain_with_events_forbidden_does_not_say_there_are_none(server, capsys) -> None:

@@ -16,7 +16,7 @@ import pytest
 from policy.job.sync import JobConfig
 from policy.job.sync import sync as job_sync
 from policy.memo import DERIVED_BYTES, Encoded, Memo, Memos, charge
-from policy.model.jobs import MXJOB, TFJOB
+from policy.model.kinds import MXJOB, TFJOB
 from policy.pool.sync import sync as pool_sync
 from sim.engine import SimConfig, Simulation
 from sim.scenario import Scenario, from_trace, load_scenario

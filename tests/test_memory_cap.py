@@ -17,7 +17,8 @@ import orjson
 import pytest
 
 from policy.memo import Encoded, Memo
-from policy.model.jobs import TFJOB, InvalidJob, job_or_why
+from policy.model.jobs import InvalidJob, job_or_why
+from policy.model.kinds import TFJOB
 from tests import metacontroller as mc
 from tests.conftest import Clock
 from tests.fuzz_requests import two_tier

@@ -177,7 +177,7 @@ def test_the_migration_controller_reports_the_pools_answer(hook: Hook) -> None:
                 "apiVersion": "dragonet.io/v1alpha1",
                 "resource": "admissions",
                 "namespace": "default",
-                "names": ["tfjob-job1", "mxjob-job1"],
+                "names": ["tfjob-job1", "mxjob-job1", "pytorchjob-job1"],
             }
         ]
     }

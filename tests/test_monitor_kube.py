@@ -34,6 +34,12 @@ _ROUTES = [
     (r"^/apis/kubeflow\.org/v1/namespaces/[^/]+/tfjobs/[^/]+$", "kubeflow.org", "tfjobs", True),
     (r"^/apis/kubeflow\.org/v1/namespaces/[^/]+/mxjobs/[^/]+$", "kubeflow.org", "mxjobs", True),
     (
+        r"^/apis/kubeflow\.org/v1/namespaces/[^/]+/pytorchjobs/[^/]+$",
+        "kubeflow.org",
+        "pytorchjobs",
+        True,
+    ),
+    (
         r"^/apis/dragonet\.io/v1alpha1/namespaces/[^/]+/migrations$",
         "dragonet.io",
         "migrations",
@@ -95,7 +101,7 @@ class FakeApiServer:
         if self.fail:
             return answer(self.fail, {"kind": "Status", "message": "injected"})
         name = path.rsplit("/", 1)[-1]
-        if resource in ("tfjobs", "mxjobs"):
+        if resource in ("tfjobs", "mxjobs", "pytorchjobs"):
             key = f"{resource}/{name}"
             if method == "PATCH":
                 sent = json.loads(body) if isinstance(body, (str, bytes)) else body
@@ -278,9 +284,13 @@ def test_the_charts_cluster_role_grants_exactly_what_the_monitor_calls(api, helm
     cluster.create_migration(migration(found, "Overloaded", "monitor/node-1"))
     stored = cluster.get_migration("team-a", "w")
     cluster.delete_migration("team-a", "w", stored["metadata"]["uid"])
-    server.jobs = {"tfjobs/job1": {"metadata": {"name": "job1"}}, "mxjobs/job2": {}}
+    server.jobs = {
+        "tfjobs/job1": {"metadata": {"name": "job1"}},
+        "mxjobs/job2": {},
+        "pytorchjobs/job3": {},
+    }
     cluster.job_pods("team-a", "job1")
-    for kind, name in (("TFJob", "job1"), ("MXJob", "job2")):
+    for kind, name in (("TFJob", "job1"), ("MXJob", "job2"), ("PyTorchJob", "job3")):
         cluster.get_job(kind, "team-a", name)
         cluster.annotate_job(kind, "team-a", name, "dragonet.io/throughput", "{}")
     used = set(server.used)

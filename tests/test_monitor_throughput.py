@@ -136,7 +136,7 @@ def test_a_pod_of_no_training_job_cannot_report_a_speed() -> None:
     cluster.pods.append(pod("lonely", node="node-1"))
     answer = post(client, {"pod": "lonely", "stepsPerSecond": 1})
     assert answer.status_code == 400
-    assert "no TFJob or MXJob" in answer.get_json()["error"]
+    assert "no TFJob, MXJob or PyTorchJob" in answer.get_json()["error"]
 
 
 def test_a_job_whose_writes_fail_keeps_training_and_is_written_later() -> None:

@@ -26,7 +26,7 @@ PURE_CACHES = {
     "policy/model/apischema.py:_schema": "no argument: the schema shipped",
     "policy/model/jobs.py:_interned": "a HashedTuple shape; which equal one comes back "
     "only lets look-ups compare by identity",
-    "policy/job/tfjob.py:dense_cluster": "namespace, name, domain, a tuple of plain values",
+    "policy/model/kinds/tfjob.py:dense_cluster": "namespace, name, domain, a tuple of plain values",
     "policy/model/jobs.py:_analysed": "a frozen JobKind, a replica type and a template's "
     "JSON bytes",
     "policy/model/admission.py:_spec_keys": "no argument: the Admission model's fields",

@@ -16,7 +16,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from kubernetes.client.rest import RESTResponse
 
-from policy.model.jobs import MXJOB, TFJOB
+from policy.model.kinds import MXJOB, TFJOB
 from reaper.config import ReaperSettings
 from reaper.kube import KubeJobs
 from reaper.loop import reap_once
@@ -32,7 +32,7 @@ class FakeApiServer:
     with a ``continue`` token, as the API server serves a large list."""
 
     def __init__(self) -> None:
-        self.jobs: dict[str, list[dict[str, Any]]] = {"tfjobs": [], "mxjobs": []}
+        self.jobs: dict[str, list[dict[str, Any]]] = {"tfjobs": [], "mxjobs": [], "pytorchjobs": []}
         self.used: set[tuple[str, str, str]] = set()
         self.pages: list[tuple[str, int]] = []  # (resource, items served)
         self.deleted_with: list[dict[str, Any]] = []
@@ -115,7 +115,7 @@ def test_an_api_error_is_an_api_error_and_the_pass_goes_on(api) -> None:
     with pytest.raises(ApiError, match="500"):
         list(jobs.list(TFJOB))
     done = reap_once(jobs, T0)
-    assert (done.deleted, done.failed) == ((), 2)  # neither kind could be listed
+    assert (done.deleted, done.failed) == ((), 3)  # no kind could be listed
 
 
 def test_a_pass_over_the_api_deletes_the_expired_jobs(api) -> None:
@@ -135,6 +135,7 @@ def test_the_charts_cluster_role_grants_exactly_what_the_reaper_calls(api, helm:
     jobs, server = api
     server.jobs["tfjobs"] = [_listed(finished(0, name="a"))]
     server.jobs["mxjobs"] = [_listed(finished(0, name="b"))]
+    server.jobs["pytorchjobs"] = [_listed(finished(0, name="c"))]
     reap_once(jobs, T0 + timedelta(seconds=1))
     role = next(
         d

@@ -536,7 +536,8 @@ def test_an_api_that_fails_is_counted_and_the_pass_goes_on(kube) -> None:
     objects, events, server = kube
     server.fail = 500
     done = record_once(objects, events, Written(timedelta(hours=1)), T0, "r", TokenBucket(0, 1))
-    assert done.unlisted == 4 and done.tally.created == 0  # admissions, tfjobs, mxjobs, pools
+    # admissions, pools, and one list per job kind (tfjobs, mxjobs, pytorchjobs)
+    assert done.unlisted == 5 and done.tally.created == 0
 
 
 def test_the_charts_cluster_role_grants_exactly_what_the_recorder_calls(kube, helm: str) -> None:

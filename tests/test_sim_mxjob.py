@@ -113,7 +113,8 @@ def test_the_mixed_example_runs_every_job_to_succeeded() -> None:
 
 
 def test_a_trace_replays_as_a_mix_of_tfjobs_and_mxjobs_to_succeeded() -> None:
-    from policy.model.jobs import MXJOB, parse_job
+    from policy.model.jobs import parse_job
+    from policy.model.kinds import MXJOB
     from sim.scenario import from_trace
     from tests.kube_schema import validate_custom
 

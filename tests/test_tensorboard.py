@@ -424,8 +424,9 @@ def test_a_running_tensorboard_holds_its_room_against_a_queued_job(hook: Hook) -
 def _template(job: dict[str, Any], node: str) -> dict[str, Any]:
     from policy.job.tensorboard import render_deployment
     from policy.model.jobs import parse_job
+    from policy.model.kinds import TFJOB
 
-    return render_deployment(parse_job(job), node, node)["spec"]["template"]
+    return render_deployment(parse_job(job, TFJOB), node, node)["spec"]["template"]
 
 
 def test_a_placed_tensorboard_not_created_yet_holds_its_room(hook: Hook) -> None:
@@ -467,13 +468,14 @@ def test_an_invalid_tensorboard_takes_no_capacity_and_stops_no_other_plan(hook: 
 def test_the_plan_notices_a_changed_tensorboard_request() -> None:
     """The pool reuses a plan while nothing it reads changed: the annotation is read."""
     from policy.model.jobs import parse_job
+    from policy.model.kinds import TFJOB
 
     job = mc.with_tensorboard(mc.tfjob(JOB))
     other = copy.deepcopy(job)
     other["metadata"]["annotations"]["dragonet.io/tensorboard"] = json.dumps(
         {"logDir": "/l", "resources": {"requests": {"cpu": "3"}}}
     )
-    assert parse_job(job).plan_key != parse_job(other).plan_key
+    assert parse_job(job, TFJOB).plan_key != parse_job(other, TFJOB).plan_key
 
 
 # --- end to end, through the simulator ----------------------------------------------------

@@ -174,8 +174,9 @@ def test_jobs_of_one_name_with_other_shapes_get_their_own_cluster() -> None:
     """A job's cluster is written once and kept by all it is written from (its namespace,
     name, each type's count and port, the cluster domain): a job of the same name with
     another shape, seen before or after, lists its own peers."""
-    from policy.job.tfjob import tf_config as render_tf_config
     from policy.model.jobs import parse_job
+    from policy.model.kinds import TFJOB
+    from policy.model.kinds.tfjob import tf_config as render_tf_config
 
     shapes = [
         ({"Worker": 2, "PS": 1}, 2222, "", "default"),
@@ -191,7 +192,7 @@ def test_jobs_of_one_name_with_other_shapes_get_their_own_cluster() -> None:
         for spec in manifest["spec"]["tfReplicaSpecs"].values():
             container = spec["template"]["spec"]["containers"][0]
             container["ports"] = [{"name": "tfjob-port", "containerPort": port}]
-        job = parse_job(manifest)
+        job = parse_job(manifest, TFJOB)
         suffix = f".{domain}" if domain else ""
         expected = {
             t.lower(): [f"same-{t.lower()}-{i}.{namespace}.svc{suffix}:{port}" for i in range(n)]

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from policy.model.jobs import parse_job
+from policy.model.kinds import TFJOB
 from sim.profiles import DEFAULT_PROFILE, PROFILES, derive_profile, parse_placements, profile
 from sim.spec import JobSpec
 from sim.traces import dns_label, load_philly, load_pollux
@@ -88,7 +89,7 @@ def test_window_takes_consecutive_jobs_and_rebases_them() -> None:
 def test_eight_gpu_row_becomes_elastic_ps_job_the_webhook_accepts() -> None:
     job = by_duration(load_philly(PHILLY, jobs=ALL), 193256.0)
 
-    parsed = parse_job(job.manifest)
+    parsed = parse_job(job.manifest, TFJOB)
     assert parsed.replicas["PS"].replicas == 2
     assert parsed.replicas["Worker"].replicas == 8
     assert (parsed.min_workers, parsed.max_workers) == (4, 16)
@@ -105,14 +106,14 @@ def test_ps_count_and_elastic_range_follow_worker_count(
 ) -> None:
     job = next(j for j in load_philly(PHILLY, jobs=ALL) if workers(j) == gpus)
 
-    parsed = parse_job(job.manifest)
+    parsed = parse_job(job.manifest, TFJOB)
     assert parsed.replicas["PS"].replicas == ps
     assert (parsed.min_workers, parsed.max_workers) == (low, high)
 
 
 def test_every_replayed_manifest_is_a_valid_tfjob() -> None:
     for job in load_philly(PHILLY, jobs=ALL) + load_pollux(WORKLOAD):
-        parsed = parse_job(job.manifest)
+        parsed = parse_job(job.manifest, TFJOB)
         assert parsed.min_workers <= workers(job) <= parsed.max_workers
 
 
@@ -235,7 +236,7 @@ def test_long_name_still_fits_pod_names(tmp_path: Path) -> None:
     path = tmp_path / "w.csv"
     path.write_text(f"name,time,application,num_replicas,batch_size\n{'n' * 80},0,bert,64,384\n")
     (job,) = load_pollux(path)
-    parse_job(job.manifest)  # raises if "<name>-worker-<i>" exceeds 63 characters
+    parse_job(job.manifest, TFJOB)  # raises if "<name>-worker-<i>" exceeds 63 characters
 
 
 # --- profiles ------------------------------------------------------------------------------

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from policy.model.jobs import MXJOB, TFJOB, InvalidJob, JobKind, parse_job
+from policy.model.jobs import InvalidJob, JobKind, parse_job
+from policy.model.kinds import MXJOB, TFJOB
 from policy.model.ttl import FIELD, deletion_note, expiry, sweep, ttl_seconds
 from reaper.loop import Pass, reap_once, run, wait_seconds
 from sim.engine import SimConfig, Simulation
@@ -272,7 +273,7 @@ def test_a_ttl_beyond_kubeflows_int32_fails_the_job_naming_the_field() -> None:
     manifest["spec"]["runPolicy"] = {"ttlSecondsAfterFinished": 2**31}
     manifest["metadata"]["namespace"] = "default"
     with pytest.raises(InvalidJob, match=r"runPolicy\.ttlSecondsAfterFinished"):
-        parse_job(manifest)
+        parse_job(manifest, TFJOB)
 
 
 def test_the_status_says_nothing_of_a_deletion_the_reaper_will_not_make() -> None:

@@ -79,7 +79,7 @@ def test_an_unreadable_node_is_left_out_and_reported_and_the_rest_is_planned(
 def test_wrong_method_and_unknown_route_answer_json(hook: Hook) -> None:
     assert hook.client.get("/tfjobs/sync").status_code == 405
     assert hook.client.get("/pools/sync").status_code == 405
-    response = hook.post("/pytorchjobs/sync", {})
+    response = hook.post("/xgboostjobs/sync", {})  # a kind Dragonet does not run
     assert response.status_code == 404
     assert "error" in response.get_json()
 
@@ -193,6 +193,7 @@ def test_a_pools_customize_asks_for_its_nodes_dragonet_pods_all_jobs_and_priorit
             {"apiVersion": "kubeflow.org/v1", "resource": "tfjobs", "labelSelector": {}},
             # One queue: the pool sees MXJobs as it sees TFJobs.
             {"apiVersion": "kubeflow.org/v1", "resource": "mxjobs", "labelSelector": {}},
+            {"apiVersion": "kubeflow.org/v1", "resource": "pytorchjobs", "labelSelector": {}},
             {
                 "apiVersion": "scheduling.k8s.io/v1",
                 "resource": "priorityclasses",

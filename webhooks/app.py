@@ -26,7 +26,8 @@ from policy.job.migration import sync as migration_sync
 from policy.job.sync import JobConfig, finalize, related_rules
 from policy.job.sync import sync as job_sync
 from policy.memo import Memo, Memos, Undecodable
-from policy.model.jobs import KINDS, JobKind
+from policy.model.jobs import JobKind
+from policy.model.kinds import KINDS
 from policy.model.request import MalformedRequest
 from policy.pool.sync import sync as pool_sync
 from webhooks.config import Settings

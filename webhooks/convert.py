@@ -78,7 +78,9 @@ class ConvertError(ValueError):
 
 
 def is_v1(doc: Mapping[str, Any]) -> bool:
-    return doc.get("apiVersion") == V1 and doc.get("kind") in ("TFJob", "MXJob")
+    from policy.model.kinds import kind_of
+
+    return kind_of(doc) is not None
 
 
 def is_legacy_tfjob(doc: Mapping[str, Any]) -> bool:

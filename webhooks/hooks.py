@@ -14,7 +14,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from policy.model.cluster import L_OPERATOR, OPERATOR_NAME
 from policy.model.gpushare import SHAREPOD_API
-from policy.model.jobs import COEXIST_LABEL, COEXIST_LABEL_VALUE, KINDS, JobKind
+from policy.model.jobs import COEXIST_LABEL, COEXIST_LABEL_VALUE, JobKind
+from policy.model.kinds import KINDS
 from policy.model.pool import DEFAULT_POOL, GROUP, PoolSpec
 from policy.model.request import MalformedRequest
 

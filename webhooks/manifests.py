@@ -132,24 +132,27 @@ def load_documents(path: str | Path) -> list[dict[str, Any]]:
 
 
 LEGACY_TFJOB = "tensorflow.org"
-# What a job file is read for: these kinds, and anything of the training operators' API
-# groups (a PyTorchJob is refused with a reason, not skipped). Anything else in a bundle
-# (a ConfigMap, a Service) is skipped with a line by the commands that read bundles.
-JOB_KINDS = ("TFJob", "TfJob", "MXJob")
+# What a job file is read for: the kinds Dragonet runs (``policy.model.kinds.KINDS``), the
+# legacy TfJob, and anything of the training operators' API groups (an XGBoostJob is refused
+# with a reason, not skipped). Anything else in a bundle (a ConfigMap, a Service) is skipped
+# with a line by the commands that read bundles.
+LEGACY_KINDS = ("TfJob",)
 JOB_GROUPS = ("kubeflow.org", LEGACY_TFJOB, "fioravanzo.org")
 
 
 def skipped_line(path: str | Path, line: int | str, doc: Mapping[str, Any]) -> str | None:
     """One line for an object that is no training job, which a bundle may hold; None for
     a job of any version or of a training operator's group."""
+    from policy.model.kinds import BY_KIND, kinds_text
+
     kind = doc.get("kind")
     group = str(doc.get("apiVersion", "")).partition("/")[0]
-    if kind in JOB_KINDS or group in JOB_GROUPS:
+    if kind in LEGACY_KINDS or (isinstance(kind, str) and kind in BY_KIND) or group in JOB_GROUPS:
         return None
     meta = doc.get("metadata")
     name = meta.get("name") if isinstance(meta, Mapping) else None
     what = f"{kind} {name}" if name else f"kind {kind!r}"
-    return f"{path}:{line}: skipped {what}: not a TFJob or MXJob"
+    return f"{path}:{line}: skipped {what}: not a {kinds_text()}"
 
 
 def check_fields(path: str | Path, line: int | str, doc: Mapping[str, Any]) -> None:
@@ -186,8 +189,10 @@ def load_pool(path: str | Path) -> dict[str, Any]:
 
 def refuse_unsupported(path: str | Path, line: int | str, doc: Mapping[str, Any]) -> None:
     """A job manifest Dragonet cannot run yet is refused with what to do, not skipped."""
+    from policy.model.kinds import KINDS, kind_of, kinds_text
+
     kind, api = doc.get("kind"), str(doc.get("apiVersion", ""))
-    if kind in ("TFJob", "MXJob") and api == "kubeflow.org/v1":
+    if kind_of(doc) is not None:
         meta = doc.get("metadata")
         if not isinstance(meta, Mapping) or not isinstance(meta.get("name"), str):
             raise ManifestError(f"{path}:{line}: metadata.name: a {kind} needs a name")
@@ -196,8 +201,10 @@ def refuse_unsupported(path: str | Path, line: int | str, doc: Mapping[str, Any]
         check_fields(path, line, doc)
         return
     where = f"{path}:{line}: kind {kind!r} (apiVersion {api!r})"
-    if api == "kubeflow.org/v1" and isinstance(kind, str) and kind.lower() in ("tfjob", "mxjob"):
-        right = "TFJob" if kind.lower() == "tfjob" else "MXJob"
+    right = next(
+        (k.kind for k in KINDS if isinstance(kind, str) and k.singular == kind.lower()), ""
+    )
+    if right and api == "kubeflow.org/v1":
         raise ManifestError(
             f'{where}: kubeflow.org/v1 has no kind {kind!r} (did you mean "{right}"? kinds '
             "are case-sensitive)"
@@ -213,7 +220,7 @@ def refuse_unsupported(path: str | Path, line: int | str, doc: Mapping[str, Any]
             f"to a kubeflow.org/v1 MXJob with 'dragonet convert {path} > new.yaml'"
         )
     raise ManifestError(
-        f"{where}: not a training job (expected apiVersion kubeflow.org/v1, kind TFJob or MXJob)"
+        f"{where}: not a training job (expected apiVersion kubeflow.org/v1, kind {kinds_text()})"
     )
 
 
@@ -232,7 +239,9 @@ def load_jobs(
         skipped.extend(lines.values())
         docs = [(line, doc) for line, doc in docs if line not in lines]
         if not docs:
-            raise ManifestError(f"{path}: no TFJob or MXJob in this file")
+            from policy.model.kinds import kinds_text
+
+            raise ManifestError(f"{path}: no {kinds_text()} in this file")
     for line, doc in docs:
         refuse_unsupported(path, line, doc)
     return docs

@@ -16,7 +16,7 @@ from policy.model.admission import (
     NO_SUCH_POOL,
     TOO_LARGE,
 )
-from policy.model.jobs import KINDS
+from policy.model.kinds import KINDS
 from policy.model.request import job_type_key, object_map
 from webhooks.app import create_app
 from webhooks.config import Settings

@@ -154,3 +154,24 @@ requests, its baseline and what requests in flight take (values.yaml, server.mem
 {{- $s := .Values.server -}}
 {{- mul (int64 $s.workers) (add (int64 $s.memoryCapMi) (int64 $s.memoryBaselineMi) (int64 $s.memoryInflightMi)) -}}
 {{- end -}}
+
+{{/*
+The job kinds' resources, one CompositeController and one set of RBAC rules each: the plurals
+of policy.model.kinds.KINDS (tests/test_chart.py checks the two agree). To add a kind, add
+its plural here.
+*/}}
+{{- define "dragonet.jobPlurals" -}}
+{{- list "tfjobs" "mxjobs" "pytorchjobs" | toJson -}}
+{{- end -}}
+
+{{/* The job resources with each suffix, kind by kind: (list "" "/status") gives tfjobs,
+tfjobs/status, mxjobs, mxjobs/status. A JSON list, which is YAML. */}}
+{{- define "dragonet.jobResources" -}}
+{{- $out := list -}}
+{{- range $plural := include "dragonet.jobPlurals" . | fromJsonArray -}}
+{{- range $suffix := $ -}}
+{{- $out = append $out (printf "%s%s" $plural $suffix) -}}
+{{- end -}}
+{{- end -}}
+{{- toJson $out -}}
+{{- end -}}

@@ -16,7 +16,7 @@ from typing import Any
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.admission import Admission
 from policy.model.cluster import L_JOB
-from policy.model.jobs import KINDS
+from policy.model.kinds import KINDS
 from policy.model.migration import DONE, MOVING, PENDING, REFUSED, MigrationRequest
 from policy.model.pool import VERSION, admission_name
 from policy.model.request import MalformedRequest

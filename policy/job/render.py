@@ -1,5 +1,6 @@
 """Children: the Pods and headless Services of a job, with Kubeflow v1 names and labels,
-and the cluster spec in its environment (``policy.job.tfjob``, ``policy.job.mxnet``).
+and the cluster spec in its environment (each kind's ``JobKind.configure_pod``, in its module
+under ``policy/model/kinds/``).
 
 A pod is a pure function of (job spec, replica type, index, node, the Admission's
 generation), and with ``OnDelete`` an existing pod is never changed in place.
@@ -11,12 +12,10 @@ from typing import Any
 
 import orjson
 
-from policy.job.mxnet import mx_env
 from policy.job.podgroup import decorate
-from policy.job.tfjob import set_tf_config
 from policy.model.admission import GENERATION_ANNOTATION, Gang, Placement
 from policy.model.cluster import HOSTNAME, L_INDEX, L_JOB, L_OPERATOR, L_ROLE, L_TYPE, OPERATOR_NAME
-from policy.model.jobs import MXJOB, WORKER, Job, child_name
+from policy.model.jobs import WORKER, Job, child_name
 from policy.model.migration import MOVE_ANNOTATION, move_of
 from policy.model.pool import Binding
 
@@ -114,10 +113,7 @@ def render_pod(
     ports = _field(main, "ports", [])
     if not any(p.get("name") == job.kind.port_name for p in ports):
         ports.append({"name": job.kind.port_name, "containerPort": job.kind.default_port})
-    if job.kind == MXJOB:
-        _set_env(spec["containers"], mx_env(job, rtype, index))
-    else:
-        set_tf_config(main, job, rtype, index, domain)
+    job.kind.configure_pod(spec, job, rtype, index, domain)
     if node is None or hostname is None:
         pass  # placed by the kube-scheduler (the kube-default baseline)
     elif gang is not None:
@@ -130,14 +126,6 @@ def render_pod(
     if gang is not None:
         decorate(pod, job, rtype, gang)
     return pod
-
-
-def _set_env(containers: list[dict[str, Any]], env: list[dict[str, str]]) -> None:
-    """Append ``env`` to every container, as Kubeflow does; an entry of the same name that
-    the template gave is dropped first (it would be overridden anyway)."""
-    names = {e["name"] for e in env}
-    for c in containers:
-        c["env"] = [*(e for e in c.get("env") or [] if e.get("name") not in names), *env]
 
 
 def render_service(job: Job, rtype: str, index: int) -> dict[str, Any]:

@@ -169,7 +169,7 @@ def scheduling(v: JobSyncView, nodes: list[str]) -> dict[str, Any]:
         },
         "nodes": nodes,
     }
-    if not job.kind.elastic:  # said, so nobody waits for it to grow or shrink
+    if not job.kind.elastic or not job.extension.scalable:  # so nobody waits for it to scale
         section["elastic"] = False
     reason = _reason(v)
     if reason:

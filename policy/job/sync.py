@@ -29,7 +29,6 @@ from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.cluster import Pod
 from policy.model.gpushare import SHAREPODS
 from policy.model.jobs import (
-    TFJOB,
     InvalidJob,
     Job,
     JobKind,
@@ -42,6 +41,7 @@ from policy.model.jobs import (
     parsed_job,
     readable_status,
 )
+from policy.model.kinds import TFJOB
 from policy.model.lifecycle import assess
 from policy.model.pool import Binding, admission_name, pool_of
 from policy.model.request import UNREADABLE, MalformedRequest, objects

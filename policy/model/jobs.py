@@ -1,5 +1,6 @@
-"""Typed training jobs (``kubeflow.org/v1`` TFJob and MXJob), with DRAGON's
-``max-instances``/``min-instances`` for the kinds that are elastic.
+"""Typed training jobs (Kubeflow's ``kubeflow.org/v1`` kinds: ``JobKind``, each defined in
+its module under ``policy/model/kinds/``), with DRAGON's ``max-instances``/``min-instances``
+for the kinds that are elastic.
 
 ``parse_job`` turns the raw object Metacontroller sends into an immutable ``Job``, or
 raises ``InvalidJob`` whose message names exactly what is wrong, in the user's field
@@ -10,12 +11,12 @@ round-trip would drop fields a newer API server knows.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import lru_cache, partial
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import orjson
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, field_validator
@@ -68,9 +69,48 @@ GANG_SCHEDULERS = ("kube-batch", "volcano", "scheduler-plugins-scheduler")
 CHECKPOINT_ANNOTATION = "dragonet.io/checkpoint-interval-seconds"
 
 
+# What a kind does to one pod of a job (its cluster spec in the environment): given the pod
+# spec being rendered, the job, the replica type and index, and the cluster's DNS domain.
+# Each kind's module under ``policy/model/kinds/`` gives its own.
+ConfigurePod = Callable[[dict[str, Any], "Job", str, int, str], None]
+# Whether the job has succeeded, from its observed pods (``policy.model.cluster.Pod``s:
+# that module reads this one): Kubeflow's rule for the kind.
+SuccessRule = Callable[["Job", Sequence[Any]], bool]
+
+
+class KindSpec(BaseModel):
+    """The fields of a kind's own ``spec`` that no other kind has (e.g. PyTorchJob's
+    ``elasticPolicy``), parsed into ``Job.extension``. A kind without any has none."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, frozen=True)
+    # The field a user gives the fewest workers in, for a message.
+    min_field: ClassVar[str] = "min-instances"
+
+    def worker_bounds(
+        self, kind: JobKind, min_instances: int | None, max_instances: int | None
+    ) -> tuple[int | None, int | None]:
+        """The worker bounds the job asks for, from DRAGON's ``min-instances`` and
+        ``max-instances`` and the kind's own fields; raises ``InvalidJob`` where they
+        conflict, naming the fields. By default DRAGON's alone."""
+        return min_instances, max_instances
+
+    def check(self, kind: JobKind, replicas: Mapping[str, Replica]) -> None:
+        """Raise ``InvalidJob`` naming the field where the kind's own fields do not fit the
+        job's replicas. By default nothing to check."""
+
+    @property
+    def scalable(self) -> bool:
+        """Whether Dragonet may change the job's workers while it runs (within its
+        bounds); False says so in its status. By default as its kind allows."""
+        return True
+
+
 @dataclass(frozen=True)
 class JobKind:
-    """What differs between the training-job kinds Dragonet runs."""
+    """Everything a training-job kind differs in: the kinds Dragonet runs are the instances
+    in ``policy.model.kinds.KINDS``, one module each (``policy/model/kinds/``), and every
+    other part (render, status, the pool, the webhook's routes, the manifests, the
+    simulator, the reaper, recorder and monitor) reads them from there."""
 
     kind: str
     api_version: str
@@ -81,57 +121,41 @@ class JobKind:
     container: str
     port_name: str
     default_port: int
+    configure_pod: ConfigurePod  # the cluster spec in each pod's environment
+    succeeded: SuccessRule  # Kubeflow's success rule
     # DRAGON's min-instances/max-instances: workers may come and go while the job runs.
     # False (MXJob): the worker count is fixed at start, and the two fields are refused.
     elastic: bool = True
-    # Types of which all pods succeeding ends the job (any one type suffices), and whose
-    # running pods make it Running. Empty: the TFJob rule (the chief, else worker 0).
+    # Types whose running pods make it Running (empty: the chief, else the workers).
     decisive_types: tuple[str, ...] = ()
     master_role_type: str | None = None  # its pods get job-role=master (else chief/worker 0)
     # Job modes (``spec.<mode_field>``; the first is the default) and the types each needs.
     mode_field: str = ""
     modes: tuple[tuple[str, tuple[str, ...]], ...] = ()
     singletons: tuple[str, ...] = ()  # types of which a job has exactly one pod
+    default_restart_policy: RestartPolicy = "Never"  # a replica spec's, when it gives none
+    tensorboard: bool = False  # may ask for a TensorBoard (annotation dragonet.io/tensorboard)
+    extension: type[KindSpec] = KindSpec  # the kind's own spec fields
 
+    @property
+    def group(self) -> str:
+        return self.api_version.partition("/")[0]
 
-TFJOB = JobKind(
-    kind="TFJob",
-    api_version="kubeflow.org/v1",
-    replica_specs_field="tfReplicaSpecs",
-    replica_types=("Chief", "Evaluator", "Master", "PS", "Worker"),
-    chief_types=("Chief", "Master"),
-    required_types=("Chief", "Master", "PS", "Evaluator"),
-    container="tensorflow",
-    port_name="tfjob-port",
-    default_port=2222,
-)
+    @property
+    def singular(self) -> str:
+        """``tfjob``: the resource's singular name, and ``kubectl dragonet``'s kind word."""
+        return self.kind.lower()
 
-# Kubeflow's MXJob (training-operator v1.7 ``pkg/apis/kubeflow.org/v1/mxnet_types.go``):
-# ps-lite's scheduler, servers and workers (MXTrain), or TVM's auto-tuning (MXTune).
-MXJOB = JobKind(
-    kind="MXJob",
-    api_version="kubeflow.org/v1",
-    replica_specs_field="mxReplicaSpecs",
-    replica_types=("Scheduler", "Server", "Worker", "Tuner", "TunerTracker", "TunerServer"),
-    chief_types=(),
-    required_types=("Scheduler", "Server", "Tuner", "TunerTracker", "TunerServer"),
-    container="mxnet",
-    port_name="mxjob-port",
-    default_port=9091,
-    elastic=False,
-    # Kubeflow ends the job when its Scheduler succeeds (ps-lite's scheduler exits once
-    # every worker and server has finalized); all workers done ends it too, and a tuning
-    # job ends with its Tuner.
-    decisive_types=("Scheduler", "Worker", "Tuner"),
-    master_role_type="Server",  # Kubeflow's IsMasterRole for MXJobs
-    mode_field="jobMode",
-    modes=(
-        ("MXTrain", ("Scheduler", "Server", "Worker")),
-        ("MXTune", ("Tuner", "TunerTracker", "TunerServer")),
-    ),
-    singletons=("Scheduler",),
-)
-KINDS: tuple[JobKind, ...] = (TFJOB, MXJOB)  # every kind Dragonet runs: one queue for all
+    @property
+    def plural(self) -> str:
+        """``tfjobs``: the resource, the CompositeController's and the routes' name."""
+        return self.singular + "s"
+
+    @property
+    def crd_name(self) -> str:
+        """``tfjobs.kubeflow.org``: its CRD's name, and its file's under ``crd/``."""
+        return f"{self.plural}.{self.group}"
+
 
 WORKER = "Worker"
 RestartPolicy = Literal["Always", "OnFailure", "Never", "ExitCode"]
@@ -167,7 +191,7 @@ class _Model(BaseModel):
 
 class ReplicaSpecModel(_Model):
     replicas: int = Field(default=1, ge=0, le=MAX_REPLICAS)
-    restartPolicy: RestartPolicy = "Never"
+    restartPolicy: RestartPolicy | None = None  # None: the kind's default
     template: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -284,6 +308,8 @@ class Job:
     # Its TensorBoard (annotation ``dragonet.io/tensorboard``), and what its pod requests.
     tensorboard: TensorBoard | None = None
     tensorboard_request: Resources | None = None
+    # The kind's own spec fields (``JobKind.extension``), e.g. a PyTorchJob's elasticPolicy.
+    extension: KindSpec = field(default_factory=KindSpec, compare=False)
 
     @cached_property
     def key(self) -> str:
@@ -509,7 +535,7 @@ def _replica(kind: JobKind, rtype: str, spec: ReplicaSpecModel) -> Replica:
     return Replica(
         type=rtype,
         replicas=spec.replicas,
-        restart_policy=spec.restartPolicy,
+        restart_policy=spec.restartPolicy or kind.default_restart_policy,
         template=MappingProxyType(spec.template),
         request=request,
         port=port,
@@ -654,7 +680,7 @@ def job_or_why(obj: Mapping[str, Any], kind: JobKind) -> Job | InvalidJob:
         return err
 
 
-def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
+def parse_job(obj: Mapping[str, Any], kind: JobKind) -> Job:
     """Parse and validate; raise ``InvalidJob`` with a message that names the problem."""
     meta = parse_metadata(obj)
     if not _DNS1035.match(meta.name) or len(meta.name) > 63:
@@ -677,6 +703,10 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         problems.append(_format_validation_error(err, f"spec.{specs_field}"))
     try:
         spec = JobSpecModel.model_validate(raw_spec)
+    except ValidationError as err:
+        problems.append(_format_validation_error(err, "spec"))
+    try:
+        extension = kind.extension.model_validate(raw_spec)
     except ValidationError as err:
         problems.append(_format_validation_error(err, "spec"))
     if problems:
@@ -716,6 +746,7 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         if replicas[t].replicas > 1:
             raise InvalidJob(f"{t}.replicas is {replicas[t].replicas}; a job has one {t}")
     _check_mode(kind, spec, replicas)
+    extension.check(kind, replicas)
     if sum(r.replicas for r in replicas.values()) == 0:
         raise InvalidJob("the job asks for 0 replicas in total")
     longest = max(len(f"{meta.name}-{t.lower()}-{max(r.replicas, 1)}") for t, r in replicas.items())
@@ -728,13 +759,12 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
     worker = replicas.get(WORKER)
     n = worker.replicas if worker else 0
     _check_elastic(kind, spec)
-    elastic = spec.max_instances is not None or spec.min_instances is not None
+    low, high = extension.worker_bounds(kind, spec.min_instances, spec.max_instances)
+    elastic = high is not None or low is not None
     if elastic and worker is None:
         raise InvalidJob("max-instances/min-instances are set but the job has no Worker replicas")
-    max_w = (
-        spec.max_instances if spec.max_instances is not None else max(n, spec.min_instances or 0)
-    )
-    min_w = spec.min_instances if spec.min_instances is not None else min(n, max_w)
+    max_w = high if high is not None else max(n, low or 0)
+    min_w = low if low is not None else min(n, max_w)
     if min_w > max_w:
         raise InvalidJob(f"min-instances ({min_w}) is greater than max-instances ({max_w})")
     if max_w == 0 and not chiefs and (kind.chief_types or worker is not None):
@@ -794,6 +824,7 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         spec_content=_content(raw_spec),
         tensorboard=tensorboard,
         tensorboard_request=tb_request,
+        extension=extension,
     )
 
 
@@ -816,7 +847,7 @@ def _tensorboard(
     if raw is None:
         return None, None
     where = f"metadata.annotations[{TENSORBOARD_ANNOTATION!r}]"
-    if kind != TFJOB:
+    if not kind.tensorboard:
         raise InvalidJob(f"{where}: TensorBoard is supported on TFJobs only, not {kind.kind}s")
     try:
         tb = parse_tensorboard(raw)
@@ -838,28 +869,30 @@ def _tensorboard(
 
 
 def _check_mode(kind: JobKind, spec: JobSpecModel, replicas: Mapping[str, Replica]) -> None:
-    """A kind with job modes: the mode is known, it has every type it needs and no other."""
-    if not kind.modes:
-        return
-    modes = dict(kind.modes)
-    mode = spec.jobMode or kind.modes[0][0]
+    """A kind with job modes: the mode is known, it has every type it needs and no other;
+    and a singleton type it has holds exactly one pod (any kind)."""
     where = f"spec.{kind.replica_specs_field}"
-    if mode not in modes:
-        raise InvalidJob(f"spec.{kind.mode_field} {mode!r} is not supported: {' or '.join(modes)}")
-    needs = modes[mode]
-    foreign = [t for t in replicas if t not in needs]
-    if foreign:
-        owner = next((m for m, types in kind.modes if foreign[0] in types), None)
-        raise InvalidJob(
-            f"{where}.{foreign[0]} belongs to {kind.mode_field} {owner or 'none'}, not {mode} "
-            f"({mode} has {', '.join(needs)})"
-        )
-    missing = [t for t in needs if t not in replicas]
-    if missing:
-        raise InvalidJob(
-            f"{where} has no {' and no '.join(missing)}: {kind.mode_field} {mode} needs "
-            f"{', '.join(needs)}"
-        )
+    if kind.modes:
+        modes = dict(kind.modes)
+        mode = spec.jobMode or kind.modes[0][0]
+        if mode not in modes:
+            raise InvalidJob(
+                f"spec.{kind.mode_field} {mode!r} is not supported: {' or '.join(modes)}"
+            )
+        needs = modes[mode]
+        foreign = [t for t in replicas if t not in needs]
+        if foreign:
+            owner = next((m for m, types in kind.modes if foreign[0] in types), None)
+            raise InvalidJob(
+                f"{where}.{foreign[0]} belongs to {kind.mode_field} {owner or 'none'}, not "
+                f"{mode} ({mode} has {', '.join(needs)})"
+            )
+        missing = [t for t in needs if t not in replicas]
+        if missing:
+            raise InvalidJob(
+                f"{where} has no {' and no '.join(missing)}: {kind.mode_field} {mode} needs "
+                f"{', '.join(needs)}"
+            )
     for t in kind.singletons:
         if t in replicas and replicas[t].replicas != 1:
             raise InvalidJob(
@@ -886,7 +919,7 @@ def _check_elastic(kind: JobKind, spec: JobSpecModel) -> None:
         )
 
 
-def readable_status(raw: Any, kind: JobKind = TFJOB) -> Mapping[str, Any]:
+def readable_status(raw: Any, kind: JobKind) -> Mapping[str, Any]:
     """The job's status with every field Dragonet reads of the right type, and the rest as
     its CRD accepts it (what the job's sync writes back). The status is Dragonet's own
     memory, but anyone allowed to write it can break it; what cannot be read is treated as

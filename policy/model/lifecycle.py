@@ -1,9 +1,9 @@
 """How a job stands, from its spec, its observed pods, its recorded status and ``now``.
 
 Kubeflow v1 semantics (reference: tfjob-mxjob-semantics.md §1.3): restart policies and
-exit codes, success by Chief/Master or worker 0 (or all workers; for an MXJob its Scheduler,
-all its workers or its Tuner), ``activeDeadlineSeconds``,
-``backoffLimit``. The first terminal condition wins and is never revised.
+exit codes, ``activeDeadlineSeconds``, ``backoffLimit``, and success by each kind's own rule
+(``JobKind.succeeded``, in its module under ``policy/model/kinds/``, from the helpers
+here). The first terminal condition wins and is never revised.
 """
 
 from __future__ import annotations
@@ -54,36 +54,32 @@ def _recorded(job: Job) -> Outcome | None:
     return Outcome(c["type"], c.get("reason", ""), c.get("message", ""))
 
 
-def _succeeded(job: Job, pods: Sequence[Pod]) -> bool:
-    by_name = {p.name: p for p in pods}
-
-    def done(rtype: str, index: int, need_exit_zero: bool = False) -> bool:
-        p = by_name.get(child_name(job, rtype, index))
-        return (
-            p is not None
-            and p.phase == "Succeeded"
-            and (not need_exit_zero or p.exit_code in (0, None))
-        )
-
-    decisive = [t for t in job.kind.decisive_types if job.replicas.get(t)]
-    if decisive:  # any one type of which every pod has succeeded
-        return any(
-            job.replicas[t].replicas > 0 and all(done(t, i) for i in range(job.size(t)))
-            for t in decisive
-        )
-    chief = job.chief_type
-    if chief:
-        return done(chief, 0)
-    if job.worker is None:
-        return False
-    # Every worker the job has now (a shrink may have left gaps in the indices).
-    workers = [p for p in pods if p.replica_type == "worker" and not p.terminating]
-    all_done = len(workers) >= max(job.min_workers, 1) and all(
-        p.phase == "Succeeded" for p in workers
+def succeeded_pod(
+    job: Job, pods: Sequence[Pod], rtype: str, index: int, exit_zero: bool = False
+) -> bool:
+    """The pod of (type, index) has succeeded (with ``exit_zero``: and exited 0, if known)."""
+    name = child_name(job, rtype, index)
+    return any(
+        p.name == name and p.phase == "Succeeded" and (not exit_zero or p.exit_code in (0, None))
+        for p in pods
     )
-    if job.success_policy == "AllWorkers":
-        return all_done
-    return all_done or done(WORKER, 0, need_exit_zero=True)
+
+
+def all_succeeded(job: Job, pods: Sequence[Pod], rtype: str) -> bool:
+    """The job has pods of the type, and every one of them has succeeded."""
+    replica = job.replicas.get(rtype)
+    return (
+        replica is not None
+        and replica.replicas > 0
+        and all(succeeded_pod(job, pods, rtype, i) for i in range(job.size(rtype)))
+    )
+
+
+def workers_done(job: Job, pods: Sequence[Pod]) -> bool:
+    """Every worker the job has now (a shrink may have left gaps in the indices) has
+    succeeded, and it has at least its minimum of them."""
+    workers = [p for p in pods if p.replica_type == "worker" and not p.terminating]
+    return len(workers) >= max(job.min_workers, 1) and all(p.phase == "Succeeded" for p in workers)
 
 
 _WAITING = Assessment(None, False, (), False, None)
@@ -139,7 +135,7 @@ def assess(job: Job, pods: Sequence[Pod], now: datetime) -> Assessment:
                 )
             )
 
-    if _succeeded(job, pods):
+    if job.kind.succeeded(job, pods):
         return ended(
             Outcome(cond.SUCCEEDED, f"{kind}Succeeded", f"{kind} {job.key} successfully completed.")
         )

@@ -124,8 +124,14 @@ def wait_message(
         shown = listed(ahead, job.namespace)
         return f"jobs ahead in the queue ({shown}) claim the free capacity it needs"
     need = Resources.total(s.request for s in gang)
-    # A kind that is not elastic (MXJob) has no min-instances: its gang is all its workers.
-    extra = " (min-instances)" if job.worker and at_once and job.kind.elastic and not static else ""
+    # A job that is not elastic (an MXJob, a PyTorchJob without an elasticPolicy) has no
+    # minimum: its gang is all its workers.
+    scalable = job.kind.elastic and job.extension.scalable
+    extra = (
+        f" ({job.extension.min_field})"
+        if job.worker and at_once and scalable and not static
+        else ""
+    )
     wants = f"needs {need.without(PODS).describe() or 'a pod slot'} for its "
     wants += f"{describe_gang(gang)}{extra} at once"
     if any(k.startswith(HOST_PORT) for k in need):

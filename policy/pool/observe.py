@@ -19,14 +19,8 @@ from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.admission import Admission, Placement
 from policy.model.cluster import L_JOB, Cluster, Node, Pod
 from policy.model.gpushare import SHAREPODS, with_device
-from policy.model.jobs import (
-    KINDS,
-    TFJOB,
-    InvalidJob,
-    Job,
-    child_name,
-    job_or_why,
-)
+from policy.model.jobs import InvalidJob, Job, child_name, job_or_why
+from policy.model.kinds import KINDS, TFJOB
 from policy.model.migration import TYPE_KEY as MIGRATIONS
 from policy.model.migration import MigrationRequest
 from policy.model.podspec import pod_limits

@@ -25,11 +25,12 @@ from plotly.subplots import make_subplots
 
 from policy.model.cluster import L_JOB, L_TYPE
 from policy.model.jobs import pod_request
+from policy.model.kinds import BY_KIND, KINDS, kinds_text
 from policy.model.resources import Resources
 from sim.view import page, timeline
 from sim.view.timeline import Mark, Row, Span
 
-JOB_KINDS = ("TFJob", "MXJob")
+JOB_KINDS = tuple(k.kind for k in KINDS)
 SHOWN = ("Node", "Pod", "TrainingPool", "Admission", *JOB_KINDS)
 GPU = "nvidia.com/gpu"
 GIB = 2.0**30
@@ -93,8 +94,8 @@ def load(path: str | Path) -> Dump:
     if not isinstance(doc, dict) or doc.get("kind") != "List":
         found = doc.get("kind") if isinstance(doc, dict) else type(doc).__name__
         raise DumpError(
-            f"{where}: kind: expected List (kubectl get nodes,pods,trainingpools,tfjobs,"
-            f"mxjobs,admissions -A -o json), found {found!r}"
+            f"{where}: kind: expected List (kubectl get nodes,pods,trainingpools,"
+            f"{','.join(k.plural for k in KINDS)},admissions -A -o json), found {found!r}"
         )
     items = doc.get("items")
     if not isinstance(items, list):
@@ -134,7 +135,7 @@ def from_objects(items: Sequence[Any], where: str, now: datetime | None = None) 
         if job is not None:
             job.pods.append(p)
     if not jobs and not by_kind["Node"]:
-        raise DumpError(f"{where}: items: no Nodes and no TFJobs or MXJobs to show")
+        raise DumpError(f"{where}: items: no Nodes and no {kinds_text('or')} to show")
     ordered = sorted(jobs.values(), key=lambda j: (_created(j.obj) or "", j.key))
     until = "the moment they were read"
     if now is None:
@@ -199,7 +200,9 @@ def _done(job: JobState) -> tuple[str, datetime] | None:
 def _declared_workers(job: JobState) -> int:
     """A finished job's workers as its spec declares them (its Admission is gone)."""
     spec = job.obj.get("spec") or {}
-    for replicas in (spec.get("tfReplicaSpecs"), spec.get("mxReplicaSpecs")):
+    kind = BY_KIND.get(job.kind)
+    replicas = spec.get(kind.replica_specs_field) if kind else None
+    if isinstance(replicas, dict):
         for name, replica in (replicas or {}).items():
             if str(name).lower() == "worker" and isinstance(replica, dict):
                 value = replica.get("replicas", 1)

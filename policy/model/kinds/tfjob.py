@@ -1,24 +1,30 @@
-"""A TFJob pod's ``TF_CONFIG``, byte for byte as Kubeflow's TensorFlow controller writes it
-(compact JSON, cluster keys sorted): what is TFJob's own, beside ``policy.job.mxnet`` for
-MXJobs. The rest of a pod is the same for every kind (``policy.job.render``).
+"""The TFJob kind: Kubeflow's TFJob (``kubeflow.org/v1``, ``tfReplicaSpecs``), with DRAGON's
+elastic workers. What is TFJob's own: its replica types, each pod's ``TF_CONFIG``, byte for
+byte as Kubeflow's TensorFlow controller writes it (compact JSON, cluster keys sorted), and
+its success rule. The rest of a pod is the same for every kind (``policy.job.render``).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from policy.model.jobs import WORKER, Job, Replica, child_name, replica_name
+from policy.model.cluster import Pod
+from policy.model.jobs import WORKER, Job, JobKind, Replica, child_name, replica_name
+from policy.model.kinds.pods import main_container
+from policy.model.lifecycle import succeeded_pod, workers_done
 
 TF_CONFIG = "TF_CONFIG"
 
 
-def set_tf_config(container: dict[str, Any], job: Job, rtype: str, index: int, domain: str) -> None:
+def set_tf_config(pod_spec: dict[str, Any], job: Job, rtype: str, index: int, domain: str) -> None:
     """Give the main container its ``TF_CONFIG`` (replacing the template's own), unless the
     job is a single pod (Kubeflow writes none then)."""
     if not is_distributed(job):
         return
+    container = main_container(pod_spec, job)
     env = [e for e in container.get("env") or [] if e.get("name") != TF_CONFIG]
     env.append({"name": TF_CONFIG, "value": tf_config(job, rtype, index, domain)})
     container["env"] = env
@@ -83,3 +89,32 @@ def dense_cluster(
         for rtype, port, size in sorted(shape, key=lambda t: t[0].lower())
     }
     return json.dumps(cluster, separators=(",", ":"))
+
+
+def tf_succeeded(job: Job, pods: Sequence[Pod]) -> bool:
+    """Kubeflow's TFJob rule: the Chief or Master succeeded; without one, every worker did,
+    or (unless ``successPolicy: AllWorkers``) worker 0 exited 0."""
+    chief = job.chief_type
+    if chief:
+        return succeeded_pod(job, pods, chief, 0)
+    if job.worker is None:
+        return False
+    if job.success_policy == "AllWorkers":
+        return workers_done(job, pods)
+    return workers_done(job, pods) or succeeded_pod(job, pods, WORKER, 0, exit_zero=True)
+
+
+TFJOB = JobKind(
+    kind="TFJob",
+    api_version="kubeflow.org/v1",
+    replica_specs_field="tfReplicaSpecs",
+    replica_types=("Chief", "Evaluator", "Master", "PS", "Worker"),
+    chief_types=("Chief", "Master"),
+    required_types=("Chief", "Master", "PS", "Evaluator"),
+    container="tensorflow",
+    port_name="tfjob-port",
+    default_port=2222,
+    configure_pod=set_tf_config,
+    succeeded=tf_succeeded,
+    tensorboard=True,
+)
