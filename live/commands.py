@@ -394,7 +394,9 @@ def _namespace_of(kube: Kube, kinds: list[str], name: str) -> str:
                 found.add(str((job.get("metadata") or {}).get("namespace")))
         except NotFound:  # that kind's CRD is not installed
             continue
-    said = " or ".join(kinds)
+    from live.kube import one_of
+
+    said = one_of(kinds)
     if not found:
         raise NotFound(f"no {said} {name!r} in any namespace")
     if len(found) > 1:
@@ -436,9 +438,11 @@ def explain(kube: Kube, args: argparse.Namespace) -> int:
         except NotFound:
             continue
     if job is None:
-        said = " or ".join(k.kind for k in kinds)
-        if not any(_served(kube, k.kind.lower() + "s") for k in kinds):
-            crds = ", ".join(f"{k.kind.lower()}s.kubeflow.org" for k in kinds)
+        from live.kube import one_of
+
+        said = one_of([k.kind for k in kinds])
+        if not any(_served(kube, k.plural) for k in kinds):
+            crds = ", ".join(f"{k.plural}.kubeflow.org" for k in kinds)
             raise NotFound(f"the API server has no {said}s ({crds}): the CRDs are not installed")
         raise NotFound(f"no {said} {name!r} in namespace {namespace}")
     try:

@@ -239,11 +239,11 @@ def _job(kube: Kube, given: str, namespace: str) -> _Target:
     """The job ``given`` names (``NAME``: of the first kind that has it, in ``KINDS``' order;
     ``tfjob/NAME``, ``tfjobs.kubeflow.org/NAME``... as kubectl names it) in ``namespace``,
     as read now."""
-    from live.kube import LiveError, NotFound, job_path
+    from live.kube import LiveError, NotFound, job_path, one_of
     from policy.model.kinds import KINDS
 
     kinds_by_word = {k.kind.lower(): k for k in KINDS}
-    names = ", ".join(k.kind for k in KINDS[:-1]) + f" or {KINDS[-1].kind}"
+    names = one_of([k.kind for k in KINDS])
     word, _, name = given.rpartition("/")
     resource, _, group = word.lower().partition(".")
     word = resource.removesuffix("s") if group in ("", "kubeflow.org") else word
@@ -264,9 +264,9 @@ def _job(kube: Kube, given: str, namespace: str) -> _Target:
             continue
         obj = {"apiVersion": kind.api_version, "kind": kind.kind, **obj}
         return _Target(path, f"{kind.kind.lower()}.kubeflow.org/{name}", obj)
-    said = " or ".join(k.kind for k in kinds)
+    said = one_of([k.kind for k in kinds])
     if not served:
-        crds = ", ".join(f"{k.kind.lower()}s.kubeflow.org" for k in kinds)
+        crds = ", ".join(f"{k.plural}.kubeflow.org" for k in kinds)
         raise NotFound(f"the API server has no {said}s ({crds}): the CRDs are not installed")
     raise NotFound(f"no {said} {name!r} in namespace {namespace}")
 

@@ -213,3 +213,9 @@ def _error(status: int, body: Mapping[str, Any], path: str) -> LiveError:
 
 def _one_line(err: Any) -> str:
     return " ".join(str(err).split())
+
+
+def one_of(words: list[str] | tuple[str, ...]) -> str:
+    """``TFJob, MXJob or PyTorchJob``: the kinds a name may be, as a sentence says them."""
+    words = list(words)
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"

@@ -185,7 +185,7 @@ def test_releasing_a_pool_that_is_not_held_writes_nothing(server, capsys) -> Non
 
 def test_no_such_job_or_pool_is_one_line(server, capsys) -> None:
     said = _one_line(*run(capsys, "suspend", "nope"), "dragonet suspend: ")
-    assert said.endswith("no TFJob or MXJob 'nope' in namespace default")
+    assert said.endswith("no TFJob, MXJob or PyTorchJob 'nope' in namespace default")
     said = _one_line(*run(capsys, "delete", "mxjob/trainer"), "dragonet delete: ")
     assert said.endswith("no MXJob 'trainer' in namespace default")
     said = _one_line(*run(capsys, "resume", "pod/trainer"), "dragonet resume: ")

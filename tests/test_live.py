@@ -393,7 +393,7 @@ def test_explain_all_namespaces_finds_the_job_wherever_it_is(server, capsys, sta
     server.items = _moved(state, "big", "team-a")
     code, out, err = run(capsys, "explain", "big")
     said = _one_line_error(code, out, err, "dragonet explain: ")
-    assert said.endswith("no TFJob or MXJob or PyTorchJob 'big' in namespace default")
+    assert said.endswith("no TFJob, MXJob or PyTorchJob 'big' in namespace default")
     for argv in (["-A"], ["--all-namespaces"], ["-A", "-n", "default"]):
         code, out, err = run(capsys, "explain", "big", *argv)
         assert code == 0 and err == "", argv
@@ -406,7 +406,7 @@ def test_explain_all_namespaces_finds_the_job_wherever_it_is(server, capsys, sta
     assert code == 0 and json.loads(out)["position"] == 2
     code, out, err = run(capsys, "explain", "nope", "-A")
     said = _one_line_error(code, out, err, "dragonet explain: ")
-    assert said.endswith("no TFJob or MXJob or PyTorchJob 'nope' in any namespace")
+    assert said.endswith("no TFJob, MXJob or PyTorchJob 'nope' in any namespace")
     [other] = [
         o
         for o in _moved(state, "big", "team-b")
@@ -416,7 +416,7 @@ def test_explain_all_namespaces_finds_the_job_wherever_it_is(server, capsys, sta
     code, out, err = run(capsys, "explain", "big", "-A")
     said = _one_line_error(code, out, err, "dragonet explain: ")
     assert said.endswith(
-        "a TFJob or MXJob or PyTorchJob 'big' is in several namespaces (team-a, team-b): "
+        "a TFJob, MXJob or PyTorchJob 'big' is in several namespaces (team-a, team-b): "
         "give one with -n"
     )
 
@@ -424,7 +424,7 @@ def test_explain_all_namespaces_finds_the_job_wherever_it_is(server, capsys, sta
 def test_no_such_job_is_one_line(server, capsys) -> None:
     code, out, err = run(capsys, "explain", "nope")
     said = _one_line_error(code, out, err, "dragonet explain: ")
-    assert said.endswith("no TFJob or MXJob or PyTorchJob 'nope' in namespace default")
+    assert said.endswith("no TFJob, MXJob or PyTorchJob 'nope' in namespace default")
     code, out, err = run(capsys, "explain", "pod/nope")
     assert "not a TFJob, MXJob or PyTorchJob" in _one_line_error(
         code, out, err, "dragonet explain: "
@@ -741,7 +741,7 @@ def test_explain_with_the_job_crds_missing_says_so(server, capsys) -> None:
     code, out, err = run(capsys, "explain", "big")
     said = _one_line_error(code, out, err, "dragonet explain: ")
     assert (
-        "the API server has no TFJob or MXJob or PyTorchJobs" in said
+        "the API server has no TFJob, MXJob or PyTorchJobs" in said
         and "CRDs are not installed" in said
     )
 

@@ -576,7 +576,9 @@ def _watch_all(objects: KubeObjects, events: KubeEvents, server: FakeApi) -> Non
     loop = threading.Thread(target=run, args=(objects, writer, 1, 0.01))
     loop.start()
     deadline = time.monotonic() + 10
-    plurals = {"admissions", "tfjobs", "mxjobs", "trainingpools"}
+    from policy.model.kinds import KINDS
+
+    plurals = {"admissions", *(k.plural for k in KINDS), "trainingpools"}
     while {p for p, _ in server.watched} != plurals and time.monotonic() < deadline:
         time.sleep(0.01)
     stop.set()
