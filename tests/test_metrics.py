@@ -423,6 +423,38 @@ def test_the_networkpolicies_let_prometheus_scrape_exactly_when_it_is_set_up(
         assert not stranger, component
 
 
+TRAINING_POD = {"training.kubeflow.org/operator-name": "dragonet"}
+KUBEFLOW_POD = {"training.kubeflow.org/operator-name": "tfjob-controller"}
+
+
+@pytest.mark.parametrize("scraped", [False, True])
+def test_the_monitors_networkpolicy_lets_in_dragonets_training_pods_and_prometheus_if_set_up(
+    helm: str, scraped: bool
+) -> None:
+    """Training pods of every namespace report to their node's monitor; Prometheus scrapes
+    its port when the PodMonitor is on; nothing else reaches it: another pod, or a Kubeflow
+    job's."""
+    on = ("--set", "monitor.enabled=true")
+    docs = _scraped(helm, *on) if scraped else _render(helm, *on)
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    _validate_all(policies)
+    monitor = _pods(docs)["monitor"]
+    labels = monitor["metadata"]["labels"]
+    mine = [p for p in policies if _matches(p["spec"]["podSelector"], labels)]
+    assert [p["metadata"]["name"] for p in mine] == ["dragonet-monitor"]
+    port = "monitor"
+    assert port in _ports(monitor)
+    team = {"kubernetes.io/metadata.name": "team-a"}
+    assert _admits(mine[0], team, TRAINING_POD, port)
+    assert _admits(mine[0], {"kubernetes.io/metadata.name": "default"}, TRAINING_POD, port)
+    assert not _admits(mine[0], team, TRAINING_POD, "https")  # its port alone
+    assert not _admits(mine[0], team, KUBEFLOW_POD, port)
+    assert not _admits(mine[0], team, {}, port)
+    assert _admits(mine[0], PROMETHEUS["namespace"], PROMETHEUS["pod"], port) == scraped
+    off = _render(helm, *on, "--set", "networkPolicy.enabled=false")
+    assert not [d for d in off if d["kind"] == "NetworkPolicy"]
+
+
 def test_the_dashboard_configmap_holds_the_dashboard_for_grafanas_sidecar(helm: str) -> None:
     docs = _render(helm, "--set", "metrics.dashboard.enabled=true")
     [config_map] = [d for d in docs if d["kind"] == "ConfigMap"]
