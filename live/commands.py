@@ -381,20 +381,39 @@ def _own_queue(kube: Kube, args: argparse.Namespace, namespace: str | None) -> i
 
 def _namespace_of(kube: Kube, kinds: list[str], name: str) -> str:
     """``explain -A NAME``: the one namespace that holds a job ``name`` of these kinds (one
-    list per kind, selected by name); none or several is a one-line error."""
-    from live.kube import LiveError, NotFound
+    list per kind, selected by name); none or several is a one-line error. A caller who may
+    not list them in every namespace (a tenant's Role) is searched where it may read: its
+    context's namespace, and told so on stderr."""
+    from live.kube import Forbidden, LiveError, NotFound, job_path
 
     found: set[str] = set()
+    scope: str | None = None  # every namespace, until a list across them is refused
     for kind in kinds:
-        path = f"/apis/kubeflow.org/v1/{kind.lower()}s"
+        plural = f"{kind.lower()}s"
         try:
-            for job in kube.list(path, fieldSelector=f"metadata.name={name}"):
-                found.add(str((job.get("metadata") or {}).get("namespace")))
+            try:
+                path = job_path(plural, scope) if scope else f"/apis/kubeflow.org/v1/{plural}"
+                listed = list(kube.list(path, fieldSelector=f"metadata.name={name}"))
+            except Forbidden:
+                if scope is not None:
+                    raise
+                scope = kube.namespace
+                path = job_path(plural, scope)
+                listed = list(kube.list(path, fieldSelector=f"metadata.name={name}"))
         except NotFound:  # that kind's CRD is not installed
             continue
+        found.update(str((job.get("metadata") or {}).get("namespace")) for job in listed)
     said = " or ".join(kinds)
+    where = f"namespace {scope}" if scope else "any namespace"
+    if scope:
+        print(
+            f"(no permission to list {' or '.join(k + 's' for k in kinds)} in every namespace: "
+            f"looked in namespace {scope}, "
+            "the context's)",
+            file=sys.stderr,
+        )
     if not found:
-        raise NotFound(f"no {said} {name!r} in any namespace")
+        raise NotFound(f"no {said} {name!r} in {where}")
     if len(found) > 1:
         raise LiveError(
             f"a {said} {name!r} is in several namespaces ({', '.join(sorted(found))}): "
