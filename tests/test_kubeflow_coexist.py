@@ -14,6 +14,7 @@ import pytest
 
 from policy.model.jobs import COEXIST_LABEL, DRAGONET, TRAINING_OPERATOR
 from sim.engine import Scenario, SimConfig, Simulation
+from sim.recorder import EVENTS, attach
 from sim.spec import tfjob_manifest
 from tests import metacontroller as mc
 from tests.kubeflowfake import L_JOB, PODS, TFJOBS, FakeKubeflow, with_kubeflow_crd
@@ -69,6 +70,7 @@ def _run(config: SimConfig = KEEP) -> tuple[Simulation, FakeKubeflow, HookSpy]:
             refused.append((sim.now, new["metadata"]["name"]))
 
     sim.api.watchers.append(watch)
+    sim.recorder = attach(sim)  # type: ignore[attr-defined]  # the chart's, as configured
     sim.run()
     return sim, kubeflow, spy
 
@@ -106,6 +108,21 @@ def test_every_write_to_kubeflows_job_and_its_pods_is_kubeflows_or_the_clusters(
         [owner] = pod["metadata"]["ownerReferences"]
         assert owner["uid"] == kf["metadata"]["uid"] and owner["controller"] is True
         assert "controller-uid" not in pod["metadata"]["labels"]
+
+
+def test_the_recorder_tells_dragonets_jobs_stories_and_nothing_of_kubeflows(beside) -> None:
+    """Its lists and watches select the labelled jobs: Kubeflow's job succeeded, and no
+    Event of Dragonet's says so (Kubeflow writes its own); its caches, which the pools'
+    metrics read, hold Dragonet's jobs alone."""
+    sim, _, _ = beside
+    about = {(e["regarding"]["name"], e["reason"]) for e in sim.api.list(EVENTS)}
+    assert {("a", "Admitted"), ("b", "Admitted"), ("b", "WaitingForCapacity")} <= about
+    assert not [e for e in about if e[0] == "kf"], about
+    cache = sim.recorder.caches[TFJOBS][1]  # type: ignore[attr-defined]
+    assert sorted(j["metadata"]["name"] for j in cache.items()) == ["a", "b"]
+    # A restarted recorder lists as the running one watches.
+    sim.recorder.restart()  # type: ignore[attr-defined]
+    assert not [e for e in sim.api.list(EVENTS) if e["regarding"]["name"] == "kf"]
 
 
 def test_kubeflow_skips_dragonets_jobs_by_their_managed_by(beside) -> None:
