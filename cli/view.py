@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from live.commands import installed
 from live.durations import positive_duration, request_timeout
@@ -215,6 +215,24 @@ def live_server(args: argparse.Namespace) -> tuple[ThreadingHTTPServer, float]:
         raise OSError(f"--address {address} --port {port}: {err.strerror or err}") from None
 
 
+def _dragonets(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The items without the jobs another controller runs (beside Kubeflow, its
+    training-operator's: ``live.explain.runner``), and those jobs, each with who runs it.
+    Their pods stay: they take room on the nodes."""
+    from live.explain import runner
+
+    pods = [o for o in items if o["kind"] == "Pod"]
+    kept, elsewhere = [], []
+    for o in items:
+        by = runner(o, pods) if o["kind"] in ("TFJob", "MXJob") else None
+        if by is None:
+            kept.append(o)
+        else:
+            meta = o["metadata"]
+            elsewhere.append(f"{o['kind']} {meta.get('namespace')}/{meta['name']}: {by}")
+    return kept, elsewhere
+
+
 def _read_live(args: argparse.Namespace, kube: Kube | None = None) -> tuple[Dump, str]:
     """The pool as the cluster shows it now, and where it was read."""
     dump, where, _ = _read(args, kube)
@@ -247,7 +265,11 @@ def _read(args: argparse.Namespace, kube: Kube | None = None) -> tuple[Dump, str
         where += f" (no permission to list {left}: left out)"
         scope = f"namespace {read.namespace}" if read.namespace else "every namespace"
         unread = f"(no permission to list {left}: the page shows {scope} without them)"
-    items = read.items
+    items, elsewhere = _dragonets(read.items)
+    if elsewhere:
+        left_out = f"({len(elsewhere)} job(s) another controller runs left out: "
+        left_out += "; ".join(elsewhere) + ")"
+        unread = f"{unread}\n{left_out}" if unread else left_out
     if read.unread and not any(o["kind"] in ("TFJob", "MXJob", "Node") for o in items):
         raise LiveError(
             f"nothing to show: no TFJobs or MXJobs in {scope}, and no permission to list {left}"

@@ -423,7 +423,7 @@ def _namespace_of(kube: Kube, kinds: list[str], name: str) -> str:
 
 
 def explain(kube: Kube, args: argparse.Namespace) -> int:
-    from live.explain import KINDS, explain, render
+    from live.explain import KINDS, explain, render, runner
     from live.items import job_explanation
     from live.kube import POOLS, LiveError, NotFound, admission_path, events_path, job_path
     from live.printer import Printer
@@ -479,11 +479,25 @@ def explain(kube: Kube, args: argparse.Namespace) -> int:
     except LiveError as err:  # Events are one part of the story: say why they are missing
         unread = f"(its Events could not be read: {err})"
     now = utc_now()
-    info = explain(job, admission, pool, events, now)
+    run_by = None if admission is not None else runner(job, _pods_of(kube, namespace, name))
+    info = explain(job, admission, pool, events, now, run_by)
     if unread:
         info["eventsUnread"] = unread
     Printer(args.output, ()).print_one(job_explanation(info, now), lambda: render(info))
     return 0
+
+
+def _pods_of(kube: Kube, namespace: str, job: str) -> list[dict[str, Any]]:
+    """The pods labelled for job ``job`` (whoever made them), or none if they cannot be
+    read: they only tell who runs a job that has no Admission."""
+    from live.kube import LiveError
+    from policy.model.cluster import L_JOB
+
+    try:
+        path = f"/api/v1/namespaces/{namespace}/pods"
+        return list(kube.list(path, labelSelector=f"{L_JOB}={job}"))
+    except LiveError:
+        return []
 
 
 def nodes(kube: Kube, args: argparse.Namespace) -> int:
