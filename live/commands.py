@@ -469,15 +469,18 @@ def explain(kube: Kube, args: argparse.Namespace) -> int:
     except LiveError:  # none, or not the caller's to read: the job's status has its place
         pool = None
     events, unread = [], ""
+    # The job's Events, and its Admission's (the pool's, when it leaves the Admission out).
+    about = ((job["kind"], name), ("Admission", admission_name(job["kind"], name)))
     try:
-        selector = f"regarding.name={name}"
-        events = [
-            e
-            for e in kube.list(events_path(namespace), fieldSelector=selector)
-            if (e.get("regarding") or {}).get("kind") == job["kind"]
-        ]
+        for kind, named in about:
+            selector = f"regarding.name={named}"
+            events += [
+                e
+                for e in kube.list(events_path(namespace), fieldSelector=selector)
+                if (e.get("regarding") or {}).get("kind") == kind
+            ]
     except LiveError as err:  # Events are one part of the story: say why they are missing
-        unread = f"(its Events could not be read: {err})"
+        events, unread = [], f"(its Events could not be read: {err})"
     now = utc_now()
     run_by = None if admission is not None else runner(job, _pods_of(kube, namespace, name))
     info = explain(job, admission, pool, events, now, run_by)

@@ -304,7 +304,8 @@ def _left_out(pool: Regarding, problem: str) -> list[Fact]:
             f"{article} {kind} in another namespace {what} left out: {why} (an Event on it "
             "says so in its namespace)"
         )
-    what = "its throughput is" if throughput else "it is"
+    name = said["name"]
+    what = f"{kind} {name}" + (": its throughput is" if throughput else " is")
     on_object = f"{what} left out of pool {pool.name}'s plan: {why}"
-    owner = Regarding(api_version, kind, namespace, said["name"], "")
+    owner = Regarding(api_version, kind, namespace, name, "")
     return [fact(pool, on_pool), fact(owner, on_object)]

@@ -557,12 +557,13 @@ def test_an_object_left_out_is_told_on_itself_in_its_namespace_and_unnamed_on_th
     }
     assert admission["type"] == "Warning"
     assert admission["note"] == (
-        "it is left out of pool gpu's plan: spec.pods[0].node: Input should be a string"
+        "Admission tfjob-big is left out of pool gpu's plan: spec.pods[0].node: Input should "
+        "be a string"
     )
     throughput = on[("team-b", "TFJob", "fast")]
     assert throughput["regarding"]["apiVersion"] == "kubeflow.org/v1"
     assert throughput["note"] == (
-        "its throughput is left out of pool gpu's plan: history.samples: too many"
+        "TFJob fast: its throughput is left out of pool gpu's plan: history.samples: too many"
     )
     pod = on[("default", "Pod", "w-0")]
     assert pod["regarding"]["apiVersion"] == "v1"

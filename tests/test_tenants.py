@@ -483,6 +483,38 @@ def test_explain_all_namespaces_searches_the_tenants_own_namespace_and_says_so(
     assert "team-b" not in err
 
 
+def test_explain_shows_the_pools_event_on_the_jobs_admission_to_its_tenant(
+    server, capsys, tenant_config
+) -> None:
+    """The recorder writes "left out" on the Admission, in the job's namespace (the pool's
+    own Event, in default, names no other namespace's object): ``explain`` shows it."""
+    server.namespaces = {"team-a"}
+    server.items.append(
+        {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": "tfjob-low.left-out", "namespace": "team-a"},
+            "eventTime": "2026-01-01T00:07:00.000000Z",
+            "type": "Warning",
+            "reason": "ObjectLeftOut",
+            "note": "Admission tfjob-low is left out of pool default's plan: spec.pods: bad",
+            "regarding": {
+                "apiVersion": "dragonet.io/v1alpha1",
+                "kind": "Admission",
+                "name": "tfjob-low",
+                "namespace": "team-a",
+            },
+            "reportingController": "dragonet.io/recorder",
+            "action": "Plan",
+        }
+    )
+    code, out, err = run(capsys, "explain", "low", "--kubeconfig", tenant_config)
+    assert code == 0, err
+    events = out.split("Events:\n", 1)[1]
+    assert "ObjectLeftOut" in events
+    assert "Admission tfjob-low is left out of pool default's plan: spec.pods: bad" in events
+
+
 def _stories(page: Path) -> dict[str, str]:
     import re
 
