@@ -12,10 +12,11 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from live.commands import installed
 from live.durations import positive_duration, request_timeout
+from policy.model.kinds import BY_KIND, kinds_text
 
 if TYPE_CHECKING:
     from http.server import ThreadingHTTPServer
@@ -151,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
 
         note = "A snapshot: dragonet view --live --serve serves this page read again every 10 s"
         try:
-            dump, source = _read_live(args)
+            dump, source, unread = _read(args)
         except LiveError as err:
             print(f"dragonet view: {err}", file=sys.stderr)
             return 1
@@ -166,6 +167,8 @@ def run(args: argparse.Namespace) -> int:
             return 2
         source = Path(args.dump).name
     size = write_html(dump, args.html, source, note)
+    if args.live and unread:
+        print(unread, file=sys.stderr)
     print(
         f"wrote {args.html} ({size / 2**20:.1f} MiB): {len(dump.jobs)} jobs on "
         f"{len(dump.nodes)} nodes",
@@ -201,7 +204,10 @@ def live_server(args: argparse.Namespace) -> tuple[ThreadingHTTPServer, float]:
 
     refresh = args.refresh or 10.0
     kube = Kube(args.kubeconfig, args.context, args.request_timeout)
-    page = LivePage(lambda: _read_live(args, kube), refresh, first=_read_live(args, kube))
+    dump, source, unread = _read(args, kube)
+    if unread:
+        print(unread, file=sys.stderr)
+    page = LivePage(lambda: _read_live(args, kube), refresh, first=(dump, source))
     address = args.address or "127.0.0.1"
     port = PORT if args.port is None else args.port
     try:
@@ -210,21 +216,63 @@ def live_server(args: argparse.Namespace) -> tuple[ThreadingHTTPServer, float]:
         raise OSError(f"--address {address} --port {port}: {err.strerror or err}") from None
 
 
+def _dragonets(items: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The items without the jobs another controller runs (beside Kubeflow, its
+    training-operator's: ``live.explain.runner``), and those jobs, each with who runs it.
+    Their pods stay: they take room on the nodes."""
+    from live.explain import runner
+
+    pods = [o for o in items if o["kind"] == "Pod"]
+    kept, elsewhere = [], []
+    for o in items:
+        by = runner(o, pods) if o["kind"] in ("TFJob", "MXJob") else None
+        if by is None:
+            kept.append(o)
+        else:
+            meta = o["metadata"]
+            elsewhere.append(f"{o['kind']} {meta.get('namespace')}/{meta['name']}: {by}")
+    return kept, elsewhere
+
+
 def _read_live(args: argparse.Namespace, kube: Kube | None = None) -> tuple[Dump, str]:
     """The pool as the cluster shows it now, and where it was read."""
-    from live.kube import Kube, objects
+    dump, where, _ = _read(args, kube)
+    return dump, where
+
+
+def _read(args: argparse.Namespace, kube: Kube | None = None) -> tuple[Dump, str, str]:
+    """The pool as the cluster shows it now, where it was read, and a line saying what the
+    caller may not read ("" when it may read everything): a tenant's Role reads its own
+    namespace's jobs, without the cluster's Nodes and TrainingPools."""
+    from live.kube import Forbidden, Kube, LiveError, NotFound, objects
     from live.views import utc_now
     from sim.view.pool import from_objects
 
     kube = kube or Kube(args.kubeconfig, args.context, args.request_timeout)
     namespace = None if args.all_namespaces else args.namespace
-    where = f"{kube.host}" + (f", namespace {namespace}" if namespace else "")
-    if not installed(kube):
-        from live.kube import NotFound
-
-        raise NotFound(
-            "Dragonet is not installed here: the API server has no TrainingPools "
-            "(trainingpools.dragonet.io)"
+    try:
+        if not installed(kube):
+            raise NotFound(
+                "Dragonet is not installed here: the API server has no TrainingPools "
+                "(trainingpools.dragonet.io)"
+            )
+    except Forbidden:  # not the caller's to read: objects() says what it left out
+        pass
+    read = objects(kube, namespace)
+    where = f"{kube.host}" + (f", namespace {read.namespace}" if read.namespace else "")
+    unread = ""
+    if read.unread:
+        left = ", ".join(read.unread)
+        where += f" (no permission to list {left}: left out)"
+        scope = f"namespace {read.namespace}" if read.namespace else "every namespace"
+        unread = f"(no permission to list {left}: the page shows {scope} without them)"
+    items, elsewhere = _dragonets(read.items)
+    if elsewhere:
+        left_out = f"({len(elsewhere)} job(s) another controller runs left out: "
+        left_out += "; ".join(elsewhere) + ")"
+        unread = f"{unread}\n{left_out}" if unread else left_out
+    if read.unread and not any(o["kind"] in (*BY_KIND, "Node") for o in items):
+        raise LiveError(
+            f"nothing to show: no {kinds_text()} jobs in {scope}, and no permission to list {left}"
         )
-    items = objects(kube, namespace)
-    return from_objects(items, where, now=utc_now()), where
+    return from_objects(items, where, now=utc_now()), where, unread

@@ -383,22 +383,41 @@ def _own_queue(kube: Kube, args: argparse.Namespace, namespace: str | None) -> i
 
 def _namespace_of(kube: Kube, kinds: list[str], name: str) -> str:
     """``explain -A NAME``: the one namespace that holds a job ``name`` of these kinds (one
-    list per kind, selected by name); none or several is a one-line error."""
-    from live.kube import LiveError, NotFound
+    list per kind, selected by name); none or several is a one-line error. A caller who may
+    not list them in every namespace (a tenant's Role) is searched where it may read: its
+    context's namespace, and told so on stderr."""
+    from live.kube import Forbidden, LiveError, NotFound, job_path
 
     found: set[str] = set()
+    scope: str | None = None  # every namespace, until a list across them is refused
     for kind in kinds:
-        path = f"/apis/kubeflow.org/v1/{kind.lower()}s"
+        plural = f"{kind.lower()}s"
         try:
-            for job in kube.list(path, fieldSelector=f"metadata.name={name}"):
-                found.add(str((job.get("metadata") or {}).get("namespace")))
+            try:
+                path = job_path(plural, scope) if scope else f"/apis/kubeflow.org/v1/{plural}"
+                listed = list(kube.list(path, fieldSelector=f"metadata.name={name}"))
+            except Forbidden:
+                if scope is not None:
+                    raise
+                scope = kube.namespace
+                path = job_path(plural, scope)
+                listed = list(kube.list(path, fieldSelector=f"metadata.name={name}"))
         except NotFound:  # that kind's CRD is not installed
             continue
+        found.update(str((job.get("metadata") or {}).get("namespace")) for job in listed)
     from live.kube import one_of
 
     said = one_of(kinds)
+    where = f"namespace {scope}" if scope else "any namespace"
+    if scope:
+        print(
+            f"(no permission to list {one_of([k + 's' for k in kinds])} in every namespace: "
+            f"looked in namespace {scope}, "
+            "the context's)",
+            file=sys.stderr,
+        )
     if not found:
-        raise NotFound(f"no {said} {name!r} in any namespace")
+        raise NotFound(f"no {said} {name!r} in {where}")
     if len(found) > 1:
         raise LiveError(
             f"a {said} {name!r} is in several namespaces ({', '.join(sorted(found))}): "
@@ -408,7 +427,7 @@ def _namespace_of(kube: Kube, kinds: list[str], name: str) -> str:
 
 
 def explain(kube: Kube, args: argparse.Namespace) -> int:
-    from live.explain import KINDS, explain, render
+    from live.explain import KINDS, explain, render, runner
     from live.items import job_explanation
     from live.kube import POOLS, LiveError, NotFound, admission_path, events_path, job_path
     from live.printer import Printer
@@ -457,21 +476,38 @@ def explain(kube: Kube, args: argparse.Namespace) -> int:
     except LiveError:  # none, or not the caller's to read: the job's status has its place
         pool = None
     events, unread = [], ""
+    # The job's Events, and its Admission's (the pool's, when it leaves the Admission out).
+    about = ((job["kind"], name), ("Admission", admission_name(job["kind"], name)))
     try:
-        selector = f"regarding.name={name}"
-        events = [
-            e
-            for e in kube.list(events_path(namespace), fieldSelector=selector)
-            if (e.get("regarding") or {}).get("kind") == job["kind"]
-        ]
+        for kind, named in about:
+            selector = f"regarding.name={named}"
+            events += [
+                e
+                for e in kube.list(events_path(namespace), fieldSelector=selector)
+                if (e.get("regarding") or {}).get("kind") == kind
+            ]
     except LiveError as err:  # Events are one part of the story: say why they are missing
-        unread = f"(its Events could not be read: {err})"
+        events, unread = [], f"(its Events could not be read: {err})"
     now = utc_now()
-    info = explain(job, admission, pool, events, now)
+    run_by = None if admission is not None else runner(job, _pods_of(kube, namespace, name))
+    info = explain(job, admission, pool, events, now, run_by)
     if unread:
         info["eventsUnread"] = unread
     Printer(args.output, ()).print_one(job_explanation(info, now), lambda: render(info))
     return 0
+
+
+def _pods_of(kube: Kube, namespace: str, job: str) -> list[dict[str, Any]]:
+    """The pods labelled for job ``job`` (whoever made them), or none if they cannot be
+    read: they only tell who runs a job that has no Admission."""
+    from live.kube import LiveError
+    from policy.model.cluster import L_JOB
+
+    try:
+        path = f"/api/v1/namespaces/{namespace}/pods"
+        return list(kube.list(path, labelSelector=f"{L_JOB}={job}"))
+    except LiveError:
+        return []
 
 
 def nodes(kube: Kube, args: argparse.Namespace) -> int:

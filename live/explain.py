@@ -17,7 +17,17 @@ from typing import Any
 from live.table import columns
 from live.views import age, job_pool, place
 from policy.model import admission as codes
-from policy.model.jobs import InvalidJob, JobKind, parse_job
+from policy.model.cluster import L_OPERATOR, OPERATOR_NAME
+from policy.model.jobs import (
+    COEXIST_SELECTOR,
+    DRAGONET,
+    MULTIKUEUE,
+    InvalidJob,
+    JobKind,
+    labels_of,
+    managed_elsewhere,
+    parse_job,
+)
 from policy.model.kinds import BY_KIND, TFJOB
 from policy.model.kinds import KINDS as ALL_KINDS
 from policy.model.resources import PODS, Resources
@@ -82,6 +92,39 @@ _HINTS = {
 }
 
 
+def runner(job: Obj, pods: Iterable[Obj]) -> str | None:
+    """Who runs ``job`` when Dragonet does not (None: Dragonet), in words: told by its own
+    marks (``runPolicy.managedBy`` and the label ``dragonet.io/managed-by``, the rule the
+    pool and the job's sync follow), else by the pods it controls, whose
+    ``training.kubeflow.org/operator-name`` says which operator made them (beside Kubeflow,
+    docs/kubeflow.md: ``tfjob-controller``)."""
+    spec = job.get("spec")
+    spec = spec if isinstance(spec, Mapping) else {}
+    run = spec.get("runPolicy")
+    owner = run.get("managedBy") if isinstance(run, Mapping) else None
+    if managed_elsewhere(spec, labels_of(job)):
+        if owner == MULTIKUEUE:
+            return f"MultiKueue (runPolicy.managedBy: {MULTIKUEUE})"
+        return (
+            f"Kubeflow's training-operator (labelled {COEXIST_SELECTOR}, but its "
+            f"runPolicy.managedBy is {owner or 'unset'}, not {DRAGONET})"
+        )
+    uid = (job.get("metadata") or {}).get("uid")
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        refs = meta.get("ownerReferences") or ()
+        if not any(
+            isinstance(r, Mapping) and r.get("controller") and r.get("uid") == uid for r in refs
+        ):
+            continue
+        made_by = labels_of(pod).get(L_OPERATOR)
+        if isinstance(made_by, str) and made_by and made_by != OPERATOR_NAME:
+            kubeflows = made_by == f"{str(job.get('kind', '')).lower()}-controller"
+            who = "Kubeflow's training-operator" if kubeflows else f"operator {made_by}"
+            return f"{who} (its pods say {L_OPERATOR}: {made_by})"
+    return None
+
+
 def kind_of(obj: Obj) -> JobKind:
     return BY_KIND.get(str(obj.get("kind"))) or TFJOB
 
@@ -131,10 +174,23 @@ def explain(
     pool: Obj | None,
     events: Iterable[Obj],
     now: datetime,
+    run_by: str | None = None,
 ) -> dict[str, Any]:
-    """Everything ``explain`` shows, as one plain dict (``-o json|yaml`` prints it)."""
+    """Everything ``explain`` shows, as one plain dict (``-o json|yaml`` prints it).
+    ``run_by``: who runs the job, when not Dragonet (``runner``): nothing of a queue."""
     meta, status = job.get("metadata") or {}, job.get("status") or {}
+    if run_by is not None:
+        out = {"job": f"{meta.get('namespace')}/{meta.get('name')}", "kind": job.get("kind", "")}
+        out |= {"pool": "", "phase": "", "reason": "", "message": "", "runBy": run_by}
+        out |= _finished(status)
+        out["events"] = event_rows(events, meta.get("uid"), now)
+        return out
     scheduling = status.get("scheduling") or {}
+    if not scheduling and admission is not None:
+        # Under Kubeflow's TFJob CRD (docs/kubeflow.md) the job's status.scheduling is
+        # pruned: the pool's decision is read from the Admission it is copied from.
+        decided = admission.get("spec") or {}
+        scheduling = {k: decided[k] for k in ("phase", "reason", "message") if decided.get(k)}
     key = f"{meta.get('namespace')}/{meta.get('name')}"
     phase = scheduling.get("phase") or ("Queued" if admission is None else "")
     # A job no sync has written a status for yet waits for its pool, as its own sync says.
@@ -187,11 +243,16 @@ def explain(
         out["lastScale"] = {"change": direction, **scale}
     if admission is not None:
         out["admission"] = _admission(admission)
-    for c in status.get("conditions") or ():
-        if c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True":
-            out["finished"] = {"condition": c["type"], "time": c.get("lastTransitionTime")}
+    out |= _finished(status)
     out["events"] = event_rows(events, meta.get("uid"), now)
     return out
+
+
+def _finished(status: Mapping[str, Any]) -> dict[str, Any]:
+    for c in status.get("conditions") or ():
+        if c.get("type") in ("Succeeded", "Failed") and c.get("status") == "True":
+            return {"finished": {"condition": c["type"], "time": c.get("lastTransitionTime")}}
+    return {}
 
 
 def _queue_entry(pool: Obj | None, key: str, kind: str) -> Mapping[str, Any] | None:
@@ -274,6 +335,15 @@ def event_rows(events: Iterable[Obj], uid: str | None, now: datetime) -> list[di
 def render(info: Mapping[str, Any]) -> list[str]:
     """The explanation as lines of text (the default output)."""
     lines = []
+    if info.get("runBy"):
+        lines.append(
+            f"{info['kind']} {info['job']}: run by {info['runBy']}; Dragonet does not queue, "
+            "place or scale it (docs/kubeflow.md)"
+        )
+        if info.get("finished"):
+            done = info["finished"]
+            lines.append(f"Finished:   {done['condition']} at {done.get('time')}")
+        return lines + _events(info)
     head = f"{info['kind']} {info['job']} in TrainingPool {info['pool']}: {info['phase'] or '?'}"
     if info.get("reason"):
         head += f" ({info['reason']})"
@@ -320,10 +390,13 @@ def render(info: Mapping[str, Any]) -> list[str]:
         lines.append("Admission:  none (an Admission goes when its job finishes)")
     else:
         lines.append("Admission:  none yet")
+    return lines + _events(info)
+
+
+def _events(info: Mapping[str, Any]) -> list[str]:
     if info.get("eventsUnread"):  # not "<none>": none were read, which is not none exist
-        lines.append(f"Events:     {info['eventsUnread']}")
-        return lines
-    lines.append("Events:" if info["events"] else "Events:     <none>")
+        return [f"Events:     {info['eventsUnread']}"]
+    lines = ["Events:" if info["events"] else "Events:     <none>"]
     if info["events"]:
         table = [("TYPE", "REASON", "AGE", "COUNT", "MESSAGE")]
         table += [

@@ -141,6 +141,8 @@ class JobExplanation(Item):
     finished: dict[str, Any] | None = None
     events: list[dict[str, Any]]
     eventsUnread: str | None = None
+    # Who runs the job when Dragonet does not (beside Kubeflow: its training-operator).
+    runBy: str | None = None
 
 
 def _job_ref(kind: str, key: str) -> ObjectRef:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -173,19 +174,60 @@ def shown() -> tuple[tuple[str, str, str, str, bool], ...]:
     )
 
 
-def objects(kube: Kube, namespace: str | None) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class Read:
+    """What ``objects`` read: the items, the namespace of the namespaced ones (None: every
+    namespace), and the resources the caller may not list there (left out)."""
+
+    items: list[dict[str, Any]]
+    namespace: str | None
+    unread: tuple[str, ...] = ()
+
+
+def objects(kube: Kube, namespace: str | None) -> Read:
     """Every Node and TrainingPool, and the Pods, jobs (every kind) and Admissions of
     ``namespace`` (of every namespace when None), each with its apiVersion and kind, as
-    ``kubectl get ... -o json`` lists them. A kind whose CRD is not installed is left out."""
+    ``kubectl get ... -o json`` lists them. A kind whose CRD is not installed is left out.
+
+    What the caller may not read (RBAC's 403) is left out and named in ``unread``; a caller
+    who may not list across namespaces (a tenant's Role) gets its context's namespace. One
+    who may list no job kind there is a ``Forbidden`` naming the permission."""
+    if namespace is None:
+        try:
+            return _objects(kube, None, strict=True)
+        except Forbidden:  # a namespaced kind across namespaces: the context's namespace
+            namespace = kube.namespace
+    return _objects(kube, namespace, strict=False)
+
+
+def _objects(kube: Kube, namespace: str | None, strict: bool) -> Read:
     out: list[dict[str, Any]] = []
+    unread: list[str] = []
+    jobs_read = jobs_refused = 0
     for group, plural, api_version, kind, namespaced in shown():
         path = f"{group}/namespaces/{namespace}/{plural}" if namespaced and namespace else ""
         try:
             items = list(kube.list(path or f"{group}/{plural}"))
         except NotFound:  # that kind's CRD is not installed
             continue
+        except Forbidden:
+            if strict and namespaced:
+                raise
+            unread.append(plural)
+            jobs_refused += group == "/apis/kubeflow.org/v1"
+            continue
+        jobs_read += group == "/apis/kubeflow.org/v1"
         out += [{**o, "apiVersion": api_version, "kind": kind} for o in items]
-    return out
+    if jobs_refused and not jobs_read:
+        where = f"in namespace {namespace}" if namespace else "in every namespace"
+        from policy.model.kinds import KINDS
+
+        plurals = one_of([k.plural for k in KINDS]).replace(" or ", " and ")
+        raise Forbidden(
+            f"no permission to list {one_of([k.kind + 's' for k in KINDS])} {where} (list on "
+            f"{plurals} of kubeflow.org: examples/rbac/kubectl-dragonet-tenant.yaml)"
+        )
+    return Read(out, namespace, tuple(unread))
 
 
 def _in_cluster() -> bool:

@@ -29,6 +29,7 @@ from monitor.kube import JOB_PLURALS, AlreadyExists, ApiError, Cluster, PodInfo,
 from monitor.metrics import MonitorMetrics
 from monitor.throughput import JobWindow, WriterRules, config_of
 from policy.model.bounds import OutOfBounds
+from policy.model.cluster import L_OPERATOR, OPERATOR_NAME
 from policy.model.kinds import kinds_text
 from policy.model.throughput import ANNOTATION, History, Progress, history_of
 
@@ -193,13 +194,24 @@ class Monitor:
 
     def _caller_pod(self, name: str, namespace: str | None, caller: Caller | None) -> PodInfo:
         """The pod of that name on this node, from the API, once it is the caller's own:
-        a pod re-created under the same name has another uid, and its token with it."""
+        a pod re-created under the same name has another uid, and its token with it. Only
+        a pod Dragonet made (``training.kubeflow.org/operator-name: dragonet``): beside
+        Kubeflow (docs/kubeflow.md), its jobs' pods are not Dragonet's to move, nor their
+        jobs' annotations to write."""
         pod = self._look_up(name, namespace)
         if caller is not None and pod.uid != caller.uid:
             raise ReportError(
                 403,
                 f"the token belongs to {caller} uid {caller.uid}, not the pod of that name "
                 f"on node {self.settings.node_name!r} (uid {pod.uid})",
+            )
+        operator = pod.labels.get(L_OPERATOR)
+        if operator != OPERATOR_NAME:
+            said = f"{L_OPERATOR}: {operator}" if operator else f"no label {L_OPERATOR}"
+            raise ReportError(
+                403,
+                f"pod {pod.namespace}/{pod.name} is not Dragonet's ({said}): the monitor takes "
+                "reports only about the pods of Dragonet's jobs (docs/kubeflow.md)",
             )
         return pod
 

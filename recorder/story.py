@@ -12,9 +12,10 @@ and the job's own syncs say what is wrong with it).
   why), a worker migrated (from and to).
 * A **job** (TFJob, MXJob): succeeded or failed (its terminal condition); when the reaper
   deletes it for its ``ttlSecondsAfterFinished`` (``policy.model.ttl``, the reaper's rule).
-* A **TrainingPool**: each object its status says it left out of the plan; that it was held
-  or drained (its ``Active`` condition False, reason ``Stopped``: ``policy.pool.stop``), at
-  the condition's transition time.
+* A **TrainingPool**: each object its status says it left out of the plan (on the pool, and
+  on the object itself in its namespace when it has one: its tenant reads why there); that
+  it was held or drained (its ``Active`` condition False, reason ``Stopped``:
+  ``policy.pool.stop``), at the condition's transition time.
 
 One Event per fact: the Admitted Event tells the placement the job was admitted with, never
 a later scale or move (those are Grown, Shrunk, Migrated); an Admission read only after it
@@ -34,7 +35,11 @@ from typing import Any, Literal
 
 from policy.model import admission as adm
 from policy.model.conditions import FAILED, SUCCEEDED
+from policy.model.gpushare import SHAREPODS
+from policy.model.kinds import KINDS
+from policy.model.migration import TYPE_KEY as MIGRATIONS
 from policy.model.pool import POOL_KIND, VERSION
+from policy.model.request import job_type_key
 from policy.model.timeutil import format_time, parse_time
 from policy.model.ttl import FIELD, expiry, finished_at, ttl_seconds
 
@@ -52,6 +57,7 @@ _STUCK = frozenset(
     }
 )
 NOTE_LIMIT = 1024  # bytes: the API server refuses a longer events.k8s.io/v1 note
+CLUSTER_NAMESPACE = "default"  # where Events about cluster-scoped objects go, as Nodes'
 ANOTHER_NAMESPACE = "a job in another namespace"
 # A job's key as the pool writes it (``namespace/name``): a DNS label with a letter, a slash,
 # a name. Not a resource or label name such as ``nvidia.com/gpu`` (a dot before the slash).
@@ -241,12 +247,11 @@ def pool_facts(obj: Mapping[str, Any]) -> list[Fact]:
         return []
     pool = Regarding(VERSION, POOL_KIND, "", name, str(meta.get("uid") or ""))
     problems = status.get("problems")
-    # Its Events go to the default namespace (a cluster-scoped object's): other
-    # namespaces' jobs are not named there either.
     facts = [
-        Fact(pool, "Warning", "ObjectLeftOut", "Plan", _note(private(p, "default")), None, p)
+        fact
         for p in (problems if isinstance(problems, list) else ())
         if isinstance(p, str) and p
+        for fact in _left_out(pool, p)
     ]
     conditions = status.get("conditions")
     for c in conditions if isinstance(conditions, list) else ():
@@ -258,3 +263,49 @@ def pool_facts(obj: Mapping[str, Any]) -> list[Fact]:
             note = _note(str(c.get("message") or "held"))
             facts.append(Fact(pool, "Normal", "Stopped", "Hold", note, when, f"stopped {since}"))
     return facts
+
+
+# The namespaced objects a pool reads, by kind: their apiVersion, for an Event about one.
+_NAMESPACED = dict(
+    t.split(".", 1)
+    for t in ("Pod.v1", SHAREPODS, adm.TYPE_KEY, MIGRATIONS, *(job_type_key(k) for k in KINDS))
+)
+# How the pool says it left one out (policy.pool.observe, policy.pool.sync,
+# policy.model.speedup): "Admission team-a/tfjob-x is left out: why", "TFJob team-a/x: its
+# throughput is left out: why".
+_LEFT_OUT = re.compile(
+    r"(?P<kind>[A-Z][A-Za-z]*) (?P<namespace>[a-z0-9][-a-z0-9]*)/(?P<name>[^\s:/]+)"
+    r"(?P<what>: its throughput is| is) left out: (?P<why>.*)",
+    re.S,
+)
+
+
+def _left_out(pool: Regarding, problem: str) -> list[Fact]:
+    """An object the pool left out of its plan: an Event on the pool (in the default
+    namespace: another namespace's object is not named there), and, for a namespaced
+    object, one on the object itself, in its namespace, where its tenant reads why."""
+
+    def fact(on: Regarding, note: str) -> Fact:
+        text = _note(private(note, on.namespace or CLUSTER_NAMESPACE))
+        return Fact(on, "Warning", "ObjectLeftOut", "Plan", text, None, problem)
+
+    said = _LEFT_OUT.fullmatch(problem)
+    api_version = _NAMESPACED.get(said["kind"]) if said else None
+    if said is None or api_version is None:  # a Node, a PriorityClass: the cluster's own
+        return [fact(pool, problem)]
+    kind, namespace, why = said["kind"], said["namespace"], said["why"]
+    throughput = said["what"] != " is"
+    if namespace == CLUSTER_NAMESPACE:
+        on_pool = problem
+    else:
+        article = "an" if kind[0] in "AEIOU" else "a"
+        what = "whose throughput is" if throughput else "is"
+        on_pool = (
+            f"{article} {kind} in another namespace {what} left out: {why} (an Event on it "
+            "says so in its namespace)"
+        )
+    name = said["name"]
+    what = f"{kind} {name}" + (": its throughput is" if throughput else " is")
+    on_object = f"{what} left out of pool {pool.name}'s plan: {why}"
+    owner = Regarding(api_version, kind, namespace, name, "")
+    return [fact(pool, on_pool), fact(owner, on_object)]

@@ -28,7 +28,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from recorder.correlate import Correlator, combined, is_combined
-from recorder.story import Fact
+from recorder.story import CLUSTER_NAMESPACE, Fact
 from webhooks.kubeapi import AlreadyExists, ApiError
 
 API_VERSION = "events.k8s.io/v1"
@@ -37,7 +37,6 @@ MANAGED_BY = "app.kubernetes.io/managed-by"
 LABELS = {MANAGED_BY: "dragonet-recorder"}  # how the recorder lists its own Events
 SELECTOR = f"{MANAGED_BY}=dragonet-recorder"
 log = logging.getLogger("dragonet.recorder")
-CLUSTER_NAMESPACE = "default"  # where Events about cluster-scoped objects go, as Nodes'
 
 
 class Events(Protocol):

@@ -11,7 +11,9 @@ caches are kept from the same changes, and the pools' metrics read them
 simulated time and at every read of the registry. It is not part of every run: ``attach``
 adds it before the run, as the chart adds the Deployment, and ``simulate --dump`` adds it
 so the dump holds the Events a cluster would. ``writes`` counts its API writes, to weigh
-them against Metacontroller's.
+them against Metacontroller's. Beside Kubeflow (``SimConfig.kubeflow_coexist``, the chart's
+``kubeflow.coexist``) it lists and watches only the jobs labelled for Dragonet, as the real
+one's selector does: no Event about Kubeflow's jobs, and they are not in its caches.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
+from policy.model.jobs import COEXIST_LABEL, COEXIST_LABEL_VALUE, labels_of
+from policy.model.kinds import KINDS
 from recorder.correlate import Correlator
 from recorder.informer import Cache
 from recorder.kube import Change, Listing, Resource
@@ -62,15 +66,28 @@ class SimEvents:
         self.api.patch(EVENTS, f"{namespace}/{name}", **body)
 
 
+_JOBS = {f"{k.kind}.{k.api_version}" for k in KINDS}
+
+
 class SimObjects:
     """``recorder.kube.Objects`` over the simulated API server (its lists: a restarted
-    recorder lists; the running one is handed each change by ``Recorder``)."""
+    recorder lists; the running one is handed each change by ``Recorder``). With
+    ``labelled_jobs``, the jobs of its lists are those labelled for Dragonet only, as
+    ``recorder.kube.KubeObjects``' label selector lists them."""
 
-    def __init__(self, api: ApiServer) -> None:
+    def __init__(self, api: ApiServer, labelled_jobs: bool = False) -> None:
         self.api = api
+        self.labelled_jobs = labelled_jobs
+
+    def seen(self, tkey: str, obj: Obj) -> bool:
+        """Whether the recorder's list or watch of ``tkey`` holds ``obj``."""
+        if not self.labelled_jobs or tkey not in _JOBS:
+            return True
+        return labels_of(obj).get(COEXIST_LABEL) == COEXIST_LABEL_VALUE
 
     def list(self, resource: Resource) -> Listing:
-        items = list(self.api.list(f"{resource.kind}.{resource.api_version}"))
+        tkey = f"{resource.kind}.{resource.api_version}"
+        items = [o for o in self.api.list(tkey) if self.seen(tkey, o)]
         return Listing(items, str(self.api._rv))
 
     def watch(self, resource: Resource, resource_version: str, timeout: int) -> Iterator[Change]:
@@ -96,6 +113,7 @@ class Recorder:
         clock: Callable[[], datetime],
         max_age_s: float = 3600.0,
         metrics_interval_s: float = 10.0,
+        labelled_jobs: bool = False,
     ) -> None:
         self.api = api
         self.clock = clock
@@ -106,7 +124,7 @@ class Recorder:
         self._refreshed: datetime | None = None
         self.refreshes = 0  # times the pools' metrics read the caches
         self.events = SimEvents(api)
-        self.objects = SimObjects(api)
+        self.objects = SimObjects(api, labelled_jobs)
         self.written = Written(timedelta(seconds=max_age_s))
         self.correlator = Correlator()
         self.limit = TokenBucket(0, 1)  # writes are counted (``writes``), not timed
@@ -131,6 +149,8 @@ class Recorder:
         self.metrics.refresh()
 
     def _on_change(self, tkey: str, old: Obj | None, new: Obj | None) -> None:
+        if not self.objects.seen(tkey, new if new is not None else old or {}):
+            return  # not in what its selector lists and watches (the label never changes)
         cached = self.caches.get(tkey)
         if cached is not None:
             kind = "DELETED" if new is None else ("ADDED" if old is None else "MODIFIED")
@@ -183,6 +203,6 @@ class Recorder:
 
 def attach(sim: Simulation) -> Recorder:
     """Run a recorder in ``sim`` (call before ``sim.run()``)."""
-    recorder = Recorder(sim.api, sim.clock)
+    recorder = Recorder(sim.api, sim.clock, labelled_jobs=sim.config.kubeflow_coexist)
     recorder.start()
     return recorder

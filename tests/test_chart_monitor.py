@@ -88,6 +88,7 @@ def test_the_monitor_render_has_its_objects_and_they_validate(monitor_docs) -> N
         ("ClusterRole", "ml-dragonet-monitor"),
         ("ClusterRoleBinding", "ml-dragonet-monitor"),
         ("DaemonSet", "ml-dragonet-monitor"),
+        ("NetworkPolicy", "ml-dragonet-monitor"),  # only training pods reach it
         ("Service", "ml-dragonet-monitor"),
         ("ServiceAccount", "monitor-sa"),
         # What RBAC cannot narrow (admission-policies.yaml, tests/test_chart_security.py).

@@ -13,7 +13,9 @@ from typing import Any
 import pytest
 
 from policy.model.jobs import COEXIST_LABEL, DRAGONET, TRAINING_OPERATOR
+from sim.dump import StateDump
 from sim.engine import Scenario, SimConfig, Simulation
+from sim.recorder import EVENTS, attach
 from sim.spec import tfjob_manifest
 from tests import metacontroller as mc
 from tests.kubeflowfake import L_JOB, PODS, TFJOBS, FakeKubeflow, with_kubeflow_crd
@@ -23,6 +25,7 @@ from tests.test_chart import _run as _helm
 from webhooks.hooks import pool_related_resources
 
 ADMISSIONS = "Admission.dragonet.io/v1alpha1"
+DUMP_AT = 100.0
 KEEP = SimConfig(delete_finished_after_s=None, kubeflow_coexist=True).cost_free()
 
 
@@ -69,6 +72,9 @@ def _run(config: SimConfig = KEEP) -> tuple[Simulation, FakeKubeflow, HookSpy]:
             refused.append((sim.now, new["metadata"]["name"]))
 
     sim.api.watchers.append(watch)
+    sim.recorder = attach(sim)  # type: ignore[attr-defined]  # the chart's, as configured
+    # The cluster at 100 s, as the plugin reads it: kf and a run, b waits for kf's GPUs.
+    sim.dump = StateDump(sim.api, lambda: sim.now, DUMP_AT, events=False)  # type: ignore[attr-defined]
     sim.run()
     return sim, kubeflow, spy
 
@@ -106,6 +112,71 @@ def test_every_write_to_kubeflows_job_and_its_pods_is_kubeflows_or_the_clusters(
         [owner] = pod["metadata"]["ownerReferences"]
         assert owner["uid"] == kf["metadata"]["uid"] and owner["controller"] is True
         assert "controller-uid" not in pod["metadata"]["labels"]
+
+
+def test_the_recorder_tells_dragonets_jobs_stories_and_nothing_of_kubeflows(beside) -> None:
+    """Its lists and watches select the labelled jobs: Kubeflow's job succeeded, and no
+    Event of Dragonet's says so (Kubeflow writes its own); its caches, which the pools'
+    metrics read, hold Dragonet's jobs alone."""
+    sim, _, _ = beside
+    about = {(e["regarding"]["name"], e["reason"]) for e in sim.api.list(EVENTS)}
+    assert {("a", "Admitted"), ("b", "Admitted"), ("b", "WaitingForCapacity")} <= about
+    assert not [e for e in about if e[0] == "kf"], about
+    cache = sim.recorder.caches[TFJOBS][1]  # type: ignore[attr-defined]
+    assert sorted(j["metadata"]["name"] for j in cache.items()) == ["a", "b"]
+    # A restarted recorder lists as the running one watches.
+    sim.recorder.restart()  # type: ignore[attr-defined]
+    assert not [e for e in sim.api.list(EVENTS) if e["regarding"]["name"] == "kf"]
+
+
+def test_the_plugin_says_kubeflows_job_is_kubeflows_and_the_page_leaves_it_out(
+    beside, tmp_path, monkeypatch, capsys
+) -> None:
+    """``explain`` of Kubeflow's job says who runs it (its pods' operator) instead of
+    "waiting for its pool"; ``view --live`` draws Dragonet's jobs and names the one it
+    leaves out; ``queue`` (the pool's own list) never had it."""
+    import json
+    import re
+    from datetime import timedelta
+
+    from cli.main import main
+    from sim.apiserver import EPOCH
+    from tests.dumpserver import serve_dump
+
+    state, at = beside[0].dump.result()
+    assert at == DUMP_AT
+    serve_dump(state, tmp_path, monkeypatch, EPOCH + timedelta(seconds=at))
+    assert main(["explain", "kf"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (
+        "TFJob default/kf: run by Kubeflow's training-operator (its pods say "
+        "training.kubeflow.org/operator-name: tfjob-controller); Dragonet does not queue, "
+        "place or scale it (docs/kubeflow.md)"
+    )
+    assert not [line for line in out if "Would run" in line or "WaitingForPool" in line]
+    assert main(["explain", "kf", "-o", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["runBy"].startswith("Kubeflow's")
+    assert main(["explain", "b"]) == 0
+    # Dragonet's job, its status.scheduling pruned by Kubeflow's CRD: read from its Admission.
+    assert capsys.readouterr().out.startswith(
+        "TFJob default/b in TrainingPool default: Queued (WaitingForCapacity), position 1 of 1"
+    )
+    assert main(["queue"]) == 0
+    assert "kf" not in capsys.readouterr().out
+    page = tmp_path / "page.html"
+    assert main(["view", "--live", "--html", str(page)]) == 0
+    err = capsys.readouterr().err
+    assert err.splitlines()[0] == (
+        "(1 job(s) another controller runs left out: TFJob default/kf: Kubeflow's "
+        "training-operator (its pods say training.kubeflow.org/operator-name: tfjob-controller))"
+    )
+    assert err.splitlines()[1].endswith("2 jobs on 2 nodes")
+    stories = re.search(r'id="stories">(.*?)</script>', page.read_text(), re.S)
+    assert stories is not None
+    assert set(json.loads(stories.group(1).replace("<\\/", "</"))) == {
+        "TFJob/default/a",
+        "TFJob/default/b",
+    }
 
 
 def test_kubeflow_skips_dragonets_jobs_by_their_managed_by(beside) -> None:

@@ -28,7 +28,7 @@ from sim.engine import SimConfig, Simulation
 from sim.recorder import attach
 from sim.scenario import load_scenario
 from tests.kube_schema import validate_monitoring
-from tests.test_chart import _render, _validate_all
+from tests.test_chart import _notes, _render, _validate_all
 from webhooks.metrics import Metrics
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -421,6 +421,42 @@ def test_the_networkpolicies_let_prometheus_scrape_exactly_when_it_is_set_up(
         assert let_in == scraped, component
         stranger = any(_admits(p, {"kubernetes.io/metadata.name": "team"}, {}, port) for p in mine)
         assert not stranger, component
+
+
+TRAINING_POD = {"training.kubeflow.org/operator-name": "dragonet"}
+KUBEFLOW_POD = {"training.kubeflow.org/operator-name": "tfjob-controller"}
+
+
+@pytest.mark.parametrize("scraped", [False, True])
+def test_the_monitors_networkpolicy_lets_in_dragonets_training_pods_and_prometheus_if_set_up(
+    helm: str, scraped: bool, tmp_path: Path
+) -> None:
+    """Training pods of every namespace report to their node's monitor; Prometheus scrapes
+    its port when the PodMonitor is on; nothing else reaches it: another pod, or a Kubeflow
+    job's."""
+    on = ("--set", "monitor.enabled=true")
+    docs = _scraped(helm, *on) if scraped else _render(helm, *on)
+    policies = [d for d in docs if d["kind"] == "NetworkPolicy"]
+    _validate_all(policies)
+    monitor = _pods(docs)["monitor"]
+    labels = monitor["metadata"]["labels"]
+    mine = [p for p in policies if _matches(p["spec"]["podSelector"], labels)]
+    assert [p["metadata"]["name"] for p in mine] == ["dragonet-monitor"]
+    port = "monitor"
+    assert port in _ports(monitor)
+    team = {"kubernetes.io/metadata.name": "team-a"}
+    assert _admits(mine[0], team, TRAINING_POD, port)
+    assert _admits(mine[0], {"kubernetes.io/metadata.name": "default"}, TRAINING_POD, port)
+    assert not _admits(mine[0], team, TRAINING_POD, "https")  # its port alone
+    assert not _admits(mine[0], team, KUBEFLOW_POD, port)
+    assert not _admits(mine[0], team, {}, port)
+    assert _admits(mine[0], PROMETHEUS["namespace"], PROMETHEUS["pod"], port) == scraped
+    off = _render(helm, *on, "--set", "networkPolicy.enabled=false")
+    assert not [d for d in off if d["kind"] == "NetworkPolicy"]
+    # helm install says who reaches it.
+    flags = (*on, "--set", f"metrics.serviceMonitor.enabled={str(scraped).lower()}")
+    said = "Its NetworkPolicy lets in only Dragonet's training pods"
+    assert said + (" and Prometheus." if scraped else ".") in _notes(helm, tmp_path, *flags)
 
 
 def test_the_dashboard_configmap_holds_the_dashboard_for_grafanas_sidecar(helm: str) -> None:

@@ -247,6 +247,31 @@ def test_a_pod_not_on_this_node_is_a_404_and_is_not_tracked() -> None:
     assert monitor.tracked() == 0
 
 
+def test_a_pod_dragonet_did_not_make_is_refused_and_never_moved() -> None:
+    """Beside Kubeflow (docs/kubeflow.md) a Kubeflow job's worker on this node may run the
+    same reporting code: its pods are not Dragonet's to move, whatever it reports."""
+    kubeflows = pod("kf-worker-0", job="kf")
+    kubeflows["metadata"]["labels"]["training.kubeflow.org/operator-name"] = "tfjob-controller"
+    unlabelled = pod("plain")
+    del unlabelled["metadata"]["labels"]["training.kubeflow.org/operator-name"]
+    cluster = FakeCluster(pods=[kubeflows, unlabelled], pool=imbalanced_pool())
+    monitor, ticks = make_monitor(cluster)
+    monitor.refresh()
+    for _ in range(8):  # more than it takes a Dragonet worker to converge
+        with pytest.raises(ReportError) as err:
+            monitor.report("kf-worker-0", None, 0.9)
+        ticks.advance(10)
+    assert err.value.status == 403
+    assert str(err.value) == (
+        "pod team-a/kf-worker-0 is not Dragonet's (training.kubeflow.org/operator-name: "
+        "tfjob-controller): the monitor takes reports only about the pods of Dragonet's jobs "
+        "(docs/kubeflow.md)"
+    )
+    with pytest.raises(ReportError, match=r"no label training\.kubeflow\.org/operator-name"):
+        monitor.report("plain", None, 0.9)
+    assert monitor.tracked() == 0 and cluster.migrations == {}
+
+
 def test_a_name_in_two_namespaces_needs_the_namespace() -> None:
     cluster = FakeCluster(pods=[pod("w", namespace="a"), pod("w", namespace="b")])
     monitor, _ = make_monitor(cluster)

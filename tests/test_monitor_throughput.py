@@ -139,6 +139,19 @@ def test_a_pod_of_no_training_job_cannot_report_a_speed() -> None:
     assert "no TFJob, MXJob or PyTorchJob" in answer.get_json()["error"]
 
 
+def test_a_kubeflow_jobs_pod_cannot_report_a_speed_nor_have_its_job_annotated() -> None:
+    client, cluster, ticks = _setup("node-1")
+    theirs = _pod("kf-worker-0", "node-1")
+    theirs["metadata"]["labels"]["training.kubeflow.org/operator-name"] = "tfjob-controller"
+    cluster.pods.append(theirs)
+    for _ in range(20):
+        ticks.advance(10)
+        answer = post(client, {"pod": "kf-worker-0", "stepsPerSecond": 1.5, "batch": 64})
+        assert answer.status_code == 403
+    assert "is not Dragonet's" in answer.get_json()["error"]
+    assert cluster.patches == []
+
+
 def test_a_job_whose_writes_fail_keeps_training_and_is_written_later() -> None:
     client, cluster, ticks = _setup("node-1")
     report_for(client, ticks, 10, 1.0)  # the pod is known

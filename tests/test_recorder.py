@@ -527,6 +527,66 @@ def test_a_failed_job_its_ttl_and_a_pools_left_out_object_are_told(kube) -> None
     }
 
 
+def test_an_object_left_out_is_told_on_itself_in_its_namespace_and_unnamed_on_the_pool(
+    kube,
+) -> None:
+    """A namespaced object the pool cannot read: its tenant reads why on the object, in its
+    own namespace; the pool's Event (in default) says what kind of object, not whose."""
+    _, _, server = kube
+    problems = [
+        "Admission team-a/tfjob-big is left out: spec.pods[0].node: Input should be a string",
+        "TFJob team-b/fast: its throughput is left out: history.samples: too many",
+        "Pod default/w-0 is left out: spec.containers: Field required",
+        "Node gpu-9 is left out: status.allocatable.cpu: not a quantity",
+    ]
+    pool = {"metadata": {"name": "gpu"}, "status": {"problems": problems}}
+    server.put("dragonet.io/v1alpha1", "trainingpools", pool)
+    assert _pass(kube, T0).tally.created == 7
+    events = server.objects("events.k8s.io/v1", "events")
+    assert {e["reason"] for e in events} == {"ObjectLeftOut"}
+    on = {
+        (e["metadata"]["namespace"], e["regarding"]["kind"], e["regarding"]["name"]): e
+        for e in events
+    }
+    admission = on[("team-a", "Admission", "tfjob-big")]
+    assert admission["regarding"] == {
+        "apiVersion": "dragonet.io/v1alpha1",
+        "kind": "Admission",
+        "namespace": "team-a",
+        "name": "tfjob-big",
+    }
+    assert admission["type"] == "Warning"
+    assert admission["note"] == (
+        "Admission tfjob-big is left out of pool gpu's plan: spec.pods[0].node: Input should "
+        "be a string"
+    )
+    throughput = on[("team-b", "TFJob", "fast")]
+    assert throughput["regarding"]["apiVersion"] == "kubeflow.org/v1"
+    assert throughput["note"] == (
+        "TFJob fast: its throughput is left out of pool gpu's plan: history.samples: too many"
+    )
+    pod = on[("default", "Pod", "w-0")]
+    assert pod["regarding"]["apiVersion"] == "v1"
+    pools = sorted(e["note"] for e in events if e["regarding"]["kind"] == "TrainingPool")
+    assert pools == sorted(
+        [
+            "an Admission in another namespace is left out: spec.pods[0].node: Input should "
+            "be a string (an Event on it says so in its namespace)",
+            "a TFJob in another namespace whose throughput is left out: history.samples: too "
+            "many (an Event on it says so in its namespace)",
+            problems[2],  # the default namespace's own object is named in default
+            problems[3],  # a Node is the cluster's
+        ]
+    )
+    assert {
+        e["metadata"]["namespace"] for e in events if e["regarding"]["kind"] == "TrainingPool"
+    } == {"default"}
+    for e in events:
+        if e["metadata"]["namespace"] == "default":
+            assert "team-a" not in e["note"] and "tfjob-big" not in e["note"]
+            assert "team-b" not in e["note"] and "fast" not in e["note"]
+
+
 def _listed(obj: dict[str, Any]) -> dict[str, Any]:
     """An object as a list serves it: without apiVersion and kind."""
     return {k: v for k, v in obj.items() if k not in ("apiVersion", "kind")}

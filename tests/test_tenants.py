@@ -462,15 +462,141 @@ def test_explain_reads_the_place_from_the_jobs_status_without_the_pool(
     assert code == 0 and "to make room for a job in another namespace" in out
 
 
-def test_the_tenant_role_grants_every_read_queue_and_explain_make(
+def test_explain_all_namespaces_searches_the_tenants_own_namespace_and_says_so(
     server, capsys, tenant_config
+) -> None:
+    """A Role in team-a may not list jobs across namespaces: ``explain -A`` looks where it
+    may (the context's namespace) and says so, instead of failing on the 403."""
+    server.namespaces = {"team-a"}
+    code, out, err = run(capsys, "explain", "low", "-A", "--kubeconfig", tenant_config)
+    assert code == 0, err
+    assert out.splitlines()[0].startswith("TFJob team-a/low in TrainingPool default: Queued")
+    assert err == (
+        "(no permission to list TFJobs, MXJobs or PyTorchJobs in every namespace: looked in "
+        "namespace "
+        "team-a, the context's)\n"
+    )
+    code, out, err = run(capsys, "explain", "elastic", "-A", "--kubeconfig", tenant_config)
+    assert code == 1 and out == "" and "Traceback" not in err
+    assert err.splitlines()[-1] == (
+        "dragonet explain: no TFJob, MXJob or PyTorchJob 'elastic' in namespace team-a"
+    )
+    assert "team-b" not in err
+
+
+def test_explain_shows_the_pools_event_on_the_jobs_admission_to_its_tenant(
+    server, capsys, tenant_config
+) -> None:
+    """The recorder writes "left out" on the Admission, in the job's namespace (the pool's
+    own Event, in default, names no other namespace's object): ``explain`` shows it."""
+    server.namespaces = {"team-a"}
+    server.items.append(
+        {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": "tfjob-low.left-out", "namespace": "team-a"},
+            "eventTime": "2026-01-01T00:07:00.000000Z",
+            "type": "Warning",
+            "reason": "ObjectLeftOut",
+            "note": "Admission tfjob-low is left out of pool default's plan: spec.pods: bad",
+            "regarding": {
+                "apiVersion": "dragonet.io/v1alpha1",
+                "kind": "Admission",
+                "name": "tfjob-low",
+                "namespace": "team-a",
+            },
+            "reportingController": "dragonet.io/recorder",
+            "action": "Plan",
+        }
+    )
+    code, out, err = run(capsys, "explain", "low", "--kubeconfig", tenant_config)
+    assert code == 0, err
+    events = out.split("Events:\n", 1)[1]
+    assert "ObjectLeftOut" in events
+    assert "Admission tfjob-low is left out of pool default's plan: spec.pods: bad" in events
+
+
+def _stories(page: Path) -> dict[str, str]:
+    import re
+
+    found = re.search(r'id="stories">(.*?)</script>', page.read_text(), re.S)
+    assert found is not None
+    return json.loads(found.group(1).replace("<\\/", "</"))
+
+
+def test_view_live_as_a_tenant_draws_its_namespaces_jobs_and_says_what_it_left_out(
+    server, capsys, tenant_config, tmp_path: Path
+) -> None:
+    """No permission to list across namespaces, nor Nodes and TrainingPools: the page of
+    the context's namespace's jobs, and one line saying what is not on it."""
+    server.namespaces = {"team-a"}
+    page = tmp_path / "team-a.html"
+    code, out, err = run(
+        capsys, "view", "--live", "--kubeconfig", tenant_config, "--html", str(page)
+    )
+    assert code == 0 and out == "", err
+    assert err.splitlines() == [
+        "(no permission to list nodes, trainingpools: the page shows namespace team-a without "
+        "them)",
+        f"wrote {page} ({page.stat().st_size / 2**20:.1f} MiB): 3 jobs on 0 nodes",
+    ]
+    assert set(_stories(page)) == {f"TFJob/team-a/{n}" for n in ("low", "waiter", "big")}
+    text = page.read_text()
+    assert "namespace team-a (no permission to list nodes, trainingpools: left out)" in text
+    assert "team-b" not in json.dumps(_stories(page))
+    # Another namespace's: one line naming the permission, as kubectl's.
+    code, out, err = run(
+        capsys, "view", "--live", "-n", "team-b", "--kubeconfig", tenant_config,
+        "--html", str(tmp_path / "b.html"),
+    )  # fmt: skip
+    assert code == 1 and out == "" and len(err.splitlines()) == 1
+    assert err == (
+        "dragonet view: no permission to list TFJobs, MXJobs or PyTorchJobs in namespace "
+        "team-b (list on tfjobs, mxjobs and pytorchjobs of kubeflow.org: "
+        "examples/rbac/kubectl-dragonet-tenant.yaml)\n"
+    )
+
+
+def test_view_live_serves_a_tenant_its_namespace(server, capsys, tenant_config) -> None:
+    """``--serve`` reads first, as ``--html`` does, and says what the page leaves out."""
+    import argparse
+
+    from cli.view import live_server
+
+    server.namespaces = {"team-a"}
+    args = argparse.Namespace(
+        kubeconfig=tenant_config,
+        context=None,
+        request_timeout=10.0,
+        namespace=None,
+        all_namespaces=False,
+        refresh=None,
+        address=None,
+        port=0,
+    )
+    http, _ = live_server(args)
+    http.server_close()
+    assert capsys.readouterr().err == (
+        "(no permission to list nodes, trainingpools: the page shows namespace team-a without "
+        "them)\n"
+    )
+
+
+def test_the_tenant_role_grants_every_read_queue_explain_and_view_make(
+    server, capsys, tenant_config, tmp_path: Path
 ) -> None:
     """examples/rbac/kubectl-dragonet-tenant.yaml, checked against the requests made."""
     role = yaml.safe_load((ROOT / "examples/rbac/kubectl-dragonet-tenant.yaml").read_text())
     validate_k8s(role)
     server.namespaces = {"team-a"}
-    for argv in (["queue", "-o", "wide"], ["queue"], ["explain", "big"]):
-        assert run(capsys, *argv, "--kubeconfig", tenant_config)[0] == 0
+    for argv in (
+        ["queue", "-o", "wide"],
+        ["queue"],
+        ["explain", "big"],
+        ["explain", "big", "-A"],
+        ["view", "--live", "--html", str(tmp_path / "page.html")],
+    ):
+        assert run(capsys, *argv, "--kubeconfig", tenant_config)[0] == 0, argv
     needed = set()
     for path in server.calls:
         segs = path.strip("/").split("/")
