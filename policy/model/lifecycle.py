@@ -42,7 +42,6 @@ class Outcome:
 @dataclass(frozen=True)
 class Assessment:
     outcome: Outcome | None  # terminal, whether reached earlier or just now
-    newly_terminal: bool
     restarts: tuple[Pod, ...]  # failed pods to delete so that they are recreated
     running: bool  # Kubeflow's Running rule holds (chief, or any worker, active)
     deadline: datetime | None  # when activeDeadlineSeconds fires, if it has not yet
@@ -87,13 +86,13 @@ def _succeeded(job: Job, pods: Sequence[Pod]) -> bool:
     return all_done or done(WORKER, 0, need_exit_zero=True)
 
 
-_WAITING = Assessment(None, False, (), False, None)
+_WAITING = Assessment(None, (), False, None)
 
 
 def assess(job: Job, pods: Sequence[Pod], now: datetime) -> Assessment:
     recorded = _recorded(job)
     if recorded:
-        return Assessment(recorded, False, (), False, None)
+        return Assessment(recorded, (), False, None)
     # The start a suspended job kept is over once it resumes (its startTime starts anew, as
     # in Kubeflow): a deadline never counts the time it spent suspended.
     start = None if job.resumed else parse_time(job.status.get("startTime"))
@@ -101,7 +100,7 @@ def assess(job: Job, pods: Sequence[Pod], now: datetime) -> Assessment:
         return _WAITING  # nothing has run: nothing to judge, no deadline running
 
     def ended(outcome: Outcome) -> Assessment:
-        return Assessment(outcome, True, (), False, None)
+        return Assessment(outcome, (), False, None)
 
     kind, name = job.kind.kind, job.name
     deadline = None
@@ -172,7 +171,7 @@ def assess(job: Job, pods: Sequence[Pod], now: datetime) -> Assessment:
 
     active = {(_type_of(job, p)) for p in pods if p.phase == "Running" and not p.terminating}
     running = bool(active.intersection(running_types(job)))
-    return Assessment(None, False, tuple(restarts_now), running, deadline)
+    return Assessment(None, tuple(restarts_now), running, deadline)
 
 
 def running_types(job: Job) -> tuple[str, ...]:
