@@ -21,6 +21,9 @@ from sim.results import JobRecord, Sample, Segment, SimResult
 from sim.view import run as run_view
 from sim.view.chromium import ARGS, CHROMIUM
 
+# On one xdist worker: one Chromium and the pages it opens (the module's fixtures).
+pytestmark = pytest.mark.xdist_group("test_view_browser")
+
 ROOT = Path(__file__).resolve().parent.parent
 DUMP = ROOT / "tests" / "fixtures" / "view" / "elastic-pool.json"
 
@@ -312,6 +315,7 @@ def test_a_long_timelines_time_axis_stays_in_sight_and_follows_a_zoom(
         page.close()
 
 
+@pytest.mark.slow
 def test_six_policies_titles_fit_and_do_not_overlap(
     browser: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

@@ -19,6 +19,10 @@ from pathlib import Path
 
 import pytest
 
+# Slow (it builds the wheel and installs it in a fresh venv), on one xdist worker: the
+# wheel is built and installed once (the module's fixture).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_wheel")]
+
 ROOT = Path(__file__).resolve().parent.parent
 # What a user's shell would have: no PYTHONPATH into a checkout, no active venv.
 CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}

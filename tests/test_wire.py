@@ -22,6 +22,9 @@ from requests.adapters import HTTPAdapter
 from tests.conftest import load_fixture
 from tests.test_serve import Server, start_server, tls  # noqa: F401  (tls: a fixture)
 
+# On one xdist worker: the real servers the module's fixtures start.
+pytestmark = pytest.mark.xdist_group("test_wire")
+
 CAP = 1 << 20
 JOB = orjson.dumps(load_fixture("job-sync-job1-admitted.json"))
 
@@ -353,6 +356,7 @@ def _load(server: Server, clients: int, stop: threading.Event) -> tuple[Counter,
     return statuses, lost
 
 
+@pytest.mark.slow
 def test_recycles_sigterm_and_sighup_under_keep_alive_load_lose_no_request(
     recycling: Server,
 ) -> None:
