@@ -32,10 +32,13 @@ chromium: $(CHROMIUM)
 demo: $(STAMP)
 	$(BIN)/dragonet simulate
 
-# The tests run on every core (pytest-xdist). `make test` leaves out the ones marked slow
-# (whole traces, benchmarks, real servers under load: pyproject.toml's markers); `make
-# test-slow` runs only those, and `make test-all` (what CI runs, .ci/run) both.
-PYTEST := PATH="$(CURDIR)/.tools/bin:$$PATH" $(BIN)/pytest -q -n auto --dist loadgroup
+# The tests run on every core (pytest-xdist), each file on one worker (--dist loadfile: a
+# module's fixtures, its servers, browser and simulated runs, are made once; xdist_group
+# marks are not used, as pytest-xdist 3.8's loadgroup ignores them under pytest 9.2).
+# `make test` leaves out the tests marked slow (whole traces, benchmarks, fuzz campaigns,
+# a real server under load: pyproject.toml's markers); `make test-slow` runs only those,
+# and `make test-all` both, as CI does (.ci/run).
+PYTEST := PATH="$(CURDIR)/.tools/bin:$$PATH" $(BIN)/pytest -q -n auto --dist loadfile
 
 test: $(STAMP) .tools/bin/helm $(CHROMIUM)
 	$(BIN)/ruff check .

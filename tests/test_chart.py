@@ -19,9 +19,6 @@ import yaml
 
 from tests.kube_schema import ROOT, validate_composite_controller, validate_custom, validate_k8s
 
-# On one xdist worker: the charts the session's fixtures render.
-pytestmark = pytest.mark.xdist_group("test_chart")
-
 CHART = ROOT / "chart"
 # The plain-kubectl CompositeControllers, by their name suffix, and the hooks of each.
 PLAIN = {

@@ -33,8 +33,8 @@ def test_make_test_and_make_test_slow_split_the_tests_by_the_slow_mark() -> None
     fast, slow = _recipe(makefile, "test"), _recipe(makefile, "test-slow")
     assert "pytest" in fast and '-m "not slow"' in fast
     assert "pytest" in slow and "-m slow" in slow
-    for recipe in (fast, slow):  # on every core, groups kept on one worker
-        assert "-n auto" in recipe and "--dist loadgroup" in recipe
+    for recipe in (fast, slow):  # on every core, a module's fixtures made once
+        assert "-n auto" in recipe and "--dist loadfile" in recipe
     pyproject = (ROOT / "pyproject.toml").read_text()
     assert re.search(r'^\s*"slow: ', pyproject, re.M), "the slow mark is registered"
     assert "--strict-markers" in pyproject  # a misspelt mark is an error, not a new mark

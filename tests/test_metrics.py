@@ -24,9 +24,6 @@ from sim.scenario import load_scenario
 from tests.test_chart import _render, _validate_all
 from webhooks.metrics import Metrics
 
-# On one xdist worker: the run and the server the module's fixtures make.
-pytestmark = pytest.mark.xdist_group("test_metrics")
-
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "metrics.md"
 DASHBOARD = ROOT / "chart" / "dashboards" / "dragonet.json"

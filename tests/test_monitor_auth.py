@@ -25,9 +25,6 @@ from monitor.kube import ApiError
 from tests.fake_apiserver import API_AUDIENCE, FakeApiState, serving
 from tests.monitorkit import pod
 
-# On one xdist worker: the server the module's fixture starts.
-pytestmark = pytest.mark.xdist_group("test_monitor_auth")
-
 KUBECONFIG = """\
 apiVersion: v1
 kind: Config

@@ -22,9 +22,6 @@ from sim.engine import SimConfig, Simulation
 from sim.pollux_model import TIRESIAS_POOL
 from sim.scenario import from_trace
 
-# On one xdist worker: the runs the module's fixture simulates.
-pytestmark = pytest.mark.xdist_group("test_pollux_agreement")
-
 WORKLOAD = Path(__file__).parent / "fixtures" / "traces" / "workload-1.csv"
 
 # Pollux's simulator, Tiresias, the first 16 jobs of workload-1 (seconds, submission to end).

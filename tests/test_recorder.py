@@ -28,9 +28,6 @@ from tests.kubefake import FakeApi, granted, route, use_kubeconfig
 from tests.simkit import gpu_nodes, job, scenario
 from webhooks.kubeapi import Api
 
-# On one xdist worker: the runs the module's fixtures simulate.
-pytestmark = pytest.mark.xdist_group("test_recorder")
-
 ROOT = Path(__file__).resolve().parent.parent
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -28,9 +28,6 @@ from sim.report import (
 )
 from sim.results import JobRecord, Progress, Sample, Segment, SimResult
 
-# On one xdist worker: the runs the module's fixture simulates.
-pytestmark = pytest.mark.xdist_group("test_report")
-
 GIB = 2**30
 GPU = "nvidia.com/gpu"
 CAPACITY = {GPU: 4.0, "cpu": 16.0, "memory": 64.0 * GIB, "example.com/fpga": 0.0}

@@ -23,9 +23,6 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import load_fixture
 
-# On one xdist worker: the real servers the module's fixtures start.
-pytestmark = pytest.mark.xdist_group("test_serve")
-
 
 def _free_port() -> int:
     with socket.socket() as s:

@@ -20,9 +20,6 @@ from sim.throughput import ThroughputConfig
 from sim.traces import load_pollux
 from tests.simkit import gpu_nodes, scenario
 
-# On one xdist worker: one simulated run (the module's fixture) serves its tests.
-pytestmark = pytest.mark.xdist_group("test_speedup_sim")
-
 WORKLOAD = Path(__file__).parent / "fixtures" / "traces" / "workload-1.csv"
 ERROR = 0.10  # stated: an estimate within 10 % of the true mean speed where measured
 

@@ -21,9 +21,6 @@ from sim.results import JobRecord, Sample, Segment, SimResult
 from sim.view import run as run_view
 from sim.view.chromium import ARGS, CHROMIUM
 
-# On one xdist worker: one Chromium and the pages it opens (the module's fixtures).
-pytestmark = pytest.mark.xdist_group("test_view_browser")
-
 ROOT = Path(__file__).resolve().parent.parent
 DUMP = ROOT / "tests" / "fixtures" / "view" / "elastic-pool.json"
 

@@ -19,9 +19,8 @@ from pathlib import Path
 
 import pytest
 
-# Slow (it builds the wheel and installs it in a fresh venv), on one xdist worker: the
-# wheel is built and installed once (the module's fixture).
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("test_wheel")]
+# Slow: it builds the wheel and installs it in a fresh venv (once, the module's fixture).
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
 # What a user's shell would have: no PYTHONPATH into a checkout, no active venv.

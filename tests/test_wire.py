@@ -22,9 +22,6 @@ from requests.adapters import HTTPAdapter
 from tests.conftest import load_fixture
 from tests.test_serve import Server, start_server, tls  # noqa: F401  (tls: a fixture)
 
-# On one xdist worker: the real servers the module's fixtures start.
-pytestmark = pytest.mark.xdist_group("test_wire")
-
 CAP = 1 << 20
 JOB = orjson.dumps(load_fixture("job-sync-job1-admitted.json"))
 
