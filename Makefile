@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.installed
 CHROMIUM := /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: demo test lint helm clean pictures chromium
+.PHONY: demo test test-slow test-all lint helm clean pictures chromium
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,9 +32,22 @@ chromium: $(CHROMIUM)
 demo: $(STAMP)
 	$(BIN)/dragonet simulate
 
+# The tests run on every core (pytest-xdist), each file on one worker (--dist loadfile: a
+# module's fixtures, its servers, browser and simulated runs, are made once; xdist_group
+# marks are not used, as pytest-xdist 3.8's loadgroup ignores them under pytest 9.2).
+# `make test` leaves out the tests marked slow (whole traces, benchmarks, fuzz campaigns,
+# a real server under load: pyproject.toml's markers); `make test-slow` runs only those,
+# and `make test-all` both, as CI does (.ci/run).
+PYTEST := PATH="$(CURDIR)/.tools/bin:$$PATH" $(BIN)/pytest -q -n auto --dist loadfile
+
 test: $(STAMP) .tools/bin/helm $(CHROMIUM)
 	$(BIN)/ruff check .
-	PATH="$(CURDIR)/.tools/bin:$$PATH" $(BIN)/pytest -q
+	$(PYTEST) -m "not slow"
+
+test-slow: $(STAMP) .tools/bin/helm $(CHROMIUM)
+	$(PYTEST) -m slow
+
+test-all: test test-slow
 
 # The pictures in docs/pictures/ (README, docs/simulator.md), every policy each:
 # examples/elastic.yaml; the first 40 and the first 160 jobs of Pollux's workload-1; 200 jobs

@@ -15,6 +15,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -119,6 +120,7 @@ def test_a_status_as_the_webhook_writes_it_is_kept_whole() -> None:
         assert writable_status(kind, status) == status
 
 
+@pytest.mark.slow
 @settings(
     max_examples=max(EXAMPLES // 4, 100), deadline=None, suppress_health_check=list(HealthCheck)
 )

@@ -12,6 +12,7 @@ from benchmarks import large_pool, sync_latency, walk
 FIXTURES = Path(__file__).parent / "fixtures" / "traces"
 
 
+@pytest.mark.slow
 def test_sync_latency_benchmark_runs(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     monkeypatch.setattr(sys, "argv", ["sync_latency", "--quick"])
     sync_latency.main()
@@ -52,6 +53,7 @@ def test_walk_benchmark_follows_the_related_objects_into_the_snapshot(
     assert any(line.startswith("parse_time call sites:") for line in out)
 
 
+@pytest.mark.slow
 def test_elastic_benchmark_compares_every_policy_and_checks_the_targets(
     monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
@@ -81,6 +83,7 @@ def test_elastic_benchmark_compares_every_policy_and_checks_the_targets(
     assert "lower bound" in targets
 
 
+@pytest.mark.slow
 def test_load_benchmark_runs_against_the_real_server_and_survives_a_killed_worker(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -99,6 +102,7 @@ def test_load_benchmark_runs_against_the_real_server_and_survives_a_killed_worke
     assert out.count(" worker ") >= 3  # two workers, and the one that replaced the killed one
 
 
+@pytest.mark.slow
 def test_gang_benchmark_compares_every_backend_with_the_kube_scheduler(
     monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
@@ -116,6 +120,7 @@ def test_gang_benchmark_compares_every_backend_with_the_kube_scheduler(
         assert done == total, row  # every job finished under every backend
 
 
+@pytest.mark.slow
 def test_migration_benchmark_prints_every_system_side_by_side(capsys) -> None:
     from benchmarks import migration
 
@@ -141,6 +146,7 @@ def test_migration_examples_run_through_the_cli(capsys: pytest.CaptureFixture[st
     assert (cells[3], cells[4]) == ("1.00x", "0 / 0")
 
 
+@pytest.mark.slow
 def test_monitor_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
     from benchmarks import monitor
 
@@ -152,6 +158,7 @@ def test_monitor_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
     assert "KiB per tracked pod" in out and "reports/s through the app" in out
 
 
+@pytest.mark.slow
 def test_kubeshare_packing_benchmark_runs_and_shares_beat_whole_gpus(
     monkeypatch: pytest.MonkeyPatch, capsys
 ) -> None:
@@ -169,6 +176,7 @@ def test_kubeshare_packing_benchmark_runs_and_shares_beat_whole_gpus(
     assert float(table["v1"][4]) < float(table["whole"][4])  # makespan
 
 
+@pytest.mark.slow
 def test_two_tier_fuzz_runs_against_the_real_server_without_a_5xx(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -181,6 +189,7 @@ def test_two_tier_fuzz_runs_against_the_real_server_without_a_5xx(
     assert "pool 200: 30" in summary
 
 
+@pytest.mark.slow
 def test_memory_benchmark_runs_the_mixed_traffic_and_times_the_full_collection(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -226,6 +235,7 @@ def test_migration_benchmark_runs_under_the_setting_it_is_given() -> None:
     assert charged > free
 
 
+@pytest.mark.slow
 def test_pollux_compete_runs_each_policy_and_reports_ratios_to_the_published() -> None:
     """A smoke run on the first 8 jobs of workload-1: every policy runs with its reports, and
     each average is put beside Pollux's published figures of that workload and load."""

@@ -69,6 +69,7 @@ def _junk() -> st.SearchStrategy[Any]:
 _HOOK = Hook(Settings(request_timeout_seconds=600))
 
 
+@pytest.mark.slow
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=list(HealthCheck))
 @given(seed=st.integers(0, 2**32 - 1), junk=_junk())
 def test_no_broken_request_of_any_hook_gets_a_5xx_or_outlasts_the_time_limit(
@@ -107,6 +108,7 @@ def _without(request: dict[str, Any], job: str) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.slow
 @settings(
     max_examples=max(EXAMPLES // 4, 50), deadline=None, suppress_health_check=list(HealthCheck)
 )

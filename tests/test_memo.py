@@ -101,6 +101,7 @@ def test_the_same_identity_with_other_content_is_parsed_again() -> None:
     assert {p["node"] for p in admission["spec"]["pods"]} == {"big-1"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("policy", ["dragonet", "dragonet-las", "dragon"])
 def test_every_pool_answer_of_a_simulated_run_is_the_answer_without_the_memo(
     policy: str,
@@ -177,6 +178,7 @@ def _job_answers_checked(sim: Simulation) -> list[str]:
     return compared
 
 
+@pytest.mark.slow
 def test_every_job_answer_of_a_simulated_run_is_the_answer_without_the_memo() -> None:
     """A job's sync keeps the job parsed without its status (keyed by its metadata and
     spec), and the pods and Services it rendered from it; through a whole run (jobs
@@ -279,6 +281,7 @@ def _fresh(app) -> None:
     app.config["DRAGONET_MEMOS"].clear()
 
 
+@pytest.mark.slow
 def test_a_long_lived_worker_answers_every_request_as_a_fresh_one_across_wall_clock_gaps() -> None:
     """Any replica, any restart, same decision (DESIGN §2): the campaign's mixed traffic
     through one long-lived app, each request answered at a clock that only moves forward

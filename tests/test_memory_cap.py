@@ -108,6 +108,7 @@ def _traffic(rng: random.Random, rounds: int) -> Iterator[tuple[str, bytes]]:
             yield from requests[:4]
 
 
+@pytest.mark.slow
 def test_what_a_process_keeps_stays_under_its_cap_and_is_charged_at_least_what_it_holds() -> None:
     """Under a cap a few pools overflow: after every request the memos and the reader are
     charged at most the cap together, pools are forgotten (the least recently synced) and

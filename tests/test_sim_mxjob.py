@@ -8,6 +8,8 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from sim.engine import SimConfig, Simulation
 from sim.scenario import load_scenario
 from sim.spec import JobSpec
@@ -112,6 +114,7 @@ def test_the_mixed_example_runs_every_job_to_succeeded() -> None:
         assert condition(_status(sim, tkey, spec.key), "Succeeded")["status"] == "True"
 
 
+@pytest.mark.slow
 def test_a_trace_replays_as_a_mix_of_tfjobs_and_mxjobs_to_succeeded() -> None:
     from policy.model.jobs import parse_job
     from policy.model.kinds import MXJOB
@@ -141,8 +144,6 @@ def test_a_trace_replays_as_a_mix_of_tfjobs_and_mxjobs_to_succeeded() -> None:
 
 
 def test_an_mx_share_outside_0_to_1_is_refused() -> None:
-    import pytest
-
     from sim.scenario import ScenarioError, from_trace
 
     trace = Path(__file__).parent / "fixtures" / "traces" / "philly-excerpt.csv"

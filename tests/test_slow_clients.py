@@ -354,6 +354,7 @@ def test_bodies_held_at_once_are_bounded_by_twice_the_cap(server: Server) -> Non
     assert time.monotonic() - started < LIMIT + 4
 
 
+@pytest.mark.slow
 def test_the_slow_client_benchmark_runs(capsys: pytest.CaptureFixture[str]) -> None:
     from benchmarks import slow_clients
 

@@ -42,7 +42,9 @@ def test_a_reporting_jobs_estimate_is_in_the_pools_snapshot() -> None:
     model = snap.speedups["default/loud"]
     assert model == estimate(HISTORY)
     assert model.throughput(Config(4, 1)) == pytest.approx(1.6, rel=1e-5)
-    assert model.packing_gain(Config(4, 1, 2, 2)) == pytest.approx(1.6 / 1.2 - 1, rel=1e-5)
+    assert model.relative_gain(Config(4, 1, 2, 2), Config(4, 1)) == pytest.approx(
+        1.6 / 1.2 - 1, rel=1e-5
+    )
     assert snap.problems == ()
 
 

@@ -312,6 +312,7 @@ def test_a_long_timelines_time_axis_stays_in_sight_and_follows_a_zoom(
         page.close()
 
 
+@pytest.mark.slow
 def test_six_policies_titles_fit_and_do_not_overlap(
     browser: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

@@ -19,6 +19,9 @@ from pathlib import Path
 
 import pytest
 
+# Slow: it builds the wheel and installs it in a fresh venv (once, the module's fixture).
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 # What a user's shell would have: no PYTHONPATH into a checkout, no active venv.
 CLEAN_ENV = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}

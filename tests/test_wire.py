@@ -353,6 +353,7 @@ def _load(server: Server, clients: int, stop: threading.Event) -> tuple[Counter,
     return statuses, lost
 
 
+@pytest.mark.slow
 def test_recycles_sigterm_and_sighup_under_keep_alive_load_lose_no_request(
     recycling: Server,
 ) -> None:

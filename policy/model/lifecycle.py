@@ -41,7 +41,6 @@ class Outcome:
 @dataclass(frozen=True)
 class Assessment:
     outcome: Outcome | None  # terminal, whether reached earlier or just now
-    newly_terminal: bool
     restarts: tuple[Pod, ...]  # failed pods to delete so that they are recreated
     running: bool  # Kubeflow's Running rule holds (chief, or any worker, active)
     deadline: datetime | None  # when activeDeadlineSeconds fires, if it has not yet
@@ -82,13 +81,13 @@ def workers_done(job: Job, pods: Sequence[Pod]) -> bool:
     return len(workers) >= max(job.min_workers, 1) and all(p.phase == "Succeeded" for p in workers)
 
 
-_WAITING = Assessment(None, False, (), False, None)
+_WAITING = Assessment(None, (), False, None)
 
 
 def assess(job: Job, pods: Sequence[Pod], now: datetime) -> Assessment:
     recorded = _recorded(job)
     if recorded:
-        return Assessment(recorded, False, (), False, None)
+        return Assessment(recorded, (), False, None)
     # The start a suspended job kept is over once it resumes (its startTime starts anew, as
     # in Kubeflow): a deadline never counts the time it spent suspended.
     start = None if job.resumed else job.started_at
@@ -96,7 +95,7 @@ def assess(job: Job, pods: Sequence[Pod], now: datetime) -> Assessment:
         return _WAITING  # nothing has run: nothing to judge, no deadline running
 
     def ended(outcome: Outcome) -> Assessment:
-        return Assessment(outcome, True, (), False, None)
+        return Assessment(outcome, (), False, None)
 
     kind, name = job.kind.kind, job.name
     deadline = None
@@ -167,7 +166,7 @@ def assess(job: Job, pods: Sequence[Pod], now: datetime) -> Assessment:
 
     active = {(_type_of(job, p)) for p in pods if p.phase == "Running" and not p.terminating}
     running = bool(active.intersection(running_types(job)))
-    return Assessment(None, False, tuple(restarts_now), running, deadline)
+    return Assessment(None, tuple(restarts_now), running, deadline)
 
 
 def running_types(job: Job) -> tuple[str, ...]:

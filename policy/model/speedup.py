@@ -17,17 +17,16 @@ reading weighted by the minutes behind it. Non-negative terms keep every fit phy
 can tell it from the terms before it, in ``FIT_ORDER``: readings at one worker count fit
 ``θ_compute`` alone (linear speed-up through the one point measured); a spread placement
 adds the placement terms (what the monitor sees change comes first); a second worker count
-the fixed overhead (Amdahl's law), a third the growing fan-in. Predictions away from what
-was seen carry a confidence to match.
+the fixed overhead (Amdahl's law), a third the growing fan-in.
 
 **Outliers.** Each reading is already a median of a minute of reports. With more readings
 than terms plus one, each reading is compared with what the others predict for it; the one
 farthest off is left out if it is more than ``OUTLIER`` (relative) and four times the
 typical such distance away (once: a second wild reading among sixteen is a drifting job,
-and the confidence falls with the residual).
+and the fit's residual says so).
 
-**Prior.** A job without readings gets ``PRIOR``: linear speed-up, in relative units, with
-confidence 0: an allocation rule must treat it exactly as it treats jobs today.
+**Prior.** A job without readings gets ``PRIOR``: linear speed-up, in relative units, not
+``informed``: an allocation rule must treat it exactly as it treats jobs today.
 """
 
 from __future__ import annotations
@@ -49,9 +48,6 @@ TERMS: tuple[str, ...] = ("compute", "overhead", "fanin", "spread", "remote", "p
 FIT_ORDER: tuple[int, ...] = (0, 3, 4, 1, 2, 5, 6)
 Cached = Callable[[Hashable, Callable[[], "Speedup"]], "Speedup"]
 OUTLIER = 0.3  # a reading this far off (relative), and 4x the median residual, is dropped
-# Confidence: minutes of reports for about 63 % of full weight; residual that halves it.
-REPORTS_SCALE = 3.0
-ERROR_SCALE = 0.2
 
 
 def features(c: Config) -> tuple[float, ...]:
@@ -67,11 +63,6 @@ def grown(c: Config, remote: bool = False) -> Config:
     return Config(c.workers + 1, c.ps, c.remote, c.nodes)
 
 
-def packed(c: Config) -> Config:
-    """``c``'s workers all on one node with its parameter servers."""
-    return Config(c.workers, c.ps, 0, 1)
-
-
 @dataclass(frozen=True)
 class Speedup:
     """A job's fitted model, or the prior (``informed`` False)."""
@@ -81,7 +72,6 @@ class Speedup:
     reports: int = 0  # minutes of reports behind it
     error: float = 0.0  # relative RMS residual of the fit
     dropped: tuple[Config, ...] = ()  # readings left out as outliers
-    batch: int | None = None
     informed: bool = field(default=True)
     # Worker-seconds of training left, by the job's last progress report (None: it never
     # said how far it is): what orders jobs shortest-remaining first.
@@ -91,9 +81,6 @@ class Speedup:
         """Predicted global steps per second (relative units for the prior)."""
         t = sum(a * b for a, b in zip(self.theta, features(c), strict=True))
         return 1.0 / t if t > 0 else 0.0
-
-    def examples_per_s(self, c: Config) -> float | None:
-        return None if self.batch is None else self.throughput(c) * self.batch
 
     def speedup(self, c: Config) -> float:
         """Throughput at ``c`` over one worker's next to its parameter servers: comparable
@@ -106,37 +93,6 @@ class Speedup:
         faster; negative: slower); None when ``before`` has no speed to compare with."""
         here = self.throughput(before)
         return self.throughput(after) / here - 1.0 if here > 0 else None
-
-    def marginal_gain(self, c: Config, remote: bool = False) -> float:
-        """What one more worker adds, in single workers (perfect scaling: 1.0; a job its
-        parameter servers hold back: near 0, or below)."""
-        return self.speedup(grown(c, remote)) - self.speedup(c)
-
-    def packing_gain(self, c: Config) -> float:
-        """Relative gain of moving ``c``'s workers next to the parameter servers."""
-        here = self.throughput(c)
-        return self.throughput(packed(c)) / here - 1.0 if here > 0 else 0.0
-
-    def confidence(self, c: Config) -> float:
-        """0 (a guess) to 1: how much the readings say about ``c``. It grows with the
-        minutes of reports, falls with the fit's residual, and falls away from the worker
-        counts and placements measured (one worker count measured: at most 0.25 elsewhere)."""
-        if not self.informed or not self.seen:
-            return 0.0
-        amount = 1.0 - math.exp(-self.reports / REPORTS_SCALE)
-        fit = 1.0 / (1.0 + self.error / ERROR_SCALE)
-        counts = sorted({s.workers for s in self.seen})
-        w = c.workers
-        if counts[0] <= w <= counts[-1]:
-            reach = 1.0 if len(counts) > 1 or w == counts[0] else 0.25
-        else:
-            near = counts[0] if w < counts[0] else counts[-1]
-            reach = min(w, near) / max(w, near)
-            if len(counts) == 1:
-                reach *= 0.25
-        if all(s.spread != c.spread for s in self.seen):
-            reach *= 0.5
-        return amount * fit * reach
 
 
 PRIOR = Speedup(theta=(1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0), informed=False)
@@ -163,7 +119,6 @@ def estimate(history: History | None) -> Speedup:
         reports=sum(r.reports for r in kept),
         error=error,
         dropped=tuple(dropped),
-        batch=history.batch,
         left_worker_s=history.left_worker_s(),
     )
 
