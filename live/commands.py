@@ -48,7 +48,11 @@ def program() -> str:
 
 
 # What -l selects for each verb that lists (explain names one job: no selector).
-SELECTS = {"status": "TrainingPools", "queue": "jobs (TFJobs, MXJobs)", "nodes": "nodes"}
+SELECTS = {
+    "status": "TrainingPools",
+    "queue": "jobs (TFJobs, MXJobs, PyTorchJobs)",
+    "nodes": "nodes",
+}
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
