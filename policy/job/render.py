@@ -14,7 +14,7 @@ import orjson
 from policy.job.mxnet import mx_env
 from policy.job.podgroup import decorate
 from policy.job.tfjob import set_tf_config
-from policy.model.admission import GENERATION_ANNOTATION, Gang, Placement
+from policy.model.admission import GENERATION_ANNOTATION, BatchSize, Gang, Placement
 from policy.model.cluster import HOSTNAME, L_INDEX, L_JOB, L_OPERATOR, L_ROLE, L_TYPE, OPERATOR_NAME
 from policy.model.jobs import MXJOB, WORKER, Job, child_name
 from policy.model.migration import MOVE_ANNOTATION, move_of
@@ -78,6 +78,7 @@ def render_pod(
     admission_generation: int = 0,
     gang: Gang | None = None,
     grace_seconds: int | None = None,
+    batch: BatchSize | None = None,
 ) -> dict[str, Any]:
     """The pod of ``placement``'s slot on its node. Its ``pod`` name, when set, may be a
     moved worker's replacement (``...-m<n>``, policy.model.migration); it keeps the replica
@@ -118,6 +119,8 @@ def render_pod(
         _set_env(spec["containers"], mx_env(job, rtype, index))
     else:
         set_tf_config(main, job, rtype, index, domain)
+    if batch is not None:  # the batch the pool chose, read by the program at start
+        _set_env([main], batch_env(batch))
     if node is None or hostname is None:
         pass  # placed by the kube-scheduler (the kube-default baseline)
     elif gang is not None:
@@ -130,6 +133,18 @@ def render_pod(
     if gang is not None:
         decorate(pod, job, rtype, gang)
     return pod
+
+
+BATCH_ENV = "DRAGONET_BATCH_SIZE"
+BATCH_PER_REPLICA_ENV = "DRAGONET_BATCH_SIZE_PER_REPLICA"
+
+
+def batch_env(batch: BatchSize) -> list[dict[str, str]]:
+    """The global batch the pool chose and each worker's share (docs/speedup.md)."""
+    return [
+        {"name": BATCH_ENV, "value": str(batch.size)},
+        {"name": BATCH_PER_REPLICA_ENV, "value": str(batch.per_replica)},
+    ]
 
 
 def _set_env(containers: list[dict[str, Any]], env: list[dict[str, str]]) -> None:

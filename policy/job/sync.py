@@ -24,7 +24,7 @@ from policy.job.tensorboard import DEPLOYMENTS, board, name_of
 from policy.job.view import FINISHED, SUSPENDED, JobSyncView
 from policy.memo import Encoded, Memo, content_key
 from policy.model import conditions as cond
-from policy.model.admission import ADMITTED, QUEUED, Admission, Gang, Placement
+from policy.model.admission import ADMITTED, QUEUED, Admission, BatchSize, Gang, Placement
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.cluster import Pod
 from policy.model.gpushare import SHAREPODS
@@ -289,6 +289,7 @@ class PodTerms:
     gang: Gang | None = None
     grace_seconds: int | None = None
     kubeshare: str = ""
+    batch: BatchSize | None = None  # the batch the pool chose (a job that declares a range)
 
 
 def _pod_terms(admission: Admission | None, config: JobConfig) -> PodTerms:
@@ -301,6 +302,7 @@ def _pod_terms(admission: Admission | None, config: JobConfig) -> PodTerms:
         admission.gang,
         admission.grace_seconds,
         admission.kubeshare,
+        admission.batch,
     )
 
 
@@ -337,6 +339,7 @@ def _render(job: Job, placement: Placement, terms: PodTerms) -> dict[str, Any]:
         terms.generation,
         gang=terms.gang,
         grace_seconds=terms.grace_seconds,
+        batch=terms.batch,
     )
     share = job.replicas[placement.type].gpu_share
     if terms.kubeshare == "v1" and share is not None:

@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from policy.memo import Memo
 from policy.model import conditions as cond
 from policy.model.apischema import check_template, writable_status
+from policy.model.batch import BatchRange, declared
 from policy.model.bounds import (
     MAX_DEADLINE_SECONDS,
     MAX_INT32,
@@ -281,6 +282,10 @@ class Job:
     # Its TensorBoard (annotation ``dragonet.io/tensorboard``), and what its pod requests.
     tensorboard: TensorBoard | None = None
     tensorboard_request: Resources | None = None
+    # The global batch sizes it can train at (annotation ``dragonet.io/batch-size``): the
+    # pool chooses one for each size it gives the job (policy.model.batch). None: the job
+    # keeps its own batch, as before.
+    batch_range: BatchRange | None = None
 
     @cached_property
     def key(self) -> str:
@@ -324,6 +329,7 @@ class Job:
             self.deleting,
             self.checkpoint_interval,
             self.annotations.get(THROUGHPUT),  # the allocation rule reads it
+            self.batch_range,  # and chooses a batch for a job that declares one
         )
         return HashedTuple((identity, self.spec_content, conds, memory, self.tensorboard))
 
@@ -695,6 +701,10 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
             f"digits and '-', starting with a letter)"
         )
     checkpoint = checkpoint_interval(meta.annotations)
+    try:
+        batch_range = declared(meta.annotations)
+    except OutOfBounds as err:
+        raise InvalidJob(str(err)) from None
     raw_spec = obj.get("spec")
     if not isinstance(raw_spec, dict):
         raise InvalidJob("spec is missing")
@@ -826,6 +836,7 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind = TFJOB) -> Job:
         spec_content=_content(raw_spec),
         tensorboard=tensorboard,
         tensorboard_request=tb_request,
+        batch_range=batch_range,
     )
 
 
