@@ -3,17 +3,22 @@ pool's choice of batch and replicas from the job's reports."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from policy.model.admission import Admission
-from policy.model.batch import ANNOTATION, MAX_BATCH, BatchRange, parse_range
+from policy.model.batch import ANNOTATION, MAX_BATCH, BatchRange, GradStats, parse_range
 from policy.model.bounds import OutOfBounds
 from policy.model.jobs import MXJOB, InvalidJob, parse_job
+from policy.model.speedup import PRIOR, estimate
+from policy.model.throughput import ANNOTATION as THROUGHPUT
+from policy.model.throughput import Config, History, Reading
 from tests import metacontroller as mc
 from tests.conftest import Hook, pods_of
 from tests.kube_schema import validate_child, validate_custom
+from tests.poolbuilder import PoolBuilder
 from tests.test_mxjob import mxjob
 
 JOB = "dragon-job1-cpu.yaml"  # 1 PS + 4 workers, min 1, max 4
@@ -121,3 +126,134 @@ def test_an_admission_with_an_unreadable_batch_is_refused(bad: dict[str, Any]) -
     admission["spec"]["batch"] = bad
     with pytest.raises(ValueError, match="unreadable Admission"):
         Admission.from_object(admission)
+
+
+# --- the pool's choice of batch and replicas, from the job's reports ----------------------------
+#
+# A job whose true step time is 0.04 s fixed + 0.5 ms per example on each worker + 4 ms per
+# worker (a parameter server that slows as workers are added): at its smallest batch (64) a
+# third worker adds 2 %, but with a larger batch each worker's share of the fixed cost falls.
+
+MIN, MAX = 64, 4096
+DECLARED = BatchRange(MIN, MAX)
+
+
+def step_time(workers: int, batch: int) -> float:
+    return 0.04 + 0.0005 * batch / workers + 0.004 * workers
+
+
+def true_goodput(workers: int, batch: int, noise_scale: float) -> float:
+    """Examples per second times Pollux's statistical efficiency (PGNS form)."""
+    return batch / step_time(workers, batch) * (noise_scale + MIN) / (noise_scale + batch)
+
+
+def grad_of(noise_scale: float) -> GradStats:
+    """Gradient statistics of that noise scale (var at the smallest batch)."""
+    return GradStats(sqr=1.0, var=noise_scale / MIN)
+
+
+MEASURED = [(1, 64), (2, 64), (3, 64), (2, 256)]
+
+
+def reported(noise_scale: float | None, measured=MEASURED) -> History:
+    h = History()
+    for w, b in measured:
+        h = h.put(Reading(Config(w, 1, batch=b), 1 / step_time(w, b), 8))
+    return h.with_batch(64).with_grad(None if noise_scale is None else grad_of(noise_scale))
+
+
+@pytest.mark.parametrize("noise_scale", [10.0, 100.0, 1000.0, 10_000.0])
+@pytest.mark.parametrize("workers", [1, 2, 4, 8])
+def test_the_chosen_batch_is_the_best_goodput_for_the_size(
+    noise_scale: float, workers: int
+) -> None:
+    """Each (noise scale, workers) row: the batch chosen from the reports gives at least
+    99 % of the best goodput any whole batch in the range gives under the true model."""
+    model = estimate(reported(noise_scale), MIN)
+    choice = model.best_batch(Config(workers, 1), DECLARED)
+    assert MIN <= choice.size <= MAX and choice.size == choice.per_replica * workers
+    best = max(
+        true_goodput(workers, per * workers, noise_scale)
+        for per in range(max(1, -(-MIN // workers)), MAX // workers + 1)
+    )
+    assert true_goodput(workers, choice.size, noise_scale) >= 0.99 * best
+
+
+def test_the_batch_grows_with_the_noise_scale_and_with_the_workers() -> None:
+    sizes = {
+        (s, w): estimate(reported(s), MIN).best_batch(Config(w, 1), DECLARED).size
+        for s in (10.0, 1000.0, 10_000.0)
+        for w in (1, 2, 4)
+    }
+    for w in (1, 2, 4):
+        assert sizes[(10.0, w)] <= sizes[(1000.0, w)] <= sizes[(10_000.0, w)]
+    for s in (1000.0, 10_000.0):
+        assert sizes[(s, 1)] <= sizes[(s, 2)] <= sizes[(s, 4)]
+    assert sizes[(10_000.0, 4)] > 4 * sizes[(10.0, 1)]
+
+
+def test_without_gradient_statistics_the_job_keeps_its_smallest_batch() -> None:
+    for w in (1, 3, 8):
+        choice = estimate(reported(None), MIN).best_batch(Config(w, 1), DECLARED)
+        assert choice.size == MIN and choice.per_replica == -(-MIN // w)
+    assert PRIOR.best_batch(Config(4, 1), DECLARED).size == MIN
+
+
+def test_one_batch_measured_makes_a_larger_batch_look_cheaper_as_pollux_assumes() -> None:
+    """Measured at one per-worker batch only, half the compute counts as a fixed cost per
+    step (Pollux's prior), so the job tries a larger batch; the speed where it was
+    measured is unchanged."""
+    one = [(1, 64), (2, 128)]
+    model = estimate(reported(10_000.0, one), MIN)
+    for w, b in one:
+        assert model.throughput(Config(w, 1, batch=b)) == pytest.approx(1 / step_time(w, b))
+    assert model.best_batch(Config(2, 1), DECLARED).size > 128
+
+
+def _annotated(job: dict[str, Any], history: History, declare: bool) -> dict[str, Any]:
+    annotations = {THROUGHPUT: history.text()}
+    if declare:
+        annotations[ANNOTATION] = DECLARED.text()
+    job["metadata"]["annotations"] = annotations
+    return job
+
+
+def _twins(noise_scale: float) -> PoolBuilder:
+    """Two jobs that ran alike (1 PS and 2 workers each on node ``a``, Worker.replicas 2,
+    up to 6), room for 6 more workers; ``adaptive`` declares its batch sizes."""
+    b = PoolBuilder(policy="dragonet", pool_spec={"restartSeconds": 30})
+    b.node("a", 12)
+    for name in ("fixed", "adaptive"):
+        b.running(name, ("PS-0@a", "Worker-0@a", "Worker-1@a"), ps=1, low=1, high=6)
+    fixed = reported(None, [(1, 64), (2, 64), (3, 64)])
+    b.jobs[0] = _annotated(b.jobs[0], replace(fixed, readings=tuple(
+        Reading(replace(r.config, batch=0), r.steps_per_s, r.reports) for r in fixed.readings
+    )), declare=False)  # fmt: skip
+    b.jobs[1] = _annotated(b.jobs[1], reported(noise_scale), declare=True)
+    return b
+
+
+def test_the_pool_chooses_replicas_and_batch_together_from_the_reports() -> None:
+    """At its batch of 64 a third worker adds 2 % to either job (under minGainPerWorker):
+    the job that keeps its batch stays at 2; the one that declared its batch sizes, with a
+    large gradient noise scale, gains goodput from each worker at a larger batch, so it
+    grows, and its Admission carries the batch chosen for its new size."""
+    body = Hook().pool_sync(_twins(10_000.0).request())
+    got = {c["spec"]["job"]["name"]: c["spec"] for c in body["children"]}
+    for child in body["children"]:
+        validate_custom(child)
+    assert got["fixed"]["workers"] == 2 and "batch" not in got["fixed"]
+    grown = got["adaptive"]["workers"]
+    assert grown > 2
+    batch = got["adaptive"]["batch"]
+    model = estimate(reported(10_000.0), MIN)
+    expected = model.best_batch(Config(grown, 1), DECLARED)
+    assert batch == {"size": expected.size, "perReplica": expected.per_replica}
+    assert batch["size"] > 2 * MIN
+
+
+def test_with_a_small_noise_scale_a_larger_batch_is_worth_nothing_and_the_job_stays() -> None:
+    body = Hook().pool_sync(_twins(1.0).request())
+    got = {c["spec"]["job"]["name"]: c["spec"] for c in body["children"]}
+    assert got["adaptive"]["workers"] == 2
+    assert got["adaptive"]["batch"]["size"] < 2 * MIN

@@ -36,6 +36,7 @@ from policy.model.jobs import Job
 from policy.model.pool import DEFAULT_POOL
 from policy.model.resources import PODS, Resources, format_quantity
 from policy.model.timeutil import format_time
+from policy.pool.batch import chosen_batch
 from policy.pool.cadence import DECIDED_AT, DEFERRED_SINCE, Cadence, due, next_tick, tick_from
 from policy.pool.cycle import JobPlan, plan
 from policy.pool.devices import name_devices
@@ -359,6 +360,16 @@ def _admission(
         again = job.resumed or (previous is not None and previous.preempted)
         started = None if again else job.status.get("startTime")
         admitted = kept or started or stamp
+    kept = None
+    if previous is not None and previous.admitted and previous.workers == jp.workers_target:
+        kept = previous.batch  # its pods started with it: the same until they start again
+    batch = chosen_batch(
+        job,
+        snap.speedups.get(job.key),
+        jp.placements,
+        jp.workers_target if jp.phase == ADMITTED else 0,
+        kept,
+    )
     service = jp.service or (previous.service if previous is not None else None)
     if service is None:
         service = _status_service(job)
@@ -379,6 +390,7 @@ def _admission(
         service=service,
         grace_seconds=snap.spec.preemptionGraceSeconds,
         refused=jp.refused,
+        batch=batch,
         kubeshare=snap.spec.kubeshare
         if job.wants_kubeshare and snap.spec.kubeshare != "none"
         else "",
