@@ -17,10 +17,11 @@ from policy.model.throughput import ANNOTATION as THROUGHPUT
 from policy.model.throughput import Config, History, Reading
 from tests import metacontroller as mc
 from tests.conftest import Hook, pods_of
-from tests.kube_schema import validate_child, validate_custom
+from tests.kube_schema import ROOT, validate_child, validate_custom
 from tests.poolbuilder import PoolBuilder
 from tests.test_mxjob import mxjob
 
+TRACE = ROOT / "tests" / "fixtures" / "traces" / "workload-1.csv"
 JOB = "dragon-job1-cpu.yaml"  # 1 PS + 4 workers, min 1, max 4
 NODES = [mc.node("n-1", cpu="64", memory="256Gi")]
 ALL = [("PS", 0, "n-1"), *(("Worker", i, "n-1") for i in range(4))]
@@ -257,3 +258,43 @@ def test_with_a_small_noise_scale_a_larger_batch_is_worth_nothing_and_the_job_st
     got = {c["spec"]["job"]["name"]: c["spec"] for c in body["children"]}
     assert got["adaptive"]["workers"] == 2
     assert got["adaptive"]["batch"]["size"] < 2 * MIN
+
+
+# --- the simulator's --adaptive-batch ---------------------------------------------------------
+
+
+def test_adaptive_trace_jobs_declare_the_artifacts_bounds_and_train_by_progress() -> None:
+    from sim.pollux_model import AdaptiveProfile, application, declared_range
+    from sim.traces import load_pollux
+
+    fixed = load_pollux(TRACE, jobs=12)
+    adaptive = load_pollux(TRACE, jobs=12, adaptive=True)
+    for f, a in zip(fixed, adaptive, strict=True):
+        app = f.profile.name
+        job = parse_job(a.manifest)
+        assert job.batch_range == BatchRange(*declared_range(app))
+        assert parse_job(f.manifest).batch_range is None  # as before without the flag
+        assert isinstance(a.profile, AdaptiveProfile)
+        model = application(app)
+        assert a.steps == pytest.approx(model.progress(model.max_epochs))
+        assert a.arrival_s == f.arrival_s and job.worker.replicas == f.manifest["spec"][
+            "tfReplicaSpecs"]["Worker"]["replicas"]  # fmt: skip
+
+
+def test_a_larger_batch_makes_more_progress_per_step_and_the_epoch_moves_it() -> None:
+    """Pollux's model as the simulator runs a declaring job, the batch being what its
+    workers were given: early in training the small batch makes more progress per second
+    on 4 GPUs of one node, late in training (the gradient noisier) the large one."""
+    from sim.pollux_model import adaptive_profile
+
+    prof = adaptive_profile("cifar10")
+    late = 0.9 * prof.total()
+    rates = {}
+    for when, at in (("early", 0.0), ("late", late)):
+        small, _, b1 = prof.adaptive_rate([4], [32, 32, 32, 32], at)
+        large, _, b2 = prof.adaptive_rate([4], [256, 256, 256, 256], at)
+        assert (b1, b2) == (128, 1024)
+        rates[when] = (small, large)
+    assert rates["early"][0] > rates["early"][1] and rates["late"][1] > rates["late"][0]
+    assert prof.next_change(0.0) is not None and prof.next_change(0.0) > 0
+    assert prof.adaptive_rate([4], [None] * 4, 0.0)[2] == 128  # none given: the smallest
