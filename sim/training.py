@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from policy.job.render import BATCH_PER_REPLICA_ENV
+from policy.model.batch import BATCH_PER_REPLICA_ENV
 from policy.model.cluster import L_INDEX, L_JOB, L_OPERATOR, L_TYPE, OPERATOR_NAME
 from policy.model.jobs import CHECKPOINT_ANNOTATION, pod_request
 from policy.model.migration import move_of

@@ -15,6 +15,7 @@ from policy.job.mxnet import mx_env
 from policy.job.podgroup import decorate
 from policy.job.tfjob import set_tf_config
 from policy.model.admission import GENERATION_ANNOTATION, BatchSize, Gang, Placement
+from policy.model.batch import BATCH_ENV, BATCH_PER_REPLICA_ENV
 from policy.model.cluster import HOSTNAME, L_INDEX, L_JOB, L_OPERATOR, L_ROLE, L_TYPE, OPERATOR_NAME
 from policy.model.jobs import MXJOB, WORKER, Job, child_name
 from policy.model.migration import MOVE_ANNOTATION, move_of
@@ -133,10 +134,6 @@ def render_pod(
     if gang is not None:
         decorate(pod, job, rtype, gang)
     return pod
-
-
-BATCH_ENV = "DRAGONET_BATCH_SIZE"
-BATCH_PER_REPLICA_ENV = "DRAGONET_BATCH_SIZE_PER_REPLICA"
 
 
 def batch_env(batch: BatchSize) -> list[dict[str, str]]:

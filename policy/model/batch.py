@@ -37,6 +37,10 @@ from dataclasses import dataclass
 from policy.model.bounds import OutOfBounds
 
 ANNOTATION = "dragonet.io/batch-size"
+# What a declaring job's pods read at start (docs/speedup.md): the global batch the pool
+# chose and each worker's share of it.
+BATCH_ENV = "DRAGONET_BATCH_SIZE"
+BATCH_PER_REPLICA_ENV = "DRAGONET_BATCH_SIZE_PER_REPLICA"
 # The largest global batch a job may declare: 2^20 examples per step, beyond any published
 # large-batch run (Goyal et al. 8k, You et al. 32k-64k), so arithmetic on it stays exact.
 MAX_BATCH = 1 << 20

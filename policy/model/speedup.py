@@ -37,7 +37,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 
-from policy.model.batch import BatchRange, Choice, GradStats, gain, optimize
+from policy.model.batch import BatchRange, Choice, GradStats, efficiency, gain, optimize
 from policy.model.bounds import OutOfBounds
 from policy.model.jobs import Job
 from policy.model.nnls import nnls
@@ -108,6 +108,12 @@ class Speedup:
         return optimize(
             lambda b: self.throughput(replace(c, batch=b)) * b, c.workers, declared, self.grad
         )
+
+    def goodput(self, c: Config, size: int, declared: BatchRange) -> float:
+        """Goodput at ``c`` training at the global batch ``size`` (examples per second
+        times statistical efficiency; the speed alone without gradient statistics)."""
+        speed = self.throughput(replace(c, batch=size)) * size
+        return speed if self.grad is None else speed * efficiency(self.grad, declared.minimum, size)
 
     def goodput_gain(self, before: Config, after: Config, declared: BatchRange) -> float | None:
         """How much more goodput ``after`` gives than ``before``, each at its best batch,

@@ -36,6 +36,7 @@ from policy.model.jobs import Job
 from policy.model.pool import DEFAULT_POOL
 from policy.model.resources import PODS, Resources, format_quantity
 from policy.model.timeutil import format_time
+from policy.pool.batch import Terms as BatchTerms
 from policy.pool.batch import chosen_batch
 from policy.pool.cadence import DECIDED_AT, DEFERRED_SINCE, Cadence, due, next_tick, tick_from
 from policy.pool.cycle import JobPlan, plan
@@ -360,15 +361,16 @@ def _admission(
         again = job.resumed or (previous is not None and previous.preempted)
         started = None if again else job.status.get("startTime")
         admitted = kept or started or stamp
-    kept = None
-    if previous is not None and previous.admitted and previous.workers == jp.workers_target:
-        kept = previous.batch  # its pods started with it: the same until they start again
+    running = None  # the batch its running pods were given (none: every pod starts)
+    if previous is not None and previous.admitted and not job.resumed:
+        running = previous.batch
     batch = chosen_batch(
         job,
         snap.speedups.get(job.key),
         jp.placements,
         jp.workers_target if jp.phase == ADMITTED else 0,
-        kept,
+        running,
+        BatchTerms(snap.spec.restartSeconds, snap.spec.minGainPerWorker),
     )
     service = jp.service or (previous.service if previous is not None else None)
     if service is None:
