@@ -8,13 +8,15 @@ from typing import Any
 
 import pytest
 
-from policy.model.admission import Admission
+from policy.model.admission import Admission, BatchSize, Placement
 from policy.model.batch import ANNOTATION, MAX_BATCH, BatchRange, GradStats, parse_range
 from policy.model.bounds import OutOfBounds
-from policy.model.jobs import MXJOB, InvalidJob, parse_job
-from policy.model.speedup import PRIOR, estimate
+from policy.model.jobs import MXJOB, WORKER, InvalidJob, parse_job
+from policy.model.speedup import PRIOR, Speedup, estimate
 from policy.model.throughput import ANNOTATION as THROUGHPUT
-from policy.model.throughput import Config, History, Reading
+from policy.model.throughput import Config, History, Progress, Reading
+from policy.pool.batch import Terms as BatchTerms
+from policy.pool.batch import chosen_batch
 from tests import metacontroller as mc
 from tests.conftest import Hook, pods_of
 from tests.kube_schema import ROOT, validate_child, validate_custom
@@ -298,3 +300,78 @@ def test_a_larger_batch_makes_more_progress_per_step_and_the_epoch_moves_it() ->
     assert rates["early"][0] > rates["early"][1] and rates["late"][1] > rates["late"][0]
     assert prof.next_change(0.0) is not None and prof.next_change(0.0) > 0
     assert prof.adaptive_rate([4], [None] * 4, 0.0)[2] == 128  # none given: the smallest
+
+
+# --- a new batch while the job runs -----------------------------------------------------------
+
+
+def test_workers_started_with_another_share_restart_to_read_the_new_batch(hook: Hook) -> None:
+    """The pool changed a running job's batch: its workers (which read their share at
+    start) go, its parameter server keeps running, and the next sync starts the workers
+    again with the new share."""
+    job = _declaring()
+    first = pods_of(hook.job_sync(mc.job_request(mc.world(job, NODES), _with_batch(job, 512, 128))))
+    running = [mc.observed_pod(job, p) for p in first.values()]
+    changed = _with_batch(job, 1024, 256)
+    kept = pods_of(hook.job_sync(mc.job_request(mc.world(job, NODES, pods=running), changed)))
+    assert sorted(kept) == ["job1-ps-0"]  # the workers are deleted, the PS is not
+    ps = [p for p in running if p["metadata"]["name"] == "job1-ps-0"]
+    again = pods_of(hook.job_sync(mc.job_request(mc.world(job, NODES, pods=ps), changed)))
+    assert sorted(again) == ["job1-ps-0", *(f"job1-worker-{i}" for i in range(4))]
+    for i in range(4):
+        assert _env(again[f"job1-worker-{i}"])["DRAGONET_BATCH_SIZE_PER_REPLICA"] == "256"
+    # The same batch again: nothing restarts.
+    unchanged = mc.job_request(mc.world(job, NODES, pods=running), _with_batch(job, 512, 128))
+    assert sorted(pods_of(hook.job_sync(unchanged))) == sorted(first)
+
+
+def _model(noise_scale: float | None, left_steps: int | None = None) -> Speedup:
+    h = reported(noise_scale)
+    if left_steps is not None:
+        h = h.with_progress(Progress(0, left_steps))
+    return estimate(h, MIN)
+
+
+@pytest.mark.parametrize(
+    ("noise_scale", "left_steps", "running", "workers", "changes"),
+    [
+        # Every pod starts (admitted, or again after a preemption): the best batch.
+        (10_000.0, None, None, 4, True),
+        # Running at 64 with a large noise scale: far better at a larger batch; the
+        # training left (2 GPU-h assumed) pays for the restart many times over.
+        (10_000.0, None, 16, 4, True),
+        # ... but with 20 steps left, the restart costs more than the job would save.
+        (10_000.0, 20, 16, 4, False),
+        # No gradient statistics: no evidence, no restart.
+        (None, None, 16, 4, False),
+        # A small noise scale: the running share is already within minGainPerWorker.
+        (1.0, None, 16, 4, False),
+        # Grown to 8 workers: the share kept (8 x 16 = 128 examples) unless a change pays.
+        (1.0, None, 16, 8, False),
+        # A share that no longer fits the range at this size must change.
+        (1.0, None, 2048, 4, True),
+    ],
+)
+def test_a_running_job_changes_its_batch_only_when_it_pays(
+    noise_scale: float | None,
+    left_steps: int | None,
+    running: int | None,
+    workers: int,
+    changes: bool,
+) -> None:
+    """The pool's rule for a running job's batch (policy.pool.batch): its workers keep
+    their share unless the best batch's goodput gain, over the training left, pays for
+    restarting them (restartSeconds 30) and is at least minGainPerWorker (5 %)."""
+    job = parse_job(_declaring(DECLARED.text()))
+    model = _model(noise_scale, left_steps)
+    placements = {("PS", 0): Placement("PS", 0, "n-1")}
+    placements |= {(WORKER, i): Placement(WORKER, i, "n-1") for i in range(workers)}
+    was = None if running is None else BatchSize(size=running * 4, perReplica=running)
+    got = chosen_batch(job, model, placements, workers, was, BatchTerms(30.0, 0.05))
+    assert got is not None and DECLARED.minimum <= got.size <= DECLARED.maximum
+    best = model.best_batch(Config(workers, 1), DECLARED)
+    if changes:
+        assert (got.size, got.per_replica) == (best.size, best.per_replica)
+    else:
+        assert running is not None and got.per_replica == running
+        assert got.size == running * workers
