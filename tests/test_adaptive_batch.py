@@ -195,11 +195,14 @@ def test_the_batch_grows_with_the_noise_scale_and_with_the_workers() -> None:
     assert sizes[(10_000.0, 4)] > 4 * sizes[(10.0, 1)]
 
 
-def test_without_gradient_statistics_the_job_keeps_its_smallest_batch() -> None:
+def test_without_gradient_statistics_each_worker_trains_at_the_smallest_batch() -> None:
+    """The linear scaling rule, within the largest batch declared."""
     for w in (1, 3, 8):
         choice = estimate(reported(None), MIN).best_batch(Config(w, 1), DECLARED)
-        assert choice.size == MIN and choice.per_replica == -(-MIN // w)
-    assert PRIOR.best_batch(Config(4, 1), DECLARED).size == MIN
+        assert choice.size == MIN * w and choice.per_replica == MIN
+    assert PRIOR.best_batch(Config(4, 1), DECLARED).size == 4 * MIN
+    choice = PRIOR.best_batch(Config(100, 1), DECLARED)  # 100 x 64 is beyond 4,096
+    assert choice.per_replica == MAX // 100 and choice.size == 100 * (MAX // 100)
 
 
 def test_one_batch_measured_makes_a_larger_batch_look_cheaper_as_pollux_assumes() -> None:
