@@ -105,6 +105,8 @@ def test_the_chosen_batch_is_in_every_pod_at_start(hook: Hook) -> None:
     validate_custom(admission)
     Admission.from_object(admission)  # the pool's own type reads it
     body = hook.job_sync(mc.job_request(mc.world(job, NODES), admission))
+    # The job's status says which batch it was given (kubectl get tfjob -o yaml).
+    assert body["status"]["scheduling"]["batch"] == {"size": 512, "perReplica": 128}
     pods = pods_of(body)
     assert sorted(pods) == ["job1-ps-0", *(f"job1-worker-{i}" for i in range(4))]
     for pod in pods.values():
@@ -118,6 +120,7 @@ def test_the_chosen_batch_is_in_every_pod_at_start(hook: Hook) -> None:
 def test_a_job_whose_admission_chose_no_batch_gets_no_batch_variable(hook: Hook) -> None:
     job = mc.tfjob(JOB)
     body = hook.job_sync(mc.job_request(mc.world(job, NODES), mc.admission(job, ALL, workers=4)))
+    assert "batch" not in body["status"]["scheduling"]
     for pod in pods_of(body).values():
         assert not any(k.startswith("DRAGONET_BATCH") for k in _env(pod))
 
