@@ -4,6 +4,7 @@
         [--policies default,dragonet,tiresias] [--artifact DIR] [--jobs-parallel 2]
         [--no-reports] [--markdown] [--json OUT]
         [--equal-terms | --restart-whole --decision-interval S --remaining on|off] [--both]
+        [--adaptive-batch] [--jobs N]
 
 Each cell runs every job of one Pollux workload file (16 nodes x 4 GPUs, each job trained by
 Pollux's own model at its row's fixed batch: ``sim.pollux_model``) under one policy, through
@@ -68,6 +69,8 @@ class Cell:
     restart_whole: bool = False  # any resize restarts every worker (all-reduce jobs)
     decision_interval_s: float | None = None  # the pool's decisionIntervalSeconds
     remaining: bool | None = None  # the pool's lasByRemaining (None: the policy's default)
+    # Beyond Pollux (issue 37): every job declares the batch sizes it can take.
+    adaptive: bool = False
 
     @property
     def label(self) -> str:
@@ -79,6 +82,8 @@ class Cell:
             terms.append(f"{self.decision_interval_s:g} s")
         if self.remaining is not None:
             terms.append("remaining " + ("on" if self.remaining else "off"))
+        if self.adaptive:
+            terms.append("adaptive batch")
         return f"{self.policy} ({', '.join(terms)})" if terms else self.policy
 
 
@@ -108,13 +113,13 @@ def whole_restarts(scenario: Scenario) -> Scenario:
 
 
 def run(cell: Cell) -> dict[str, Any]:
-    scenario = from_trace(cell.path, jobs=cell.jobs)
+    scenario = from_trace(cell.path, jobs=cell.jobs, adaptive=cell.adaptive)
     if cell.restart_whole:
         scenario = whole_restarts(scenario)
     spec = pool_spec(cell.policy, cell.decision_interval_s, cell.remaining)
     scenario = replace(scenario, objects=(pool_object(**spec),))
     config = SimConfig(policy=spec.get("policy", "dragonet"))
-    if cell.reports:
+    if cell.reports or cell.adaptive:
         config = replace(config, throughput=ThroughputConfig())
     result = Simulation(scenario, config if cell.real_costs else config.cost_free()).run()
     s = result.summary
@@ -218,6 +223,12 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     terms.add_argument(
         "--both", action="store_true", help="run every cell as it is too, beside these settings"
     )
+    p.add_argument(
+        "--adaptive-batch", action="store_true",
+        help="every job declares the batch sizes it can take (the artifact's bounds) and "
+        "trains at the batch the pool chooses (issue 37, beyond Pollux)",
+    )  # fmt: skip
+    p.add_argument("--jobs", type=int, default=100_000, help="the first this many jobs")
     args = p.parse_args(argv)
     if args.equal_terms:
         args.restart_whole, args.decision_interval = True, 60.0
@@ -229,7 +240,8 @@ def main(argv: Sequence[str] | None = None) -> list[dict[str, Any]]:
     cells = [
         Cell(policy, int(w), float(load), workload_file(int(w), float(load), args.artifact),
              not args.no_reports, args.real_costs, restart_whole=whole,
-             decision_interval_s=interval, remaining=rem)
+             decision_interval_s=interval, remaining=rem, jobs=args.jobs,
+             adaptive=args.adaptive_batch)
         for load in args.loads.split(",")
         for w in args.workloads.split(",")
         for policy in args.policies.split(",")

@@ -36,7 +36,9 @@ from werkzeug.exceptions import HTTPException
 from monitor.auth import Authenticator, Caller, Refused
 from monitor.metrics import CONTENT_TYPE
 from monitor.service import Monitor, ReportError
-from policy.model.throughput import MAX_BATCH, MAX_STEPS, MAX_STEPS_PER_S, Progress
+from policy.model.batch import GradStats
+from policy.model.bounds import OutOfBounds
+from policy.model.throughput import MAX_BATCH, MAX_STEPS, MAX_STEPS_PER_S, Progress, grad_stats
 
 access = logging.getLogger("dragonet.monitor.access")
 
@@ -61,12 +63,25 @@ class SpeedReport(BaseModel):
     batch: Annotated[int, Field(ge=1, le=MAX_BATCH, strict=True)] | None = None
     step: Annotated[int, Field(ge=0, le=MAX_STEPS, strict=True)] | None = None
     totalSteps: Annotated[int, Field(ge=1, le=MAX_STEPS, strict=True)] | None = None
+    # Pollux's agent's gradient statistics (docs/speedup.md): both or neither.
+    gradSqr: StrictInt | StrictFloat | None = None
+    gradVar: StrictInt | StrictFloat | None = None
     namespace: Annotated[str, Field(min_length=1, max_length=63, pattern=_LABEL)] | None = None
 
     def progress(self) -> Progress | None:
         if self.step is None or self.totalSteps is None:
             return None
         return Progress(min(self.step, self.totalSteps), self.totalSteps)
+
+    def grad(self) -> GradStats | None:
+        """The gradient statistics (``OutOfBounds`` naming the field when not believable)."""
+        if self.gradSqr is None and self.gradVar is None:
+            return None
+        if self.gradSqr is None or self.gradVar is None:
+            raise OutOfBounds(
+                "gradSqr and gradVar: give both (the gradient's statistics) or neither"
+            )
+        return grad_stats({"sqr": self.gradSqr, "var": self.gradVar}, "grad")
 
 
 def _json(body: Any, status: int, headers: dict[str, str] | None = None) -> Response:
@@ -81,7 +96,7 @@ def _error(status: int, message: str, retry_after: int | None = None) -> Respons
 _SHAPES = {
     "/monitor": '{"pod": <name>, "value": <number>}',
     "/throughput": '{"pod": <name>, "stepsPerSecond": <number>, "batch": <integer>, '
-    '"step": <integer>, "totalSteps": <integer>}',
+    '"step": <integer>, "totalSteps": <integer>, "gradSqr": <number>, "gradVar": <number>}',
 }
 
 
@@ -193,6 +208,12 @@ def create_app(monitor: Monitor) -> Flask:
         if (given.step is None) != (given.totalSteps is None):
             return _error(400, "step and totalSteps: give both (how far the job is) or neither")
         try:
+            grad = given.grad()
+        except OutOfBounds as err:
+            return _error(
+                400, str(err).replace("grad.sqr", "gradSqr").replace("grad.var", "gradVar")
+            )
+        try:
             outcome = monitor.speed(
                 given.pod,
                 given.namespace,
@@ -201,6 +222,7 @@ def create_app(monitor: Monitor) -> Flask:
                 given.progress(),
                 caller,
                 request.remote_addr,
+                grad,
             )
         except ReportError as err:
             return _error(err.status, str(err), err.retry_after)

@@ -28,6 +28,7 @@ from monitor.imbalance import PoolLoads, Verdict, pool_loads
 from monitor.kube import JOB_PLURALS, AlreadyExists, ApiError, Cluster, PodInfo, migration
 from monitor.metrics import MonitorMetrics
 from monitor.throughput import JobWindow, WriterRules, config_of
+from policy.model.batch import GradStats
 from policy.model.bounds import OutOfBounds
 from policy.model.cluster import L_OPERATOR, OPERATOR_NAME
 from policy.model.kinds import kinds_text
@@ -316,6 +317,7 @@ class Monitor:
         progress: Progress | None = None,
         caller: Caller | None = None,
         source_ip: str | None = None,
+        grad: GradStats | None = None,
     ) -> SpeedOutcome:
         """Take one report of a job's global steps per second (with ``caller``: only from
         the reporting pod itself, as ``report``); once a window is due, read the job's
@@ -340,7 +342,7 @@ class Monitor:
                 entry = _Speeds(kind, JobWindow(self._writer), now)
             self._speeds[key] = entry
             entry.last_seen = now
-            entry.window.report(now, steps_per_s, batch, progress)
+            entry.window.report(now, steps_per_s, batch, progress, grad)
             due = entry.window.due(now) and not entry.closing
             entry.closing = entry.closing or due
         result = "taken"

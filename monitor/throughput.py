@@ -33,9 +33,10 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from policy.model.batch import GradStats
 from policy.model.cluster import L_TYPE
 from policy.model.throughput import (
     MAX_READINGS,
@@ -61,6 +62,9 @@ class WriterRules:
     # last write (with a reading's write, at most once a window): a job's rank by the
     # training it has left is then never more than this far off.
     progress_change: float = 0.2
+    # The gradient noise scale is written again once it has moved by this share (it grows
+    # as a job trains: Pollux's batch grows with it).
+    grad_change: float = 0.25
 
 
 def config_of(pods: Iterable[Mapping[str, Any]]) -> Config | None:
@@ -103,6 +107,7 @@ class JobWindow:
     recent: dict[Config, deque[float]] = field(default_factory=dict)
     batch: int | None = None
     progress: Progress | None = None  # the latest report's
+    grad: GradStats | None = None  # the latest report's gradient statistics
 
     def report(
         self,
@@ -110,14 +115,19 @@ class JobWindow:
         steps_per_s: float,
         batch: int | None = None,
         progress: Progress | None = None,
+        grad: GradStats | None = None,
     ) -> None:
-        """One report of the job's global steps per second (the caller checked the body)."""
+        """One report of the job's global steps per second (the caller checked the body).
+        A job that reports its gradient's statistics (its batch is the pool's to choose)
+        has a reading per batch it trained at."""
         if self.opened_s is None:
             self.opened_s = now
         if batch is not None:
             self.batch = batch
         if progress is not None:
             self.progress = progress
+        if grad is not None:
+            self.grad = grad
         if math.isfinite(steps_per_s) and 0 < steps_per_s <= MAX_STEPS_PER_S:
             self.speeds.append(steps_per_s)
             while len(self.speeds) > self.rules.max_reports:
@@ -130,6 +140,8 @@ class JobWindow:
     def close(self, now: float, config: Config | None) -> History | None:
         """Close the window with the configuration read now: the history to write, or None
         when there is nothing new to say. Opens the next window."""
+        if config is not None and self.grad is not None and self.batch is not None:
+            config = replace(config, batch=self.batch)
         speeds = sorted(self.speeds)
         same = config is not None and config == self.config
         measured = same and self.settled and len(speeds) >= self.rules.min_reports
@@ -150,9 +162,24 @@ class JobWindow:
             abs(mean.steps_per_s - known.steps_per_s) <= self.rules.change * known.steps_per_s
         )
         firmer = known is not None and mean.reports >= 2 * known.reports
-        if close_to and not new_batch and not firmer and not self._progressed():
+        news = new_batch or firmer or self._progressed() or self._grad_moved()
+        if close_to and not news:
             return None
-        return self.written.put(mean).with_batch(self.batch).with_progress(self.progress)
+        history = self.written.put(mean).with_batch(self.batch).with_progress(self.progress)
+        return history.with_grad(self.grad)
+
+    def _grad_moved(self) -> bool:
+        """The gradient noise scale moved by ``grad_change`` since the written one (or the
+        job reported it for the first time)."""
+        now, then = self.grad, self.written.grad
+        if now is None:
+            return False
+        if then is None:
+            return True
+        a, b = now.noise_scale(1), then.noise_scale(1)
+        if not (math.isfinite(a) and math.isfinite(b)):
+            return a != b
+        return abs(a - b) > self.rules.grad_change * max(b, 1e-12)
 
     def _progressed(self) -> bool:
         """The steps left fell by ``progress_change`` since the written progress (or the

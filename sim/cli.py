@@ -240,6 +240,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "reports and writes; the allocation rule of the dragonet policies uses it",
     )
     s.add_argument(
+        "--adaptive-batch",
+        action="store_true",
+        help="with a Pollux workload --trace: every job declares the batch sizes it can take "
+        "(dragonet.io/batch-size, the artifact's bounds per application) and trains at the "
+        "batch the pool chooses, with Pollux's statistical efficiency; implies "
+        "--report-throughput (the pool chooses from the jobs' reports)",
+    )
+    s.add_argument(
         "--json",
         action="store_true",
         help="print one JSON summary line per policy, with a record per job (job_records)",
@@ -380,6 +388,7 @@ def _scenario(args: argparse.Namespace) -> Scenario:
             load=args.load,
             nodes_path=args.nodes,
             mx_share=args.mx_share,
+            adaptive=args.adaptive_batch,
         )
     inputs = args.inputs or [str(DEFAULT_SCENARIO)]
     if len(inputs) == 1 and not args.nodes:
@@ -625,7 +634,9 @@ def run(args: argparse.Namespace) -> int:
                 max_time_s=args.horizon * DAY,
                 kubeshare=kubeshare,
                 monitor=monitor_config(policy) if args.monitor else None,
-                throughput=ThroughputConfig() if args.report_throughput else None,
+                throughput=ThroughputConfig()
+                if args.report_throughput or args.adaptive_batch
+                else None,
             )
             if args.mc_cost_free:
                 config = config.cost_free()

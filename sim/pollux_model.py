@@ -314,3 +314,88 @@ def isolated_gpu_hours(app: str, batch_size: int, replicas: int) -> float:
         * model.iteration_time(place, batch_size)
         * (replicas / 3600.0)
     )
+
+
+def declared_range(app: str) -> tuple[int, int]:
+    """The batch sizes a job of ``app`` declares under ``--adaptive-batch``: the artifact's
+    bounds (``Application.init_batch_size`` .. ``max_batch_size``), but ncf, which Pollux's
+    simulator runs at 32,768 whatever it is given (simulator.py ``Cluster.__init__``, lines
+    190-192: ``job.target_batch_size = 32768``)."""
+    if app == "ncf":
+        return (32768, 32768)
+    model = application(app)
+    return (model.init_batch_size, model.max_batch_size)
+
+
+def max_replicas(app: str) -> int:
+    """Pollux's bound on a job's replicas (simulator.py ``get_pollux_job_info``, lines
+    328-333): 64, and no more than its largest batch over its smallest per-GPU batch; ncf 1."""
+    if app == "ncf":
+        return 1
+    model = application(app)
+    return min(64, model.max_batch_size // model.min_local_bsz)
+
+
+@dataclass(frozen=True)
+class AdaptiveProfile(PolluxProfile):
+    """A job of one application that trains at the batch its pods were given
+    (``DRAGONET_BATCH_SIZE_PER_REPLICA``), as Pollux's simulator trains a job whose batch
+    Pollux chooses (``Job.step``, simulator.py lines 110-156): its progress is counted in
+    Pollux's units (``Application.progress``; the job is done at ``progress(max_epochs)``),
+    and a step of global batch ``B`` on a placement takes ``iteration_time`` and is worth
+    ``gain(B, epoch)`` of progress, the epoch read from the progress made. The global batch
+    is what its running workers were given, added up (each started with its share)."""
+
+    adaptive: bool = True
+
+    def total(self) -> float:
+        model = application(self.name)
+        return model.progress(model.max_epochs)
+
+    def epoch(self, progress: float) -> int:
+        model = application(self.name)
+        p = progress * (1 + 1e-12) + 1e-9  # reached (floating point)
+        e = 0
+        while e < model.max_epochs - 1 and model.progress(e + 1) <= p:
+            e += 1
+        return e
+
+    def next_change(self, progress: float) -> float | None:
+        """The progress at which the epoch (so the gain) changes next."""
+        model = application(self.name)
+        e = self.epoch(progress)
+        return model.progress(e + 1) if e + 1 < model.max_epochs else None
+
+    def global_batch(self, shares: Sequence[int | None]) -> int:
+        model = application(self.name)
+        lo, hi = declared_range(self.name)
+        given = sum(s for s in shares if s) or lo
+        return max(model.init_batch_size, min(max(given, lo), hi, model.max_batch_size))
+
+    def adaptive_rate(
+        self, placement: Sequence[int], shares: Sequence[int | None], progress: float
+    ) -> tuple[float, float, int]:
+        """(progress per second, steps per second, the global batch) of workers placed
+        ``placement`` (GPUs per node), given the per-replica batches ``shares``."""
+        if not any(placement):
+            return 0.0, 0.0, 0
+        batch = self.global_batch(shares)
+        seconds = _iteration_time(self.name, canonical(placement), batch)
+        gain = application(self.name).gain(batch, self.epoch(progress))
+        return gain / seconds, 1.0 / seconds, batch
+
+    def grad_stats(self, batch: int, progress: float) -> tuple[float, float]:
+        """(grad_sqr, grad_var) a job at ``batch`` measures now: what Pollux's simulator
+        hands its agent (``get_grad_stats``, simulator.py line 123), the variance at the
+        smallest batch the job declares (ncf's 32,768: the artifact's, at its 256, divided
+        by 128, as a mean over 128 times the examples)."""
+        model = application(self.name)
+        clamped = min(max(batch, model.init_batch_size), model.max_batch_size)
+        sqr, var = model._grad_stats(clamped, self.epoch(progress))
+        return sqr, var * model.init_batch_size / declared_range(self.name)[0]
+
+
+@cache
+def adaptive_profile(app: str) -> AdaptiveProfile:
+    lo, _ = declared_range(app)
+    return AdaptiveProfile(name=app, step_time_s=1.0, batch_size=lo)

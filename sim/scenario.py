@@ -168,24 +168,30 @@ def from_trace(
     load: float = 1.0,
     nodes_path: str | Path | None = None,
     mx_share: float = 0.0,
+    adaptive: bool = False,
 ) -> Scenario:
     """A Philly CSV (``timestamp,duration,num_gpus,...``) or a Pollux workload CSV;
-    ``mx_share`` of its jobs (every 1/share-th, deterministically) replayed as MXJobs."""
+    ``mx_share`` of its jobs (every 1/share-th, deterministically) replayed as MXJobs;
+    ``adaptive``: a Pollux workload's jobs declare the batch sizes they can take."""
     path = Path(path)
     nodes = tuple(load_nodes(nodes_path)) if nodes_path else gpu_cluster()
     gpus = sum(int(n["status"]["allocatable"].get("nvidia.com/gpu", 0)) for n in nodes)
     header = read_text(path).split("\n", 1)[0]
+    if adaptive and not header.startswith("name,time,"):
+        raise ScenarioError(f"{path}: --adaptive-batch needs a Pollux workload (name,time,...)")
     if header.startswith("timestamp,"):
         specs = load_philly(path, jobs=jobs, start=start, load=load, max_gpus=gpus)
         name = f"{path.stem}[{start}:{start + jobs}]"
     elif header.startswith("name,time,"):
-        specs = load_pollux(path, jobs=jobs, start=start, load=load)
+        specs = load_pollux(path, jobs=jobs, start=start, load=load, adaptive=adaptive)
         whole = start == 0 and len(specs) < jobs  # the file ran out: every job
         name = path.stem if whole else f"{path.stem}[{start}:{start + len(specs)}]"
     else:
         raise ScenarioError(f"{path}: not a Philly or Pollux trace (header {header!r})")
     if load != 1.0:
         name += f" x{load:g} load"
+    if adaptive:
+        name += ", adaptive batch"
     if mx_share:
         specs = mix_mxjobs(specs, mx_share)
         name += f", {mx_share:.0%} MXJobs"

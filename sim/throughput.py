@@ -26,6 +26,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from monitor.throughput import JobWindow, WriterRules, config_of
+from policy.model.batch import GradStats
 from policy.model.throughput import ANNOTATION, Config, Progress
 from sim.apiserver import ApiServer
 from sim.metacontroller import Client
@@ -80,13 +81,19 @@ class Reporters:
                 continue
             window = self.windows.setdefault(key, JobWindow(self.config.rules))
             batch = getattr(t.spec.profile, "batch_size", None)
+            done = self.programs.progress_now(key, now)
             progress = None
             if self.config.progress:
                 total = math.ceil(t.spec.steps)
-                step = min(int(self.programs.progress_now(key, now)), total)
-                progress = Progress(step, total)
-            window.report(now, self._measured(t.rate), batch, progress)
-            self._pending.setdefault(key, []).append(t.rate)
+                progress = Progress(min(int(done), total), total)
+            rate, grad = t.rate, None
+            if getattr(t.spec.profile, "adaptive", False):
+                # Its steps (its progress is Pollux's), its batch, and what Pollux's agent
+                # measures of its gradient.
+                rate, batch = t.steps_rate, t.batch
+                grad = GradStats(*t.spec.profile.grad_stats(batch, done))  # type: ignore[attr-defined]
+            window.report(now, self._measured(rate), batch, progress, grad)
+            self._pending.setdefault(key, []).append(rate)
             self.reports += 1
             if window.due(now):
                 self._close(key, window, now)

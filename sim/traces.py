@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from types import MappingProxyType
 
+from policy.model.batch import ANNOTATION as BATCH_ANNOTATION
 from policy.model.jobs import CHECKPOINT_ANNOTATION
 from sim.profiles import profile
 from sim.spec import JobSpec, TrainingProfile, tfjob_manifest
@@ -173,7 +174,12 @@ def load_philly(
 
 
 def load_pollux(
-    path: PathLike, *, load: float = 1.0, jobs: int | None = None, start: int = 0
+    path: PathLike,
+    *,
+    load: float = 1.0,
+    jobs: int | None = None,
+    start: int = 0,
+    adaptive: bool = False,
 ) -> list[JobSpec]:
     """The jobs of a Pollux workload CSV (``name,time,application,num_replicas,batch_size``):
     ``jobs`` of them (default all) after the first ``start``, in arrival order, as for
@@ -181,7 +187,8 @@ def load_pollux(
 
     Workers = ``num_replicas`` at the fixed global ``batch_size`` (the "TunedJobs" size);
     the job trains as Pollux's model says (``sim.pollux_model``), so its duration alone and
-    packed is what Pollux's simulator gives that row.
+    packed is what Pollux's simulator gives that row. ``adaptive``: every job declares the
+    batch sizes it can take (``adaptive_job``), its row's batch ignored.
     """
     # Pollux's model needs scipy (half a second to import): only a Pollux workload loads it.
     from sim.pollux_model import MAX_EPOCHS, pollux_profile
@@ -215,8 +222,9 @@ def load_pollux(
     if not parsed:
         return []
     t0 = parsed[0][0]
+    make = adaptive_job if adaptive else pollux_job
     return [
-        pollux_job(name, app, replicas=replicas, batch_size=batch, arrival_s=(time - t0) / load)
+        make(name, app, replicas=replicas, batch_size=batch, arrival_s=(time - t0) / load)
         for time, _, name, app, replicas, batch in parsed
     ]
 
@@ -236,6 +244,27 @@ def pollux_job(name: str, app: str, *, replicas: int, batch_size: int, arrival_s
         checkpoint_s=POLLUX_CHECKPOINT_S,
     )
     return replace(job, steps=steps)  # exact, not duration x rate
+
+
+def adaptive_job(
+    name: str, app: str, *, replicas: int, batch_size: int, arrival_s: float
+) -> JobSpec:
+    """A Pollux workload row as a PS TFJob that declares the batch sizes it can take, the
+    artifact's bounds for its application (``dragonet.io/batch-size``,
+    ``sim.pollux_model.declared_range``), and may grow as far as Pollux lets a job
+    (``max_replicas``); it trains at the batch its pods are given, its progress in Pollux's
+    units (``AdaptiveProfile``). Its size, arrival and checkpoints are the row's, as
+    ``pollux_job``'s."""
+    from sim.pollux_model import adaptive_profile, declared_range, max_replicas
+
+    fixed = pollux_job(name, app, replicas=replicas, batch_size=batch_size, arrival_s=arrival_s)
+    manifest = fixed.manifest
+    lo, hi = declared_range(app)
+    manifest["metadata"]["annotations"][BATCH_ANNOTATION] = f"{lo}-{hi}"
+    spec = manifest["spec"]
+    spec["max-instances"] = max(spec["max-instances"], max_replicas(app))
+    prof = adaptive_profile(app)
+    return replace(fixed, manifest=manifest, profile=prof, steps=prof.total())
 
 
 _NOT_LABEL = re.compile(r"[^a-z0-9]+")

@@ -34,6 +34,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from policy.model.batch import BATCH_PER_REPLICA_ENV
 from policy.model.cluster import L_INDEX, L_JOB, L_OPERATOR, L_TYPE, OPERATOR_NAME
 from policy.model.jobs import CHECKPOINT_ANNOTATION, InvalidJob, pod_request
 from policy.model.kinds import BY_KIND, TFJOB
@@ -112,6 +113,8 @@ class Training:
     state_up: bool = False  # its parameter servers hold the model state
     losses: int = 0  # times it fell back to a checkpoint
     lost_gpu_s: float = 0.0  # GPU-seconds of lost progress and restores
+    batch: int = 0  # the global batch it trains at now (a job whose batch the pool chooses)
+    steps_rate: float = 0.0  # its steps per second now (``rate`` is progress, for such a job)
 
     @classmethod
     def of(cls, spec: JobSpec, now: float) -> Training:
@@ -336,6 +339,7 @@ class Programs:
         shares: list[tuple[bool, float]] = []
         cpu = self.cpu() if t.spec.profile.cpu_bound else {}
         next_warm = None
+        shares_given: list[int | None] = []  # each training worker's batch (adaptive jobs)
         if t.spec.profile.restarts_whole:
             members = frozenset((object_key(p), p["metadata"]["uid"]) for p in workers)
             if members != t.members and t.members:
@@ -360,13 +364,19 @@ class Programs:
             else:
                 remote += 1
             shares.append((near, cpu[key].speed if key in cpu and not _gpus(p) else 1.0))
+            shares_given.append(_batch_share(p))
             per_node[p["spec"]["nodeName"]] = per_node.get(p["spec"]["nodeName"], 0) + 1
         state_up = bool(t.ps) and ps_up >= t.ps
         if t.state_up and not state_up and t.progress > 0:
             t.lose_state()
         t.state_up = state_up
+        adaptive = getattr(t.spec.profile, "adaptive", False)
         if not ready:
             t.rate = 0.0
+        elif adaptive:
+            t.rate, t.steps_rate, t.batch = t.spec.profile.adaptive_rate(  # type: ignore[attr-defined]
+                list(per_node.values()), shares_given, t.progress
+            )
         elif t.spec.profile.cpu_bound:
             t.rate = t.spec.profile.rate_of(shares, max(t.ps, 1))
         else:
@@ -390,7 +400,11 @@ class Programs:
         t.token += 1
         token = t.token
         if t.rate > 0:
-            left = max(t.spec.steps - t.progress, 0.0) / t.rate
+            until = t.spec.steps
+            if adaptive:  # its speed changes with the epoch: updated then
+                change = t.spec.profile.next_change(t.progress)  # type: ignore[attr-defined]
+                until = min(until, change) if change is not None else until
+            left = max(until - t.progress, 0.0) / t.rate
             self.schedule(left, lambda: self._maybe_finish(job, token))
         if next_warm is not None:
             self.schedule(next_warm - now, lambda: self._rewarm(job, token))
@@ -463,6 +477,18 @@ class Programs:
         if self._blocked is None:
             self._blocked = Resources.total(self.jobs[k].held for k in self._holding)
         return self._blocked
+
+
+def _batch_share(pod: Obj) -> int | None:
+    """The per-replica batch a worker was started with (its environment), if any."""
+    for c in pod["spec"].get("containers") or ():
+        for e in c.get("env") or ():
+            if e.get("name") == BATCH_PER_REPLICA_ENV:
+                try:
+                    return int(e.get("value", ""))
+                except ValueError:
+                    return None
+    return None
 
 
 def _gpus(pod: Obj) -> int:

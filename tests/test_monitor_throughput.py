@@ -11,6 +11,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from monitor.app import create_app
+from policy.model.bounds import OutOfBounds
 from policy.model.throughput import ANNOTATION, Config, parse
 from tests.monitorkit import FakeCluster, bearer, make_monitor, pod
 
@@ -121,6 +122,12 @@ def test_an_unbelievable_history_is_replaced_by_what_is_measured() -> None:
         ({"pod": "job1-worker-0", "stepsPerSecond": 1, "totalSteps": 5}, "give both"),
         ({"pod": "job1-worker-0", "stepsPerSecond": 1, "step": -1, "totalSteps": 5}, "step"),
         ({"pod": "job1-worker-0", "stepsPerSecond": 1, "step": 1, "totalSteps": 0}, "totalSteps"),
+        ({"pod": "job1-worker-0", "stepsPerSecond": 1, "gradSqr": 1.0}, "give both"),
+        ({"pod": "job1-worker-0", "stepsPerSecond": 1, "gradVar": 1.0}, "give both"),
+        ({"pod": "job1-worker-0", "stepsPerSecond": 1, "gradSqr": 0, "gradVar": 1}, "gradSqr"),
+        ({"pod": "job1-worker-0", "stepsPerSecond": 1, "gradSqr": 1, "gradVar": -1}, "gradVar"),
+        ({"pod": "job1-worker-0", "stepsPerSecond": 1, "gradSqr": 1e31, "gradVar": 1}, "gradSqr"),
+        ({"pod": "job1-worker-0", "stepsPerSecond": 1, "gradSqr": "1", "gradVar": 1}, "gradSqr"),
     ],
 )
 def test_a_report_that_cannot_be_believed_is_refused_naming_the_field(body, says) -> None:
@@ -159,3 +166,38 @@ def test_a_job_whose_writes_fail_keeps_training_and_is_written_later() -> None:
     assert "error" in report_for(client, ticks, 170, 1.0)
     cluster.down = False
     assert "written" in report_for(client, ticks, 200, 1.0)
+
+
+def test_gradient_statistics_reach_the_history_with_a_reading_per_batch() -> None:
+    """A job whose batch the pool chooses reports Pollux's agent's gradient statistics: the
+    history keeps the latest, and a reading for each batch the job trained at (the pool
+    fits how its speed depends on the batch)."""
+    client, cluster, ticks = _setup("node-1", "node-1")
+    for batch, speed in ((128, 2.0), (512, 1.0)):
+        for _ in range(30):  # 5 minutes at each batch
+            ticks.advance(10)
+            body = {"pod": "job1-worker-0", "stepsPerSecond": speed, "batch": batch,
+                    "gradSqr": 0.5, "gradVar": 2.0}  # fmt: skip
+            assert post(client, body).status_code == 200
+    history = parse(cluster.jobs[JOB]["metadata"]["annotations"][ANNOTATION])
+    assert history.grad is not None and (history.grad.sqr, history.grad.var) == (0.5, 2.0)
+    speeds = {r.config.batch: r.steps_per_s for r in history.readings}
+    assert speeds == {128: pytest.approx(2.0), 512: pytest.approx(1.0)}
+    assert {r.config.workers for r in history.readings} == {2}
+
+
+@pytest.mark.parametrize(
+    ("grad", "says"),
+    [
+        ('{"sqr": 1}', "grad: sqr and var are required"),
+        ('{"sqr": 0, "var": 1}', "grad.sqr"),
+        ('{"sqr": 1, "var": -0.5}', "grad.var"),
+        ('{"sqr": 1, "var": 1, "norm": 2}', "unknown field 'norm'"),
+        ("[1, 2]", "grad must be an object"),
+    ],
+)
+def test_an_annotation_with_unbelievable_gradient_statistics_is_refused(grad, says) -> None:
+    raw = '{"version":1,"readings":[{"workers":1,"ps":1,"stepsPerSecond":1}],"grad":' + grad + "}"
+    with pytest.raises(OutOfBounds, match=r"dragonet\.io/throughput") as err:
+        parse(raw)
+    assert says in str(err.value)

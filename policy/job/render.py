@@ -13,9 +13,11 @@ from typing import Any
 import orjson
 
 from policy.job.podgroup import decorate
-from policy.model.admission import GENERATION_ANNOTATION, Gang, Placement
+from policy.model.admission import GENERATION_ANNOTATION, BatchSize, Gang, Placement
+from policy.model.batch import BATCH_ENV, BATCH_PER_REPLICA_ENV
 from policy.model.cluster import HOSTNAME, L_INDEX, L_JOB, L_OPERATOR, L_ROLE, L_TYPE, OPERATOR_NAME
 from policy.model.jobs import WORKER, Job, child_name
+from policy.model.kinds.pods import append_env
 from policy.model.migration import MOVE_ANNOTATION, move_of
 from policy.model.pool import Binding
 
@@ -77,6 +79,7 @@ def render_pod(
     admission_generation: int = 0,
     gang: Gang | None = None,
     grace_seconds: int | None = None,
+    batch: BatchSize | None = None,
 ) -> dict[str, Any]:
     """The pod of ``placement``'s slot on its node. Its ``pod`` name, when set, may be a
     moved worker's replacement (``...-m<n>``, policy.model.migration); it keeps the replica
@@ -114,6 +117,8 @@ def render_pod(
     if not any(p.get("name") == job.kind.port_name for p in ports):
         ports.append({"name": job.kind.port_name, "containerPort": job.kind.default_port})
     job.kind.configure_pod(spec, job, rtype, index, domain)
+    if batch is not None:  # the batch the pool chose, read by the program at start
+        append_env({"containers": [main]}, batch_env(batch))
     if node is None or hostname is None:
         pass  # placed by the kube-scheduler (the kube-default baseline)
     elif gang is not None:
@@ -126,6 +131,14 @@ def render_pod(
     if gang is not None:
         decorate(pod, job, rtype, gang)
     return pod
+
+
+def batch_env(batch: BatchSize) -> list[dict[str, str]]:
+    """The global batch the pool chose and each worker's share (docs/speedup.md)."""
+    return [
+        {"name": BATCH_ENV, "value": str(batch.size)},
+        {"name": BATCH_PER_REPLICA_ENV, "value": str(batch.per_replica)},
+    ]
 
 
 def render_service(job: Job, rtype: str, index: int) -> dict[str, Any]:

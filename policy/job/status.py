@@ -182,6 +182,8 @@ def scheduling(v: JobSyncView, nodes: list[str]) -> dict[str, Any]:
         scale = LastScale.from_json((job.status.get("scheduling") or {}).get(LAST_SCALE))
     if scale is not None:
         section[LAST_SCALE] = scale.to_json()
+    if v.admission is not None and v.admission.batch is not None:  # the pool chose it
+        section["batch"] = v.admission.batch.model_dump(by_alias=True)
     moves = _moves(v)
     if moves:  # migration: counts and last moves
         section["moves"] = moves

@@ -24,7 +24,7 @@ from policy.job.tensorboard import DEPLOYMENTS, board, name_of
 from policy.job.view import FINISHED, SUSPENDED, JobSyncView
 from policy.memo import Encoded, Memo, content_key
 from policy.model import conditions as cond
-from policy.model.admission import ADMITTED, QUEUED, Admission, Gang, Placement
+from policy.model.admission import ADMITTED, QUEUED, Admission, BatchSize, Gang, Placement
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.cluster import Pod
 from policy.model.gpushare import SHAREPODS
@@ -290,6 +290,7 @@ class PodTerms:
     gang: Gang | None = None
     grace_seconds: int | None = None
     kubeshare: str = ""
+    batch: BatchSize | None = None  # the batch the pool chose (a job that declares a range)
 
 
 def _pod_terms(admission: Admission | None, config: JobConfig) -> PodTerms:
@@ -302,6 +303,7 @@ def _pod_terms(admission: Admission | None, config: JobConfig) -> PodTerms:
         admission.gang,
         admission.grace_seconds,
         admission.kubeshare,
+        admission.batch,
     )
 
 
@@ -338,6 +340,7 @@ def _render(job: Job, placement: Placement, terms: PodTerms) -> dict[str, Any]:
         terms.generation,
         gang=terms.gang,
         grace_seconds=terms.grace_seconds,
+        batch=terms.batch,
     )
     share = job.replicas[placement.type].gpu_share
     if terms.kubeshare == "v1" and share is not None:
@@ -370,9 +373,11 @@ def _desired(v: JobSyncView) -> Desired:
     if v.phase == FINISHED:
         return {p.name: _at(s, p.name, p.node, p.node) for s, p in _finished_kept(v).items()}
     held = _held_stuck(v)
-    omitted = {p.name for p in v.assessment.restarts} | {
-        p.name for p in v.pods if p.stuck and p.name not in held
-    }
+    omitted = (
+        {p.name for p in v.assessment.restarts}
+        | {p.name for p in v.pods if p.stuck and p.name not in held}
+        | _batch_changed(v)
+    )
     existing = {
         p.name: (slot, p)
         for p in v.pods
@@ -402,6 +407,29 @@ def _desired(v: JobSyncView) -> Desired:
             if s == slot and n != name:
                 out[n] = _at(slot, n, old.node, old.node)  # runs until its replacement does
     return out
+
+
+# The replicas that train (and so read the batch): a parameter server or scheduler holds
+# no batch, and keeps running while the workers take a new one.
+_TRAINING_ROLES = frozenset({"worker", "chief", "master"})
+
+
+def _batch_changed(v: JobSyncView) -> frozenset[str]:
+    """The training pods of a declaring job started with another share of the batch than
+    its Admission now gives (``policy.pool.batch``): they restart to read the new one (the
+    pod goes now; the next sync creates it again, as after a failure)."""
+    admission = v.admission
+    if v.phase != ADMITTED or admission is None or v.stale or admission.batch is None:
+        return frozenset()
+    share = admission.batch.per_replica
+    return frozenset(
+        p.name
+        for p in v.pods
+        if p.live
+        and p.batch_share is not None
+        and p.batch_share != share
+        and p.replica_type in _TRAINING_ROLES
+    )
 
 
 def _held_stuck(v: JobSyncView) -> frozenset[str]:

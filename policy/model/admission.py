@@ -31,6 +31,7 @@ from pydantic import (
     field_serializer,
 )
 
+from policy.model.batch import MAX_BATCH
 from policy.model.bounds import MAX_QUEUE, MAX_REPLICAS, Events, GpuSeconds, WholeSeconds
 from policy.model.migration import MigrationAnswer, Moves
 from policy.model.pool import ADMISSION_KIND, GROUP, VERSION, Binding, admission_name
@@ -142,6 +143,15 @@ class LastScale(_Model):
             return cls.model_validate(raw)
         except ValidationError:
             return None
+
+
+class BatchSize(_Model):
+    """The global batch the pool chose for a job that declares the batch sizes it can take
+    (``policy.model.batch``), and each worker's share: what its pods read at start
+    (``DRAGONET_BATCH_SIZE``, ``DRAGONET_BATCH_SIZE_PER_REPLICA``)."""
+
+    size: int = Field(ge=1, le=MAX_BATCH)
+    per_replica: int = Field(alias="perReplica", ge=1, le=MAX_BATCH)
 
 
 class Gang(_Model):
@@ -348,6 +358,9 @@ class Admission(_Model):
     refused: tuple[Refusal, ...] = ()
     # Queued in a planned queue: its place there (positions, the queue's length).
     queue: QueuePlace | None = None
+    # The batch chosen for a job that declares a range (dragonet.io/batch-size); None: it
+    # keeps its own.
+    batch: BatchSize | None = None
     namespace: str = Field(default="", exclude=True)
     generation: int = Field(default=0, exclude=True)  # 0 for one not written yet
 

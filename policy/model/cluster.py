@@ -16,6 +16,7 @@ from typing import Any
 
 from policy.memo import NO_MEMO, Memo
 from policy.model.admission import GENERATION_ANNOTATION
+from policy.model.batch import BATCH_PER_REPLICA_ENV
 from policy.model.gpushare import (
     GPU,
     V1_REQUEST,
@@ -144,6 +145,9 @@ class Pod:
     preferred: bool = False
     # What it may use (limits; a request where no limit is set): migration's load score.
     limits: Resources = field(default_factory=lambda: Resources({}))
+    # Its main container's share of a declaring job's batch, as it read it at start
+    # (``DRAGONET_BATCH_SIZE_PER_REPLICA``, policy.model.batch); None: it was given none.
+    batch_share: int | None = None
 
     # Derived once (read many times per cycle):
     occupies: bool = field(init=False, compare=False, repr=False)  # holds its node's room
@@ -251,6 +255,7 @@ class Pod:
             preferred=node is not None and not bound_to and not required,
             admission_generation=_generation(meta.get("annotations")),
             limits=limits,
+            batch_share=_batch_share(spec, container),
         )
 
     @classmethod
@@ -361,6 +366,17 @@ def _text(value: Any) -> str | None:
 def _generation(annotations: Any) -> int | None:
     raw = annotations.get(GENERATION_ANNOTATION) if isinstance(annotations, Mapping) else None
     return int(raw) if isinstance(raw, str) and raw.isdigit() else None
+
+
+def _batch_share(spec: Mapping[str, Any], container: str) -> int | None:
+    """The per-replica batch in the main container's environment, if a whole number."""
+    for c in spec.get("containers") or ():
+        if isinstance(c, Mapping) and c.get("name") == container:
+            for e in c.get("env") or ():
+                if isinstance(e, Mapping) and e.get("name") == BATCH_PER_REPLICA_ENV:
+                    raw = e.get("value")
+                    return int(raw) if isinstance(raw, str) and raw.isdigit() else None
+    return None
 
 
 def _unschedulable(status: Mapping[str, Any]) -> bool:

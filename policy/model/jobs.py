@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError,
 from policy.memo import Memo
 from policy.model import conditions as cond
 from policy.model.apischema import check_template, writable_status
+from policy.model.batch import BatchRange, declared
 from policy.model.bounds import (
     MAX_DEADLINE_SECONDS,
     MAX_INT32,
@@ -310,6 +311,10 @@ class Job:
     tensorboard_request: Resources | None = None
     # The kind's own spec fields (``JobKind.extension``), e.g. a PyTorchJob's elasticPolicy.
     extension: KindSpec = field(default_factory=KindSpec, compare=False)
+    # The global batch sizes it can train at (annotation ``dragonet.io/batch-size``): the
+    # pool chooses one for each size it gives the job (policy.model.batch). None: the job
+    # keeps its own batch, as before.
+    batch_range: BatchRange | None = None
 
     @cached_property
     def key(self) -> str:
@@ -353,6 +358,7 @@ class Job:
             self.deleting,
             self.checkpoint_interval,
             self.annotations.get(THROUGHPUT),  # the allocation rule reads it
+            self.batch_range,  # and chooses a batch for a job that declares one
         )
         return HashedTuple((identity, self.spec_content, conds, memory, self.tensorboard))
 
@@ -689,6 +695,10 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind) -> Job:
             f"digits and '-', starting with a letter)"
         )
     checkpoint = checkpoint_interval(meta.annotations)
+    try:
+        batch_range = declared(meta.annotations)
+    except OutOfBounds as err:
+        raise InvalidJob(str(err)) from None
     raw_spec = obj.get("spec")
     if not isinstance(raw_spec, dict):
         raise InvalidJob("spec is missing")
@@ -825,6 +835,7 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind) -> Job:
         tensorboard=tensorboard,
         tensorboard_request=tb_request,
         extension=extension,
+        batch_range=batch_range,
     )
 
 

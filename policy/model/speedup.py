@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 
+from policy.model.batch import BatchRange, Choice, GradStats, efficiency, gain, optimize
 from policy.model.bounds import OutOfBounds
 from policy.model.jobs import Job
 from policy.model.nnls import nnls
@@ -50,17 +51,21 @@ Cached = Callable[[Hashable, Callable[[], "Speedup"]], "Speedup"]
 OUTLIER = 0.3  # a reading this far off (relative), and 4x the median residual, is dropped
 
 
-def features(c: Config) -> tuple[float, ...]:
+def features(c: Config, ref: int = 0) -> tuple[float, ...]:
+    """The terms' factors at ``c``. For a job whose batch the pool chooses, compute grows
+    with each worker's share of the batch: ``(batch / ref) / w``, ``ref`` the history's
+    reference batch (0, or a reading without a batch: the reference itself)."""
     w, p = c.workers, max(c.ps, 1)
-    return (1.0 / w, 1.0, float(w), 1.0 if c.spread else 0.0, c.remote / p, w / p, float(c.ps))
+    share = (c.batch / ref if c.batch and ref else 1.0) / w
+    return (share, 1.0, float(w), 1.0 if c.spread else 0.0, c.remote / p, w / p, float(c.ps))
 
 
 def grown(c: Config, remote: bool = False) -> Config:
     """``c`` with one more worker: on a node with a parameter server, or (``remote``) on a
     node of its own."""
     if remote:
-        return Config(c.workers + 1, c.ps, c.remote + 1, c.nodes + 1)
-    return Config(c.workers + 1, c.ps, c.remote, c.nodes)
+        return replace(c, workers=c.workers + 1, remote=c.remote + 1, nodes=c.nodes + 1)
+    return replace(c, workers=c.workers + 1)
 
 
 @dataclass(frozen=True)
@@ -76,11 +81,35 @@ class Speedup:
     # Worker-seconds of training left, by the job's last progress report (None: it never
     # said how far it is): what orders jobs shortest-remaining first.
     left_worker_s: float | None = None
+    # A job whose batch the pool chooses: the batch the compute term is relative to (0:
+    # its readings carry none), and its gradient's statistics as last reported.
+    ref_batch: int = 0
+    grad: GradStats | None = None
 
     def throughput(self, c: Config) -> float:
         """Predicted global steps per second (relative units for the prior)."""
-        t = sum(a * b for a, b in zip(self.theta, features(c), strict=True))
+        t = sum(a * b for a, b in zip(self.theta, features(c, self.ref_batch), strict=True))
         return 1.0 / t if t > 0 else 0.0
+
+    def best_batch(self, c: Config, declared: BatchRange) -> Choice:
+        """The global batch of the best goodput at ``c`` (``policy.model.batch.optimize``,
+        Pollux's ``GoodputFunction.optimize``), and that goodput (examples per second
+        times statistical efficiency; relative units for the prior)."""
+        return optimize(
+            lambda b: self.throughput(replace(c, batch=b)) * b, c.workers, declared, self.grad
+        )
+
+    def goodput(self, c: Config, size: int, declared: BatchRange) -> float:
+        """Goodput at ``c`` training at the global batch ``size`` (examples per second
+        times statistical efficiency; the speed alone without gradient statistics)."""
+        speed = self.throughput(replace(c, batch=size)) * size
+        return speed if self.grad is None else speed * efficiency(self.grad, declared.minimum, size)
+
+    def goodput_gain(self, before: Config, after: Config, declared: BatchRange) -> float | None:
+        """How much more goodput ``after`` gives than ``before``, each at its best batch,
+        relatively; None when ``before`` has none."""
+        here = self.best_batch(before, declared).goodput
+        return self.best_batch(after, declared).goodput / here - 1.0 if here > 0 else None
 
     def speedup(self, c: Config) -> float:
         """Throughput at ``c`` over one worker's next to its parameter servers: comparable
@@ -98,42 +127,60 @@ class Speedup:
 PRIOR = Speedup(theta=(1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0), informed=False)
 
 
-def estimate(history: History | None) -> Speedup:
-    """The job's model from its readings; ``PRIOR`` without any."""
+def estimate(history: History | None, init_batch: int | None = None) -> Speedup:
+    """The job's model from its readings; ``PRIOR`` without any. ``init_batch``: the
+    smallest batch of a job whose batch the pool chooses (its progress is counted in steps
+    of that batch)."""
     if history is None or not history.readings:
         return PRIOR
     kept = list(history.readings)
+    batches = sorted({r.config.batch for r in kept if r.config.batch})
+    ref = batches[0] if batches else 0
     dropped: list[Config] = []
-    if len(kept) > len(_identifiable([r.config for r in kept])) + 1:
+    if len(kept) > len(_identifiable([r.config for r in kept], ref)) + 1:
         # Each reading as the others predict it: one far off them is left out (once).
-        apart = [_held_out_error(kept, i) for i in range(len(kept))]
+        apart = [_held_out_error(kept, i, ref) for i in range(len(kept))]
         worst = max(range(len(kept)), key=lambda i: apart[i])
         typical = sorted(apart)[len(apart) // 2]
         if apart[worst] > OUTLIER and apart[worst] > 4 * max(typical, 0.01):
             dropped = [kept[worst].config]
             del kept[worst]
-    theta, error = _fit(kept)
+    theta, error = _fit(kept, ref)
+    if ref and len({r.config.batch / r.config.workers for r in kept if r.config.batch}) == 1:
+        # One per-worker batch measured: half its compute counts as a fixed cost per step,
+        # which makes a larger batch look cheaper per example (Pollux's prior:
+        # goodput.py fit_perf_params, lines 173-180, alpha_c fixed at half the time).
+        share = next(r.config.batch / r.config.workers for r in kept if r.config.batch) / ref
+        half = theta[0] / 2
+        theta[0], theta[1] = half, theta[1] + half * share
+    left = history.left_worker_s()
+    last = history.readings[-1]
+    if left is not None and history.grad is not None and init_batch and last.config.batch:
+        # Its progress counts steps of its smallest batch; a step of its batch is worth more.
+        left /= gain(history.grad, init_batch, last.config.batch)
     return Speedup(
         theta=tuple(theta),
         seen=tuple(sorted(r.config for r in kept)),
         reports=sum(r.reports for r in kept),
         error=error,
         dropped=tuple(dropped),
-        left_worker_s=history.left_worker_s(),
+        left_worker_s=left,
+        ref_batch=ref,
+        grad=history.grad,
     )
 
 
-def _held_out_error(readings: Sequence[Reading], i: int) -> float:
+def _held_out_error(readings: Sequence[Reading], i: int, ref: int = 0) -> float:
     """How far reading ``i`` is (relative) from what the others predict for it."""
-    theta, _ = _fit([r for j, r in enumerate(readings) if j != i])
-    t = sum(a * b for a, b in zip(theta, features(readings[i].config), strict=True))
+    theta, _ = _fit([r for j, r in enumerate(readings) if j != i], ref)
+    t = sum(a * b for a, b in zip(theta, features(readings[i].config, ref), strict=True))
     y = 1.0 / readings[i].steps_per_s
     return abs(t - y) / y
 
 
-def _identifiable(configs: Sequence[Config]) -> list[int]:
+def _identifiable(configs: Sequence[Config], ref: int = 0) -> list[int]:
     """The terms, in FIT_ORDER, that the distinct configurations can tell apart."""
-    rows = [features(c) for c in sorted(set(configs))]
+    rows = [features(c, ref) for c in sorted(set(configs))]
     basis: list[list[float]] = []
     chosen: list[int] = []
     for j in FIT_ORDER:
@@ -151,14 +198,14 @@ def _identifiable(configs: Sequence[Config]) -> list[int]:
     return chosen
 
 
-def _fit(readings: Sequence[Reading]) -> tuple[list[float], float]:
+def _fit(readings: Sequence[Reading], ref: int = 0) -> tuple[list[float], float]:
     """θ (by TERMS) and the weighted relative RMS residual."""
-    terms = _identifiable([r.config for r in readings])
+    terms = _identifiable([r.config for r in readings], ref)
     rows, target = [], []
     for r in readings:
         y = 1.0 / r.steps_per_s  # seconds per step
         scale = math.sqrt(r.reports) / y  # relative error, weighted by minutes of reports
-        x = features(r.config)
+        x = features(r.config, ref)
         rows.append([x[j] * scale for j in terms])
         target.append(y * scale)
     solved = nnls(rows, target)
@@ -168,7 +215,7 @@ def _fit(readings: Sequence[Reading]) -> tuple[list[float], float]:
     total = weight = 0.0
     for r in readings:
         y = 1.0 / r.steps_per_s
-        t = sum(a * b for a, b in zip(theta, features(r.config), strict=True))
+        t = sum(a * b for a, b in zip(theta, features(r.config, ref), strict=True))
         e = abs(t - y) / y
         total += r.reports * e * e
         weight += r.reports
@@ -184,12 +231,13 @@ def of_jobs(jobs: Iterable[Job], cached: Cached, problems: list[str]) -> dict[st
         raw = job.annotations.get(ANNOTATION)
         if raw is None:
             continue
+        init = job.batch_range.minimum if job.batch_range is not None else None
         try:
-            out[job.key] = cached(("speedup", raw), partial(_from_text, raw))
+            out[job.key] = cached(("speedup", raw, init), partial(_from_text, raw, init))
         except OutOfBounds as err:
             problems.append(f"{job.kind.kind} {job.key}: its throughput is left out: {err}")
     return out
 
 
-def _from_text(raw: str) -> Speedup:
-    return estimate(parse(raw))
+def _from_text(raw: str, init_batch: int | None = None) -> Speedup:
+    return estimate(parse(raw), init_batch)

@@ -27,6 +27,7 @@ from typing import Any
 
 import orjson
 
+from policy.model.batch import GradStats
 from policy.model.bounds import MAX_REPLICAS, OutOfBounds, number, whole
 
 ANNOTATION = "dragonet.io/throughput"
@@ -39,6 +40,7 @@ MAX_STEPS = 10**12  # a step count no training loop reaches
 # A configuration's speed is the mean of its last ``MAX_WEIGHT`` minutes at most: a job
 # whose speed drifts (a noisy neighbour left) is believed again within that many minutes.
 MAX_WEIGHT = 8
+MAX_GRAD = 1e30  # a gradient statistic beyond this is no measurement
 
 
 @dataclass(frozen=True, order=True)
@@ -49,6 +51,9 @@ class Config:
     ps: int
     remote: int = 0  # workers on a node without a parameter server
     nodes: int = 1  # nodes its workers are on
+    # The global batch it trained at, for a job whose batch the pool chooses (its reports
+    # carry gradient statistics: a reading per batch); 0: the job's one batch.
+    batch: int = 0
 
     @property
     def spread(self) -> bool:
@@ -94,6 +99,9 @@ class History:
     readings: tuple[Reading, ...] = ()
     batch: int | None = None  # the job's global batch, if it said (examples = steps x batch)
     progress: Progress | None = None  # how far it was when the history was last written
+    # The gradient's statistics as last reported (Pollux's agent's grad_sqr, grad_var): what
+    # the pool chooses a batch from (policy.model.batch).
+    grad: GradStats | None = None
 
     def left_worker_s(self) -> float | None:
         """Worker-seconds of training left at the speed of the latest configuration (its
@@ -134,6 +142,9 @@ class History:
     def with_progress(self, progress: Progress | None) -> History:
         return replace(self, progress=progress if progress is not None else self.progress)
 
+    def with_grad(self, grad: GradStats | None) -> History:
+        return replace(self, grad=grad if grad is not None else self.grad)
+
     def text(self) -> str:
         """The annotation's value (compact JSON, stable key order)."""
         body: dict[str, Any] = {"version": VERSION}
@@ -145,6 +156,7 @@ class History:
                 "ps": r.config.ps,
                 "remote": r.config.remote,
                 "nodes": r.config.nodes,
+                **({"batch": r.config.batch} if r.config.batch else {}),
                 "stepsPerSecond": float(f"{r.steps_per_s:.6g}"),
                 "reports": r.reports,
             }
@@ -152,6 +164,11 @@ class History:
         ]
         if self.progress is not None:
             body["progress"] = {"step": self.progress.step, "totalSteps": self.progress.total}
+        if self.grad is not None:
+            body["grad"] = {
+                "sqr": float(f"{self.grad.sqr:.6g}"),
+                "var": float(f"{self.grad.var:.6g}"),
+            }
         return orjson.dumps(body).decode()
 
 
@@ -176,7 +193,7 @@ def parse(raw: Any) -> History:
         raise OutOfBounds(f"{where} must be a JSON object")
     if body.get("version") != VERSION:
         raise OutOfBounds(f"{where}.version is {body.get('version')!r}; this reads {VERSION}")
-    unknown = set(body) - {"version", "batch", "readings", "progress"}
+    unknown = set(body) - {"version", "batch", "readings", "progress", "grad"}
     if unknown:
         raise OutOfBounds(f"{where}: unknown field {sorted(unknown)[0]!r}")
     batch = None
@@ -193,7 +210,15 @@ def parse(raw: Any) -> History:
         at = f"{where}.readings[{i}]"
         if not isinstance(item, dict):
             raise OutOfBounds(f"{at} must be an object")
-        extra = set(item) - {"workers", "ps", "remote", "nodes", "stepsPerSecond", "reports"}
+        extra = set(item) - {
+            "workers",
+            "ps",
+            "remote",
+            "nodes",
+            "batch",
+            "stepsPerSecond",
+            "reports",
+        }
         if extra:
             raise OutOfBounds(f"{at}: unknown field {sorted(extra)[0]!r}")
         if "workers" not in item or "stepsPerSecond" not in item:
@@ -203,6 +228,7 @@ def parse(raw: Any) -> History:
             whole(item.get("ps", 0), f"{at}.ps", MAX_REPLICAS),
             whole(item.get("remote", 0), f"{at}.remote", MAX_REPLICAS),
             whole(item.get("nodes", 1), f"{at}.nodes", MAX_REPLICAS),
+            whole(item.get("batch", 0), f"{at}.batch", MAX_BATCH),
         ).checked(at)
         if config in seen:
             raise OutOfBounds(f"{at}: a second reading of the same configuration")
@@ -218,7 +244,37 @@ def parse(raw: Any) -> History:
         if reports < 1 or not math.isfinite(speed):
             raise OutOfBounds(f"{at}.reports is {reports}; give 1 to {MAX_WEIGHT}")
         readings.append(Reading(config, speed, reports))
-    return History(tuple(readings), batch, _progress(body.get("progress"), f"{where}.progress"))
+    return History(
+        tuple(readings),
+        batch,
+        _progress(body.get("progress"), f"{where}.progress"),
+        grad_stats(body.get("grad"), f"{where}.grad"),
+    )
+
+
+def grad_stats(raw: Any, where: str) -> GradStats | None:
+    """``{"sqr", "var"}``: finite, ``sqr`` above 0, ``var`` at least 0, both within
+    ``MAX_GRAD`` (``OutOfBounds`` naming the field)."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise OutOfBounds(f"{where} must be an object with sqr and var")
+    extra = set(raw) - {"sqr", "var"}
+    if extra:
+        raise OutOfBounds(f"{where}: unknown field {sorted(extra)[0]!r}")
+    if "sqr" not in raw or "var" not in raw:
+        raise OutOfBounds(f"{where}: sqr and var are required")
+    sqr = number(
+        raw["sqr"], f"{where}.sqr", what="the gradient's squared norm", most=MAX_GRAD,
+        example="0.02",
+    )  # fmt: skip
+    var = number(
+        raw["var"], f"{where}.var", what="the gradient's variance (0 or more)", most=MAX_GRAD,
+        above=-1.0, example="0.5",
+    )  # fmt: skip
+    if var < 0:
+        raise OutOfBounds(f"{where}.var is {raw['var']!r}; a variance is 0 or more")
+    return GradStats(sqr, var)
 
 
 def _progress(raw: Any, where: str) -> Progress | None:

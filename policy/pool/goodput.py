@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from policy.model.batch import BatchRange
 from policy.model.cluster import Pod
 from policy.model.speedup import PRIOR, Speedup, grown
 from policy.model.throughput import Config
@@ -63,15 +64,34 @@ def config_of(r: Running, extra: Sequence[str | None] = (), without: Pod | None 
     return Config(max(len(nodes), 1), ps, remote, max(len({n for n in nodes if n}), 1))
 
 
-def worth(model: Speedup, c: Config, local: bool, restart_s: float, interval_s: float) -> Worth:
+def worth(
+    model: Speedup,
+    c: Config,
+    local: bool,
+    restart_s: float,
+    interval_s: float,
+    declared: BatchRange | None = None,
+) -> Worth:
     """One more worker for a job in configuration ``c`` (next to a parameter server if
-    ``local``), charged its restart over one decision interval."""
+    ``local``), charged its restart over one decision interval. A job that ``declared``
+    the batch sizes it can take is worth its gain in goodput, each size at its best batch
+    (Pollux's speed-up: ``SpeedupFunction``, simulator/speedup.py)."""
     prior = (1.0 if local else REMOTE) / max(c.workers - c.remote * (1 - REMOTE), REMOTE)
-    learned = model.relative_gain(c, grown(c, remote=not local)) if model.informed else None
+    learned = _gain(model, c, grown(c, remote=not local), declared) if model.informed else None
     informed = learned is not None
     gain = learned if learned is not None else prior
     charged = max(interval_s - restart_s, 0.0) / interval_s if interval_s > 0 else 1.0
     return Worth(gain * charged, informed)
+
+
+def _gain(
+    model: Speedup, before: Config, after: Config, declared: BatchRange | None
+) -> float | None:
+    """Relative gain of ``after`` over ``before``: in goodput at the best batch of each for
+    a job that declared a range, else in speed at its one batch."""
+    if declared is not None:
+        return model.goodput_gain(before, after, declared)
+    return model.relative_gain(before, after)
 
 
 def grow_by_goodput(ledger: Ledger, candidates: Sequence[tuple[int, Running]]) -> dict[str, Placed]:
@@ -90,7 +110,8 @@ def grow_by_goodput(ledger: Ledger, candidates: Sequence[tuple[int, Running]]) -
     def value(r: Running) -> Worth:
         c = config_of(r, added[r.job.key])
         model = speedups.get(r.job.key, PRIOR)
-        return worth(model, c, room_next_to_ps(ledger, r), restart_s, interval_s)
+        local = room_next_to_ps(ledger, r)
+        return worth(model, c, local, restart_s, interval_s, r.job.batch_range)
 
     while active:
         scored = []
@@ -151,7 +172,7 @@ def give_back(ledger: Ledger, running: Sequence[Running]) -> None:
         if not pods:
             continue
         pod = pods[0]
-        adds = model.relative_gain(config_of(r, without=pod), config_of(r))
+        adds = _gain(model, config_of(r, without=pod), config_of(r), r.job.batch_range)
         # At or below the user's size, only a worker that slows the job goes (by more than
         # half of minGainPerWorker: growth refuses one that adds nothing, so no flapping).
         below = r.count <= worker.replicas

@@ -25,6 +25,7 @@ from policy.model.admission import (
     QUEUED,
     Admission,
     AttainedService,
+    BatchSize,
     Gang,
     JobRef,
     LastScale,
@@ -42,6 +43,8 @@ from policy.model.pool import DEFAULT_POOL
 from policy.model.resources import PODS, Resources, format_quantity
 from policy.model.slot import Slot
 from policy.model.timeutil import format_time
+from policy.pool.batch import Terms as BatchTerms
+from policy.pool.batch import chosen_batch
 from policy.pool.cadence import DECIDED_AT, DEFERRED_SINCE, Cadence, due, next_tick, tick_from
 from policy.pool.cycle import JobPlan, plan
 from policy.pool.devices import name_devices
@@ -377,6 +380,17 @@ def _admission(
         again = job.resumed or (previous is not None and previous.preempted)
         started = None if again else job.status.get("startTime")
         admitted = kept or started or stamp
+    running = None  # the batch its running pods were given (none: every pod starts)
+    if previous is not None and previous.admitted and not job.resumed:
+        running = previous.batch
+    batch = chosen_batch(
+        job,
+        snap.speedups.get(job.key),
+        jp.placements,
+        jp.workers_target if jp.phase == ADMITTED else 0,
+        running,
+        BatchTerms(snap.spec.restartSeconds, snap.spec.minGainPerWorker),
+    )
     service = jp.service or (previous.service if previous is not None else None)
     if service is None:
         service = _status_service(job)
@@ -398,6 +412,7 @@ def _admission(
         grace_seconds=snap.spec.preemptionGraceSeconds,
         refused=jp.refused,
         queue=place if jp.phase == QUEUED else None,
+        batch=batch,
         kubeshare=snap.spec.kubeshare
         if job.wants_kubeshare and snap.spec.kubeshare != "none"
         else "",
@@ -461,6 +476,7 @@ def _admission_for(
     refused: tuple[Refusal, ...] = (),
     kubeshare: str = "",
     queue: QueuePlace | None = None,
+    batch: BatchSize | None = None,
 ) -> Admission:
     """The job's Admission in this pool: what every one says of its job and pool, and the
     fields the plan decided, each by its name in ``Admission`` (a misspelt one is a
@@ -488,6 +504,7 @@ def _admission_for(
         refused=refused,
         kubeshare=kubeshare,
         queue=queue,
+        batch=batch,
     )
 
 
