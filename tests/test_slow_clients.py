@@ -5,6 +5,8 @@ bounded answer; the probes and the hooks answer all the while."""
 from __future__ import annotations
 
 import contextlib
+import http.client
+import io
 import select
 import socket
 import ssl
@@ -43,13 +45,26 @@ def _connect(server: Server) -> socket.socket:
     return socket.create_connection((host, int(port)), timeout=10)
 
 
+class _Received:
+    """What was read from a socket, as ``http.client`` reads a response from one."""
+
+    def __init__(self, data: bytes) -> None:
+        self._file = io.BytesIO(data)
+
+    def makefile(self, *_: object, **__: object) -> io.BytesIO:
+        return self._file
+
+
 def _answer(sock: socket.socket) -> tuple[int, dict]:
-    """The status and JSON body of the one answer on ``sock`` (read until it closes)."""
+    """The status and JSON body of the one answer on ``sock`` (read until it closes),
+    framed as HTTP/1.1 allows: by Content-Length or in chunks (one of a CI run's 408s
+    came chunked, which a split at the first blank line misread)."""
     data = b""
     while chunk := sock.recv(65536):
         data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    return int(head.split()[1]), orjson.loads(body)
+    response = http.client.HTTPResponse(_Received(data))  # type: ignore[arg-type]
+    response.begin()
+    return response.status, orjson.loads(response.read())
 
 
 def _probes_answer(server: Server, n: int = 6, within: float = 1.0) -> list[float]:

@@ -29,11 +29,15 @@ def _least_squares(a: Matrix, b: Sequence[float], cols: Sequence[int]) -> dict[i
         norm0 = math.hypot(*v)
         if norm0 == 0.0:
             continue
-        coeffs = []
-        for qk in q:
-            c = sum(qk[i] * v[i] for i in range(m))
-            coeffs.append(c)
-            v = [v[i] - c * qk[i] for i in range(m)]
+        coeffs = [0.0] * len(q)
+        # Twice ("twice is enough", Kahan and Parlett): one pass leaves a column of an
+        # ill-conditioned set off orthogonal by its rounding, and a column that depends on
+        # those kept then looks independent (a 1e-6 entry beside a 3: x went to 1e16).
+        for _ in range(2):
+            for k, qk in enumerate(q):
+                c = sum(qk[i] * v[i] for i in range(m))
+                coeffs[k] += c
+                v = [v[i] - c * qk[i] for i in range(m)]
         norm = math.hypot(*v)
         if norm <= 1e-10 * norm0:
             continue  # dependent on the columns kept: no information of its own
