@@ -26,6 +26,7 @@ from monitor.config import MonitorSettings
 from monitor.convergence import ConvergenceTracker, fit_line
 from monitor.kube import AlreadyExists, PodInfo
 from monitor.service import Monitor
+from policy.model.cluster import L_OPERATOR, OPERATOR_NAME
 
 
 class ReferenceTracker:
@@ -67,7 +68,8 @@ class _Cluster:
         self.migrations: dict[str, Mapping[str, Any]] = {}
 
     def pods_named(self, name: str, node: str, namespace: str | None) -> list[PodInfo]:
-        labels = {"training.kubeflow.org/replica-type": "worker"}
+        # Dragonet's pods say so (the monitor refuses reports about anyone else's).
+        labels = {"training.kubeflow.org/replica-type": "worker", L_OPERATOR: OPERATOR_NAME}
         return [PodInfo(name, "bench", f"uid-{name}", node, labels, {"cpu": 1.0})]
 
     def pool_status(self, pool: str) -> Mapping[str, Any]:
