@@ -4,13 +4,14 @@ then gets the batch Pollux's ``GoodputFunction.optimize`` would pick with the tr
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import astuple
 
 import pytest
 
 from policy.model.batch import BatchRange, GradStats, optimize
-from policy.model.perf_params import PerfParams, Sample, fit, step_time
+from policy.model.perf_params import FLOOR, PerfParams, Sample, fit, step_time
 from policy.model.speedup import estimate
 from policy.model.throughput import Config, History, Reading
 
@@ -93,3 +94,22 @@ def test_a_job_that_declares_nothing_keeps_the_linear_fit() -> None:
     model = estimate(History(readings=readings))
     assert model.perf is None
     assert model.throughput(Config(2, 1)) == pytest.approx(3.5, rel=0.01)
+
+
+def test_readings_faster_with_more_workers_are_fitted() -> None:
+    """Noisy readings where more workers step faster than fewer (found by a random search)
+    drive the network terms towards 0: the fit keeps every parameter within Pollux's
+    bounds, and predicts a finite time, where it once raised a math domain error (a term
+    underflowed to 0 and the pool's sync answered 500)."""
+    samples = [
+        Sample(False, 12, 64, 0.027053782863339575),
+        Sample(False, 1, 16, 0.017000320639707835),
+        Sample(False, 4, 64, 0.04578358945147395),
+        Sample(True, 4, 64, 0.02725177811673825),
+        Sample(False, 8, 64, 0.036584250586870364),
+        Sample(False, 12, 64, 0.01899308421481579),
+    ]
+    got = fit(samples)
+    assert all(FLOOR <= v < math.inf for v in astuple(got))
+    assert 1.0 <= got.gamma <= 10.0
+    assert 0 < step_time(got, True, 32, 64) < math.inf

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 FLOOR = 1e-8  # Pollux's lower bound for every alpha and beta (line 171)
+CEILING = 1e6  # seconds: no upper bound in Pollux (np.inf); here exp() must not overflow
 GAMMA_MAX = 10.0  # Pollux's upper bound for gamma (line 172)
 
 
@@ -112,7 +113,7 @@ def fit(samples: Sequence[Sample]) -> PerfParams:
     def params(x: Sequence[float]) -> PerfParams:
         v = list(fixed)
         for i, xi in zip(index, x, strict=True):
-            v[i] = min(max(1.0 + abs(xi), 1.0), GAMMA_MAX) if i == 6 else math.exp(xi)
+            v[i] = min(max(1.0 + abs(xi), 1.0), GAMMA_MAX) if i == 6 else _bounded(xi)
         if single_batch:
             v[0] = v[1] * local
         return PerfParams(*v)
@@ -135,6 +136,12 @@ def fit(samples: Sequence[Sample]) -> PerfParams:
             p.gamma,
         )
     return p
+
+
+def _bounded(x: float) -> float:
+    """A parameter from its logarithm, within [FLOOR, CEILING]: the bounds Pollux's
+    minimiser keeps feasible (``keep_feasible=True``, line 193), so no time is 0."""
+    return max(math.exp(min(x, math.log(CEILING))), FLOOR)
 
 
 def _objective(p: PerfParams, samples: Sequence[Sample]) -> float:
