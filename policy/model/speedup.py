@@ -25,6 +25,11 @@ farthest off is left out if it is more than ``OUTLIER`` (relative) and four time
 typical such distance away (once: a second wild reading among sixteen is a drifting job,
 and the fit's residual says so).
 
+**A job whose batch the pool chooses** gets Pollux's own step-time model instead
+(``policy.model.perf_params``: compute linear in each worker's batch, network by link and
+replicas, overlapped by a p-norm), fitted as Pollux fits it: a linear extrapolation from
+the shares measured mispredicts the batch of best goodput.
+
 **Prior.** A job without readings gets ``PRIOR``: linear speed-up, in relative units, not
 ``informed``: an allocation rule must treat it exactly as it treats jobs today.
 """
@@ -40,6 +45,8 @@ from policy.model.batch import BatchRange, Choice, GradStats, efficiency, gain, 
 from policy.model.bounds import OutOfBounds
 from policy.model.jobs import Job
 from policy.model.nnls import nnls
+from policy.model.perf_params import PerfParams, Sample, step_time
+from policy.model.perf_params import fit as fit_perf
 from policy.model.throughput import ANNOTATION, Config, History, Reading, parse
 
 TERMS: tuple[str, ...] = ("compute", "overhead", "fanin", "spread", "remote", "psload", "ps")
@@ -85,9 +92,13 @@ class Speedup:
     # its readings carry none), and its gradient's statistics as last reported.
     ref_batch: int = 0
     grad: GradStats | None = None
+    # Its Pollux step-time model (a job whose readings all carry a batch); None: ``theta``.
+    perf: PerfParams | None = None
 
     def throughput(self, c: Config) -> float:
         """Predicted global steps per second (relative units for the prior)."""
+        if self.perf is not None:
+            return 1.0 / _perf_step_s(self.perf, c, self.ref_batch)
         t = sum(a * b for a, b in zip(self.theta, features(c, self.ref_batch), strict=True))
         return 1.0 / t if t > 0 else 0.0
 
@@ -136,6 +147,8 @@ def estimate(history: History | None, init_batch: int | None = None) -> Speedup:
     kept = list(history.readings)
     batches = sorted({r.config.batch for r in kept if r.config.batch})
     ref = batches[0] if batches else 0
+    if ref and all(r.config.batch for r in kept):
+        return _pollux(history, ref, init_batch)
     dropped: list[Config] = []
     if len(kept) > len(_identifiable([r.config for r in kept], ref)) + 1:
         # Each reading as the others predict it: one far off them is left out (once).
@@ -153,20 +166,64 @@ def estimate(history: History | None, init_batch: int | None = None) -> Speedup:
         share = next(r.config.batch / r.config.workers for r in kept if r.config.batch) / ref
         half = theta[0] / 2
         theta[0], theta[1] = half, theta[1] + half * share
-    left = history.left_worker_s()
-    last = history.readings[-1]
-    if left is not None and history.grad is not None and init_batch and last.config.batch:
-        # Its progress counts steps of its smallest batch; a step of its batch is worth more.
-        left /= gain(history.grad, init_batch, last.config.batch)
     return Speedup(
         theta=tuple(theta),
         seen=tuple(sorted(r.config for r in kept)),
         reports=sum(r.reports for r in kept),
         error=error,
         dropped=tuple(dropped),
-        left_worker_s=left,
+        left_worker_s=_left(history, init_batch),
         ref_batch=ref,
         grad=history.grad,
+    )
+
+
+def _left(history: History, init_batch: int | None) -> float | None:
+    """Worker-seconds of training left, by the last progress report."""
+    left = history.left_worker_s()
+    last = history.readings[-1]
+    if left is not None and history.grad is not None and init_batch and last.config.batch:
+        # Its progress counts steps of its smallest batch; a step of its batch is worth more.
+        left /= gain(history.grad, init_batch, last.config.batch)
+    return left
+
+
+def _perf_step_s(perf: PerfParams, c: Config, ref: int) -> float:
+    """Seconds per step at ``c`` by Pollux's model (a configuration without a batch: the
+    reference batch)."""
+    return step_time(perf, c.spread, c.workers, (c.batch or ref) / c.workers)
+
+
+def _pollux(history: History, ref: int, init_batch: int | None) -> Speedup:
+    """A job whose batch the pool chooses: Pollux's model fitted to every reading (Pollux
+    drops none; each reading is already a median)."""
+    readings = history.readings
+    perf = fit_perf(
+        [
+            Sample(
+                r.config.spread,
+                r.config.workers,
+                r.config.batch / r.config.workers,
+                1 / r.steps_per_s,
+            )
+            for r in readings
+        ]
+    )
+    total = weight = 0.0
+    for r in readings:
+        y = 1.0 / r.steps_per_s
+        e = (_perf_step_s(perf, r.config, ref) - y) / y
+        total += r.reports * e * e
+        weight += r.reports
+    return Speedup(
+        theta=PRIOR.theta,
+        seen=tuple(sorted(r.config for r in readings)),
+        reports=sum(r.reports for r in readings),
+        error=math.sqrt(total / weight),
+        left_worker_s=_left(history, init_batch),
+        ref_batch=ref,
+        grad=history.grad,
+        perf=perf,
     )
 
 
