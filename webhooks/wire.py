@@ -64,6 +64,7 @@ from uvicorn_worker import UvicornWorker
 
 from webhooks.config import Settings
 from webhooks.deadline import FIRST_BYTE
+from webhooks.shell import AFTER_SEND
 
 STALLED_SECONDS = 1.0  # a body this long without a byte yields its room to moving ones
 LINGER_SECONDS = 2.0  # a closed connection drains this long, so our answer is read
@@ -457,6 +458,7 @@ class Front:
         def with_first_byte(environ: dict[str, Any], start_response: Any) -> Any:
             scope = environ["asgi.scope"]
             environ[FIRST_BYTE] = scope.get(FIRST_BYTE)
+            environ[AFTER_SEND] = scope[AFTER_SEND]
             # The body as it was read, shared (a2wsgi's input would copy it twice, fetching
             # each piece from the loop while the thread waits for the GIL).
             environ["wsgi.input"] = io.BytesIO(scope.pop(BODY, b""))
@@ -517,7 +519,15 @@ class Front:
                 sent = True
                 return {"type": "http.request", "body": body, "more_body": False}
 
-            await self.wsgi(inner, replay, self._bounded(send, scope))
+            # What the request leaves for after its answer (a large one's young collection,
+            # webhooks.shell.Collector): run once the answer is handed to the transport.
+            after_send: list[Callable[[], None]] = []
+            inner[AFTER_SEND] = after_send
+            try:
+                await self.wsgi(inner, replay, self._bounded(send, scope))
+            finally:
+                for call in after_send:
+                    call()
         finally:
             self.bodies.give(reader)
 
