@@ -469,3 +469,16 @@ def test_a_large_syncs_young_collection_runs_after_its_answer_is_sent(
         gc.unfreeze()
         if not was:
             gc.disable()
+
+
+def test_what_a_request_adds_after_its_answer_was_sent_runs_at_once() -> None:
+    """A request whose task ended (cancelled) while its app thread still ran: the young
+    collection its teardown leaves for later is not left waiting for ever."""
+    ran: list[str] = []
+    after = wire.AfterSend()
+    after.append(lambda: ran.append("before"))
+    assert ran == []
+    after.run()
+    assert ran == ["before"]
+    after.append(lambda: ran.append("late"))
+    assert ran == ["before", "late"]

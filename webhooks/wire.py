@@ -49,6 +49,7 @@ import asyncio
 import contextlib
 import io
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -444,6 +445,32 @@ class Bodies:
         )
 
 
+class AfterSend:
+    """What a request leaves for after its answer (``webhooks.shell.AFTER_SEND``: a large
+    sync's young collection, ``Collector.settle``), run once the answer is handed to the
+    transport. Something added after that (the app's thread outlived its request, whose
+    task was cancelled) runs at once, so nothing is left waiting for ever."""
+
+    def __init__(self) -> None:
+        self._calls: list[Callable[[], None]] = []
+        self._done = False
+        self._lock = threading.Lock()
+
+    def append(self, call: Callable[[], None]) -> None:
+        with self._lock:
+            if not self._done:
+                self._calls.append(call)
+                return
+        call()
+
+    def run(self) -> None:
+        with self._lock:
+            self._done = True
+            calls, self._calls = self._calls, []
+        for call in calls:
+            call()
+
+
 class Front:
     """The ASGI app uvicorn calls: answers the liveness probe, refuses what must be
     refused, buffers a body in full, then hands the request to the Flask app in a thread
@@ -519,15 +546,12 @@ class Front:
                 sent = True
                 return {"type": "http.request", "body": body, "more_body": False}
 
-            # What the request leaves for after its answer (a large one's young collection,
-            # webhooks.shell.Collector): run once the answer is handed to the transport.
-            after_send: list[Callable[[], None]] = []
+            after_send = AfterSend()
             inner[AFTER_SEND] = after_send
             try:
                 await self.wsgi(inner, replay, self._bounded(send, scope))
             finally:
-                for call in after_send:
-                    call()
+                after_send.run()
         finally:
             self.bodies.give(reader)
 
