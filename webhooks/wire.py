@@ -49,6 +49,7 @@ import asyncio
 import contextlib
 import io
 import logging
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -64,6 +65,7 @@ from uvicorn_worker import UvicornWorker
 
 from webhooks.config import Settings
 from webhooks.deadline import FIRST_BYTE
+from webhooks.shell import AFTER_SEND
 
 STALLED_SECONDS = 1.0  # a body this long without a byte yields its room to moving ones
 LINGER_SECONDS = 2.0  # a closed connection drains this long, so our answer is read
@@ -443,6 +445,32 @@ class Bodies:
         )
 
 
+class AfterSend:
+    """What a request leaves for after its answer (``webhooks.shell.AFTER_SEND``: a large
+    sync's young collection, ``Collector.settle``), run once the answer is handed to the
+    transport. Something added after that (the app's thread outlived its request, whose
+    task was cancelled) runs at once, so nothing is left waiting for ever."""
+
+    def __init__(self) -> None:
+        self._calls: list[Callable[[], None]] = []
+        self._done = False
+        self._lock = threading.Lock()
+
+    def append(self, call: Callable[[], None]) -> None:
+        with self._lock:
+            if not self._done:
+                self._calls.append(call)
+                return
+        call()
+
+    def run(self) -> None:
+        with self._lock:
+            self._done = True
+            calls, self._calls = self._calls, []
+        for call in calls:
+            call()
+
+
 class Front:
     """The ASGI app uvicorn calls: answers the liveness probe, refuses what must be
     refused, buffers a body in full, then hands the request to the Flask app in a thread
@@ -457,6 +485,7 @@ class Front:
         def with_first_byte(environ: dict[str, Any], start_response: Any) -> Any:
             scope = environ["asgi.scope"]
             environ[FIRST_BYTE] = scope.get(FIRST_BYTE)
+            environ[AFTER_SEND] = scope[AFTER_SEND]
             # The body as it was read, shared (a2wsgi's input would copy it twice, fetching
             # each piece from the loop while the thread waits for the GIL).
             environ["wsgi.input"] = io.BytesIO(scope.pop(BODY, b""))
@@ -517,7 +546,12 @@ class Front:
                 sent = True
                 return {"type": "http.request", "body": body, "more_body": False}
 
-            await self.wsgi(inner, replay, self._bounded(send, scope))
+            after_send = AfterSend()
+            inner[AFTER_SEND] = after_send
+            try:
+                await self.wsgi(inner, replay, self._bounded(send, scope))
+            finally:
+                after_send.run()
         finally:
             self.bodies.give(reader)
 
