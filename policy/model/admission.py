@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache, cached_property
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -87,6 +87,23 @@ class _Model(BaseModel):
 
     def __hash__(self) -> int:
         return hash(tuple(self.__dict__.values()))
+
+
+class _Mirrored(_Model):
+    """A part of an Admission that the job's status mirrors: written without its unset
+    fields, read back as None when absent or unreadable."""
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, exclude_none=True)
+
+    @classmethod
+    def from_json(cls, raw: Any) -> Self | None:
+        if raw is None:
+            return None
+        try:
+            return cls.model_validate(raw)
+        except ValidationError:
+            return None
 
 
 @dataclass(frozen=True)
@@ -170,7 +187,7 @@ class Preemption(_Model):
     reason: str = ""  # in words: "higher priority (1000 > 0)", "least attained service: ..."
 
 
-class AttainedService(_Model):
+class AttainedService(_Mirrored):
     """What a job received in runs that ended (they left no pods to read it from): the
     GPU-seconds it attained, and how often it was preempted (``las``: for least attained
     service, what the starvation guard counts). Its GPU-seconds are always written:
@@ -184,19 +201,6 @@ class AttainedService(_Model):
     @field_serializer("gpu_seconds")
     def _rounded(self, value: float) -> float:
         return round(value, 3)
-
-    def to_json(self) -> dict[str, Any]:
-        return self.model_dump(by_alias=True, exclude_none=True)
-
-    @classmethod
-    def from_json(cls, raw: Any) -> AttainedService | None:
-        """From an Admission or a job's status; None if absent or unreadable."""
-        if raw is None:
-            return None
-        try:
-            return cls.model_validate(raw)
-        except ValidationError:
-            return None
 
 
 class _MovesEntry(_Model):
@@ -251,7 +255,7 @@ class Refusal(_Model):
         return self.model_dump(by_alias=True, exclude_none=True)
 
 
-class QueuePlace(_Model):
+class QueuePlace(_Mirrored):
     """A waiting job's place in its pool's queue (Kueue's ``positionInClusterQueue`` and
     ``positionInLocalQueue``), in the job's own Admission, so that reading it needs no
     access beyond the job's namespace. 1 is next. A number past ``EXACT_UP_TO`` is written
@@ -273,19 +277,6 @@ class QueuePlace(_Model):
     namespace_length_max: int | None = Field(
         default=None, alias="lengthInNamespaceMax", ge=1, le=MAX_QUEUE
     )
-
-    def to_json(self) -> dict[str, Any]:
-        return self.model_dump(by_alias=True, exclude_none=True)
-
-    @classmethod
-    def from_json(cls, raw: Any) -> QueuePlace | None:
-        """From an Admission or a job's status; None if absent or unreadable."""
-        if raw is None:
-            return None
-        try:
-            return cls.model_validate(raw)
-        except ValidationError:
-            return None
 
 
 _MOVES = TypeAdapter(tuple[_MovesEntry, ...])
