@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from webhooks.health import ProbedSettings
 
 
-class ReaperSettings(BaseSettings):
+class ReaperSettings(ProbedSettings):
     model_config = SettingsConfigDict(env_prefix="DRAGONET_REAPER_", frozen=True)
 
     # The jobs are listed at least this often: a job that finishes between two lists is
@@ -22,15 +24,8 @@ class ReaperSettings(BaseSettings):
     # kubeflow.coexist, docs/kubeflow.md): list only the jobs labelled for Dragonet, so that
     # Kubeflow's are Kubeflow's to delete.
     kubeflow_coexist: bool = False
-    # /healthz, /readyz and /metrics (webhooks/health.py); 0: none.
-    host: str = "0.0.0.0"
-    port: int = Field(default=8080, ge=0, le=65535)
-    # Not alive once no API call has returned for this long (None: three intervals and a
-    # minute).
-    stall_seconds: float | None = Field(default=None, gt=0)
+    # /healthz, /readyz and /metrics: webhooks.health.ProbedSettings.
 
-    @property
-    def liveness_seconds(self) -> float:
-        if self.stall_seconds is not None:
-            return self.stall_seconds
+    def default_stall_seconds(self) -> float:
+        """Three intervals and a minute."""
         return 3 * self.interval_seconds + 60

@@ -6,10 +6,12 @@ from __future__ import annotations
 import socket
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import SettingsConfigDict
+
+from webhooks.health import ProbedSettings
 
 
-class RecorderSettings(BaseSettings):
+class RecorderSettings(ProbedSettings):
     model_config = SettingsConfigDict(env_prefix="DRAGONET_RECORDER_", frozen=True)
 
     # The objects are listed once, then watched: each watch lasts this long before it is
@@ -32,16 +34,9 @@ class RecorderSettings(BaseSettings):
     # kubeflow.coexist, docs/kubeflow.md): list only the jobs labelled for Dragonet, so
     # that Kubeflow's jobs get no Event of Dragonet's.
     kubeflow_coexist: bool = False
-    # /healthz, /readyz and /metrics (webhooks/health.py); 0: none.
-    host: str = "0.0.0.0"
-    port: int = Field(default=8080, ge=0, le=65535)
-    # Not alive once no API call has returned and no watched change has come for this long
-    # (None: two watches and a minute, plus the wait for three write tokens; a watch ends
-    # after watch_seconds even when nothing changed, and the API server sends bookmarks).
-    stall_seconds: float | None = Field(default=None, gt=0)
+    # /healthz, /readyz and /metrics: webhooks.health.ProbedSettings.
 
-    @property
-    def liveness_seconds(self) -> float:
-        if self.stall_seconds is not None:
-            return self.stall_seconds
+    def default_stall_seconds(self) -> float:
+        """Two watches and a minute, plus the wait for three write tokens: a watch ends after
+        watch_seconds even when nothing changed, and the API server sends bookmarks."""
         return 2 * self.watch_seconds + 60 + (3 / self.qps if self.qps else 0)

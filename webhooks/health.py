@@ -28,6 +28,8 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 import orjson
 from flask import Flask, Response
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from pydantic import Field
+from pydantic_settings import BaseSettings
 
 from webhooks import process
 
@@ -146,3 +148,24 @@ def serve(name: str, app: Flask, host: str, port: int) -> WSGIServer:
         raise process.Exit(2) from None
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     return server
+
+
+class ProbedSettings(BaseSettings):
+    """What a probed loop (the recorder, the reaper) is configured with besides its own
+    work: where it serves ``/healthz``, ``/readyz`` and ``/metrics``, and when it counts as
+    stalled."""
+
+    # /healthz, /readyz and /metrics; 0: none.
+    host: str = "0.0.0.0"
+    port: int = Field(default=8080, ge=0, le=65535)
+    # Not alive once no API call has returned for this long (None: the loop's own default).
+    stall_seconds: float | None = Field(default=None, gt=0)
+
+    def default_stall_seconds(self) -> float:
+        raise NotImplementedError
+
+    @property
+    def liveness_seconds(self) -> float:
+        if self.stall_seconds is not None:
+            return self.stall_seconds
+        return self.default_stall_seconds()
