@@ -63,7 +63,7 @@ def pod(
         exit_code=None,
         restarts=0,
         bound=not stuck,
-        created=stamp(created),
+        created=at(created),
         unschedulable=stuck,
     )
 

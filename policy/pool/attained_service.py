@@ -76,7 +76,7 @@ def running_units(
     for p in pods:
         if p.phase != "Running" or p.terminating or not p.live:
             continue
-        started = p.started_at
+        started = p.started
         if started is None:
             continue
         u = units(p.request, on_gpus)

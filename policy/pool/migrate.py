@@ -477,7 +477,7 @@ _STARTING = timedelta(seconds=60)  # a Pending pod this young is starting, not s
 
 
 def _new(pod: Pod, now: datetime) -> bool:
-    created = pod.created_at
+    created = pod.created
     return created is not None and now - created < _STARTING
 
 

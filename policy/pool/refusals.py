@@ -98,13 +98,13 @@ def _recorded(r: Refusal, pod: Pod | None, pods: Sequence[Pod], now: datetime) -
 
 def _since(stamp: str, pod: Pod) -> bool:
     """``stamp`` is at or after the pod's creation: it is about this very pod."""
-    created, at = pod.created_at, parse_time(stamp)
+    created, at = pod.created, parse_time(stamp)
     return created is None or at is None or at >= created
 
 
 def _took(pod: Pod, r: Refusal) -> bool:
     """A pod of the job bound on the refused node, created after the refusal."""
-    created, at = pod.created_at, parse_time(r.time)
+    created, at = pod.created, parse_time(r.time)
     return (
         pod.node == r.node
         and pod.bound
