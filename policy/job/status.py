@@ -85,7 +85,7 @@ def conditions(v: JobSyncView, stamp: str) -> list[dict[str, Any]]:
         if last is not None and cond.is_true(conds, cond.RUNNING):
             words = f"{kind} {job.name} was preempted by {last.by}: {last.reason}."
             conds = cond.set_condition(
-                conds, cond.RUNNING, "False", f"{kind}Preempted", words, last.time
+                conds, cond.RUNNING, "False", f"{kind}Preempted", words, format_time(last.time)
             )
         return conds
     if v.assessment.running:

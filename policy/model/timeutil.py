@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Annotated, Any
+
+from pydantic import PlainSerializer, PlainValidator
 
 # Later than any timestamp a cluster writes, early enough that adding a threshold or a
 # deadline to it stays a date (Python's dates end with the year 9999).
@@ -24,3 +27,19 @@ def parse_time(value: str | None) -> datetime | None:
 
 def format_time(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _read(value: Any) -> datetime:
+    """A timestamp as a model reads it: its text parsed (a datetime as it is, in UTC if
+    naive); anything else is refused (the CRDs say ``format: date-time``)."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    parsed = parse_time(value)
+    if parsed is None:
+        raise ValueError(f"{value!r} is not an RFC 3339 timestamp")
+    return parsed
+
+
+# A time in a pydantic model: parsed once where the object is read, written back as the
+# same RFC 3339 text (``format_time``: seconds, UTC, ``Z``, as Kubernetes and we write).
+Time = Annotated[datetime, PlainValidator(_read), PlainSerializer(format_time, return_type=str)]
