@@ -138,7 +138,7 @@ def _placement(pods: Iterable[adm.Placement]) -> str:
 def _changed_since(a: adm.Admission, admitted: datetime) -> bool:
     """Whether a scale or a move since the admission has changed its placement."""
     times = [a.last_scale.time] if a.last_scale is not None else []
-    times += [t for m in a.moves if m.count >= 1 and (t := parse_time(m.time)) is not None]
+    times += [m.time for m in a.moves if m.time is not None and m.count >= 1]
     return any(t >= admitted for t in times)
 
 
@@ -188,7 +188,7 @@ def admission_facts(obj: Mapping[str, Any]) -> list[Fact]:
             continue
         note = f"{m.type} {m.index} moved" + (f" from {m.source}" if m.source else "")
         note += (f" to {m.target}" if m.target else "") + (f": {m.reason}" if m.reason else "")
-        add("Normal", "Migrated", "Migrate", note, parse_time(m.time), note)
+        add("Normal", "Migrated", "Migrate", note, m.time, note)
     return facts
 
 

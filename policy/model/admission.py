@@ -36,7 +36,7 @@ from policy.model.bounds import MAX_QUEUE, MAX_REPLICAS, Events, GpuSeconds, Who
 from policy.model.migration import MigrationAnswer, Moves
 from policy.model.pool import ADMISSION_KIND, GROUP, VERSION, Binding, admission_name
 from policy.model.slot import Slot, SlotLabel
-from policy.model.timeutil import Time
+from policy.model.timeutil import Time, TimeOrEmpty
 
 # Where a job stands, the one set of phases both tiers use: the Admission's two (Queued,
 # Admitted), and the job's own beyond them (a job's sync writes them into its status).
@@ -210,7 +210,7 @@ class _MovesEntry(_Model):
     type: str
     index: int = Field(ge=0, lt=MAX_REPLICAS)
     count: Events
-    time: str = ""
+    time: TimeOrEmpty = None
     source: str = Field(default="", alias="from")
     target: str = Field(default="", alias="to")
     reason: str = ""
@@ -288,7 +288,7 @@ def _moves(raw: Any) -> tuple[Moves, ...]:
     """Read into the migration's own type at once: nothing is dumped and parsed again."""
     if isinstance(raw, tuple) and all(type(m) is Moves for m in raw):
         return raw
-    return tuple(Moves(**m.model_dump()) for m in _MOVES.validate_python(raw))
+    return tuple(Moves(**dict(m)) for m in _MOVES.validate_python(raw))
 
 
 def _answers(raw: Any) -> tuple[MigrationAnswer, ...]:

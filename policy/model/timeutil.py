@@ -43,3 +43,19 @@ def _read(value: Any) -> datetime:
 # A time in a pydantic model: parsed once where the object is read, written back as the
 # same RFC 3339 text (``format_time``: seconds, UTC, ``Z``, as Kubernetes and we write).
 Time = Annotated[datetime, PlainValidator(_read), PlainSerializer(format_time, return_type=str)]
+
+
+def _read_or_none(value: Any) -> datetime | None:
+    return None if value is None or value == "" else _read(value)
+
+
+def _written_or_empty(value: datetime | None) -> str:
+    return format_time(value) if value is not None else ""
+
+
+# A time that may not be there yet, written as "" then (a migration's ``moves`` entry).
+TimeOrEmpty = Annotated[
+    datetime | None,
+    PlainValidator(_read_or_none),
+    PlainSerializer(_written_or_empty, return_type=str),
+]
