@@ -47,7 +47,7 @@ from policy.model.tensorboard import LABEL as TENSORBOARD_LABEL
 from policy.model.tensorboard import TensorBoard
 from policy.model.tensorboard import parse as parse_tensorboard
 from policy.model.throughput import ANNOTATION as THROUGHPUT
-from policy.model.timeutil import format_time, parse_time
+from policy.model.timeutil import ReadTime, format_time, parse_time
 
 
 class InvalidJob(ValueError):
@@ -236,7 +236,7 @@ class MetadataModel(_Model):
     namespace: str = "default"
     uid: str = ""
     generation: int = 0
-    creationTimestamp: str | None = None
+    creationTimestamp: ReadTime = None  # parsed once, here
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     deletionTimestamp: str | None = None
@@ -815,7 +815,7 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind) -> Job:
         name=meta.name,
         uid=meta.uid,
         generation=meta.generation,
-        created=parse_time(meta.creationTimestamp),
+        created=meta.creationTimestamp,
         labels=MappingProxyType(dict(meta.labels)),
         annotations=MappingProxyType(dict(meta.annotations)),
         replicas=MappingProxyType(replicas),

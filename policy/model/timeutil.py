@@ -29,12 +29,20 @@ def format_time(value: datetime) -> str:
     return value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def _read(value: Any) -> datetime:
-    """A timestamp as a model reads it: its text parsed (a datetime as it is, in UTC if
-    naive); anything else is refused (the CRDs say ``format: date-time``)."""
+def _read_leniently(value: Any) -> datetime | None:
+    """A timestamp's text parsed (a datetime as it is, in UTC if naive; None for text that
+    is not a timestamp); a value that is not text is refused."""
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=UTC)
-    parsed = parse_time(value)
+    if value is not None and not isinstance(value, str):
+        raise ValueError("Input should be a valid string")
+    return parse_time(value)
+
+
+def _read(value: Any) -> datetime:
+    """A timestamp as a model reads it; anything else is refused (the CRDs say
+    ``format: date-time``)."""
+    parsed = _read_leniently(value)
     if parsed is None:
         raise ValueError(f"{value!r} is not an RFC 3339 timestamp")
     return parsed
@@ -52,6 +60,9 @@ def _read_or_none(value: Any) -> datetime | None:
 def _written_or_empty(value: datetime | None) -> str:
     return format_time(value) if value is not None else ""
 
+
+# A time another writer (the API server) sets, read as None where it is not a timestamp.
+ReadTime = Annotated[datetime | None, PlainValidator(_read_leniently)]
 
 # A time that may not be there yet, written as "" then (a migration's ``moves`` entry).
 TimeOrEmpty = Annotated[
