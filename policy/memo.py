@@ -31,14 +31,14 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import orjson
 
 T = TypeVar("T")
-_MISSING = object()
+MISSING: Any = object()  # what ``kept`` returns for an object it holds no parse of
 
 # What keeping an entry costs, charged when it is kept (calibrated with tracemalloc against
 # what clearing the memos frees, pools of 3 to 200 nodes and mixed traffic; see
@@ -146,12 +146,12 @@ class Memo:
         if key is None or self.limit <= 0:
             return make()
         self.used += 1
-        value = self.current.get(key, _MISSING)
-        if value is not _MISSING:
+        value = self.current.get(key, MISSING)
+        if value is not MISSING:
             self.hits += 1
             return value  # type: ignore[no-any-return]
         value = self._take_previous(key)
-        if value is _MISSING:
+        if value is MISSING:
             self.misses += 1
             value = _detached(make())
         else:
@@ -167,70 +167,55 @@ class Memo:
         name: str | None = None,
     ) -> T:
         """``make(obj)``, once per content (``get`` by ``content_key``, without a closure
-        per object: a pool's sync looks up thousands). With the ``name`` the request maps
-        the object under, the entry is found by name and kept only while the bytes are
-        equal: comparing bytes costs a third of hashing them, and an object's older
-        versions leave the memo as it changes. ``make`` is handed the decoded object (one
-        look-up covers a whole parse: the parser never comes back here to decode)."""
+        per object). With the ``name`` the request maps the object under, as ``kept`` and
+        ``keep`` have it. ``make`` is handed the decoded object (one look-up covers a whole
+        parse: the parser never comes back here to decode)."""
         if type(obj) is not Encoded:
             return make(obj)
         if self.limit <= 0:
             return make(obj.decoded())
         if name is not None:
-            return self._named(kind, name, obj.raw, obj, make)
+            value = self.kept(kind, name, obj.raw)
+            if value is MISSING:
+                value = self.keep(kind, name, obj.raw, make(obj.decoded()))
+            return value  # type: ignore[no-any-return]
         key = (kind, obj.raw)
-        value = self.current.get(key, _MISSING)
-        if value is _MISSING:
+        value = self.current.get(key, MISSING)
+        if value is MISSING:
             return self.get(key, lambda: make(obj.decoded()))
         self.used += 1
         self.hits += 1
         return value  # type: ignore[no-any-return]
 
-    def parsed_all(
-        self,
-        kind: str,
-        objects: Iterable[tuple[str, Any]],
-        make: Callable[[Any], T],
-        errors: tuple[type[BaseException], ...],
-        failed: Callable[[str, BaseException], None],
-    ) -> list[T]:
-        """``parsed`` of each (name, object) of a request's map, in one loop (a pool's sync
-        reads thousands); an entry that is not an object, or whose ``make`` raises one of
-        ``errors``, is handed to ``failed`` and left out."""
-        out: list[T] = []
-        hits = 0
-        for name, obj in objects:
-            if type(obj) is Encoded and self.limit > 0:
-                entry = self.current.get(("named", kind, name), _MISSING)
-                if entry is not _MISSING and entry[0] == obj.raw:
-                    hits += 1
-                    out.append(entry[1])  # type: ignore[index]
-                    continue
-            try:
-                if not isinstance(obj, Mapping):
-                    raise TypeError("not an object")
-                out.append(self.parsed(kind, obj, make, name))
-            except errors as err:
-                failed(name, err)
-        self.hits += hits
-        self.used += hits
-        return out
-
-    def _named(self, kind: str, name: str, raw: bytes, obj: Encoded, make: Callable[[Any], T]) -> T:
+    def kept(self, kind: str, name: str, raw: bytes) -> Any:
+        """The parse ``keep`` kept of the object a request maps under ``name``, if its bytes
+        are still ``raw``; else ``MISSING``, and the caller parses it and keeps that. Found
+        by name and compared by bytes: comparing costs a third of hashing them, and an
+        object's older versions leave the memo as it changes. (Counted: a hit, or a miss,
+        the parse to come.) The memo never sees the object: its reader (the pool's
+        ``observe``) hands the decoded object to the parser itself."""
+        if self.limit <= 0:
+            return MISSING
         self.used += 1
         key = ("named", kind, name)
-        entry = self.current.get(key, _MISSING)
-        if entry is not _MISSING and entry[0] == raw:
+        entry = self.current.get(key, MISSING)
+        if entry is not MISSING and entry[0] == raw:
             self.hits += 1
-            return entry[1]  # type: ignore[index, no-any-return]
+            return entry[1]
         entry = self._take_previous(key)  # (an older version of it goes either way)
-        if entry is not _MISSING and entry[0] == raw:
+        if entry is not MISSING and entry[0] == raw:
             self.hits += 1
-        else:
-            self.misses += 1
-            entry = (raw, _detached(make(obj.decoded())))
-        self._keep(key, entry)
-        return entry[1]  # type: ignore[index, no-any-return]
+            self._keep(key, entry)
+            return entry[1]
+        self.misses += 1
+        return MISSING
+
+    def keep(self, kind: str, name: str, raw: bytes, value: T) -> T:
+        """``value``, kept as the parse of the object mapped under ``name`` while its bytes
+        are ``raw`` (``kept`` finds it)."""
+        if self.limit > 0:
+            self._keep(("named", kind, name), (raw, _detached(value)))
+        return value
 
     def derive(
         self, tag: str, objects: tuple[Any, ...], make: Callable[[], T], *values: Hashable
@@ -243,10 +228,10 @@ class Memo:
             return make()
         self.used += 1
         key = (tag, *map(id, objects), *values)
-        entry = self.current.get(key, _MISSING)
-        if entry is _MISSING:
+        entry = self.current.get(key, MISSING)
+        if entry is MISSING:
             entry = self._take_previous(key)
-            if entry is _MISSING:
+            if entry is MISSING:
                 entry = (objects, _detached(make()))
             self._keep(key, entry)
         return entry[1]  # type: ignore[index, no-any-return]
@@ -254,18 +239,18 @@ class Memo:
     def _take_previous(self, key: Hashable) -> Any:
         """The older generation's entry, moved out of it (``_keep`` puts it in the newer)."""
         if not self.previous:
-            return _MISSING
+            return MISSING
         with self._lock:
-            value = self.previous.pop(key, _MISSING)
-            if value is not _MISSING:
+            value = self.previous.pop(key, MISSING)
+            if value is not MISSING:
                 self.previous_bytes -= charge(key, value)
         return value
 
     def _keep(self, key: Hashable, value: Any) -> None:
         size = charge(key, value)
         with self._lock:
-            old = self.current.pop(key, _MISSING)  # (a named entry whose bytes changed)
-            if old is not _MISSING:
+            old = self.current.pop(key, MISSING)  # (a named entry whose bytes changed)
+            if old is not MISSING:
                 self.current_bytes -= charge(key, old)
             if self.nbytes + size > self.limit:  # the older generation goes, then the newer
                 if self.current_bytes + size <= self.limit:

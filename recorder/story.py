@@ -135,14 +135,11 @@ def _placement(pods: Iterable[adm.Placement]) -> str:
     )
 
 
-def _changed_since(a: adm.Admission, admitted_at: str) -> bool:
+def _changed_since(a: adm.Admission, admitted: datetime) -> bool:
     """Whether a scale or a move since the admission has changed its placement."""
-    admitted = parse_time(admitted_at)
-    if admitted is None:
-        return False
     times = [a.last_scale.time] if a.last_scale is not None else []
-    times += [m.time for m in a.moves if m.time and m.count >= 1]
-    return any((t := parse_time(x)) is not None and t >= admitted for x in times)
+    times += [m.time for m in a.moves if m.time is not None and m.count >= 1]
+    return any(t >= admitted for t in times)
 
 
 def admission_facts(obj: Mapping[str, Any]) -> list[Fact]:
@@ -157,7 +154,7 @@ def admission_facts(obj: Mapping[str, Any]) -> list[Fact]:
     facts: list[Fact] = []
 
     def add(kind: EventType, reason: str, action: str, note: str, at: Any, ident: str) -> None:
-        when = parse_time(at) if isinstance(at, str) else None
+        when = at if isinstance(at, datetime) else None
         text = _note(private(note, a.namespace))
         facts.append(Fact(job, kind, reason, action, text, when, ident))
 
@@ -171,11 +168,11 @@ def admission_facts(obj: Mapping[str, Any]) -> list[Fact]:
         else:
             workers = f"{a.workers} worker{'' if a.workers == 1 else 's'}"
             note = f"admitted by pool {a.pool} with {workers}: {_placement(a.pods)}"
-        add("Normal", "Admitted", "Admit", note, a.admitted_at, a.admitted_at)
+        add("Normal", "Admitted", "Admit", note, a.admitted_at, format_time(a.admitted_at))
     if a.reason and a.reason != adm.PREEMPTED:
         # Once per reason code while the job waits; a preemption starts a new spell.
         kind: EventType = "Warning" if a.reason in _STUCK else "Normal"
-        spell = last.time if last is not None else ""
+        spell = format_time(last.time) if last is not None else ""
         add(kind, a.reason, "Queue", a.message or a.reason, None, spell)
     if last is not None:
         why = last.reason if last.by in last.reason else f"by {last.by}: {last.reason}"

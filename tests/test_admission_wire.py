@@ -7,6 +7,7 @@ must give the very same bytes back."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -177,6 +178,6 @@ def test_an_admission_read_back_leaves_out_what_a_newer_writer_added() -> None:
     adm = Admission.from_object(obj)
     assert (adm.phase, adm.admitted_at, adm.generation) == (
         "Admitted",
-        "2026-01-01T00:00:00Z",
+        datetime(2026, 1, 1, tzinfo=UTC),
         2,
     )

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from policy.model.cluster import Cluster, Node, Pod
-from policy.model.hostports import host_ports
 from policy.model.hostports import wanted as wanted_ports
+from policy.model.podspec import host_ports
 from policy.model.pool import PoolSpec
 from policy.pool.filters import rejection
 from policy.pool.ledger import Ledger

@@ -24,6 +24,7 @@ from policy.model import cluster, jobs
 from policy.model.jobs import InvalidJob, Job, parse_job
 from policy.model.kinds import MXJOB, TFJOB
 from policy.model.resources import Resources
+from policy.pool.observe import read_objects
 from policy.pool.sync import sync as pool_sync
 from tests import metacontroller as mc
 from tests.conftest import NOW
@@ -255,7 +256,7 @@ def test_under_las_a_jobs_gpu_use_and_its_pods_starts_are_read_once(
     assert 3 <= after_first == len(parsed)  # the three running pods' starts, then nothing
 
 
-def test_the_memo_hands_a_parser_the_decoded_object_once() -> None:
+def test_the_pools_reader_hands_a_parser_the_decoded_object_once() -> None:
     """One look-up covers a whole parse: the parser gets the object decoded (never the
     bytes to decode on its own, field by field), and an object whose bytes are unchanged
     is not parsed again."""
@@ -267,7 +268,9 @@ def test_the_memo_hands_a_parser_the_decoded_object_once() -> None:
 
     memo = Memo()
     pod = {"metadata": {"name": "p", "namespace": "ns"}}
+    related = {"Pod.v1": {"ns/p": Encoded(orjson.dumps(pod))}}
     for _ in range(2):
-        got = memo.parsed_all("Pod.v1", [("ns/p", Encoded(orjson.dumps(pod)))], parse, (), print)
-        assert got == ["p"]
+        problems: list[str] = []
+        assert read_objects(related, "Pod.v1", parse, problems, memo) == ["p"]
+        assert problems == []
     assert handed == [dict]

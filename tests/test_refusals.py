@@ -63,7 +63,7 @@ def pod(
         exit_code=None,
         restarts=0,
         bound=not stuck,
-        created=stamp(created),
+        created=at(created),
         unschedulable=stuck,
     )
 
@@ -175,12 +175,12 @@ ROWS = [
         (COUNTED_1,),
         (pod("a-worker-0", created=51),),
         53,
-        (COUNTED_1.model_copy(update={"seen": stamp(53), "seen_pod": "a-worker-0"}),),
+        (COUNTED_1.model_copy(update={"seen": at(53), "seen_pod": "a-worker-0"}),),
         wake=68,
     ),
     Row(
         "... and counted 15 s later: the second refusal in a row waits 60 s",
-        (COUNTED_1.model_copy(update={"seen": stamp(53), "seen_pod": "a-worker-0"}),),
+        (COUNTED_1.model_copy(update={"seen": at(53), "seen_pod": "a-worker-0"}),),
         (pod("a-worker-0", created=51),),
         68,
         (Refusal(node="n1", pod="a-worker-0", count=2, time=stamp(68), until=stamp(128)),),

@@ -9,6 +9,7 @@ a stale copy of its job writes the same time again (DESIGN §2.7).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
 
 from policy.job.podgroup import pod_group_name
@@ -84,7 +85,7 @@ def conditions(v: JobSyncView, stamp: str) -> list[dict[str, Any]]:
         if last is not None and cond.is_true(conds, cond.RUNNING):
             words = f"{kind} {job.name} was preempted by {last.by}: {last.reason}."
             conds = cond.set_condition(
-                conds, cond.RUNNING, "False", f"{kind}Preempted", words, last.time
+                conds, cond.RUNNING, "False", f"{kind}Preempted", words, format_time(last.time)
             )
         return conds
     if v.assessment.running:
@@ -117,13 +118,11 @@ def _ended(v: JobSyncView, stamp: str) -> str:
     if isinstance(recorded, str) and parse_time(recorded):
         return recorded
     done = [p.finished for p in v.pods if p.finished and p.phase in ("Succeeded", "Failed")]
-    latest = [t for t in (parse_time(s) for s in done) if t is not None]
-    return format_time(max(latest)) if latest else stamp
+    return format_time(max(done)) if done else stamp
 
 
-def _earliest(stamps: list[str]) -> str | None:
-    parsed = [t for t in (parse_time(s) for s in stamps) if t is not None]
-    return format_time(min(parsed)) if parsed else None
+def _earliest(times: list[datetime]) -> str | None:
+    return format_time(min(times)) if times else None
 
 
 def times(v: JobSyncView, stamp: str) -> dict[str, str]:

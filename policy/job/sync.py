@@ -46,7 +46,7 @@ from policy.model.lifecycle import assess
 from policy.model.pool import Binding, admission_name, pool_of
 from policy.model.request import UNREADABLE, MalformedRequest, objects
 from policy.model.slot import Slot
-from policy.model.timeutil import format_time, parse_time
+from policy.model.timeutil import format_time
 from policy.model.ttl import deletion_note
 
 PODS = "Pod.v1"
@@ -189,7 +189,7 @@ def sync(
     job, spec_of = _parsed_job(parent, kind, memo, status)
     if isinstance(job, InvalidJob):
         key = f"{meta.namespace}/{meta.name}"
-        created = parse_time(meta.creationTimestamp)
+        created = meta.creationTimestamp
         when = format_time(created) if created else None
         failed = invalid(status, kind, key, meta.name, str(job), stamp, when)
         return Decision([], _say_deletion(failed, kind, spec))

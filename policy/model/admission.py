@@ -36,6 +36,7 @@ from policy.model.bounds import MAX_QUEUE, MAX_REPLICAS, Events, GpuSeconds, Who
 from policy.model.migration import MigrationAnswer, Moves
 from policy.model.pool import ADMISSION_KIND, GROUP, VERSION, Binding, admission_name
 from policy.model.slot import Slot, SlotLabel
+from policy.model.timeutil import Time, TimeOrEmpty
 
 # Where a job stands, the one set of phases both tiers use: the Admission's two (Queued,
 # Admitted), and the job's own beyond them (a job's sync writes them into its status).
@@ -141,7 +142,7 @@ class JobRef(_Model):
 class LastScale(_Model):
     """A change of the worker target, written once when the pool decides it."""
 
-    time: str
+    time: Time
     before: int = Field(alias="from", ge=0, le=MAX_REPLICAS)
     after: int = Field(alias="to", ge=0, le=MAX_REPLICAS)
     reason: str = ""
@@ -182,7 +183,7 @@ class Gang(_Model):
 class Preemption(_Model):
     """Why a job was last stopped as a whole: when, for which job, and the rule."""
 
-    time: str
+    time: Time
     by: str  # namespace/name of the job it made room for ("TrainingPool NAME": a drain)
     reason: str = ""  # in words: "higher priority (1000 > 0)", "least attained service: ..."
 
@@ -209,7 +210,7 @@ class _MovesEntry(_Model):
     type: str
     index: int = Field(ge=0, lt=MAX_REPLICAS)
     count: Events
-    time: str = ""
+    time: TimeOrEmpty = None
     source: str = Field(default="", alias="from")
     target: str = Field(default="", alias="to")
     reason: str = ""
@@ -241,9 +242,9 @@ class Refusal(_Model):
     node: str
     pod: str | None = None  # the pod refused last
     count: Events = 0  # refusals in a row
-    time: str | None = None  # when the last one was counted
-    until: str | None = None  # the job's pods avoid the node until then
-    seen: str | None = None
+    time: Time | None = None  # when the last one was counted
+    until: Time | None = None  # the job's pods avoid the node until then
+    seen: Time | None = None
     seen_pod: str | None = Field(default=None, alias="seenPod")
 
     @property
@@ -287,7 +288,7 @@ def _moves(raw: Any) -> tuple[Moves, ...]:
     """Read into the migration's own type at once: nothing is dumped and parsed again."""
     if isinstance(raw, tuple) and all(type(m) is Moves for m in raw):
         return raw
-    return tuple(Moves(**m.model_dump()) for m in _MOVES.validate_python(raw))
+    return tuple(Moves(**dict(m)) for m in _MOVES.validate_python(raw))
 
 
 def _answers(raw: Any) -> tuple[MigrationAnswer, ...]:
@@ -333,7 +334,7 @@ class Admission(_Model):
     workers: int = Field(default=0, ge=0, le=MAX_REPLICAS)
     pods: tuple[Placement, ...] = ()
     # When the pool admitted the job (written once).
-    admitted_at: str | None = Field(default=None, alias="admittedTime")
+    admitted_at: Time | None = Field(default=None, alias="admittedTime")
     last_scale: LastScale | None = Field(default=None, alias="lastScale")
     gang: Gang | None = None  # the pool's gang scheduler, if any
     # Its pods name a gang scheduler the pool does not use: what to do.

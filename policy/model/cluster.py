@@ -127,9 +127,10 @@ class Pod:
     exit_code: int | None  # of the main container's last termination
     restarts: int
     bound: bool = False  # spec.nodeName is set (by us or by the kube-scheduler)
-    created: str | None = None  # metadata.creationTimestamp
-    started: str | None = None  # the main container's running.startedAt (or status.startTime)
-    finished: str | None = None  # the main container's terminated.finishedAt
+    # Its times, parsed once here (None: absent or not a timestamp).
+    created: datetime | None = None  # metadata.creationTimestamp
+    started: datetime | None = None  # the main container's running.startedAt (or status.startTime)
+    finished: datetime | None = None  # the main container's terminated.finishedAt
     scheduler: str = ""  # spec.schedulerName
     # The kube-scheduler found no room on the node it is pinned to (a plan made from a
     # stale view): it holds nothing, and its job re-places it.
@@ -181,16 +182,6 @@ class Pod:
                 self.preferred,
             )
         )
-
-    @cached_property
-    def created_at(self) -> datetime | None:
-        """``created``, parsed once (what the plan compares; ``created`` is what is written)."""
-        return parse_time(self.created)
-
-    @cached_property
-    def started_at(self) -> datetime | None:
-        """``started``, parsed once (least attained service reads it every sync)."""
-        return parse_time(self.started)
 
     def __post_init__(self) -> None:
         terminal = self.phase in TERMINAL_PHASES
@@ -247,9 +238,9 @@ class Pod:
             exit_code=exit_code,
             restarts=restarts,
             bound=bool(spec.get("nodeName")),
-            created=_text(meta.get("creationTimestamp")),
-            started=_text(started),
-            finished=_text(finished),
+            created=parse_time(meta.get("creationTimestamp")),
+            started=parse_time(started),
+            finished=parse_time(finished),
             scheduler=_text(spec.get("schedulerName")) or "",
             unschedulable=_unschedulable(status),
             preferred=node is not None and not bound_to and not required,

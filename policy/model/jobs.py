@@ -36,10 +36,9 @@ from policy.model.bounds import (
 )
 from policy.model.gpushare import GPU, BadShare, GpuShare, share_of
 from policy.model.hashed import HashedTuple
-from policy.model.hostports import host_ports
 from policy.model.once import cached_property
-from policy.model.podspec import pod_request
-from policy.model.pool import DEFAULT_POOL, pool_of
+from policy.model.podspec import host_ports, pod_request
+from policy.model.pool import DEFAULT_POOL
 from policy.model.resources import Resources, to_milli
 from policy.model.slot import Slot
 from policy.model.templates import PodTemplate
@@ -48,7 +47,7 @@ from policy.model.tensorboard import LABEL as TENSORBOARD_LABEL
 from policy.model.tensorboard import TensorBoard
 from policy.model.tensorboard import parse as parse_tensorboard
 from policy.model.throughput import ANNOTATION as THROUGHPUT
-from policy.model.timeutil import format_time, parse_time
+from policy.model.timeutil import ReadTime, format_time, parse_time
 
 
 class InvalidJob(ValueError):
@@ -237,7 +236,7 @@ class MetadataModel(_Model):
     namespace: str = "default"
     uid: str = ""
     generation: int = 0
-    creationTimestamp: str | None = None
+    creationTimestamp: ReadTime = None  # parsed once, here
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     deletionTimestamp: str | None = None
@@ -678,6 +677,12 @@ def parsed_job(obj: Mapping[str, Any], kind: JobKind, memo: Memo) -> Job | Inval
     return memo.parsed("job:" + kind.kind, obj, partial(job_or_why, kind=kind))
 
 
+def _queue(policy: SchedulingPolicyModel | None) -> str | None:
+    """The pool a scheduling policy asks for (``policy.model.pool.pool_of``, read from the
+    validated spec: Kubeflow's ``runPolicy`` first, then DRAGON's top-level layout)."""
+    return policy.queue if policy is not None and policy.queue else None
+
+
 def job_or_why(obj: Mapping[str, Any], kind: JobKind) -> Job | InvalidJob:
     """The job, or what makes it invalid (returned, not raised: a memo keeps either)."""
     try:
@@ -810,7 +815,7 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind) -> Job:
         name=meta.name,
         uid=meta.uid,
         generation=meta.generation,
-        created=parse_time(meta.creationTimestamp),
+        created=meta.creationTimestamp,
         labels=MappingProxyType(dict(meta.labels)),
         annotations=MappingProxyType(dict(meta.annotations)),
         replicas=MappingProxyType(replicas),
@@ -826,7 +831,7 @@ def parse_job(obj: Mapping[str, Any], kind: JobKind) -> Job:
         managed_elsewhere=_elsewhere(owner, meta.labels),
         deleting=meta.deletionTimestamp is not None,
         priority_class=named if isinstance(named, str) and named else None,
-        pool=pool_of(raw_spec),
+        pool=_queue(run.schedulingPolicy) or _queue(spec.schedulingPolicy) or DEFAULT_POOL,
         scheduling_policy=policy,
         node_preference=spec.node_preference or None,
         checkpoint_interval=checkpoint,

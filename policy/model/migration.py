@@ -13,12 +13,14 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from policy.model.bounds import MAX_EVENTS, MAX_REPLICAS, whole
 from policy.model.pool import GROUP, VERSION
+from policy.model.timeutil import format_time, parse_time
 
 MIGRATION_KIND = "Migration"
 TYPE_KEY = f"{MIGRATION_KIND}.{VERSION}"  # Metacontroller's map key for Migrations
@@ -182,7 +184,7 @@ class Moves:
     type: str
     index: int
     count: int
-    time: str  # of the last move (throttling compares it with now)
+    time: datetime | None  # of the last move (throttling compares it with now); None: none yet
     source: str = ""
     target: str = ""
     reason: str = ""
@@ -192,7 +194,7 @@ class Moves:
             "type": self.type,
             "index": self.index,
             "count": self.count,
-            "time": self.time,
+            "time": format_time(self.time) if self.time is not None else "",
         }
         for k, v in (("from", self.source), ("to", self.target), ("reason", self.reason)):
             if v:
@@ -205,7 +207,7 @@ class Moves:
             type=str(raw["type"]),
             index=whole(raw["index"], "index", MAX_REPLICAS - 1),
             count=whole(raw["count"], "count", MAX_EVENTS),
-            time=str(raw.get("time") or ""),
+            time=parse_time(raw.get("time")),
             source=str(raw.get("from") or ""),
             target=str(raw.get("to") or ""),
             reason=str(raw.get("reason") or ""),

@@ -1,5 +1,6 @@
-"""What a pod spec asks of its node: its request (what the kube-scheduler reserves) and
-its limits (what it may use), as resource vectors.
+"""What a pod spec asks of its node: its request (what the kube-scheduler reserves), the
+host ports it takes (``policy.model.hostports``) and its limits (what it may use), as
+resource vectors. A parser of a pod spec finds all of it here.
 
 Read for every pod of a pool at every cold sync (``policy.model.cluster.Pod``) and for
 every replica template of a job (``policy.model.jobs``).
@@ -7,11 +8,13 @@ every replica template of a job (``policy.model.jobs``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from policy.model.hostports import host_ports
-from policy.model.resources import PODS, Resources, to_milli
+from policy.model.hostports import ONE
+from policy.model.resources import HOST_PORT, PODS, Resources, to_milli
+
+_NONE = Resources()  # the host ports most pods take (immutable, so shared)
 
 
 def pod_request(pod_spec: Mapping[str, Any]) -> Resources:
@@ -49,6 +52,24 @@ def pod_request(pod_spec: Mapping[str, Any]) -> Resources:
         total[k] = total.get(k, 0) + to_milli(v)
     total[PODS] = total.get(PODS, 0) + to_milli(1)
     return Resources(total)
+
+
+def host_ports(pod_spec: Mapping[str, Any], added: Iterable[int] = ()) -> Resources:
+    """The host ports the pod's containers take, one unit each (empty for most pods): a
+    container's ``ports[].hostPort`` (protocol TCP unless said), and with ``hostNetwork:
+    true`` every ``containerPort`` (the API server defaults ``hostPort`` to it).
+    ``added``: TCP container ports the operator adds to the pod it renders (a TF task's
+    port when its template lists none), host ports too on the host network."""
+    on_host = pod_spec.get("hostNetwork") is True
+    taken: dict[str, int] = {}
+    for c in pod_spec.get("containers") or ():
+        for p in c.get("ports") or ():
+            port = p.get("hostPort") or (on_host and p.get("containerPort"))
+            if port and isinstance(port, int) and port > 0:
+                taken[f"{HOST_PORT}{p.get('protocol') or 'TCP'}/{port}"] = ONE
+    if on_host:
+        taken.update({f"{HOST_PORT}TCP/{port}": ONE for port in added})
+    return Resources(taken) if taken else _NONE
 
 
 def pod_limits(pod_spec: Mapping[str, Any]) -> Resources:

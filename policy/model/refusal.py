@@ -23,10 +23,11 @@ only after recording the refusal.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Final
 
 from policy.model.admission import Refusal
+from policy.model.timeutil import format_time
 
 GRACE: Final = timedelta(seconds=15)
 BACKOFF: Final = timedelta(seconds=30)
@@ -35,6 +36,11 @@ HINT: Final = (
     "pods the pool does not see fill it, such as other tenants' "
     "(watchAllPods: true in the TrainingPool lets the pool see them)"
 )
+
+
+def _written(t: datetime | None) -> str:
+    """A time as the Admission writes it."""
+    return format_time(t) if t is not None else str(t)
 
 
 def backoff(count: int) -> timedelta:
@@ -47,9 +53,9 @@ def refused_note(refused: Sequence[Refusal]) -> str:
     """The counted refusals in words, as the job's status says them (the same words while
     the refusals are the same: nothing of ``now`` in them)."""
     return "; ".join(
-        f"the kube-scheduler refused {r.pod or 'a pod'} on {r.node} at {r.time} "
+        f"the kube-scheduler refused {r.pod or 'a pod'} on {r.node} at {_written(r.time)} "
         f"({_nth(r.count)} time in a row) though the pool saw room there: {HINT}; "
-        f"the job's pods avoid {r.node} until {r.until}"
+        f"the job's pods avoid {r.node} until {_written(r.until)}"
         for r in refused
         if r.counted
     )

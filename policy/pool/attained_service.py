@@ -35,7 +35,6 @@ from policy.model.bounds import later
 from policy.model.cluster import Pod
 from policy.model.jobs import Job
 from policy.model.resources import Resources
-from policy.model.timeutil import parse_time
 
 STATUS_KEY = "service"  # status.scheduling.service: the job's copy of the Admission's
 NOTHING_ATTAINED = AttainedService(gpu_seconds=0.0)
@@ -76,7 +75,7 @@ def running_units(
     for p in pods:
         if p.phase != "Running" or p.terminating or not p.live:
             continue
-        started = p.started_at
+        started = p.started
         if started is None:
             continue
         u = units(p.request, on_gpus)
@@ -130,8 +129,7 @@ def attained(
         wake = _crossing(now, past.gpu_seconds, rate, weighted, las[queue])
     if promotion and preempted and past.last is not None and queue > 0:
         # Tiresias' promotion: waited (since its preemption) as long as it ran.
-        since = parse_time(past.last.time)
-        due = later(since, past.gpu_seconds / max(gang_units, 1e-9)) if since else None
+        due = later(past.last.time, past.gpu_seconds / max(gang_units, 1e-9))
         if due is not None and now >= due:
             queue = 0
         elif due is not None:

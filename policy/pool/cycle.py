@@ -73,7 +73,6 @@ from policy.model.priority import Priorities
 from policy.model.slot import Slot, SlotLabel
 from policy.model.speedup import Speedup
 from policy.model.tensorboard import SLOT as TENSORBOARD
-from policy.model.timeutil import format_time, parse_time
 from policy.pool import admission_checks
 from policy.pool.attained_service import Attained, attained, recorded, service_of
 from policy.pool.checks import Admit, Check, QueueCycle, Turn, run
@@ -573,7 +572,7 @@ def _place_tensorboards(
 
 def _victim_order(r: Running) -> tuple:
     admitted = r.admission.admitted_at if r.admission is not None else None
-    started = parse_time(admitted) or r.job.started_at or NEVER
+    started = admitted or r.job.started_at or NEVER
     return (r.priority, started, r.job.namespace, r.job.name)
 
 
@@ -614,7 +613,7 @@ def _preempted_plan(
         gpu_seconds=total,
         preemptions=past.preemptions + 1,
         las_preemptions=past.las_preemptions + (1 if stopped.las else 0),
-        last=Preemption(time=format_time(now), by=stopped.shown, reason=stopped.reason),
+        last=Preemption(time=now, by=stopped.shown, reason=stopped.reason),
     )
     count = record.preemptions
     words = (

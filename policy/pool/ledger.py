@@ -40,8 +40,8 @@ class Scale:
     after: int
     reason: str
 
-    def recorded(self, stamp: str) -> LastScale:
-        return LastScale(time=stamp, before=self.before, after=self.after, reason=self.reason)
+    def recorded(self, now: datetime) -> LastScale:
+        return LastScale(time=now, before=self.before, after=self.after, reason=self.reason)
 
 
 @dataclass(frozen=True)

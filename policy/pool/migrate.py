@@ -60,7 +60,6 @@ from policy.model.migration import (
     move_of,
     pod_name,
 )
-from policy.model.timeutil import format_time, parse_time
 from policy.pool.admit import gang_fits
 from policy.pool.ledger import Ledger
 from policy.pool.move_score import MoveRefused, NodeLoad
@@ -184,7 +183,7 @@ class _JobState:
             seen = max(move_of(p.name) for p in pods)
             known = self.counts.get(slot)
             if seen > (known.count if known else 0):  # an Admission rebuilt: the names know
-                self.counts[slot] = Moves(slot[0], slot[1], seen, "")
+                self.counts[slot] = Moves(slot[0], slot[1], seen, None)
         self.names: dict[Slot, str] = {}
         self.moving: dict[Slot, Move] = {}
         self.finished: set[Slot] = set()
@@ -238,7 +237,7 @@ class _JobState:
 
     def throttled_until(self, slot: Slot, interval: timedelta) -> datetime | None:
         m = self.counts.get(slot)
-        last = parse_time(m.time) if m is not None else None
+        last = m.time if m is not None else None
         if last is not None and self.now < last + interval:
             return last + interval
         return None
@@ -414,7 +413,7 @@ def _start(state: _JobState, pod: Pod, slot: Slot, target: str, reason: str) -> 
     state.load.move(pod, source, target)
     before = state.counts.get(slot)
     n = (before.count if before else 0) + 1
-    state.counts[slot] = Moves(slot[0], slot[1], n, format_time(state.now), source, target, reason)
+    state.counts[slot] = Moves(slot[0], slot[1], n, state.now, source, target, reason)
     move = Move(source, target, pod_name(child_name(state.r.job, *slot), n))
     state.moving[slot] = move
     state.names[slot] = move.pod
@@ -477,7 +476,7 @@ _STARTING = timedelta(seconds=60)  # a Pending pod this young is starting, not s
 
 
 def _new(pod: Pod, now: datetime) -> bool:
-    created = pod.created_at
+    created = pod.created
     return created is not None and now - created < _STARTING
 
 

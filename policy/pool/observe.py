@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 
 import orjson
 
-from policy.memo import Memo
+from policy.memo import MISSING, NO_MEMO, Encoded, Memo
 from policy.model.admission import TYPE_KEY as ADMISSIONS
 from policy.model.admission import Admission, Placement
 from policy.model.cluster import L_JOB, Cluster, Node, Pod
@@ -27,14 +27,7 @@ from policy.model.podspec import pod_limits
 from policy.model.pool import DEFAULT_POOL, POOL_KIND, VERSION, PoolSpec
 from policy.model.priority import Priorities
 from policy.model.priority import entry as priority_class
-from policy.model.request import (
-    UNREADABLE,
-    MalformedRequest,
-    ObjectMap,
-    items,
-    job_type_key,
-    objects,
-)
+from policy.model.request import UNREADABLE, MalformedRequest, ObjectMap, items, job_type_key
 from policy.model.speedup import Speedup
 from policy.model.speedup import of_jobs as speedups_of
 from policy.model.tensorboard import LABEL as TB
@@ -101,7 +94,7 @@ def _jobs(
     for kind in KINDS:
         # One job that cannot be read never stops the plan for everyone else.
         read = partial(job_or_why, kind=kind)
-        for job in _each(related, job_type_key(kind), read, problems, memo):
+        for job in read_objects(related, job_type_key(kind), read, problems, memo):
             if isinstance(job, InvalidJob):
                 continue  # its own sync marks it Failed with what is wrong
             if job.managed_elsewhere:
@@ -188,7 +181,7 @@ def observe(
         partial(PoolSpec.model_validate, raw_spec),
     )
     problems: list[str] = []
-    nodes = _each(related, NODES, Node.from_object, problems, memo)
+    nodes = read_objects(related, NODES, Node.from_object, problems, memo)
     renamed = {n.hostname: n.name for n in nodes if n.hostname != n.name}
     pods: dict[tuple[str, str], Pod] = {}
     types = (PODS, SHAREPODS) if spec.kubeshare == "v1" else (PODS,)
@@ -196,23 +189,17 @@ def observe(
     read_pod = partial(Pod.in_pool, container=TFJOB.container, kubeshare=spec.kubeshare)
     tag = "" if spec.kubeshare == "none" else f" {spec.kubeshare}"
     for type_key in types:
-        for pod in _each(related, type_key, read_pod, problems, memo, type_key + tag):
+        for pod in read_objects(related, type_key, read_pod, problems, memo, type_key + tag):
             if pod is not None:
                 pods[(pod.namespace, pod.name)] = pod.on_nodes(renamed) if renamed else pod
     known = None
     others: tuple[str, ...] = ()
     gangs: tuple[tuple[str, str, str], ...] | None = None
     if name == DEFAULT_POOL:
-        others = tuple(
-            sorted(
-                o["metadata"]["name"]
-                for o in objects(related, POOLS)
-                if isinstance(o.get("metadata"), Mapping)
-                and isinstance(o["metadata"].get("name"), str)
-            )
-        )
+        pools = [p for p in read_objects(related, POOLS, _other_pool, [], NO_MEMO) if p is not None]
+        others = tuple(sorted(n for n, _ in pools))
         known = frozenset((name, *others))
-        gangs = tuple(sorted(_gangs(objects(related, POOLS))))
+        gangs = tuple(sorted((n, *gang) for n, gang in pools if gang is not None))
     jobs, orphans = _jobs(related, name, known, memo, problems)
     refused: list[Job] = []
     if spec.kubeshare == "none":
@@ -238,7 +225,9 @@ def observe(
         for pod in _assumed(by_key[key], adm, existing, by_name, boarded, memo)
     ]
     cluster = Cluster.observe(nodes, [*pods.values(), *assumed], spec.kubeshare != "none", memo)
-    priorities = Priorities.of(_each(related, PRIORITY_CLASSES, priority_class, problems, memo))
+    priorities = Priorities.of(
+        read_objects(related, PRIORITY_CLASSES, priority_class, problems, memo)
+    )
     requests = _requests(related, pods, by_key, problems)
     speedups = speedups_of(jobs, memo.get, problems)
     return PoolSnapshot(
@@ -259,18 +248,18 @@ def observe(
     )
 
 
-def _gangs(pools: list[Mapping[str, Any]]) -> list[tuple[str, str, str]]:
-    """Other pools that use a gang scheduler; one whose spec cannot be read uses none."""
-    out = []
-    for obj in pools:
-        name = (obj.get("metadata") or {}).get("name")
-        try:
-            spec = PoolSpec.model_validate(obj.get("spec") or {})
-        except ValueError:
-            continue
-        if isinstance(name, str) and spec.gangScheduler != "none":
-            out.append((name, spec.gangScheduler, spec.scheduler_name))
-    return out
+def _other_pool(obj: Mapping[str, Any]) -> tuple[str, tuple[str, str] | None] | None:
+    """A pool's name, and its gang scheduler (gangScheduler, schedulerName) if it uses one;
+    a spec that cannot be read uses none. None for a pool without a name."""
+    meta = obj.get("metadata")
+    name = meta.get("name") if isinstance(meta, Mapping) else None
+    if not isinstance(name, str):
+        return None
+    try:
+        spec = PoolSpec.model_validate(obj.get("spec") or {})
+    except ValueError:
+        return name, None
+    return name, (spec.gangScheduler, spec.scheduler_name) if spec.gangScheduler != "none" else None
 
 
 def _requests(
@@ -282,42 +271,55 @@ def _requests(
     """Migration requests for the pool's jobs, by job key: the job its labels name (as the
     Container Monitor copies them from the pod), else the job of the pod it names."""
     out: dict[str, list[MigrationRequest]] = {}
-    for key, obj in items(related, MIGRATIONS):
-        try:
-            if not isinstance(obj, Mapping):
-                raise TypeError("not an object")
-            q = MigrationRequest.from_object(obj)
-        except UNREADABLE as err:
-            problems.append(f"Migration {key} is left out: {_why(err)}")
-            continue
-        labels = (obj.get("metadata") or {}).get("labels") or {}
-        named = labels.get(L_JOB) if isinstance(labels, Mapping) else None
+    for q, named in read_objects(related, MIGRATIONS, _migration, problems, NO_MEMO):
         pod = pods.get((q.namespace, q.pod))
-        job = f"{q.namespace}/{named}" if isinstance(named, str) and named else None
+        job = f"{q.namespace}/{named}" if named else None
         job = job or (pod.job if pod is not None else None)
         if job in jobs:
             out.setdefault(job, []).append(q)
     return {k: tuple(v) for k, v in out.items()}
 
 
-def _each(
+def _migration(obj: Mapping[str, Any]) -> tuple[MigrationRequest, str | None]:
+    """A migration request, and the job its labels name (None: they name none)."""
+    q = MigrationRequest.from_object(obj)
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    named = labels.get(L_JOB) if isinstance(labels, Mapping) else None
+    return q, named if isinstance(named, str) and named else None
+
+
+def read_objects(
     group: ObjectMap,
     type_key: str,
-    read: Callable[[Mapping[str, Any]], T],
+    parse: Callable[[Mapping[str, Any]], T],
     problems: list[str],
     memo: Memo,
     tag: str | None = None,
 ) -> list[T]:
-    """``read`` of each object of a type, once per content (``memo``, under ``tag``: the
-    type key unless said). An object that cannot be read is left out, and said in
-    ``problems``."""
-    kind = type_key.split(".", 1)[0]
-
-    def failed(key: str, err: BaseException) -> None:
-        problems.append(f"{kind} {key} is left out: {_why(err)}")
-
-    pairs = items(group, type_key)
-    return memo.parsed_all(tag or type_key, pairs, read, UNREADABLE, failed)
+    """``parse`` of each object of a type, handed the object decoded, once per content:
+    ``memo`` keeps each parse by the object's name and bytes (under ``tag``: the type key
+    unless said), and a warm sync parses nothing again. An object that cannot be read is
+    left out, and said in ``problems``."""
+    objs = group.get(type_key) or {}
+    if not isinstance(objs, Mapping):
+        raise MalformedRequest(f"{type_key} must map names to objects")
+    tag = tag or type_key
+    out: list[T] = []
+    for key, obj in objs.items():
+        raw = obj.raw if type(obj) is Encoded else None
+        value = MISSING if raw is None else memo.kept(tag, key, raw)
+        if value is MISSING:
+            try:
+                if not isinstance(obj, Mapping):
+                    raise TypeError("not an object")
+                value = parse(obj if raw is None else obj.decoded())
+            except UNREADABLE as err:
+                problems.append(f"{type_key.split('.', 1)[0]} {key} is left out: {_why(err)}")
+                continue
+            if raw is not None:
+                memo.keep(tag, key, raw, value)
+        out.append(value)
+    return out
 
 
 def _why(err: BaseException) -> str:

@@ -27,7 +27,6 @@ from collections.abc import Mapping, Sequence
 
 from policy.model.cluster import Pod
 from policy.model.resources import Resources
-from policy.model.timeutil import parse_time
 from policy.pool.explain import named
 from policy.pool.ledger import Ledger, Stopped
 from policy.pool.placement import Free, place_repairs
@@ -46,7 +45,7 @@ def holding(r: Running) -> list[Pod]:
 def keep_order(r: Running, by_priority: bool) -> tuple:
     """Which stalled gang keeps its admission first (see the module's docstring)."""
     admitted = r.admission.admitted_at if r.admission is not None else None
-    started = parse_time(admitted) or r.job.started_at or NEVER
+    started = admitted or r.job.started_at or NEVER
     if by_priority:
         return (-r.priority, started, r.job.namespace, r.job.name)
     return (started, -r.priority, r.job.namespace, r.job.name)

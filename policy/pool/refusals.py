@@ -29,7 +29,6 @@ from policy.model.bounds import MAX_EVENTS
 from policy.model.cluster import Pod
 from policy.model.refusal import GRACE, backoff
 from policy.model.resources import Resources
-from policy.model.timeutil import format_time, parse_time
 
 
 def unexplained(pods: Sequence[Pod], free: Mapping[str, Resources]) -> frozenset[str]:
@@ -79,32 +78,30 @@ def _recorded(r: Refusal, pod: Pod | None, pods: Sequence[Pod], now: datetime) -
         r = r.model_copy(update={"seen": None, "seen_pod": None})  # it did not hold
     if pod is not None:
         if r.seen is not None:
-            seen = parse_time(r.seen)
-            if seen is None or now - seen >= GRACE:
+            if now - r.seen >= GRACE:
                 count = min(r.count + 1, MAX_EVENTS)
                 return Refusal(
                     node=r.node,
                     pod=pod.name,
                     count=count,
-                    time=format_time(now),
-                    until=format_time(now + backoff(count)),
+                    time=now,
+                    until=now + backoff(count),
                 )
         elif not (r.counted and r.time is not None and _since(r.time, pod)):
-            r = r.model_copy(update={"seen": format_time(now), "seen_pod": pod.name})
+            r = r.model_copy(update={"seen": now, "seen_pod": pod.name})
     if r.counted and not active(r, now) and any(_took(p, r) for p in pods):
         return None  # it took a pod of the job again: forgiven
     return r if r.counted or r.seen is not None else None
 
 
-def _since(stamp: str, pod: Pod) -> bool:
-    """``stamp`` is at or after the pod's creation: it is about this very pod."""
-    created, at = pod.created_at, parse_time(stamp)
-    return created is None or at is None or at >= created
+def _since(at: datetime, pod: Pod) -> bool:
+    """``at`` is at or after the pod's creation: it is about this very pod."""
+    return pod.created is None or at >= pod.created
 
 
 def _took(pod: Pod, r: Refusal) -> bool:
     """A pod of the job bound on the refused node, created after the refusal."""
-    created, at = pod.created_at, parse_time(r.time)
+    created, at = pod.created, r.time
     return (
         pod.node == r.node
         and pod.bound
@@ -116,9 +113,8 @@ def _took(pod: Pod, r: Refusal) -> bool:
 
 
 def active(r: Refusal, now: datetime) -> bool:
-    """Counted, and its backoff has not ended (an unreadable end: it has)."""
-    until = parse_time(r.until) if r.counted else None
-    return until is not None and now < until
+    """Counted, and its backoff has not ended."""
+    return r.counted and r.until is not None and now < r.until
 
 
 def avoided(refused: Sequence[Refusal], now: datetime) -> frozenset[str]:
@@ -130,8 +126,8 @@ def next_end(refused: Sequence[Refusal], now: datetime) -> datetime | None:
     """When the job is to be planned again: a backoff ends, or a sighting would count."""
     ends = []
     for r in refused:
-        if active(r, now) and (until := parse_time(r.until)) is not None:
-            ends.append(until)
-        if r.seen is not None and (seen := parse_time(r.seen)) is not None:
-            ends.append(seen + GRACE)
+        if active(r, now) and r.until is not None:
+            ends.append(r.until)
+        if r.seen is not None:
+            ends.append(r.seen + GRACE)
     return min((e for e in ends if e > now), default=None)

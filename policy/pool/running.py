@@ -20,7 +20,6 @@ from policy.model.lifecycle import Assessment
 from policy.model.migration import move_of
 from policy.model.once import cached_property
 from policy.model.slot import Slot, SlotLabel
-from policy.model.timeutil import parse_time
 from policy.pool.attained_service import Attained
 
 LAST_SCALE = "lastScale"  # the status key a job's sync copies the Admission's lastScale to
@@ -47,7 +46,7 @@ def last_scale(job: Job, admission: Admission | None) -> LastScale | None:
 def scaled_at(job: Job, admission: Admission | None) -> datetime | None:
     """When the pool last changed the job's worker target (None: never, or unreadable)."""
     scale = last_scale(job, admission)
-    return parse_time(scale.time) if scale is not None else None
+    return scale.time if scale is not None else None
 
 
 def idle_since(jobs: Iterable[tuple[Job, Admission | None]]) -> datetime | None:
@@ -55,13 +54,12 @@ def idle_since(jobs: Iterable[tuple[Job, Admission | None]]) -> datetime | None:
     times = []
     for job, admission in jobs:
         admitted = admission.admitted_at if admission is not None else None
-        started = parse_time(admitted) or job.started_at
+        started = admitted or job.started_at
         if started is not None:
             times.append(started)
         scale = last_scale(job, admission)
-        when = parse_time(scale.time) if scale is not None else None
-        if when is not None and scale is not None and scale.shrink:
-            times.append(when)
+        if scale is not None and scale.shrink:
+            times.append(scale.time)
     return max(times) if times else None
 
 

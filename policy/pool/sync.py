@@ -163,7 +163,7 @@ def sync(
     placed = _deferred(snap, result.jobs.values(), places(queued))
     admissions = [
         _answer(
-            snap, jp, stamp, hostnames, renamed, gpus.get(jp.job.key), memo, placed.get(jp.job.key)
+            snap, jp, now, hostnames, renamed, gpus.get(jp.job.key), memo, placed.get(jp.job.key)
         )
         for jp in result.jobs.values()
         if jp.phase in (QUEUED, ADMITTED)
@@ -290,7 +290,7 @@ def _resync(
 def _answer(
     snap: PoolSnapshot,
     jp: JobPlan,
-    stamp: str,
+    now: datetime,
     hostnames: Mapping[str, str],
     renamed: tuple[tuple[str, str], ...],
     gpus: Mapping[Slot, str | None] | None,
@@ -300,10 +300,10 @@ def _answer(
     """The Admission object for a plan (``place``: a queued job's place in the queue). A
     running job's plan that is the very object of an earlier sync (nothing in this cycle
     touched it: policy.pool.cycle), answered from the same Admission, under the same pool
-    spec, gets the same object (written without ``stamp``: its admission time and last
+    spec, gets the same object (written without ``now``: its admission time and last
     scale are on record)."""
     previous = snap.admissions.get(jp.job.key)
-    make = partial(_admission, snap, jp, stamp, hostnames, place=place)
+    make = partial(_admission, snap, jp, now, hostnames, place=place)
     if gpus is None and previous is not None:
         if jp.phase == ADMITTED and jp.scale is None and previous.admitted and previous.admitted_at:
             return memo.derive(
@@ -349,7 +349,7 @@ def _still_waiting(jp: JobPlan, previous: Admission) -> bool:
 def _admission(
     snap: PoolSnapshot,
     jp: JobPlan,
-    stamp: str,
+    now: datetime,
     hostnames: Mapping[str, str],
     gpus: Mapping[Slot, str | None] | None = None,
     place: QueuePlace | None = None,
@@ -358,7 +358,7 @@ def _admission(
     previous = snap.admissions.get(job.key)
     scale: LastScale | None
     if jp.scale is not None and jp.scale.after != jp.scale.before:
-        scale = jp.scale.recorded(stamp)
+        scale = jp.scale.recorded(now)
     else:
         scale = last_scale(job, previous)
     if (
@@ -378,8 +378,8 @@ def _admission(
         # A job resumed a moment ago still shows the start it kept while suspended; one
         # preempted runs anew from now.
         again = job.resumed or (previous is not None and previous.preempted)
-        started = None if again else job.status.get("startTime")
-        admitted = kept or started or stamp
+        started = None if again else job.started_at
+        admitted = kept or started or now
     running = None  # the batch its running pods were given (none: every pod starts)
     if previous is not None and previous.admitted and not job.resumed:
         running = previous.batch
@@ -466,7 +466,7 @@ def _admission_for(
     workers: int = 0,
     pods: tuple[Placement, ...] = (),
     last_scale: LastScale | None = None,
-    admitted_at: str | None = None,
+    admitted_at: datetime | None = None,
     gang: Gang | None = None,
     gang_note: str = "",
     moves: tuple[Moves, ...] = (),
