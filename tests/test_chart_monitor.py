@@ -3,6 +3,7 @@ the DaemonSet, its node-local Service, ServiceAccount and least-privilege RBAC."
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from tests.test_chart import (
     _webhook,
     restricted_violations,
 )
+from webhooks.env import unknown_variable
 
 MONITOR_VALUES: dict[str, Any] = {
     "image": {
@@ -142,6 +144,8 @@ def test_the_monitor_reads_the_environment_the_chart_sets(
 ) -> None:
     for name, value in _env(_one(monitor_docs, "DaemonSet")).items():
         monkeypatch.setenv(name, value if isinstance(value, str) else "node-7")
+    # (the monitor refuses a variable of its prefix it has no setting for)
+    assert unknown_variable(os.environ, MonitorSettings, "dragonet-monitor") is None
     settings = MonitorSettings()
     assert (settings.node_name, settings.port, settings.pool, settings.threshold) == (
         "node-7",

@@ -115,6 +115,19 @@ def test_a_bad_setting_exits_2_with_one_line(tmp_path: Path) -> None:
     assert len(proc.stderr.splitlines()) == 1
 
 
+def test_a_misspelt_setting_exits_2_naming_the_setting_it_meant(tmp_path: Path) -> None:
+    """Its node's name comes without the prefix (the downward API): that one is known."""
+    env = _env(tmp_path, NODE_NAME="n", DRAGONET_MONITOR_THRESHHOLD="2")
+    proc = subprocess.run(
+        [sys.executable, "-m", "monitor"], env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [
+        "dragonet-monitor: DRAGONET_MONITOR_THRESHHOLD: not a setting of dragonet-monitor "
+        "(did you mean DRAGONET_MONITOR_THRESHOLD? they are listed in chart/README.md)"
+    ]
+
+
 def test_without_any_api_configuration_it_exits_2_with_one_line(tmp_path: Path) -> None:
     env = _env(tmp_path, NODE_NAME="n", KUBECONFIG=str(tmp_path / "missing"))
     proc = subprocess.run(

@@ -6,6 +6,7 @@ errors; its Deployment."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from datetime import timedelta
@@ -24,6 +25,7 @@ from tests.controller_cli import assert_exits_2_with_one_line, run_module
 from tests.kubefake import answer, granted, route, use_kubeconfig
 from tests.test_chart import _render, _validate_all, restricted_violations
 from tests.test_ttl import T0, finished
+from webhooks.env import unknown_variable
 from webhooks.kubeapi import ApiError
 
 
@@ -195,6 +197,7 @@ def test_the_reaper_reads_the_environment_the_chart_sets(
     [container] = _reaper(reaper_docs, "Deployment")["spec"]["template"]["spec"]["containers"]
     for e in container["env"]:
         monkeypatch.setenv(e["name"], e["value"])
+    assert unknown_variable(os.environ, ReaperSettings, "dragonet-reaper") is None
     settings = ReaperSettings()
     assert (settings.interval_seconds, settings.log_level) == (12, "debug")
 
@@ -224,6 +227,15 @@ def test_a_bad_setting_exits_2_with_one_line(tmp_path: Path) -> None:
 def test_without_any_api_configuration_it_exits_2_with_one_line(tmp_path: Path) -> None:
     proc = _run(tmp_path, KUBECONFIG=str(tmp_path / "missing"))
     assert_exits_2_with_one_line(proc, "dragonet-reaper: no Kubernetes API configuration:")
+
+
+def test_a_misspelt_setting_exits_2_naming_the_setting_it_meant(tmp_path: Path) -> None:
+    proc = _run(tmp_path, DRAGONET_REAPER_INTERVAL_SECOND="5")
+    assert_exits_2_with_one_line(
+        proc,
+        "dragonet-reaper: DRAGONET_REAPER_INTERVAL_SECOND: not a setting of dragonet-reaper "
+        "(did you mean DRAGONET_REAPER_INTERVAL_SECONDS?",
+    )
 
 
 def test_an_argument_it_does_not_take_exits_2_with_one_line(tmp_path: Path) -> None:

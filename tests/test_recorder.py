@@ -5,6 +5,7 @@ repeats nothing; its writes stay within its budget; its process and its chart ob
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from collections.abc import Iterator, Mapping
@@ -26,6 +27,7 @@ from sim.scenario import load_scenario
 from tests.controller_cli import assert_exits_2_with_one_line, run_module
 from tests.kubefake import FakeApi, granted, route, use_kubeconfig
 from tests.simkit import gpu_nodes, job, scenario
+from webhooks.env import unknown_variable
 from webhooks.kubeapi import Api
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -663,6 +665,15 @@ def test_a_bad_setting_exits_2_with_one_line(tmp_path: Path) -> None:
     assert_exits_2_with_one_line(proc, "dragonet-recorder: setting qps: Input should be")
 
 
+def test_a_misspelt_setting_exits_2_naming_the_setting_it_meant(tmp_path: Path) -> None:
+    proc = _run(tmp_path, DRAGONET_RECORDER_WATCH_SECS="60")
+    assert_exits_2_with_one_line(
+        proc,
+        "dragonet-recorder: DRAGONET_RECORDER_WATCH_SECS: not a setting of dragonet-recorder "
+        "(did you mean DRAGONET_RECORDER_WATCH_SECONDS?",
+    )
+
+
 def test_without_any_api_configuration_it_exits_2_with_one_line(tmp_path: Path) -> None:
     proc = _run(tmp_path, KUBECONFIG=str(tmp_path / "missing"))
     assert_exits_2_with_one_line(proc, "dragonet-recorder: no Kubernetes API configuration:")
@@ -729,6 +740,7 @@ def test_the_recorder_reads_the_environment_the_chart_sets(
         else:  # the pod's name, from the downward API
             assert e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
             monkeypatch.setenv(e["name"], "dragonet-recorder-abc")
+    assert unknown_variable(os.environ, RecorderSettings, "dragonet-recorder") is None
     s = RecorderSettings()
     assert (s.watch_seconds, s.qps, s.burst, s.instance) == (7, 3, 4, "dragonet-recorder-abc")
 

@@ -7,13 +7,14 @@ the API on every pool sync (``policy.model.pool``).
 
 from __future__ import annotations
 
-import difflib
 import ssl
 from collections.abc import Mapping
 from pathlib import Path
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from webhooks import env
 
 MiB = 1 << 20
 LOG_LEVELS = ("debug", "info", "warning", "error", "critical")
@@ -151,11 +152,4 @@ _OTHERS = ("DRAGONET_MONITOR_", "DRAGONET_RECORDER_", "DRAGONET_REAPER_", "DRAGO
 def unknown_variable(environ: Mapping[str, str]) -> str | None:
     """A ``DRAGONET_*`` variable the webhook has no setting for (a typo would otherwise be
     ignored and its default used), as one line with the closest setting."""
-    known = [f"DRAGONET_{name.upper()}" for name in Settings.model_fields]
-    for name in sorted(environ):
-        if name.startswith("DRAGONET_") and name not in known and not name.startswith(_OTHERS):
-            close = difflib.get_close_matches(name, known, n=1)
-            hint = f"did you mean {close[0]}? " if close else ""
-            listed = "they are listed in chart/README.md"
-            return f"{name}: not a setting of dragonet serve ({hint}{listed})"
-    return None
+    return env.unknown_variable(environ, Settings, "dragonet serve", _OTHERS)

@@ -6,18 +6,20 @@ and exit status 2, never a traceback."""
 from __future__ import annotations
 
 import logging.config
+import os
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TypeVar
 
 from pydantic import ValidationError
+from pydantic_settings import BaseSettings
 
-from webhooks import logs
+from webhooks import env, logs
 from webhooks.kubeapi import settings_problem
 
-S = TypeVar("S")
+S = TypeVar("S", bound=BaseSettings)
 T = TypeVar("T")
 
 
@@ -34,17 +36,24 @@ def settings(
     name: str,
     doc: str | None,
     argv: list[str] | None,
-    load: Callable[[], S],
+    load: type[S],
+    environ: Mapping[str, str] | None = None,
 ) -> S:
     """The settings ``load`` reads from the environment, once ``argv`` (``sys.argv``'s by
     default) asked for no ``--help`` and holds nothing else (settings come from the
-    environment: an argument would be silently ignored)."""
+    environment: an argument would be silently ignored), and the environment holds no
+    variable under ``load``'s prefix that it has no setting for (a misspelt one would be
+    as silently ignored)."""
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] in ("-h", "--help"):
         print((doc or "").strip())
         raise Exit(0)
     if args:
         print(f"{name}: takes no arguments (got {args[0]!r}); see --help", file=sys.stderr)
+        raise Exit(2)
+    unknown = env.unknown_variable(os.environ if environ is None else environ, load, name)
+    if unknown is not None:
+        print(f"{name}: {unknown}", file=sys.stderr)
         raise Exit(2)
     try:
         return load()
