@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from policy.model.cluster import Node, Pod
+from policy.model.kinds import MAIN_CONTAINERS
 from policy.model.pool import DEFAULT_POOL, LabelSelector, PoolSpec
 from policy.model.resources import PODS, Resources, format_quantity
 from policy.model.timeutil import parse_time
@@ -238,7 +239,7 @@ def node_rows(
     host = {n.hostname: n.name for n, _ in parsed}
     for obj in pods:
         try:
-            pod = Pod.from_object(obj, "tensorflow")
+            pod = Pod.from_object(obj, MAIN_CONTAINERS)
         except (ValueError, TypeError, AttributeError):
             continue
         node = host.get(pod.node or "", pod.node)

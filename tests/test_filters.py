@@ -92,7 +92,7 @@ def _fits(wanted: dict[str, Any], taken: dict[str, Any]) -> bool:
             "spec": {**taken, "nodeName": "n1"},
             "status": {"phase": "Running"},
         },
-        container="c",
+        main=("c",),
     )
     cluster = Cluster.observe([_node({})], [pod])
     request = host_ports(wanted)

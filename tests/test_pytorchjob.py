@@ -17,12 +17,15 @@ from typing import Any
 import pytest
 import yaml
 
+from policy.memo import NO_MEMO
 from policy.model.crdcheck import check_object
+from policy.pool.observe import observe
 from tests import metacontroller as mc
 from tests.conftest import Hook, condition, pods_of, services_of
 from tests.kube_schema import validate_custom, validate_k8s
 from tests.test_crd import _schema_at, _structural_violations
 from tests.test_lifecycle import Run
+from tests.test_mxjob import mxjob
 
 NODES = [mc.node("n-1", cpu="32", memory="128Gi")]
 CRD = mc.ROOT / "crd" / "pytorchjobs.kubeflow.org.yaml"
@@ -538,3 +541,28 @@ def test_the_examples_validate_against_the_crd_and_run(hook: Hook, path: Path) -
 
 def test_there_are_examples() -> None:
     assert [p.name for p in EXAMPLES] == ["elastic.yaml", "mnist.yaml"]
+
+
+# --- the pool's view of a PyTorchJob's pods ------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["PyTorchJob", "MXJob"])
+def test_the_pool_reads_each_kinds_pods_by_their_own_main_container(hook: Hook, kind: str) -> None:
+    """A worker that failed for good under restartPolicy ExitCode (code 1): the pool reads
+    its exit code in the kind's own container (``pytorch``, ``mxnet``), not TensorFlow's,
+    so it sees what the job's sync sees: a permanent failure, not a pod to restart (a pod
+    whose code the pool could not find would count as retryable, Kubeflow's 0xBEEF)."""
+    job = pytorchjob("ec") if kind == "PyTorchJob" else mxjob("ec")
+    specs = job["spec"]["pytorchReplicaSpecs" if kind == "PyTorchJob" else "mxReplicaSpecs"]
+    for spec in specs.values():
+        spec["restartPolicy"] = "ExitCode"
+    run = Run(hook, job)
+    run.sync()
+    run.set_pod("ec-worker-1", phase="Failed", exit_code=1)
+    failed = condition(run.sync(), "Failed")
+    assert failed["status"] == "True" and failed["reason"] == f"{kind}Failed"
+    request = mc.pool_request(mc.world(run.parent, NODES, pods=run.pods))
+    snap = observe(request["parent"], request["children"], request["related"], NO_MEMO)
+    worker = next(p for p in snap.cluster.pods if p.name == "ec-worker-1")
+    assert worker.exit_code == 1
+    assert all(p.started is not None for p in snap.cluster.pods if p.phase == "Running")

@@ -151,7 +151,7 @@ def _pods(children: Mapping[str, Any], admission: Admission | None, kind: JobKin
     for obj in [*objects(children, PODS), *objects(children, SHAREPODS)]:
         key = content_key("pod", obj, kind.container)
         try:
-            pod = memo.get(key, lambda o=obj: Pod.from_object(o, kind.container))
+            pod = memo.get(key, lambda o=obj: Pod.from_object(o, (kind.container,)))
         except UNREADABLE:
             # Not a pod as Dragonet writes them (no API server stores one; someone edited
             # it): its slot reads as empty, so the answer names it where the Admission

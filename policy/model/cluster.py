@@ -7,7 +7,7 @@ Failed; a terminating pod still occupies it (DESIGN §2.4).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from operator import attrgetter
@@ -198,10 +198,14 @@ class Pod:
         set_(self, "index", int(raw) if isinstance(raw, str) and raw.isdigit() else -1)
 
     @classmethod
-    def from_object(cls, obj: Mapping[str, Any], container: str, shares: bool = False) -> Pod:
+    def from_object(
+        cls, obj: Mapping[str, Any], main: Collection[str], shares: bool = False
+    ) -> Pod:
         """``node`` is the bound node, else the hostname its affinity pins it to (see
         ``on_nodes`` for clusters whose hostnames are not their node names). With
-        ``shares`` (a KubeShare pool's view), a fractional GPU joins its request."""
+        ``shares`` (a KubeShare pool's view), a fractional GPU joins its request. ``main``:
+        the names its main container may have (whose exit code, start and batch share are
+        the pod's): its job kind's, or every kind's where pods of all kinds are read."""
         meta, spec, status = _parts(obj, "Pod")
         if obj.get("kind") == SHAREPOD:  # KubeShare v1: the pod's status is nested
             status = status.get("PodStatus") or {}
@@ -216,7 +220,7 @@ class Pod:
         finished = None
         for cs in status.get("containerStatuses") or []:
             restarts += int(cs.get("restartCount") or 0)
-            if cs.get("name") == container:
+            if cs.get("name") in main:
                 started = ((cs.get("state") or {}).get("running") or {}).get("startedAt") or started
                 term = (cs.get("state") or {}).get("terminated") or (cs.get("lastState") or {}).get(
                     "terminated"
@@ -246,17 +250,19 @@ class Pod:
             preferred=node is not None and not bound_to and not required,
             admission_generation=_generation(meta.get("annotations")),
             limits=limits,
-            batch_share=_batch_share(spec, container),
+            batch_share=_batch_share(spec, main),
         )
 
     @classmethod
-    def in_pool(cls, obj: Mapping[str, Any], container: str, kubeshare: str = "none") -> Pod | None:
+    def in_pool(
+        cls, obj: Mapping[str, Any], main: Collection[str], kubeshare: str = "none"
+    ) -> Pod | None:
         """The pod as a pool reads it (``kubeshare``: the pool's mode). With KubeShare a
         fractional GPU joins its request; None for the Pod KubeShare v1 runs for a SharePod
         (the SharePod is counted) and for its ``kubeshare-vgpu`` pods (seen with
         ``watchAllPods``), as DRAGON skipped both."""
         if kubeshare == "none":
-            return cls.from_object(obj, container)
+            return cls.from_object(obj, main)
         if kubeshare == "v1" and obj.get("kind") != SHAREPOD:
             meta = obj.get("metadata") or {}
             owners = meta.get("ownerReferences") or ()
@@ -264,7 +270,7 @@ class Pod:
                 return None
             if str(meta.get("name", "")).startswith(VGPU_POD):
                 return None  # its GPU is the vGPU the SharePods on it account for
-        return cls.from_object(obj, container, shares=True)
+        return cls.from_object(obj, main, shares=True)
 
     def on_nodes(self, node_of_host: Mapping[str, str]) -> Pod:
         """The pod with a pinned hostname read as that node's name."""
@@ -359,10 +365,10 @@ def _generation(annotations: Any) -> int | None:
     return int(raw) if isinstance(raw, str) and raw.isdigit() else None
 
 
-def _batch_share(spec: Mapping[str, Any], container: str) -> int | None:
+def _batch_share(spec: Mapping[str, Any], main: Collection[str]) -> int | None:
     """The per-replica batch in the main container's environment, if a whole number."""
     for c in spec.get("containers") or ():
-        if isinstance(c, Mapping) and c.get("name") == container:
+        if isinstance(c, Mapping) and c.get("name") in main:
             for e in c.get("env") or ():
                 if isinstance(e, Mapping) and e.get("name") == BATCH_PER_REPLICA_ENV:
                     raw = e.get("value")

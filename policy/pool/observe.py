@@ -20,7 +20,7 @@ from policy.model.admission import Admission, Placement
 from policy.model.cluster import L_JOB, Cluster, Node, Pod
 from policy.model.gpushare import SHAREPODS, with_device
 from policy.model.jobs import InvalidJob, Job, child_name, job_or_why
-from policy.model.kinds import KINDS, TFJOB
+from policy.model.kinds import KINDS, MAIN_CONTAINERS
 from policy.model.migration import TYPE_KEY as MIGRATIONS
 from policy.model.migration import MigrationRequest
 from policy.model.podspec import pod_limits
@@ -186,7 +186,7 @@ def observe(
     pods: dict[tuple[str, str], Pod] = {}
     types = (PODS, SHAREPODS) if spec.kubeshare == "v1" else (PODS,)
     # (How a pod reads depends on the mode: the memo keys on it.)
-    read_pod = partial(Pod.in_pool, container=TFJOB.container, kubeshare=spec.kubeshare)
+    read_pod = partial(Pod.in_pool, main=MAIN_CONTAINERS, kubeshare=spec.kubeshare)
     tag = "" if spec.kubeshare == "none" else f" {spec.kubeshare}"
     for type_key in types:
         for pod in read_objects(related, type_key, read_pod, problems, memo, type_key + tag):

@@ -18,6 +18,9 @@ from policy.model.kinds.tfjob import TFJOB
 # Every kind Dragonet runs: one queue for all.
 KINDS: tuple[JobKind, ...] = (TFJOB, MXJOB, PYTORCHJOB)
 BY_KIND: Mapping[str, JobKind] = {k.kind: k for k in KINDS}
+# The names a job's main container has, whatever its kind: where pods of every kind are
+# read together (the pool's view), the main container is the one named any of these.
+MAIN_CONTAINERS: frozenset[str] = frozenset(k.container for k in KINDS)
 
 
 def kind_of(obj: Mapping[str, Any]) -> JobKind | None:
@@ -34,4 +37,13 @@ def kinds_text(conjunction: str = "or") -> str:
     return f"{', '.join(names[:-1])} {conjunction} {names[-1]}" if len(names) > 1 else names[0]
 
 
-__all__ = ["BY_KIND", "KINDS", "MXJOB", "PYTORCHJOB", "TFJOB", "kind_of", "kinds_text"]
+__all__ = [
+    "BY_KIND",
+    "KINDS",
+    "MAIN_CONTAINERS",
+    "MXJOB",
+    "PYTORCHJOB",
+    "TFJOB",
+    "kind_of",
+    "kinds_text",
+]
