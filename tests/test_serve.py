@@ -301,24 +301,31 @@ def test_the_default_cap_refuses_a_body_over_64_mib(serving: Server) -> None:
 
 def test_the_time_limit_fires_in_the_real_server(guarded: Server, tls: tuple[str, str]) -> None:
     """A large pool (512 nodes, 1,000 jobs, about 7.6 MiB) takes a fresh worker several
-    times this server's 0.15 s from its first byte to plan (it arrives in a few tens of
-    ms): answered 422 at the limit; the worker goes on serving. (256 nodes were enough
-    until the reading path got faster: then a quiet machine planned them within 0.15 s.)"""
+    times this server's 0.15 s from its first byte to plan: answered at the limit, and
+    the worker goes on serving. On a quiet machine the body arrives in a few tens of ms
+    and the plan is cut (422); on a loaded one its 7.6 MiB over TLS may not all arrive
+    within 0.15 s, and the same limit answers 408 while it is still being received.
+    Either way the answer names the limit and comes at once. (The plan's cut alone is
+    ``test_shell``'s, in process.) (256 nodes were enough until the reading path got
+    faster: then a quiet machine planned them within 0.15 s.)"""
     from benchmarks.sync_latency import scenario
 
     pool_request, _ = scenario(512, 1000)
     started = time.monotonic()
     slow = _guarded_post(guarded, tls, "/pools/sync", orjson.dumps(pool_request))
     elapsed = time.monotonic() - started
-    assert slow.status_code == 422, slow.text[:300]
-    # "for default" once the pool's name was read; reading 7.6 MiB may take longer.
-    assert slow.json()["error"].startswith("/pools/sync")
-    assert "took longer than the webhook's limit of 0.15 s" in slow.json()["error"]
+    assert slow.status_code in (408, 422), slow.text[:300]
+    said = slow.json()["error"]
+    if slow.status_code == 422:
+        # "for default" once the pool's name was read; reading 7.6 MiB may take longer.
+        assert said.startswith("/pools/sync")
+        assert "took longer than the webhook's limit of 0.15 s" in said
+    else:
+        assert said.startswith("request not received in full within the webhook's limit of 0.15 s")
     assert elapsed < 5
     body = orjson.dumps(load_fixture("job-sync-job1-admitted.json"))
     assert [_guarded_post(guarded, tls, "/tfjobs/sync", body).status_code for _ in range(6)] == [
         200
     ] * 6
-    (line,) = [x for x in guarded.lines() if x.get("status") == 422]
-    assert line["hook"] == "/pools/sync"
-    assert line["error"] == slow.json()["error"]
+    (line,) = [x for x in guarded.lines() if x.get("status") == slow.status_code]
+    assert line["error"] == said
