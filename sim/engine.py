@@ -19,9 +19,11 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
+import orjson
 import yaml
 from flask import Flask
 
@@ -213,7 +215,7 @@ def load_controllers(
     chart's ``scheduling.kubeshare: v1`` makes them, and with ``kubeflow_coexist`` they
     select only the jobs labelled for Dragonet, as the chart's ``kubeflow.coexist`` makes
     them."""
-    controllers = [yaml.safe_load(path.read_text()) for path in CONTROLLERS]
+    controllers = [orjson.loads(raw) for raw in _controller_manifests()]
     for c in controllers:
         if c["spec"]["parentResource"]["resource"] in JOB_RESOURCES:
             c["spec"]["childResources"] += [pod_group_child(b) for b in gang_schedulers]
@@ -222,6 +224,12 @@ def load_controllers(
             if kubeflow_coexist:
                 c["spec"]["parentResource"]["labelSelector"] = COEXIST_SELECTOR
     return controllers
+
+
+@cache
+def _controller_manifests() -> tuple[bytes, ...]:
+    """``CONTROLLERS`` read once a process, as JSON: each run gets its own copy to change."""
+    return tuple(orjson.dumps(yaml.safe_load(path.read_text())) for path in CONTROLLERS)
 
 
 COEXIST_SELECTOR = {"matchLabels": {COEXIST_LABEL: COEXIST_LABEL_VALUE}}
@@ -516,9 +524,10 @@ class Simulation:
 
     def run(self) -> SimResult:
         # The run keeps every object alive; a full garbage collection would walk them all
-        # on every few thousand allocations (each hook request is one big JSON tree).
+        # on every few thousand allocations (each hook request is one big JSON tree). What
+        # is alive before the run is frozen as it is, not collected first: a full collection
+        # walks the whole process (in a long-lived one, a test worker's, most of a run's cost).
         thresholds = gc.get_threshold()
-        gc.collect()
         gc.freeze()
         gc.set_threshold(200_000, 50, 1000)
         try:
