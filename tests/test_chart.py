@@ -148,7 +148,9 @@ def _render(
     out = _run(
         helm, "template", release, str(CHART), "--namespace", namespace, "--include-crds", *extra
     ).stdout
-    return [d for d in yaml.safe_load_all(out) if d]
+    # libyaml's safe loader: the same documents as yaml.safe_load_all's, ten times sooner
+    # (the CRDs make each render about 150 kB).
+    return [d for d in yaml.load_all(out, Loader=yaml.CSafeLoader) if d]
 
 
 def _one(docs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
