@@ -38,7 +38,10 @@ demo: $(STAMP)
 # `make test` leaves out the tests marked slow (whole traces, benchmarks, fuzz campaigns,
 # a real server under load: pyproject.toml's markers); `make test-slow` runs only those,
 # and `make test-all` both, as CI does (.ci/run).
-PYTEST := PATH="$(CURDIR)/.tools/bin:$$PATH" $(BIN)/pytest -q -n auto --dist loadfile
+# Bytecode caches are written even where the environment turns them off
+# (PYTHONDONTWRITEBYTECODE=1): else each worker, and each server a test starts, compiles every
+# module and re-rewrites every test file from source (collection took 18 s, not 7).
+PYTEST := PATH="$(CURDIR)/.tools/bin:$$PATH" PYTHONDONTWRITEBYTECODE= $(BIN)/pytest -q -n auto --dist loadfile
 
 test: $(STAMP) .tools/bin/helm $(CHROMIUM)
 	$(BIN)/ruff check .

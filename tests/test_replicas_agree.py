@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -162,6 +163,7 @@ def _with_status(request: dict[str, Any], status: Any) -> bytes:
     return orjson.dumps({**request, "parent": parent})
 
 
+@pytest.mark.slow  # 30 pools, each compared at every instant (20 s): make test-slow, CI
 @settings(
     max_examples=30,
     deadline=None,

@@ -22,6 +22,9 @@ import requests
 from tests.conftest import load_fixture
 from tests.test_serve import Server, start_server, tls  # noqa: F401  (tls: a fixture)
 
+# Real servers and real deadlines (a minute of waiting): `make test-slow` and CI run them.
+pytestmark = pytest.mark.slow
+
 LIMIT = 2.0  # DRAGONET_REQUEST_TIMEOUT_SECONDS of this module's server
 CAP = 1 << 20  # DRAGONET_MAX_REQUEST_BYTES
 IDLE = 5.0  # gunicorn's keepalive (webhooks/gunicorn_conf.py): an idle connection's life

@@ -20,6 +20,9 @@ from sim.throughput import ThroughputConfig
 from sim.traces import load_pollux
 from tests.simkit import gpu_nodes, scenario
 
+# Whole simulated runs of a trace's first jobs (half a minute): make test-slow and CI.
+pytestmark = pytest.mark.slow
+
 WORKLOAD = Path(__file__).parent / "fixtures" / "traces" / "workload-1.csv"
 ERROR = 0.10  # stated: an estimate within 10 % of the true mean speed where measured
 

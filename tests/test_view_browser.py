@@ -24,6 +24,9 @@ from sim.view.chromium import ARGS, CHROMIUM
 ROOT = Path(__file__).resolve().parent.parent
 DUMP = ROOT / "tests" / "fixtures" / "view" / "elastic-pool.json"
 
+# A real browser draws each page (a minute on two cores): `make test-slow` and CI run them.
+pytestmark = pytest.mark.slow
+
 if not CHROMIUM.exists():
     why = f"{CHROMIUM} is missing (apt-get install chromium; `make test` does it)"
     if os.environ.get("CI"):

@@ -22,6 +22,9 @@ from tests.dumpserver import DumpServer, serve_dump
 from tests.test_live import AT, NOW, story
 from tests.test_view_browser import browser  # noqa: F401 (the fixture)
 
+# A real browser reloads the served page: `make test-slow` and CI run it.
+pytestmark = pytest.mark.slow
+
 ELASTIC = "TFJob/default/elastic"
 
 
