@@ -2,8 +2,9 @@
 
 Metacontroller's v2 maps (``Kind.group/version`` -> ``namespace/name`` -> object) are read
 here and nowhere else in the pool, but for one fallback: when the request cannot be read
-(or the pool is held), ``sync`` echoes the Admissions it was sent without parsing them. Pods an Admission places but whose job has not created
-them yet join the observed pods as *assumed* pods, so they hold their node's room.
+(or the pool is held), ``sync`` echoes the Admissions it was sent without parsing them.
+Pods an Admission places but whose job has not created them yet join the observed pods as
+*assumed* pods, so they hold their node's room.
 """
 
 from __future__ import annotations
