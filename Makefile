@@ -36,7 +36,8 @@ demo: $(STAMP)
 # module's fixtures, its servers, browser and simulated runs, are made once; xdist_group
 # marks are not used, as pytest-xdist 3.8's loadgroup ignores them under pytest 9.2).
 # `make test` leaves out the tests marked slow (whole traces, benchmarks, fuzz campaigns,
-# a real server under load: pyproject.toml's markers); `make test-slow` runs only those,
+# a real server under load or real deadlines, a real browser: pyproject.toml's markers);
+# `make test-slow` runs only those,
 # and `make test-all` both, as CI does (.ci/run).
 # Bytecode caches are written even where the environment turns them off
 # (PYTHONDONTWRITEBYTECODE=1): else each worker, and each server a test starts, compiles every
